@@ -1,0 +1,128 @@
+import { FreeBlockQueue } from "./free-block-queue.js";
+
+/**
+ * The paged KV pool (vLLM v1 semantics): fixed-size blocks with reference counts; a block whose count drops
+ * to zero joins the LRU free queue but keeps its prefix hash, so a later request with the same prefix can
+ * take it back until the block is handed out again.
+ */
+export class BlockPool {
+  readonly numBlocks: number;
+  readonly blockSizeTokens: number;
+  private readonly refCounts: Int32Array;
+  /** prefix hash of each block, 0 when the block holds no complete, hashed content */
+  private readonly hashes: Float64Array;
+  private readonly cachedBlockByHash = new Map<number, number>();
+  private readonly freeQueue: FreeBlockQueue;
+
+  constructor(numBlocks: number, blockSizeTokens: number) {
+    if (!Number.isInteger(numBlocks) || numBlocks < 1)
+      throw new Error(`numBlocks must be >= 1, got ${numBlocks}`);
+    if (!Number.isInteger(blockSizeTokens) || blockSizeTokens < 1) {
+      throw new Error(`blockSizeTokens must be >= 1, got ${blockSizeTokens}`);
+    }
+    this.numBlocks = numBlocks;
+    this.blockSizeTokens = blockSizeTokens;
+    this.refCounts = new Int32Array(numBlocks);
+    this.hashes = new Float64Array(numBlocks);
+    this.freeQueue = new FreeBlockQueue(numBlocks);
+    for (let b = 0; b < numBlocks; b++) this.freeQueue.pushTail(b);
+  }
+
+  get numFreeBlocks(): number {
+    return this.freeQueue.length;
+  }
+
+  get numUsedBlocks(): number {
+    return this.numBlocks - this.freeQueue.length;
+  }
+
+  get numCachedBlocks(): number {
+    return this.cachedBlockByHash.size;
+  }
+
+  usageFraction(): number {
+    return this.numUsedBlocks / this.numBlocks;
+  }
+
+  refCount(blockId: number): number {
+    return this.refCounts[blockId] as number;
+  }
+
+  hashOf(blockId: number): number {
+    return this.hashes[blockId] as number;
+  }
+
+  /** The block caching this prefix hash, in use or free, or -1. */
+  lookup(hash: number): number {
+    return this.cachedBlockByHash.get(hash) ?? -1;
+  }
+
+  /** Takes n blocks from the head of the free queue (dropping their cached content), or null if too few. */
+  allocate(n: number): number[] | null {
+    if (n > this.freeQueue.length) return null;
+    const out = new Array<number>(n);
+    for (let i = 0; i < n; i++) {
+      const blockId = this.freeQueue.popHead();
+      this.dropCachedContent(blockId);
+      this.refCounts[blockId] = 1;
+      out[i] = blockId;
+    }
+    return out;
+  }
+
+  /** Adds a reference to blocks found by prefix lookup; a free one leaves the free queue. */
+  touch(blockIds: readonly number[]): void {
+    for (const blockId of blockIds) {
+      if (this.refCounts[blockId] === 0) this.freeQueue.remove(blockId);
+      this.refCounts[blockId] = (this.refCounts[blockId] as number) + 1;
+    }
+  }
+
+  /**
+   * Drops one reference per block. Blocks reaching zero join the free queue in the order given, so callers
+   * pass a request's blocks tail first: its last blocks are then the first to be reused.
+   */
+  free(blockIds: readonly number[]): void {
+    for (const blockId of blockIds) {
+      const count = this.refCounts[blockId] as number;
+      if (count <= 0) throw new Error(`double free of block ${blockId}`);
+      this.refCounts[blockId] = count - 1;
+      if (count === 1) this.freeQueue.pushTail(blockId);
+    }
+  }
+
+  /** Registers a full block's prefix hash so later requests can hit it. First writer wins. */
+  cacheFullBlock(blockId: number, hash: number): void {
+    if (this.hashes[blockId] !== 0) return;
+    if (this.cachedBlockByHash.has(hash)) return;
+    this.hashes[blockId] = hash;
+    this.cachedBlockByHash.set(hash, blockId);
+  }
+
+  /** Throws if free queue, reference counts and hash map disagree. O(numBlocks); for tests and debug runs. */
+  checkInvariants(): void {
+    let free = 0;
+    for (let b = 0; b < this.numBlocks; b++) {
+      const count = this.refCounts[b] as number;
+      if (count < 0) throw new Error(`block ${b} has negative ref count ${count}`);
+      if ((count === 0) !== this.freeQueue.has(b)) {
+        throw new Error(`block ${b} ref count ${count} disagrees with free queue membership`);
+      }
+      if (count === 0) free++;
+      const hash = this.hashes[b] as number;
+      if (hash !== 0 && this.cachedBlockByHash.get(hash) !== b)
+        throw new Error(`block ${b} hash not indexed`);
+    }
+    if (free !== this.freeQueue.length) throw new Error("free queue length mismatch");
+    for (const [hash, b] of this.cachedBlockByHash) {
+      if (this.hashes[b] !== hash) throw new Error(`hash index points to block ${b} with another hash`);
+    }
+  }
+
+  private dropCachedContent(blockId: number): void {
+    const hash = this.hashes[blockId] as number;
+    if (hash === 0) return;
+    this.cachedBlockByHash.delete(hash);
+    this.hashes[blockId] = 0;
+  }
+}

@@ -1,0 +1,126 @@
+import type { Request } from "../request.js";
+import type { BlockPool } from "./block-pool.js";
+import type { OffloadTiers, TierName } from "./offload-tiers.js";
+
+/** Where a waiting request's already-known prefix can come from. */
+export interface PrefixMatch {
+  /** pool blocks holding the longest cached prefix (in use or free) */
+  readonly gpuBlockIds: number[];
+  readonly gpuTokens: number;
+  /** tokens after the GPU prefix found in an offload tier */
+  readonly tierTokens: number;
+  readonly tier: TierName | null;
+}
+
+const NO_MATCH: PrefixMatch = { gpuBlockIds: [], gpuTokens: 0, tierTokens: 0, tier: null };
+
+/**
+ * Per-request view of the block pool: prefix lookup, slot allocation, caching of full blocks, and freeing
+ * (write-through to the offload tiers when they exist). The scheduler never touches the pool directly.
+ */
+export class KvCacheManager {
+  readonly blockSizeTokens: number;
+  readonly kvBytesPerToken: number;
+
+  constructor(
+    readonly pool: BlockPool,
+    readonly tiers: OffloadTiers | null,
+    kvBytesPerToken: number,
+  ) {
+    this.blockSizeTokens = pool.blockSizeTokens;
+    this.kvBytesPerToken = kvBytesPerToken;
+  }
+
+  blocksFor(tokens: number): number {
+    return Math.ceil(tokens / this.blockSizeTokens);
+  }
+
+  /**
+   * Longest known prefix of the request's sequence, leaving at least its last token to compute (the
+   * engine needs that token's logits).
+   */
+  findPrefix(request: Request): PrefixMatch {
+    const maxBlocks = Math.floor((request.numTokens - 1) / this.blockSizeTokens);
+    if (maxBlocks <= 0) return NO_MATCH;
+    const gpuBlockIds: number[] = [];
+    for (let i = 0; i < maxBlocks; i++) {
+      const blockId = this.pool.lookup(request.content.blockHash(i));
+      if (blockId < 0) break;
+      gpuBlockIds.push(blockId);
+    }
+    const gpuTokens = gpuBlockIds.length * this.blockSizeTokens;
+    if (!this.tiers || gpuBlockIds.length === maxBlocks) {
+      return gpuBlockIds.length === 0 ? NO_MATCH : { gpuBlockIds, gpuTokens, tierTokens: 0, tier: null };
+    }
+    const found = this.tiers.findPrefix((i) => request.content.blockHash(i), gpuBlockIds.length, maxBlocks);
+    return { gpuBlockIds, gpuTokens, tierTokens: found.numBlocks * this.blockSizeTokens, tier: found.tier };
+  }
+
+  /** Blocks admission would take from the free queue: new ones plus free cached hits it revives. */
+  admissionCostBlocks(match: PrefixMatch, tokensAfterStep: number): number {
+    let revived = 0;
+    for (const blockId of match.gpuBlockIds) if (this.pool.refCount(blockId) === 0) revived++;
+    return revived + this.blocksFor(tokensAfterStep) - match.gpuBlockIds.length;
+  }
+
+  /** Takes the matched prefix for the request: hits are shared, tier blocks get fresh slots. */
+  admit(request: Request, match: PrefixMatch): void {
+    this.pool.touch(match.gpuBlockIds);
+    request.blockIds = match.gpuBlockIds.slice();
+    request.numComputedTokens = match.gpuTokens;
+    request.numCachedBlocks = match.gpuBlockIds.length;
+    request.hitTokens = match.gpuTokens;
+    request.reloadTokens = match.tierTokens;
+    if (match.tierTokens > 0 && match.tier !== null) {
+      if (!this.allocateSlots(request, match.tierTokens))
+        throw new Error("admission was not checked for space");
+      const first = match.gpuBlockIds.length;
+      const reloaded = new Array<number>(match.tierTokens / this.blockSizeTokens);
+      for (let i = 0; i < reloaded.length; i++) reloaded[i] = request.content.blockHash(first + i);
+      this.tiers?.touch(reloaded, match.tier);
+      request.numComputedTokens += match.tierTokens;
+      this.cacheFullBlocks(request);
+    }
+  }
+
+  /** Ensures blocks for numComputedTokens + newTokens; false (and no change) if the pool is short. */
+  allocateSlots(request: Request, newTokens: number): boolean {
+    const needed = this.blocksFor(request.numComputedTokens + newTokens) - request.blockIds.length;
+    if (needed <= 0) return true;
+    const blocks = this.pool.allocate(needed);
+    if (!blocks) return false;
+    for (const blockId of blocks) request.blockIds.push(blockId);
+    return true;
+  }
+
+  /** Registers the request's newly completed full blocks in the prefix cache. */
+  cacheFullBlocks(request: Request): void {
+    const full = Math.floor(request.numComputedTokens / this.blockSizeTokens);
+    for (let i = request.numCachedBlocks; i < full; i++) {
+      this.pool.cacheFullBlock(request.blockIds[i] as number, request.content.blockHash(i));
+    }
+    if (full > request.numCachedBlocks) request.numCachedBlocks = full;
+  }
+
+  /** Cached full-block hashes of a request, for offloading. */
+  cachedHashes(request: Request): number[] {
+    const out = new Array<number>(request.numCachedBlocks);
+    for (let i = 0; i < request.numCachedBlocks; i++) out[i] = request.content.blockHash(i);
+    return out;
+  }
+
+  /** Drops the request's hold on its blocks (tail first, so its last blocks are reused first). */
+  freeRequest(request: Request): void {
+    if (this.tiers && request.numCachedBlocks > 0) this.tiers.store(this.cachedHashes(request));
+    this.freeBlocks(request.blockIds);
+    request.blockIds = [];
+    request.numCachedBlocks = 0;
+  }
+
+  /** Frees blocks held outside a request (a pin), tail first. */
+  freeBlocks(blockIds: readonly number[]): void {
+    const reversed = new Array<number>(blockIds.length);
+    for (let i = 0; i < blockIds.length; i++) reversed[i] = blockIds[blockIds.length - 1 - i] as number;
+    this.pool.free(reversed);
+  }
+}

@@ -1,0 +1,114 @@
+export type TierName = "cpu" | "disk";
+
+export interface TierConfig {
+  readonly name: TierName;
+  readonly capacityBytes: number;
+  /** bytes per second moving KV back to the accelerator */
+  readonly reloadBandwidthBps: number;
+}
+
+/** One offload tier: an LRU set of block hashes (the blocks' KV lives in CPU RAM or on disk). */
+class Tier {
+  private readonly lru = new Map<number, true>();
+
+  constructor(
+    readonly config: TierConfig,
+    readonly capacityBlocks: number,
+  ) {}
+
+  get size(): number {
+    return this.lru.size;
+  }
+
+  has(hash: number): boolean {
+    return this.lru.has(hash);
+  }
+
+  touch(hash: number): void {
+    this.lru.delete(hash);
+    this.lru.set(hash, true);
+  }
+
+  /**
+   * Inserts a hash, pushing LRU victims into `evicted`. A hash already held keeps its place: a returning
+   * turn re-stores its whole prefix, and refreshing thousands of entries per finish would cost more than
+   * the slightly staler order (reloads do refresh, see touch).
+   */
+  put(hash: number, evicted: number[]): void {
+    if (this.lru.has(hash)) return;
+    this.lru.set(hash, true);
+    while (this.lru.size > this.capacityBlocks) {
+      const oldest = this.lru.keys().next().value as number;
+      this.lru.delete(oldest);
+      evicted.push(oldest);
+    }
+  }
+}
+
+export interface TierPrefix {
+  readonly numBlocks: number;
+  readonly tier: TierName | null;
+}
+
+/**
+ * CPU RAM and disk tiers below the accelerator pool, LMCache-style: KV of freed blocks is written to the
+ * first tier, blocks pushed out of a tier fall to the next, and a returning prefix found in a tier is
+ * reloaded instead of recomputed.
+ */
+export class OffloadTiers {
+  private readonly tiers: Tier[];
+  private readonly spill: number[] = [];
+
+  constructor(configs: readonly TierConfig[], kvBytesPerBlock: number) {
+    this.tiers = configs.map((config) => {
+      if (!(config.capacityBytes > 0)) throw new Error(`${config.name} tier needs a positive capacity`);
+      if (!(config.reloadBandwidthBps > 0)) throw new Error(`${config.name} tier needs a positive bandwidth`);
+      return new Tier(config, Math.max(1, Math.floor(config.capacityBytes / kvBytesPerBlock)));
+    });
+  }
+
+  get names(): TierName[] {
+    return this.tiers.map((t) => t.config.name);
+  }
+
+  reloadBandwidthBps(tier: TierName): number {
+    const found = this.tiers.find((t) => t.config.name === tier);
+    if (!found) throw new Error(`no ${tier} tier configured`);
+    return found.config.reloadBandwidthBps;
+  }
+
+  /** Stores these block hashes in the top tier, cascading LRU victims downwards. */
+  store(hashes: readonly number[]): void {
+    let incoming: readonly number[] = hashes;
+    for (const tier of this.tiers) {
+      this.spill.length = 0;
+      for (const hash of incoming) tier.put(hash, this.spill);
+      if (this.spill.length === 0) return;
+      incoming = this.spill.slice();
+    }
+  }
+
+  /**
+   * Longest run of consecutive blocks [fromBlock, fromBlock + n) held by one tier (the fastest holding the
+   * first block); reloading mixes no tiers, which keeps the transfer a single stream.
+   */
+  findPrefix(blockHash: (index: number) => number, fromBlock: number, maxBlocks: number): TierPrefix {
+    if (maxBlocks <= fromBlock) return { numBlocks: 0, tier: null };
+    const first = blockHash(fromBlock);
+    const tier = this.tiers.find((t) => t.has(first));
+    if (!tier) return { numBlocks: 0, tier: null };
+    let n = 1;
+    while (fromBlock + n < maxBlocks && tier.has(blockHash(fromBlock + n))) n++;
+    return { numBlocks: n, tier: tier.config.name };
+  }
+
+  /** Marks reloaded blocks as recently used in their tier. */
+  touch(hashes: readonly number[], tierName: TierName): void {
+    const tier = this.tiers.find((t) => t.config.name === tierName);
+    if (tier) for (const hash of hashes) if (tier.has(hash)) tier.touch(hash);
+  }
+
+  occupancyBlocks(): Record<string, number> {
+    return Object.fromEntries(this.tiers.map((t) => [t.config.name, t.size]));
+  }
+}

@@ -1,0 +1,59 @@
+import type { CostModel } from "./cost-model.js";
+import type { TierName } from "./kv/offload-tiers.js";
+import type { Program } from "./program.js";
+import type { Request } from "./request.js";
+import type { TtlEstimator } from "./ttl/ttl-model.js";
+
+/** What a policy may read when it decides. */
+export interface PolicyContext {
+  readonly nowS: number;
+  /** tool histories, memoryfulness and queueing statistics, fed by the scheduler */
+  readonly ttl: TtlEstimator;
+  readonly costs: CostModel;
+  /** the tier an unpinned program's KV falls to (null: it is recomputed) */
+  readonly offloadTier: TierName | null;
+  /** KV tokens held by running requests (InferCept's "memory of the batch") */
+  readonly runningKvTokens: number;
+  readonly numRunning: number;
+}
+
+/** What happens to a finished non-last request's KV. */
+export type Retention = { readonly kind: "free" } | { readonly kind: "pin"; readonly ttlS: number };
+
+export const FREE: Retention = { kind: "free" };
+
+/**
+ * A scheduling policy: waiting order, KV retention at the end of a turn, and whom to sacrifice under
+ * memory pressure. Everything else (batching, chunking, block accounting) is the scheduler's and is the
+ * same for every policy.
+ */
+export interface SchedulingPolicy {
+  readonly name: string;
+  readonly description: string;
+  /** needs an offload tier to mean what it says (the harness configures a default one) */
+  readonly needsOffload: boolean;
+  /** how the tool of a finished turn is read from model output when the client gave no hint */
+  readonly toolParser: "paper" | "fork";
+  /** priorities move with time, so the waiting queue is re-sorted every step */
+  readonly dynamicPriorities: boolean;
+
+  /** Sets request.priority (lexicographic, smaller runs first; arrival order breaks ties). */
+  prioritize(request: Request, program: Program, ctx: PolicyContext): void;
+
+  /** Retention of a finished request that is not its program's last. */
+  retain(request: Request, program: Program, tool: string, ctx: PolicyContext): Retention;
+
+  /** A measured tool duration (next arrival minus previous finish of one program). */
+  onToolSample?(tool: string, durationS: number): void;
+
+  /** Order of pin sacrifice under memory pressure: larger rank is unpinned first. */
+  pinVictimRank(program: Program): number;
+
+  /** May `waiting` (stuck at the head of the queue) preempt `running` to get in? Default: never. */
+  preemptsForAdmission?(
+    waiting: Request,
+    waitingProgram: Program,
+    running: Request,
+    runningProgram: Program,
+  ): boolean;
+}

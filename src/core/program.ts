@@ -1,0 +1,30 @@
+/** KV a program keeps resident while its tool runs. */
+export interface Pin {
+  readonly requestId: string;
+  readonly blockIds: readonly number[];
+  readonly tokens: number;
+  readonly pinnedS: number;
+  readonly ttlS: number;
+  readonly expiresS: number;
+}
+
+/** An agent program (job): the sequence of requests sharing a program id. */
+export class Program {
+  readonly id: string;
+  readonly firstArrivalS: number;
+  numArrived = 0;
+  numFinished = 0;
+  /** requests of this program currently waiting (overlapping requests are allowed) */
+  numWaiting = 0;
+  numRunning = 0;
+  pin: Pin | null = null;
+  /** Autellix: service time of finished requests plus time run by live ones */
+  attainedServiceS = 0;
+  lastFinishS: number | null = null;
+  ended = false;
+
+  constructor(id: string, firstArrivalS: number) {
+    this.id = id;
+    this.firstArrivalS = firstArrivalS;
+  }
+}

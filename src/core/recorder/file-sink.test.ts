@@ -1,0 +1,61 @@
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { FileSink } from "./file-sink.js";
+import { Recorder } from "./recorder.js";
+
+describe("FileSink", () => {
+  let dir = "";
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "file-sink-"));
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("only creates <path>.jsonl on close, complete, and removes the tmp file", async () => {
+    const base = join(dir, "run");
+    const recorder = new Recorder(new FileSink(base));
+    for (let i = 0; i < 1000; i++) {
+      recorder.record({ programId: `job_${i % 7}`, requestId: `r${i}`, timeS: i, kind: "arrival" });
+    }
+    assert.equal(existsSync(`${base}.jsonl`), false);
+    assert.equal(existsSync(`${base}.jsonl.tmp`), true);
+
+    await recorder.close();
+    assert.equal(existsSync(`${base}.jsonl.tmp`), false);
+    const lines = (await readFile(`${base}.jsonl`, "utf8")).split("\n");
+    assert.equal(lines.pop(), "");
+    assert.equal(lines.length, 1000);
+    assert.equal(JSON.parse(lines[999]!).request, "r999");
+  });
+
+  it("writes through to the tmp file once its buffer fills instead of holding the history", async () => {
+    const sink = new FileSink(join(dir, "stream"), { bufferChars: 256 });
+    for (let i = 0; i < 100; i++) sink.write(`{"i":${i}}`);
+    assert.ok((await stat(sink.tmpPath)).size > 500);
+    await sink.close();
+    assert.equal((await readFile(sink.finalPath, "utf8")).split("\n").length, 101);
+  });
+
+  it("discards a tmp file left by a crashed run and creates missing directories", async () => {
+    const base = join(dir, "nested", "deeper", "crashed");
+    const first = new FileSink(base);
+    await first.close();
+    await writeFile(`${base}.jsonl.tmp`, "stale partial line");
+    const sink = new FileSink(base);
+    sink.write("fresh");
+    await sink.close();
+    assert.equal(await readFile(`${base}.jsonl`, "utf8"), "fresh\n");
+  });
+
+  it("refuses writes after close", async () => {
+    const sink = new FileSink(join(dir, "closed"));
+    await sink.close();
+    await sink.close();
+    assert.throws(() => sink.write("late"), /closed/);
+  });
+});

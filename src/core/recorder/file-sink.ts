@@ -1,0 +1,79 @@
+import { close as closeFd, closeSync, fsync, mkdirSync, openSync, writeSync } from "node:fs";
+import { rename } from "node:fs/promises";
+import { dirname } from "node:path";
+import { promisify } from "node:util";
+import { fsyncDirectory } from "./atomic-file.js";
+import type { RecorderSink } from "./recorder.js";
+
+const fsyncAsync = promisify(fsync);
+const closeAsync = promisify(closeFd);
+
+export interface FileSinkOptions {
+  /** Characters buffered before a write to the file. */
+  bufferChars?: number;
+}
+
+/**
+ * Streams JSONL to `<path>.jsonl.tmp`; close() flushes, fsyncs and renames it to `<path>.jsonl`,
+ * so the final file only ever exists complete.
+ *
+ * Writes are synchronous and chunked rather than going through a fs.WriteStream: record() cannot wait
+ * for drain, so a WriteStream fed from a tight simulator loop would queue the whole history in memory.
+ * Here memory is bounded by bufferChars no matter how long the run is.
+ */
+export class FileSink implements RecorderSink {
+  readonly tmpPath: string;
+  readonly finalPath: string;
+  private readonly bufferChars: number;
+  private fd: number | undefined;
+  private pending: string[] = [];
+  private pendingChars = 0;
+  private closing: Promise<void> | undefined;
+
+  constructor(path: string, options: FileSinkOptions = {}) {
+    this.tmpPath = `${path}.jsonl.tmp`;
+    this.finalPath = `${path}.jsonl`;
+    this.bufferChars = options.bufferChars ?? 64 * 1024;
+    mkdirSync(dirname(this.tmpPath), { recursive: true });
+    // "w": a tmp file left by a crashed run is discarded, never appended to.
+    this.fd = openSync(this.tmpPath, "w");
+  }
+
+  write(line: string): void {
+    if (this.fd === undefined || this.closing) throw new Error(`FileSink ${this.finalPath} is closed`);
+    this.pending.push(line, "\n");
+    this.pendingChars += line.length + 1;
+    if (this.pendingChars >= this.bufferChars) this.flush(this.fd);
+  }
+
+  /** Idempotent: later calls return the first close's promise. */
+  close(): Promise<void> {
+    this.closing ??= this.finish();
+    return this.closing;
+  }
+
+  private async finish(): Promise<void> {
+    const fd = this.fd;
+    if (fd === undefined) return;
+    this.fd = undefined;
+    try {
+      this.flush(fd);
+      await fsyncAsync(fd);
+    } catch (error) {
+      closeSync(fd);
+      throw error;
+    }
+    await closeAsync(fd);
+    await rename(this.tmpPath, this.finalPath);
+    await fsyncDirectory(dirname(this.finalPath));
+  }
+
+  private flush(fd: number): void {
+    if (this.pending.length === 0) return;
+    const bytes = Buffer.from(this.pending.join(""), "utf8");
+    this.pending = [];
+    this.pendingChars = 0;
+    let offset = 0;
+    while (offset < bytes.length) offset += writeSync(fd, bytes, offset);
+  }
+}

@@ -1,0 +1,94 @@
+import type { TokenContent } from "./kv/token-content.js";
+
+export type RequestStatus = "waiting" | "running" | "finished" | "aborted";
+export type FinishReason = "stop" | "length" | "abort" | "kv_capacity";
+
+/** What a client (server, simulator, load generator) submits: one LLM call of an agent program. */
+export interface RequestSpec {
+  readonly requestId: string;
+  /** Agent program (job) id; null when the client sent none: the request is then a program of its own. */
+  readonly programId: string | null;
+  readonly promptTokens: number;
+  readonly maxOutputTokens: number;
+  /** The client says no further turn follows (the fork's `is_last_step`). */
+  readonly isLastStep: boolean;
+  /** Tool the client says this turn calls (wins over parsing the output). */
+  readonly toolHint?: string | null;
+  readonly content: TokenContent;
+}
+
+/** One LLM call in flight. Mutable state is owned by the scheduler; everyone else reads it. */
+export class Request {
+  readonly id: string;
+  readonly programId: string;
+  readonly hasProgramId: boolean;
+  readonly promptTokens: number;
+  readonly maxOutputTokens: number;
+  readonly isLastStep: boolean;
+  readonly toolHint: string | null;
+  readonly content: TokenContent;
+  readonly arrivalS: number;
+  readonly turnIndex: number;
+  /** global arrival order; final tie-break of every priority */
+  readonly sequenceNumber: number;
+
+  status: RequestStatus = "waiting";
+  finishReason: FinishReason | null = null;
+  /** tokens of the sequence (prompt + output) whose KV is computed or loaded */
+  numComputedTokens = 0;
+  numOutputTokens = 0;
+  /** full blocks of the sequence already registered in the prefix cache */
+  numCachedBlocks = 0;
+  blockIds: number[] = [];
+  /** prompt tokens found in the GPU prefix cache (incl. a pin) at the latest admission */
+  hitTokens = 0;
+  /** prompt tokens reloaded from an offload tier at the latest admission */
+  reloadTokens = 0;
+  /** was preempted and waits to run again */
+  preempted = false;
+  numPreemptions = 0;
+  /** program held no resident KV when this request arrived (it was evicted or never pinned) */
+  arrivedEvicted = false;
+  admittedS: number | null = null;
+  firstTokenS: number | null = null;
+  finishS: number | null = null;
+  /** running order index, for victim choice among equal priorities */
+  admissionNumber = 0;
+  /** policy-assigned waiting priority, compared lexicographically, smaller first */
+  readonly priority: [number, number, number] = [0, 0, 0];
+  /** model output text (real engine), for tool-call parsing at finish */
+  outputText: string | null = null;
+
+  constructor(
+    spec: RequestSpec,
+    programId: string,
+    arrivalS: number,
+    turnIndex: number,
+    sequenceNumber: number,
+  ) {
+    this.id = spec.requestId;
+    this.programId = programId;
+    this.hasProgramId = spec.programId !== null;
+    this.promptTokens = spec.promptTokens;
+    this.maxOutputTokens = spec.maxOutputTokens;
+    this.isLastStep = spec.isLastStep || spec.programId === null;
+    this.toolHint = spec.toolHint ?? null;
+    this.content = spec.content;
+    this.arrivalS = arrivalS;
+    this.turnIndex = turnIndex;
+    this.sequenceNumber = sequenceNumber;
+  }
+
+  /** Tokens in the sequence so far: the prompt plus sampled output. */
+  get numTokens(): number {
+    return this.promptTokens + this.numOutputTokens;
+  }
+
+  get isPrefilling(): boolean {
+    return this.numComputedTokens < this.promptTokens;
+  }
+
+  get isDone(): boolean {
+    return this.status === "finished" || this.status === "aborted";
+  }
+}

@@ -1,0 +1,740 @@
+import type { Clock } from "./clock.js";
+import type { CostModel } from "./cost-model.js";
+import { BlockPool } from "./kv/block-pool.js";
+import { KvCacheManager, type PrefixMatch } from "./kv/kv-cache-manager.js";
+import { OffloadTiers, type TierConfig } from "./kv/offload-tiers.js";
+import type { PolicyContext, SchedulingPolicy } from "./policy.js";
+import { type Pin, Program } from "./program.js";
+import type { EventRecorder } from "./recorder/recorder.js";
+import { type FinishReason, Request, type RequestSpec } from "./request.js";
+import type { KvRelease, ReleaseReason, Reload, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
+import { parseForkToolName, parseToolName } from "./tools/parse-tool-call.js";
+import { ToolCallTracker, UNKNOWN_TOOL } from "./tools/tool-call-tracker.js";
+import { TtlEstimator, type TtlEstimatorOptions } from "./ttl/ttl-model.js";
+import { runsBefore, WaitingQueue } from "./waiting-queue.js";
+
+export interface SchedulerConfig {
+  /** KV pool size in blocks */
+  readonly numBlocks: number;
+  readonly blockSizeTokens?: number;
+  /** token budget of one step (chunked prefill) */
+  readonly maxNumBatchedTokens?: number;
+  readonly maxNumSeqs?: number;
+  readonly kvBytesPerToken: number;
+  /** offload tiers, fastest first (CPU RAM, then disk) */
+  readonly tiers?: readonly TierConfig[];
+  readonly costs: CostModel;
+  readonly ttl?: TtlEstimatorOptions;
+  /** programs idle (no pin, nothing in flight) this long are forgotten */
+  readonly programIdleTimeoutS?: number;
+}
+
+export interface SchedulerDeps {
+  readonly clock: Clock;
+  readonly policy: SchedulingPolicy;
+  readonly recorder?: EventRecorder;
+}
+
+/** A request the scheduler refuses at the door; the server maps it to a 4xx. */
+export class RequestRejectedError extends Error {
+  constructor(
+    message: string,
+    readonly code: "duplicate_request" | "prompt_too_long" | "invalid_request",
+  ) {
+    super(message);
+    this.name = "RequestRejectedError";
+  }
+}
+
+export interface SchedulerStats {
+  steps: number;
+  preemptions: number;
+  /** prompt tokens looked up at admission, and how many were already resident or reloaded */
+  prefixQueryTokens: number;
+  prefixHitTokens: number;
+  reloadTokens: number;
+  pinsCreated: number;
+  pinsReused: number;
+  pinsExpired: number;
+  pinsSacrificed: number;
+  finished: number;
+  aborted: number;
+}
+
+export interface UpdateOutcome {
+  readonly finished: readonly Request[];
+}
+
+const SWEEP_EVERY_STEPS = 1024;
+
+/**
+ * The step scheduler shared by the real engine and the simulator: continuous batching with chunked prefill
+ * under a token budget, vLLM-style block accounting with prefix caching, and the policy's ordering,
+ * retention (pins with a TTL) and sacrifice rules. Contract: schedule() -> executor runs the plan ->
+ * update(plan, result). Time comes only from the injected clock.
+ */
+export class Scheduler {
+  readonly kv: KvCacheManager;
+  readonly ttl: TtlEstimator;
+  readonly policy: SchedulingPolicy;
+  readonly maxNumBatchedTokens: number;
+  readonly maxNumSeqs: number;
+  readonly stats: SchedulerStats = {
+    steps: 0,
+    preemptions: 0,
+    prefixQueryTokens: 0,
+    prefixHitTokens: 0,
+    reloadTokens: 0,
+    pinsCreated: 0,
+    pinsReused: 0,
+    pinsExpired: 0,
+    pinsSacrificed: 0,
+    finished: 0,
+    aborted: 0,
+  };
+
+  private readonly clock: Clock;
+  private readonly recorder: EventRecorder | null;
+  private readonly tracker = new ToolCallTracker();
+  private readonly waiting = new WaitingQueue();
+  private readonly running: Request[] = [];
+  private readonly programs = new Map<string, Program>();
+  private readonly pinned = new Set<Program>();
+  private readonly live = new Map<string, Request>();
+  private readonly ctx: { -readonly [K in keyof PolicyContext]: PolicyContext[K] };
+  private readonly programIdleTimeoutS: number;
+  private pendingReleases: KvRelease[] = [];
+  /** requests the scheduler ended itself inside schedule(), reported by the next update() */
+  private finishedOutsideUpdate: Request[] = [];
+  private nextSequenceNumber = 0;
+  private nextAdmissionNumber = 0;
+
+  constructor(config: SchedulerConfig, deps: SchedulerDeps) {
+    const blockSizeTokens = config.blockSizeTokens ?? 16;
+    this.maxNumBatchedTokens = positiveInt(config.maxNumBatchedTokens ?? 2048, "maxNumBatchedTokens");
+    this.maxNumSeqs = positiveInt(config.maxNumSeqs ?? 256, "maxNumSeqs");
+    const pool = new BlockPool(config.numBlocks, blockSizeTokens);
+    const tiers =
+      config.tiers && config.tiers.length > 0
+        ? new OffloadTiers(config.tiers, config.kvBytesPerToken * blockSizeTokens)
+        : null;
+    this.kv = new KvCacheManager(pool, tiers, config.kvBytesPerToken);
+    this.ttl = new TtlEstimator(config.ttl);
+    this.policy = deps.policy;
+    this.clock = deps.clock;
+    this.recorder = deps.recorder ?? null;
+    this.programIdleTimeoutS = config.programIdleTimeoutS ?? 3600;
+    this.ctx = {
+      nowS: 0,
+      ttl: this.ttl,
+      costs: config.costs,
+      offloadTier: tiers ? (tiers.names[0] ?? null) : null,
+      runningKvTokens: 0,
+      numRunning: 0,
+    };
+  }
+
+  get numWaiting(): number {
+    return this.waiting.length;
+  }
+
+  get numRunning(): number {
+    return this.running.length;
+  }
+
+  get numPinnedPrograms(): number {
+    return this.pinned.size;
+  }
+
+  get numPinnedTokens(): number {
+    let tokens = 0;
+    for (const program of this.pinned) tokens += program.pin?.tokens ?? 0;
+    return tokens;
+  }
+
+  get numLivePrograms(): number {
+    return this.programs.size;
+  }
+
+  hasUnfinishedRequests(): boolean {
+    return this.live.size > 0;
+  }
+
+  getRequest(requestId: string): Request | undefined {
+    return this.live.get(requestId);
+  }
+
+  /** Earliest pin expiry, so an event loop knows when the scheduler next has something to do. */
+  nextPinExpiryS(): number | null {
+    let earliest: number | null = null;
+    for (const program of this.pinned) {
+      const expiresS = program.pin?.expiresS ?? Number.POSITIVE_INFINITY;
+      if (earliest === null || expiresS < earliest) earliest = expiresS;
+    }
+    return earliest;
+  }
+
+  /** A new LLM call arrives. Throws RequestRejectedError for requests that can never run. */
+  addRequest(spec: RequestSpec): Request {
+    if (this.live.has(spec.requestId)) {
+      throw new RequestRejectedError(
+        `request id ${spec.requestId} is already in flight`,
+        "duplicate_request",
+      );
+    }
+    if (!Number.isInteger(spec.promptTokens) || spec.promptTokens < 1) {
+      throw new RequestRejectedError(
+        `prompt must have at least 1 token, got ${spec.promptTokens}`,
+        "invalid_request",
+      );
+    }
+    if (!Number.isInteger(spec.maxOutputTokens) || spec.maxOutputTokens < 1) {
+      throw new RequestRejectedError(
+        `max output tokens must be >= 1, got ${spec.maxOutputTokens}`,
+        "invalid_request",
+      );
+    }
+    const capacityTokens = this.kv.pool.numBlocks * this.kv.blockSizeTokens;
+    if (spec.promptTokens + 1 > capacityTokens) {
+      throw new RequestRejectedError(
+        `prompt of ${spec.promptTokens} tokens does not fit the KV pool of ${capacityTokens} tokens`,
+        "prompt_too_long",
+      );
+    }
+    const nowS = this.clock.nowS();
+    const programId = spec.programId ?? `anonymous:${spec.requestId}`;
+    let program = this.programs.get(programId);
+    if (program?.ended && program.numWaiting + program.numRunning > 0) {
+      // An overlapping request of a program whose "last" step already finished: it is not over yet.
+      program.ended = false;
+    } else if (!program || program.ended) {
+      program = new Program(programId, nowS);
+      this.programs.set(programId, program);
+    }
+    const sample = this.tracker.onRequestArrived(programId, nowS);
+    if (sample) {
+      this.ttl.tools.record(sample.tool, sample.durationS);
+      this.policy.onToolSample?.(sample.tool, sample.durationS);
+    }
+    const request = new Request(spec, programId, nowS, program.numArrived, this.nextSequenceNumber++);
+    request.arrivedEvicted = program.numArrived > 0 && program.pin === null;
+    program.numArrived++;
+    program.numWaiting++;
+    this.live.set(request.id, request);
+    this.enqueue(request, program);
+    this.record({ kind: "arrival", programId, requestId: request.id, timeS: nowS });
+    return request;
+  }
+
+  /** Client went away: drop the request wherever it is. Returns false if it is not in flight. */
+  abort(requestId: string): boolean {
+    const request = this.live.get(requestId);
+    if (!request) return false;
+    const program = this.programOf(request);
+    if (request.status === "waiting") {
+      this.waiting.remove(request);
+      program.numWaiting--;
+    } else {
+      this.removeRunning(request);
+      program.numRunning--;
+      this.releaseRequestKv(request, "aborted");
+    }
+    request.status = "aborted";
+    request.finishReason = "abort";
+    request.finishS = this.clock.nowS();
+    this.live.delete(requestId);
+    this.stats.aborted++;
+    this.record({ kind: "aborted", programId: program.id, requestId, timeS: request.finishS });
+    this.forgetIfIdle(program);
+    return true;
+  }
+
+  /** Builds the next step. The plan is read-only for the executor. */
+  schedule(): StepPlan {
+    const nowS = this.clock.nowS();
+    this.ctx.nowS = nowS;
+    this.stats.steps++;
+    if (this.stats.steps % SWEEP_EVERY_STEPS === 0) this.forgetIdlePrograms(nowS);
+    this.expirePins(nowS);
+    if (this.policy.dynamicPriorities) this.refreshAllPriorities();
+
+    const chunks: ScheduledChunk[] = [];
+    const preempted: Request[] = [];
+    const budget = { tokens: this.maxNumBatchedTokens };
+    this.preemptForHead(preempted);
+    const preemptedForHead = preempted.length;
+    this.scheduleRunning(chunks, preempted, budget);
+    const admitted: Request[] = [];
+    const reloads: Reload[] = [];
+    // As in vLLM, a step that had to preempt running requests for memory admits nobody new.
+    if (preempted.length === preemptedForHead) this.admitWaiting(chunks, admitted, reloads, budget, nowS);
+
+    const released = this.pendingReleases;
+    this.pendingReleases = [];
+    return {
+      stepIndex: this.stats.steps,
+      nowS,
+      chunks,
+      admitted,
+      reloads,
+      preempted,
+      released,
+      numBatchedTokens: this.maxNumBatchedTokens - budget.tokens,
+    };
+  }
+
+  /** Applies the executor's outcome of a plan: computed tokens, sampled tokens, finishes. */
+  update(plan: StepPlan, result: StepResult): UpdateOutcome {
+    const nowS = this.clock.nowS();
+    this.ctx.nowS = nowS;
+    const finished: Request[] = this.finishedOutsideUpdate;
+    this.finishedOutsideUpdate = [];
+    for (const chunk of plan.chunks) {
+      const request = chunk.request;
+      if (request.status !== "running") continue;
+      request.numComputedTokens += chunk.numTokens;
+      this.kv.cacheFullBlocks(request);
+      const program = this.programOf(request);
+      program.attainedServiceS += result.durationS;
+      if (!chunk.samples) continue;
+      request.numOutputTokens++;
+      if (request.firstTokenS === null) request.firstTokenS = nowS;
+      const sampled = result.sampled?.get(request.id);
+      if (sampled?.text !== undefined) request.outputText = sampled.text;
+      const reason = sampled?.stop
+        ? "stop"
+        : request.numOutputTokens >= request.maxOutputTokens
+          ? "length"
+          : null;
+      if (reason === null) continue;
+      this.finish(request, program, reason, nowS);
+      finished.push(request);
+    }
+    return { finished };
+  }
+
+  /** Throws if block accounting, pins or queues are inconsistent. O(pool + requests): tests only. */
+  checkInvariants(): void {
+    const pool = this.kv.pool;
+    pool.checkInvariants();
+    const holders = new Int32Array(pool.numBlocks);
+    for (const request of this.running)
+      for (const b of request.blockIds) holders[b] = (holders[b] as number) + 1;
+    for (const program of this.pinned) {
+      if (!program.pin) throw new Error(`program ${program.id} is in the pinned set without a pin`);
+      for (const b of program.pin.blockIds) holders[b] = (holders[b] as number) + 1;
+    }
+    for (let b = 0; b < pool.numBlocks; b++) {
+      if (holders[b] !== pool.refCount(b)) {
+        throw new Error(
+          `block ${b}: ref count ${pool.refCount(b)} but ${holders[b]} holders (leak or double free)`,
+        );
+      }
+    }
+    if (this.running.length > this.maxNumSeqs) throw new Error("more running requests than maxNumSeqs");
+    let previous: Request | undefined;
+    for (const request of this.waiting) {
+      if (request.status !== "waiting")
+        throw new Error(`request ${request.id} in waiting queue is ${request.status}`);
+      if (request.blockIds.length > 0) throw new Error(`waiting request ${request.id} holds blocks`);
+      if (previous && runsBefore(request, previous)) throw new Error("waiting queue is out of order");
+      previous = request;
+    }
+    if (this.waiting.length + this.running.length !== this.live.size) {
+      throw new Error(
+        `${this.live.size} live requests but ${this.waiting.length} waiting + ${this.running.length} running`,
+      );
+    }
+  }
+
+  /** Pins past their TTL whose program has no waiting request. Empty right after schedule() by design. */
+  overduePins(nowS: number): Program[] {
+    return [...this.pinned].filter((p) => p.pin !== null && p.pin.expiresS <= nowS && p.numWaiting === 0);
+  }
+
+  private scheduleRunning(chunks: ScheduledChunk[], preempted: Request[], budget: { tokens: number }): void {
+    for (let i = 0; i < this.running.length && budget.tokens > 0; i++) {
+      const request = this.running[i] as Request;
+      const numTokens = Math.min(request.numTokens - request.numComputedTokens, budget.tokens);
+      let scheduled = true;
+      while (!this.kv.allocateSlots(request, numTokens)) {
+        if (this.sacrificePin(null)) continue;
+        const victim = this.preemptionVictim(i) ?? request;
+        if (victim === request && this.running.length === 1) {
+          // Alone, with every pin gone, and still short: the sequence outgrew the whole pool.
+          this.finish(request, this.programOf(request), "kv_capacity", this.clock.nowS());
+          this.finishedOutsideUpdate.push(request);
+          i--;
+          scheduled = false;
+          break;
+        }
+        this.preempt(victim);
+        preempted.push(victim);
+        if (victim === request) {
+          i--;
+          scheduled = false;
+          break;
+        }
+      }
+      if (!scheduled) continue;
+      budget.tokens -= numTokens;
+      chunks.push(this.chunkFor(request, numTokens));
+    }
+  }
+
+  private admitWaiting(
+    chunks: ScheduledChunk[],
+    admitted: Request[],
+    reloads: Reload[],
+    budget: { tokens: number },
+    nowS: number,
+  ): void {
+    while (budget.tokens > 0 && this.running.length < this.maxNumSeqs) {
+      const head = this.waiting.peek();
+      if (!head) return;
+      if (this.kv.blocksFor(head.numTokens) > this.kv.pool.numBlocks) {
+        this.dropOversizedHead(head, nowS);
+        continue;
+      }
+      const match = this.kv.findPrefix(head);
+      const numTokens = this.admissionChunk(head, match, budget.tokens);
+      if (
+        this.kv.admissionCostBlocks(match, this.knownTokens(match) + numTokens) > this.kv.pool.numFreeBlocks
+      ) {
+        // Unpinning may reorder the queue (a program losing its pin drops back), so look at the head again.
+        if (this.sacrificePin(head.programId)) continue;
+        return;
+      }
+      this.admit(head, match, nowS);
+      if (!this.kv.allocateSlots(head, numTokens)) throw new Error("admission space was checked");
+      if (match.tier !== null && match.tierTokens > 0) {
+        reloads.push({ request: head, tokens: match.tierTokens, tier: match.tier });
+      }
+      admitted.push(head);
+      budget.tokens -= numTokens;
+      chunks.push(this.chunkFor(head, numTokens));
+    }
+  }
+
+  /** A preempted request whose sequence grew past the whole pool can never run again. */
+  private dropOversizedHead(head: Request, nowS: number): void {
+    const program = this.programOf(head);
+    this.waiting.shift();
+    program.numWaiting--;
+    program.numRunning++;
+    head.status = "running";
+    this.running.push(head);
+    this.finish(head, program, "kv_capacity", nowS);
+    this.finishedOutsideUpdate.push(head);
+  }
+
+  private knownTokens(match: PrefixMatch): number {
+    return match.gpuTokens + match.tierTokens;
+  }
+
+  private admissionChunk(request: Request, match: PrefixMatch, budgetTokens: number): number {
+    return Math.min(request.numTokens - this.knownTokens(match), budgetTokens);
+  }
+
+  /**
+   * Policies where a better waiting request displaces running ones (Autellix's queue levels) preempt before
+   * the running phase, so no preempted request already holds a chunk of this step.
+   */
+  private preemptForHead(preempted: Request[]): void {
+    const preemptsForAdmission = this.policy.preemptsForAdmission;
+    const head = this.waiting.peek();
+    if (!preemptsForAdmission || !head) return;
+    const headProgram = this.programOf(head);
+    for (;;) {
+      const match = this.kv.findPrefix(head);
+      const numTokens = this.admissionChunk(head, match, this.maxNumBatchedTokens);
+      const fits =
+        this.kv.admissionCostBlocks(match, this.knownTokens(match) + numTokens) <= this.kv.pool.numFreeBlocks;
+      if (fits && this.running.length < this.maxNumSeqs) return;
+      let victim: Request | undefined;
+      for (let i = this.running.length - 1; i >= 0 && !victim; i--) {
+        const candidate = this.running[i] as Request;
+        if (preemptsForAdmission.call(this.policy, head, headProgram, candidate, this.programOf(candidate))) {
+          victim = candidate;
+        }
+      }
+      if (!victim) return;
+      this.preempt(victim);
+      preempted.push(victim);
+    }
+  }
+
+  private admit(request: Request, match: PrefixMatch, nowS: number): void {
+    const program = this.programOf(request);
+    this.waiting.shift();
+    program.numWaiting--;
+    program.numRunning++;
+    this.kv.admit(request, match);
+    this.stats.prefixQueryTokens += request.numTokens;
+    this.stats.prefixHitTokens += match.gpuTokens + match.tierTokens;
+    this.stats.reloadTokens += match.tierTokens;
+    if (program.pin) {
+      this.stats.pinsReused++;
+      this.releasePin(program, "reused");
+    }
+    const wasPreempted = request.preempted;
+    request.status = "running";
+    request.preempted = false;
+    request.admittedS = nowS;
+    request.admissionNumber = this.nextAdmissionNumber++;
+    this.running.push(request);
+    if (!wasPreempted && request.arrivedEvicted) this.ttl.queueing.observe(nowS - request.arrivalS);
+    this.record({
+      kind: wasPreempted ? "evicted_to_running" : "waiting_to_running",
+      programId: program.id,
+      requestId: request.id,
+      timeS: nowS,
+      promptTokens: request.numTokens,
+      hitTokens: match.gpuTokens + match.tierTokens,
+    });
+    if (match.tier !== null && match.tierTokens > 0) {
+      this.record({
+        kind: "reloaded",
+        programId: program.id,
+        requestId: request.id,
+        timeS: nowS,
+        tokens: match.tierTokens,
+        tier: match.tier,
+      });
+    }
+  }
+
+  private chunkFor(request: Request, numTokens: number): ScheduledChunk {
+    const startToken = request.numComputedTokens;
+    return {
+      request,
+      startToken,
+      numTokens,
+      samples: startToken + numTokens === request.numTokens,
+      contextTokens: startToken,
+    };
+  }
+
+  /** Worst-priority running request at or after index `from` (the ones not yet scheduled this step). */
+  private preemptionVictim(from: number): Request | undefined {
+    let victim: Request | undefined;
+    for (let i = from; i < this.running.length; i++) {
+      const candidate = this.running[i] as Request;
+      if (!victim || !runsBefore(candidate, victim)) victim = candidate;
+    }
+    return victim;
+  }
+
+  private preempt(request: Request): void {
+    const program = this.programOf(request);
+    this.removeRunning(request);
+    program.numRunning--;
+    this.releaseRequestKv(request, "preempted");
+    request.numComputedTokens = 0;
+    request.status = "waiting";
+    request.preempted = true;
+    request.numPreemptions++;
+    program.numWaiting++;
+    this.stats.preemptions++;
+    this.enqueue(request, program);
+    this.record({
+      kind: "preempted",
+      programId: program.id,
+      requestId: request.id,
+      timeS: this.clock.nowS(),
+    });
+  }
+
+  private finish(request: Request, program: Program, reason: FinishReason, nowS: number): void {
+    this.removeRunning(request);
+    program.numRunning--;
+    program.numFinished++;
+    program.lastFinishS = nowS;
+    request.status = "finished";
+    request.finishReason = reason;
+    request.finishS = nowS;
+    this.live.delete(request.id);
+    this.stats.finished++;
+    this.record({
+      kind: "departure",
+      programId: program.id,
+      requestId: request.id,
+      timeS: nowS,
+      outputTokens: request.numOutputTokens,
+    });
+    const tool = this.toolOf(request);
+    this.tracker.onRequestFinished(program.id, tool, nowS);
+    if (request.isLastStep) {
+      this.releaseRequestKv(request, "last_step");
+      if (program.pin) this.releasePin(program, "last_step");
+      this.endProgram(program);
+      return;
+    }
+    this.ctx.runningKvTokens = this.runningKvTokens();
+    this.ctx.numRunning = this.running.length;
+    const retention = this.policy.retain(request, program, tool ?? UNKNOWN_TOOL, this.ctx);
+    if (retention.kind === "pin" && retention.ttlS > 0) this.pin(request, program, retention.ttlS, nowS);
+    else this.releaseRequestKv(request, "finished");
+  }
+
+  private pin(request: Request, program: Program, ttlS: number, nowS: number): void {
+    if (program.pin) this.releasePin(program, "reused");
+    const pin: Pin = {
+      requestId: request.id,
+      blockIds: request.blockIds,
+      tokens: request.numComputedTokens,
+      pinnedS: nowS,
+      ttlS,
+      expiresS: nowS + ttlS,
+    };
+    if (this.kv.tiers) this.kv.tiers.store(this.kv.cachedHashes(request));
+    request.blockIds = [];
+    request.numCachedBlocks = 0;
+    program.pin = pin;
+    this.pinned.add(program);
+    this.stats.pinsCreated++;
+    this.record({ kind: "pinned", programId: program.id, requestId: request.id, timeS: nowS, ttlS });
+    if (program.numWaiting > 0) this.reprioritizeProgram(program);
+  }
+
+  private releasePin(program: Program, reason: "expired" | "reused" | "last_step" | "victim"): void {
+    const pin = program.pin;
+    if (!pin) return;
+    program.pin = null;
+    this.pinned.delete(program);
+    this.kv.freeBlocks(pin.blockIds);
+    this.pendingReleases.push({
+      requestId: pin.requestId,
+      programId: program.id,
+      reason,
+      tokens: pin.tokens,
+    });
+    this.record({
+      kind: "unpinned",
+      programId: program.id,
+      requestId: pin.requestId,
+      timeS: this.clock.nowS(),
+      reason,
+    });
+    if (program.numWaiting > 0) this.reprioritizeProgram(program);
+    this.forgetIfIdle(program);
+  }
+
+  private expirePins(nowS: number): void {
+    if (this.pinned.size === 0) return;
+    for (const program of this.pinned) {
+      const pin = program.pin as Pin;
+      if (pin.expiresS <= nowS && program.numWaiting === 0) {
+        this.stats.pinsExpired++;
+        this.releasePin(program, "expired");
+      }
+    }
+  }
+
+  /** Unpins the policy's preferred victim (never `sparedProgramId` while others exist). */
+  private sacrificePin(sparedProgramId: string | null): boolean {
+    let victim: Program | null = null;
+    let victimRank = Number.NEGATIVE_INFINITY;
+    let spared: Program | null = null;
+    for (const program of this.pinned) {
+      if (program.id === sparedProgramId) {
+        spared = program;
+        continue;
+      }
+      const rank = this.policy.pinVictimRank(program);
+      if (rank > victimRank) {
+        victim = program;
+        victimRank = rank;
+      }
+    }
+    const chosen = victim ?? spared;
+    if (!chosen) return false;
+    this.stats.pinsSacrificed++;
+    this.releasePin(chosen, "victim");
+    return true;
+  }
+
+  private releaseRequestKv(request: Request, reason: ReleaseReason): void {
+    const tokens = request.numComputedTokens;
+    if (request.blockIds.length === 0) return;
+    this.kv.freeRequest(request);
+    this.pendingReleases.push({ requestId: request.id, programId: request.programId, reason, tokens });
+  }
+
+  private endProgram(program: Program): void {
+    program.ended = true;
+    this.ttl.memoryfulness.observeFinishedProgram(program.numFinished);
+    this.tracker.forgetProgram(program.id);
+    this.forgetIfIdle(program);
+  }
+
+  private toolOf(request: Request): string | null {
+    if (request.toolHint) return request.toolHint;
+    if (request.outputText === null) return null;
+    return this.policy.toolParser === "fork"
+      ? parseForkToolName(request.outputText)
+      : parseToolName(request.outputText);
+  }
+
+  private enqueue(request: Request, program: Program): void {
+    this.policy.prioritize(request, program, this.ctx);
+    this.waiting.insert(request);
+  }
+
+  private reprioritizeProgram(program: Program): void {
+    const mine: Request[] = [];
+    for (const request of this.waiting) if (request.programId === program.id) mine.push(request);
+    for (const request of mine) {
+      this.waiting.remove(request);
+      this.enqueue(request, program);
+    }
+  }
+
+  private refreshAllPriorities(): void {
+    for (const request of this.waiting) this.policy.prioritize(request, this.programOf(request), this.ctx);
+    this.waiting.resort();
+  }
+
+  private removeRunning(request: Request): void {
+    const index = this.running.indexOf(request);
+    if (index >= 0) this.running.splice(index, 1);
+  }
+
+  private runningKvTokens(): number {
+    let tokens = 0;
+    for (const request of this.running) tokens += request.numComputedTokens;
+    return tokens;
+  }
+
+  private programOf(request: Request): Program {
+    const program = this.programs.get(request.programId);
+    if (!program) throw new Error(`request ${request.id} lost its program ${request.programId}`);
+    return program;
+  }
+
+  private forgetIfIdle(program: Program): void {
+    if (program.ended && program.pin === null && program.numWaiting === 0 && program.numRunning === 0) {
+      if (this.programs.get(program.id) === program) this.programs.delete(program.id);
+    }
+  }
+
+  private forgetIdlePrograms(nowS: number): void {
+    for (const program of this.programs.values()) {
+      const idle = program.pin === null && program.numWaiting === 0 && program.numRunning === 0;
+      if (idle && program.lastFinishS !== null && nowS - program.lastFinishS > this.programIdleTimeoutS) {
+        this.programs.delete(program.id);
+        this.tracker.forgetProgram(program.id);
+      }
+    }
+  }
+
+  private record(event: Parameters<EventRecorder["record"]>[0]): void {
+    this.recorder?.record(event);
+  }
+}
+
+function positiveInt(value: number, name: string): number {
+  if (!Number.isInteger(value) || value < 1)
+    throw new Error(`${name} must be a positive integer, got ${value}`);
+  return value;
+}

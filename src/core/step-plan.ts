@@ -1,0 +1,70 @@
+import type { TierName } from "./kv/offload-tiers.js";
+import type { Request } from "./request.js";
+
+/** One sequence's work in a step: compute tokens [startToken, startToken + numTokens) of its sequence. */
+export interface ScheduledChunk {
+  readonly request: Request;
+  readonly startToken: number;
+  readonly numTokens: number;
+  /** the chunk reaches the end of the sequence, so a token is sampled after it */
+  readonly samples: boolean;
+  /** tokens already in KV that this chunk attends to (for latency models) */
+  readonly contextTokens: number;
+}
+
+/** KV moved back from an offload tier at admission; the executor pays the transfer. */
+export interface Reload {
+  readonly request: Request;
+  readonly tokens: number;
+  readonly tier: TierName;
+}
+
+export type ReleaseReason =
+  | "finished"
+  | "expired"
+  | "reused"
+  | "last_step"
+  | "victim"
+  | "preempted"
+  | "aborted";
+
+/** KV the executor may drop: a sequence no longer held by a running request or a pin. */
+export interface KvRelease {
+  readonly requestId: string;
+  readonly programId: string;
+  readonly reason: ReleaseReason;
+  readonly tokens: number;
+}
+
+/**
+ * Everything one engine step must do, built once by Scheduler.schedule() and read by the executor.
+ * Running requests come first in `chunks` (decodes and continuing prefills), then newly admitted ones.
+ */
+export interface StepPlan {
+  readonly stepIndex: number;
+  readonly nowS: number;
+  readonly chunks: readonly ScheduledChunk[];
+  /** requests that left the waiting queue this step (their hits and reloads are set on the request) */
+  readonly admitted: readonly Request[];
+  readonly reloads: readonly Reload[];
+  /** running requests pushed back to waiting; their KV is gone (recompute on return) */
+  readonly preempted: readonly Request[];
+  /** KV released since the previous plan (finishes, expired or sacrificed pins, aborts, preemptions) */
+  readonly released: readonly KvRelease[];
+  readonly numBatchedTokens: number;
+}
+
+/** One sampled token reported by the executor. */
+export interface SampledToken {
+  /** the model hit a stop condition (EOS or stop sequence); max_tokens is checked by the scheduler */
+  readonly stop: boolean;
+  /** final output text when stopping (real engine), for tool-call parsing */
+  readonly text?: string;
+}
+
+export interface StepResult {
+  /** wall (or simulated) time the step took */
+  readonly durationS: number;
+  /** per request id, for chunks with samples = true; a missing entry means "not stopped" */
+  readonly sampled?: ReadonlyMap<string, SampledToken>;
+}

@@ -1,0 +1,50 @@
+// Model outputs hold a handful of JSON objects at most; the cap keeps adversarial input (thousands of
+// unbalanced braces) from turning the scan quadratic.
+const MAX_START_ATTEMPTS = 64;
+
+/** End index (exclusive) of the balanced `{...}` starting at `start`, honouring JSON strings, or -1. */
+function balancedObjectEnd(text: string, start: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = start; i < text.length; i++) {
+    const ch = text[i];
+    if (inString) {
+      if (ch === "\\") i++;
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') {
+      inString = true;
+    } else if (ch === "{") {
+      depth++;
+    } else if (ch === "}") {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return -1;
+}
+
+function parseObject(candidate: string): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(candidate);
+    return typeof value === "object" && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The JSON objects embedded in free text (prose, code fences), outermost ones only, in order. */
+export function* jsonObjectsIn(text: string): Generator<Record<string, unknown>> {
+  let from = text.indexOf("{");
+  for (let attempt = 0; from !== -1 && attempt < MAX_START_ATTEMPTS; attempt++) {
+    const end = balancedObjectEnd(text, from);
+    if (end === -1) {
+      from = text.indexOf("{", from + 1);
+      continue;
+    }
+    const parsed = parseObject(text.slice(from, end));
+    if (parsed) yield parsed;
+    from = text.indexOf("{", end);
+  }
+}

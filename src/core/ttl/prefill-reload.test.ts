@@ -1,0 +1,104 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import { fitQuadratic, type PrefillReloadProfile, prefillReloadS } from "./prefill-reload.js";
+
+const profile: PrefillReloadProfile = {
+  prefillQuadratic: { a: 1e-9, b: 1e-4, c: 0.02 },
+  kvBytesPerToken: 131_072,
+  reloadBandwidthBps: { cpu: 20e9 },
+};
+
+function close(actual: number, expected: number, rel = 1e-6, abs = 1e-12): boolean {
+  return Math.abs(actual - expected) <= Math.max(abs, rel * Math.abs(expected));
+}
+
+describe("prefillReloadS", () => {
+  it("recomputes with the prefill curve when nothing was offloaded", () => {
+    // 1e-9·1e8 + 1e-4·1e4 + 0.02 = 0.1 + 1 + 0.02
+    assert.ok(close(prefillReloadS(profile, 10_000, "none"), 1.12));
+  });
+
+  it("reloads offloaded KV at the tier's bandwidth", () => {
+    // 10k tokens × 128 KiB = 1.31 GB over 20 GB/s
+    assert.ok(close(prefillReloadS(profile, 10_000, "cpu"), (10_000 * 131_072) / 20e9));
+  });
+
+  it("falls back to prefill for a tier it has no bandwidth for", () => {
+    assert.equal(prefillReloadS(profile, 10_000, "disk"), prefillReloadS(profile, 10_000, "none"));
+    const zeroBandwidth = { ...profile, reloadBandwidthBps: { cpu: 0 } };
+    assert.equal(prefillReloadS(zeroBandwidth, 10_000, "cpu"), prefillReloadS(profile, 10_000, "none"));
+  });
+
+  it("never reports a negative cost from a curve fitted below zero near 0 tokens", () => {
+    const dipping = { ...profile, prefillQuadratic: { a: 0, b: 1e-4, c: -0.05 } };
+    assert.equal(prefillReloadS(dipping, 10, "none"), 0);
+  });
+
+  it("rejects a context size that is not a finite non-negative number", () => {
+    for (const bad of [-1, Number.NaN]) assert.throws(() => prefillReloadS(profile, bad, "none"), RangeError);
+  });
+});
+
+describe("fitQuadratic", () => {
+  it("recovers the coefficients of exact measurements at token-count scale", () => {
+    const truth = { a: 3e-10, b: 8e-5, c: 0.015 };
+    const points = [1000, 2000, 4000, 8000, 16_000, 32_000, 65_536, 131_072].map((x) => ({
+      x,
+      y: truth.a * x * x + truth.b * x + truth.c,
+    }));
+    const fit = fitQuadratic(points);
+    assert.ok(close(fit.a, truth.a), `a = ${fit.a}`);
+    assert.ok(close(fit.b, truth.b), `b = ${fit.b}`);
+    assert.ok(close(fit.c, truth.c), `c = ${fit.c}`);
+  });
+
+  it("is a least-squares fit when the points do not lie on one parabola", () => {
+    // Symmetric, so b = 0; x = 0 is measured as 0 and 2, so c = 1; x = ±1 gives a + c = 1.
+    const fit = fitQuadratic([
+      { x: -1, y: 1 },
+      { x: 0, y: 0 },
+      { x: 0, y: 2 },
+      { x: 1, y: 1 },
+    ]);
+    assert.ok(
+      close(fit.a, 0, 1e-9, 1e-12) && close(fit.b, 0, 1e-9, 1e-12) && close(fit.c, 1),
+      JSON.stringify(fit),
+    );
+  });
+
+  it("fits a line through two distinct sizes and a constant through one", () => {
+    const line = fitQuadratic([
+      { x: 1000, y: 1 },
+      { x: 3000, y: 2 },
+    ]);
+    assert.equal(line.a, 0);
+    assert.ok(close(line.b, 0.0005) && close(line.c, 0.5), JSON.stringify(line));
+    assert.deepEqual(fitQuadratic([{ x: 500, y: 3 }]), { a: 0, b: 0, c: 3 });
+  });
+
+  it("recovers any quadratic from three or more exact points (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.double({ min: -1e-3, max: 1e-3, noNaN: true }),
+        fc.double({ min: -1, max: 1, noNaN: true }),
+        fc.double({ min: -10, max: 10, noNaN: true }),
+        fc.uniqueArray(fc.integer({ min: 0, max: 100_000 }), { minLength: 3, maxLength: 12 }),
+        (a, b, c, xs) => {
+          const fit = fitQuadratic(xs.map((x) => ({ x, y: a * x * x + b * x + c })));
+          // Compare predictions rather than coefficients: a near-zero c is ill-determined in relative terms.
+          for (const x of xs) {
+            const y = a * x * x + b * x + c;
+            const predicted = fit.a * x * x + fit.b * x + fit.c;
+            assert.ok(close(predicted, y, 1e-6, 1e-6), `x = ${x}: ${predicted} vs ${y}`);
+          }
+        },
+      ),
+    );
+  });
+
+  it("rejects no points or non-finite points", () => {
+    assert.throws(() => fitQuadratic([]), RangeError);
+    assert.throws(() => fitQuadratic([{ x: 1, y: Number.NaN }]), RangeError);
+  });
+});

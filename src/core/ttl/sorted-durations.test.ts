@@ -1,0 +1,92 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import { SortedDurations } from "./sorted-durations.js";
+
+/** Eq. 2's value of each candidate in {0} ∪ samples, straight from the definition over a sorted copy. */
+function valueAt(sorted: readonly number[], benefitS: number, tauS: number): number {
+  return (sorted.filter((s) => s <= tauS).length / sorted.length) * benefitS - tauS;
+}
+
+function bruteBestValue(sorted: readonly number[], benefitS: number): number {
+  if (sorted.length === 0) return 0;
+  let best = valueAt(sorted, benefitS, 0);
+  // One pass: value at the last copy of each distinct sample.
+  for (let i = 0; i < sorted.length; i++) {
+    const tau = sorted[i]!;
+    if (sorted[i + 1] === tau) continue;
+    best = Math.max(best, ((i + 1) / sorted.length) * benefitS - tau);
+  }
+  return best;
+}
+
+const durationArb = fc.oneof(
+  fc.integer({ min: 0, max: 20 }).map((q) => q / 2),
+  fc.double({ min: 0, max: 100, noNaN: true }),
+);
+
+describe("SortedDurations", () => {
+  it("keeps the full rank of a duration repeated across many blocks", () => {
+    const s = new SortedDurations(4);
+    for (let i = 0; i < 30; i++) s.insert(1);
+    for (let i = 0; i < 10; i++) s.insert(2);
+    assert.equal(s.countAtMost(1), 30);
+    // B = 3: tau = 1 scores 0.75·3 − 1 = 1.25, tau = 2 scores 3 − 2 = 1.
+    assert.equal(s.bestTtlS(3), 1);
+    // B = 10: tau = 1 scores 6.5, tau = 2 scores 8.
+    assert.equal(s.bestTtlS(10), 2);
+  });
+
+  it("reports whether a remove found the duration", () => {
+    const s = new SortedDurations(4);
+    s.insert(3);
+    assert.equal(s.remove(2), false);
+    assert.equal(s.remove(3), true);
+    assert.equal(s.remove(3), false);
+    assert.equal(s.size, 0);
+    assert.equal(s.bestTtlS(10), 0);
+  });
+
+  it("agrees with a plain sorted array under any inserts and removes (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 4, max: 9 }),
+        fc.array(fc.tuple(fc.boolean(), durationArb, fc.nat()), { maxLength: 300, size: "max" }),
+        fc.array(fc.double({ min: -1, max: 150, noNaN: true }), { minLength: 1, maxLength: 3 }),
+        (blockSize, ops, benefits) => {
+          const s = new SortedDurations(blockSize);
+          const model: number[] = [];
+          for (const [insert, x, pick] of ops) {
+            if (insert || model.length === 0) {
+              s.insert(x);
+              model.push(x);
+              model.sort((a, b) => a - b);
+            } else {
+              // Mostly remove a held duration, sometimes one that may be absent.
+              const target = pick % 4 === 0 ? x : model[pick % model.length]!;
+              const index = model.indexOf(target);
+              assert.equal(s.remove(target), index >= 0);
+              if (index >= 0) model.splice(index, 1);
+            }
+            assert.equal(s.size, model.length);
+            const benefitS = benefits[pick % benefits.length]!;
+            const ttlS = s.bestTtlS(benefitS);
+            assert.ok(ttlS === 0 || model.includes(ttlS), `tau* = ${ttlS} is not a candidate`);
+            if (model.length > 0) {
+              const got = valueAt(model, benefitS, ttlS);
+              const best = bruteBestValue(model, benefitS);
+              assert.ok(got >= best - 1e-9 * Math.max(1, Math.abs(benefitS)), `value ${got} < best ${best}`);
+            }
+          }
+          for (const tau of [...model, -1, 0.25, 1000]) {
+            assert.equal(s.countAtMost(tau), model.filter((m) => m <= tau).length);
+          }
+        },
+      ),
+    );
+  });
+
+  it("rejects block sizes too small to split", () => {
+    assert.throws(() => new SortedDurations(3), RangeError);
+  });
+});
