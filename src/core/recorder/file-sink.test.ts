@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, symlinkSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,6 +50,19 @@ describe("FileSink", () => {
     sink.write("fresh");
     await sink.close();
     assert.equal(await readFile(`${base}.jsonl`, "utf8"), "fresh\n");
+  });
+
+  it("survives a failing disk without throwing into record(), and never publishes the partial log", {
+    skip: !existsSync("/dev/full"),
+  }, async () => {
+    const base = join(dir, "full");
+    // Opening <base>.jsonl.tmp follows the link, so every write fails with ENOSPC.
+    symlinkSync("/dev/full", `${base}.jsonl.tmp`);
+    const recorder = new Recorder(new FileSink(base, { bufferChars: 64 }));
+    for (let i = 0; i < 100; i++)
+      recorder.record({ programId: "p", requestId: `r${i}`, timeS: i, kind: "arrival" });
+    await assert.rejects(recorder.close(), /was not created/);
+    assert.equal(existsSync(`${base}.jsonl`), false);
   });
 
   it("refuses writes after close", async () => {

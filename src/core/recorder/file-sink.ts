@@ -20,6 +20,9 @@ export interface FileSinkOptions {
  * Writes are synchronous and chunked rather than going through a fs.WriteStream: record() cannot wait
  * for drain, so a WriteStream fed from a tight simulator loop would queue the whole history in memory.
  * Here memory is bounded by bufferChars no matter how long the run is.
+ *
+ * A failed write (disk full, I/O error) does not throw into the scheduler that called record(): the
+ * sink stops writing, and close() rejects and leaves the final path absent, since the log is incomplete.
  */
 export class FileSink implements RecorderSink {
   readonly tmpPath: string;
@@ -29,6 +32,7 @@ export class FileSink implements RecorderSink {
   private pending: string[] = [];
   private pendingChars = 0;
   private closing: Promise<void> | undefined;
+  private failure: unknown;
 
   constructor(path: string, options: FileSinkOptions = {}) {
     this.tmpPath = `${path}.jsonl.tmp`;
@@ -41,9 +45,16 @@ export class FileSink implements RecorderSink {
 
   write(line: string): void {
     if (this.fd === undefined || this.closing) throw new Error(`FileSink ${this.finalPath} is closed`);
+    if (this.failure !== undefined) return;
     this.pending.push(line, "\n");
     this.pendingChars += line.length + 1;
-    if (this.pendingChars >= this.bufferChars) this.flush(this.fd);
+    if (this.pendingChars < this.bufferChars) return;
+    try {
+      this.flush(this.fd);
+    } catch (error) {
+      this.failure = error;
+      this.pending = [];
+    }
   }
 
   /** Idempotent: later calls return the first close's promise. */
@@ -57,11 +68,14 @@ export class FileSink implements RecorderSink {
     if (fd === undefined) return;
     this.fd = undefined;
     try {
+      if (this.failure !== undefined) throw this.failure;
       this.flush(fd);
       await fsyncAsync(fd);
     } catch (error) {
       closeSync(fd);
-      throw error;
+      throw new Error(`FileSink could not write ${this.tmpPath}; ${this.finalPath} was not created`, {
+        cause: error,
+      });
     }
     await closeAsync(fd);
     await rename(this.tmpPath, this.finalPath);

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import { Rng } from "../rng.js";
 import { EmpiricalDurations } from "./empirical-durations.js";
 
 function withSamples(samples: readonly number[], capacity = 4096): EmpiricalDurations {
@@ -74,6 +75,35 @@ describe("EmpiricalDurations", () => {
     d.add(1);
     // {1, 100}, B = 5: tau = 1 scores 0.5·5 − 1 = 1.5.
     assert.equal(d.bestTtlS(5), 1);
+  });
+
+  it("matches brute force at scale, with thousands of samples sliding through", () => {
+    const rng = new Rng(5);
+    const capacity = 1000;
+    const d = new EmpiricalDurations(capacity);
+    const all: number[] = [];
+    for (let i = 0; i < 5000; i++) {
+      // Lognormal tool times, rounded so some durations repeat.
+      const s = Math.round(rng.lognormal(5, 10) * 100) / 100;
+      d.add(s);
+      all.push(s);
+      if (i % 500 !== 499) continue;
+      const window = all.slice(-capacity);
+      const sorted = [...window].sort((a, b) => a - b);
+      for (const benefitS of [0.5, 2, 5, 20, 100, 1e4]) {
+        // Best of tau = 0 and each distinct sample, evaluated at the last of its copies in sorted order.
+        let best = 0;
+        sorted.forEach((t, k) => {
+          if (sorted[k + 1] !== t) best = Math.max(best, ((k + 1) / sorted.length) * benefitS - t);
+        });
+        assert.ok(
+          bruteValue(window, benefitS, d.bestTtlS(benefitS)) >= best - 1e-9 * benefitS,
+          `B = ${benefitS}`,
+        );
+      }
+      for (const tau of [0, 1, 5, 30])
+        assert.equal(d.cdf(tau), window.filter((s) => s <= tau).length / window.length);
+    }
   });
 
   it("rejects durations that are not finite non-negative seconds", () => {

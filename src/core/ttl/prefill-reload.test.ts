@@ -53,6 +53,16 @@ describe("fitQuadratic", () => {
     assert.ok(close(fit.c, truth.c), `c = ${fit.c}`);
   });
 
+  it("stays accurate when two sizes are measured close together", () => {
+    const truth = (x: number) => 7e-4 * x * x - 0.3 * x + 2.5;
+    const xs = [0, 1, 100_000];
+    const fit = fitQuadratic(xs.map((x) => ({ x, y: truth(x) })));
+    for (const x of xs) {
+      const predicted = fit.a * x * x + fit.b * x + fit.c;
+      assert.ok(Math.abs(predicted - truth(x)) < 1e-7, `x = ${x}: ${predicted} vs ${truth(x)}`);
+    }
+  });
+
   it("is a least-squares fit when the points do not lie on one parabola", () => {
     // Symmetric, so b = 0; x = 0 is measured as 0 and 2, so c = 1; x = ±1 gives a + c = 1.
     const fit = fitQuadratic([

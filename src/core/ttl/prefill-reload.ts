@@ -31,8 +31,9 @@ export function prefillReloadS(
 
 /**
  * Least-squares fit of y ≈ a·x² + b·x + c. With only two distinct x it fits a line (a = 0), with one a
- * constant (a = b = 0). x is centred and scaled before solving: raw token counts (x⁴ ~ 1e20) would make
- * the normal equations numerically singular.
+ * constant (a = b = 0). x is centred and scaled to [−1, 1] and the system solved by QR rather than normal
+ * equations: raw token counts (x⁴ ~ 1e20), or two sizes measured close together, would otherwise leave
+ * too few significant digits.
  */
 export function fitQuadratic(points: readonly { x: number; y: number }[]): {
   a: number;
@@ -48,24 +49,18 @@ export function fitQuadratic(points: readonly { x: number; y: number }[]): {
     minX = Math.min(minX, x);
     maxX = Math.max(maxX, x);
   }
-  const distinctX = new Set(points.map((p) => p.x)).size;
-  const degree = Math.min(2, distinctX - 1);
+  const degree = Math.min(2, new Set(points.map((p) => p.x)).size - 1);
   const mid = (minX + maxX) / 2;
   const scale = maxX > minX ? (maxX - minX) / 2 : 1;
 
-  // Normal equations for coefficients of u^0..u^degree, u = (x − mid) / scale ∈ [−1, 1].
-  const size = degree + 1;
-  const matrix: number[][] = Array.from({ length: size }, () => new Array<number>(size + 1).fill(0));
-  for (const { x, y } of points) {
-    const u = (x - mid) / scale;
-    const powers = [1, u, u * u];
-    for (let row = 0; row < size; row++) {
-      const r = matrix[row]!;
-      for (let col = 0; col < size; col++) r[col]! += powers[row]! * powers[col]!;
-      r[size]! += powers[row]! * y;
-    }
-  }
-  const [gamma = 0, beta = 0, alpha = 0] = solve(matrix);
+  // Columns u^0..u^degree, u = (x − mid) / scale.
+  const columns = Array.from({ length: degree + 1 }, (_, power) =>
+    points.map(({ x }) => ((x - mid) / scale) ** power),
+  );
+  const [gamma = 0, beta = 0, alpha = 0] = leastSquares(
+    columns,
+    points.map((p) => p.y),
+  );
   // Expand alpha·u² + beta·u + gamma back into powers of x.
   return {
     a: alpha / (scale * scale),
@@ -74,28 +69,40 @@ export function fitQuadratic(points: readonly { x: number; y: number }[]): {
   };
 }
 
-/** Gaussian elimination with partial pivoting on an augmented n×(n+1) matrix (modified in place). */
-function solve(m: number[][]): number[] {
-  const n = m.length;
-  for (let col = 0; col < n; col++) {
-    let pivot = col;
-    for (let row = col + 1; row < n; row++) {
-      if (Math.abs(m[row]![col]!) > Math.abs(m[pivot]![col]!)) pivot = row;
-    }
-    [m[col], m[pivot]] = [m[pivot]!, m[col]!];
-    const p = m[col]!;
-    for (let row = col + 1; row < n; row++) {
-      const r = m[row]!;
-      const factor = r[col]! / p[col]!;
-      for (let k = col; k <= n; k++) r[k]! -= factor * p[k]!;
-    }
+/**
+ * Minimises |A·coef − y| by Householder QR. `columns` are A's columns (full column rank); both `columns`
+ * and `y` are overwritten.
+ */
+function leastSquares(columns: number[][], y: number[]): number[] {
+  const n = y.length;
+  const m = columns.length;
+  for (let k = 0; k < m; k++) {
+    const col = columns[k]!;
+    let norm = 0;
+    for (let i = k; i < n; i++) norm += col[i]! * col[i]!;
+    norm = Math.sqrt(norm);
+    // Reflect col[k..] onto ∓norm·e_k, choosing the sign that avoids cancellation.
+    const diag = col[k]! > 0 ? -norm : norm;
+    const v = col.slice(k);
+    v[0]! -= diag;
+    let vv = 0;
+    for (const vi of v) vv += vi * vi;
+    if (vv === 0) continue;
+    const reflect = (target: number[]) => {
+      let dot = 0;
+      for (let i = k; i < n; i++) dot += v[i - k]! * target[i]!;
+      const f = (2 * dot) / vv;
+      for (let i = k; i < n; i++) target[i]! -= f * v[i - k]!;
+    };
+    for (let j = k; j < m; j++) reflect(columns[j]!);
+    reflect(y);
   }
-  const out = new Array<number>(n).fill(0);
-  for (let row = n - 1; row >= 0; row--) {
-    const r = m[row]!;
-    let sum = r[n]!;
-    for (let k = row + 1; k < n; k++) sum -= r[k]! * out[k]!;
-    out[row] = sum / r[row]!;
+  // Back-substitute R·coef = (Qᵀy)[0..m), where R[i][j] = columns[j][i].
+  const coef = new Array<number>(m).fill(0);
+  for (let i = m - 1; i >= 0; i--) {
+    let sum = y[i]!;
+    for (let j = i + 1; j < m; j++) sum -= columns[j]![i]! * coef[j]!;
+    coef[i] = sum / columns[i]![i]!;
   }
-  return out;
+  return coef;
 }

@@ -37,6 +37,44 @@ describe("SortedDurations", () => {
     assert.equal(s.bestTtlS(10), 2);
   });
 
+  const rebalances = [
+    { emptied: "second", neighbourFull: true },
+    { emptied: "first", neighbourFull: true },
+    { emptied: "second", neighbourFull: false },
+    { emptied: "first", neighbourFull: false },
+  ] as const;
+  for (const { emptied, neighbourFull } of rebalances) {
+    const what = neighbourFull ? "merged and split again" : "merged";
+    it(`stays exact after the ${emptied} block runs nearly empty and is ${what} with its neighbour`, () => {
+      const s = new SortedDurations(8);
+      const model: number[] = [];
+      const insert = (x: number) => {
+        s.insert(x);
+        model.push(x);
+      };
+      // 16 samples split into blocks [1..8] and [9..16]. For a split, 7 more, bunched at k.0x, fill the
+      // kept block to 15 so that it cannot absorb the other.
+      for (let x = 1; x <= 16; x++) insert(x);
+      const bunchAt = emptied === "second" ? 5 : 13;
+      if (neighbourFull) for (let i = 1; i <= 7; i++) insert(bunchAt + i / 100);
+      const benefits = Array.from({ length: 400 }, (_, i) => 0.5 * (i + 1));
+      for (const b of benefits) s.bestTtlS(b);
+      // Emptying the other block down to one sample forces the rebalance, which moves samples across
+      // the boundary, so both blocks' best candidates change.
+      const first = emptied === "second" ? 9 : 1;
+      for (let x = first; x < first + 7; x++) {
+        assert.equal(s.remove(x), true);
+        model.splice(model.indexOf(x), 1);
+      }
+      model.sort((a, b) => a - b);
+      for (const b of benefits) {
+        const got = valueAt(model, b, s.bestTtlS(b));
+        assert.ok(Math.abs(got - bruteBestValue(model, b)) < 1e-12, `B = ${b}`);
+      }
+      for (const tau of model) assert.equal(s.countAtMost(tau), model.filter((m) => m <= tau).length);
+    });
+  }
+
   it("reports whether a remove found the duration", () => {
     const s = new SortedDurations(4);
     s.insert(3);
@@ -50,24 +88,19 @@ describe("SortedDurations", () => {
   it("agrees with a plain sorted array under any inserts and removes (property)", () => {
     fc.assert(
       fc.property(
-        fc.integer({ min: 4, max: 9 }),
-        fc.array(fc.tuple(fc.boolean(), durationArb, fc.nat()), { maxLength: 300, size: "max" }),
+        fc.integer({ min: 4, max: 12 }),
+        fc.array(durationArb, { maxLength: 150, size: "max" }),
+        // Then a churn phase; a low insert share drains blocks, exercising merges and rebalancing.
+        fc.integer({ min: 0, max: 100 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 99 }), durationArb, fc.nat()), {
+          maxLength: 200,
+          size: "max",
+        }),
         fc.array(fc.double({ min: -1, max: 150, noNaN: true }), { minLength: 1, maxLength: 3 }),
-        (blockSize, ops, benefits) => {
+        (blockSize, initial, insertPercent, churn, benefits) => {
           const s = new SortedDurations(blockSize);
           const model: number[] = [];
-          for (const [insert, x, pick] of ops) {
-            if (insert || model.length === 0) {
-              s.insert(x);
-              model.push(x);
-              model.sort((a, b) => a - b);
-            } else {
-              // Mostly remove a held duration, sometimes one that may be absent.
-              const target = pick % 4 === 0 ? x : model[pick % model.length]!;
-              const index = model.indexOf(target);
-              assert.equal(s.remove(target), index >= 0);
-              if (index >= 0) model.splice(index, 1);
-            }
+          const check = (pick: number) => {
             assert.equal(s.size, model.length);
             const benefitS = benefits[pick % benefits.length]!;
             const ttlS = s.bestTtlS(benefitS);
@@ -77,6 +110,27 @@ describe("SortedDurations", () => {
               const best = bruteBestValue(model, benefitS);
               assert.ok(got >= best - 1e-9 * Math.max(1, Math.abs(benefitS)), `value ${got} < best ${best}`);
             }
+          };
+          const insert = (x: number) => {
+            s.insert(x);
+            model.push(x);
+            model.sort((a, b) => a - b);
+          };
+          initial.forEach((x, i) => {
+            insert(x);
+            check(i);
+          });
+          for (const [roll, x, pick] of churn) {
+            if (roll < insertPercent || model.length === 0) {
+              insert(x);
+            } else {
+              // Mostly remove a held duration, sometimes one that may be absent.
+              const target = pick % 4 === 0 ? x : model[pick % model.length]!;
+              const index = model.indexOf(target);
+              assert.equal(s.remove(target), index >= 0);
+              if (index >= 0) model.splice(index, 1);
+            }
+            check(pick);
           }
           for (const tau of [...model, -1, 0.25, 1000]) {
             assert.equal(s.countAtMost(tau), model.filter((m) => m <= tau).length);

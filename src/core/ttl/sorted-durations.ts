@@ -2,10 +2,11 @@
  * A sorted multiset of durations (seconds) that answers the paper's eq. 2,
  * argmax over tau ∈ {0} ∪ samples of cdf(tau)·B − tau, without visiting every sample.
  *
- * The samples live in sorted blocks of `blockSize`..2·`blockSize` (at least a quarter of that when shrinking).
- * Inside a block the value of the j-th sample is (offset + j + 1)·B/n − tau_j; offset, B and n are the
- * same for the whole block, so only the block's upper convex hull of points (tau_j, j + 1) can hold its
- * best sample. Hulls depend only on a block's own contents, so an insert or remove invalidates one block.
+ * The samples live in consecutive sorted blocks, split in half on reaching 2·blockSize and merged with a
+ * neighbour below blockSize/4. Inside a block the value of its j-th sample is (offset + j + 1)·B/n − tau_j;
+ * offset, B and n are the same for the whole block, so only the block's upper convex hull of the points
+ * (tau_j, j + 1) can hold its best sample. A hull depends only on its block's contents, so an insert or
+ * remove invalidates one hull (two when blocks are rebalanced), rebuilt lazily by the next query.
  *
  * Cost, n samples, b = blockSize: insert/remove O(log n + b); countAtMost O(n/b + log b);
  * bestTtlS O(n/b · h + b) where h is the few hull vertices visited per block (plus rebuilding the blocks
@@ -36,6 +37,7 @@ export class SortedDurations {
     return this.count;
   }
 
+  /** x must be a number (not NaN); EmpiricalDurations validates before calling. */
   insert(x: number): void {
     this.count++;
     if (this.blocks.length === 0) {
@@ -136,14 +138,16 @@ export class SortedDurations {
     return bestTauS;
   }
 
-  /** Upper convex hull of (values[i], i + 1) by a monotone chain; equal taus keep only the highest rank. */
+  /**
+   * Upper convex hull of (values[i], i + 1) by a monotone chain. Of equal taus the later (higher-rank)
+   * point pops the earlier, except for the very first point, which is harmless: it only scores lower.
+   */
   private rebuildHull(block: Block): void {
     const { values, hull } = block;
     let h = 0;
     for (let i = 0; i < block.len; i++) {
       const x = values[i]!;
       const y = i + 1;
-      if (h > 0 && values[hull[h - 1]!] === x) h--;
       while (h >= 2) {
         const o = hull[h - 2]!;
         const a = hull[h - 1]!;

@@ -1,0 +1,224 @@
+import {
+  chunkedPrefillS,
+  DEFAULT_PREFILL_CHUNK_TOKENS,
+  type LatencyModel,
+  type StepAccumulator,
+  type StepChunk,
+} from "./step-latency.js";
+
+/** Every number the analytic model uses, per GPU of a tensor-parallel group (see roofline-spec.ts). */
+export interface RooflineSpec {
+  readonly name: string;
+  /** scheduling, sampling and launch time outside the kernels, once per step */
+  readonly stepOverheadS: number;
+  /** QKV/output/MLP weights this GPU streams every step, and the matmul FLOPs per batched token */
+  readonly linearWeightBytes: number;
+  readonly linearFlopsPerToken: number;
+  /** logits: one row per chunk in the step */
+  readonly lmHeadWeightBytes: number;
+  readonly lmHeadFlopsPerRow: number;
+  readonly hbmBandwidthBps: number;
+  readonly weightReadEfficiency: number;
+  readonly matmulFlops: number;
+  readonly matmulEfficiency: number;
+  /** p of the p-norm joining the memory and compute bounds; 2 matches Vidur's knee at 128-512 tokens */
+  readonly rooflineKneeExponent: number;
+  readonly layers: number;
+  readonly slidingWindowLayers: number;
+  readonly slidingWindowTokens: number;
+  /** per layer: 4 x query heads on this GPU x head dim (QK^T and PV, 2 FLOPs per multiply-add) */
+  readonly attentionFlopsPerQueryKey: number;
+  readonly attentionFlops: number;
+  readonly attentionMatmulEfficiency: number;
+  /** K and V of one token in one layer on this GPU */
+  readonly kvBytesPerTokenLayer: number;
+  readonly kvReadEfficiency: number;
+  /** per layer and attention kernel (prefill, decode) that runs in the step */
+  readonly attentionKernelS: number;
+  readonly tensorParallel: number;
+  /** activation bytes all-reduced per token, twice per layer when tensorParallel > 1 */
+  readonly allReduceBytesPerToken: number;
+  readonly allReduceBusBandwidthBps: number;
+  readonly allReduceLatencyS: number;
+}
+
+/** Where a step's time goes; the sum is stepS. */
+export interface StepBreakdown {
+  overheadS: number;
+  linearS: number;
+  lmHeadS: number;
+  prefillAttentionS: number;
+  decodeAttentionS: number;
+  allReduceS: number;
+}
+
+function pNorm(a: number, b: number, p: number): number {
+  return (a ** p + b ** p) ** (1 / p);
+}
+
+/** The spec folded into per-unit times, so a step costs a handful of multiplications. */
+interface Coefficients {
+  readonly overheadS: number;
+  readonly weightS: number;
+  readonly tokenComputeS: number;
+  readonly lmHeadWeightS: number;
+  readonly rowComputeS: number;
+  readonly kneeExponent: number;
+  readonly globalLayers: number;
+  readonly slidingLayers: number;
+  readonly windowTokens: number;
+  readonly queryKeyLayerS: number;
+  readonly kvTokenLayerS: number;
+  readonly attentionKernelsS: number;
+  readonly allReduceFixedS: number;
+  readonly allReduceTokenS: number;
+}
+
+function coefficientsOf(spec: RooflineSpec): Coefficients {
+  const weightBps = spec.hbmBandwidthBps * spec.weightReadEfficiency;
+  const matmulFlops = spec.matmulFlops * spec.matmulEfficiency;
+  const tp = spec.tensorParallel;
+  const allReduces = tp > 1 ? 2 * spec.layers : 0;
+  return {
+    overheadS: spec.stepOverheadS,
+    weightS: spec.linearWeightBytes / weightBps,
+    tokenComputeS: spec.linearFlopsPerToken / matmulFlops,
+    lmHeadWeightS: spec.lmHeadWeightBytes / weightBps,
+    rowComputeS: spec.lmHeadFlopsPerRow / matmulFlops,
+    kneeExponent: spec.rooflineKneeExponent,
+    globalLayers: spec.layers - spec.slidingWindowLayers,
+    slidingLayers: spec.slidingWindowLayers,
+    windowTokens: spec.slidingWindowTokens,
+    queryKeyLayerS: spec.attentionFlopsPerQueryKey / (spec.attentionFlops * spec.attentionMatmulEfficiency),
+    kvTokenLayerS: spec.kvBytesPerTokenLayer / (spec.hbmBandwidthBps * spec.kvReadEfficiency),
+    attentionKernelsS: spec.layers * spec.attentionKernelS,
+    allReduceFixedS: allReduces * spec.allReduceLatencyS,
+    // ring all-reduce moves 2(tp-1)/tp of the buffer through each GPU's links
+    allReduceTokenS:
+      (allReduces * ((2 * (tp - 1)) / Math.max(tp, 1)) * spec.allReduceBytesPerToken) /
+      spec.allReduceBusBandwidthBps,
+  };
+}
+
+function linearLayersS(k: Coefficients, tokens: number): number {
+  return tokens > 0 ? pNorm(k.weightS, tokens * k.tokenComputeS, k.kneeExponent) : 0;
+}
+
+/** Keys one query attends to, summed over layers: sliding-window layers stop at their window. */
+function keyLayers(k: Coefficients, keys: number): number {
+  return k.globalLayers * keys + k.slidingLayers * Math.min(keys, k.windowTokens);
+}
+
+/**
+ * Roofline step-time model: fixed overhead + linear layers (weights streamed once per step, joined
+ * smoothly to the compute bound of the batched tokens) + LM head + attention (prefill by FLOPs, decode
+ * by KV bytes) + tensor-parallel all-reduces. O(chunks) per step with no allocation.
+ */
+export class RooflineLatencyModel implements LatencyModel {
+  readonly name: string;
+  private readonly coefficients: Coefficients;
+  private readonly ownAccumulator: RooflineAccumulator;
+
+  constructor(readonly spec: RooflineSpec) {
+    this.name = spec.name;
+    this.coefficients = coefficientsOf(spec);
+    this.ownAccumulator = new RooflineAccumulator(this.coefficients);
+  }
+
+  stepS(chunks: readonly StepChunk[]): number {
+    const acc = this.ownAccumulator;
+    acc.beginStep();
+    // indexed: no iterator object per call (stepS runs ~10^6 times per sweep)
+    for (let i = 0; i < chunks.length; i++) {
+      const chunk = chunks[i]!;
+      acc.addChunk(chunk.numTokens, chunk.contextTokens);
+    }
+    return acc.endStepS();
+  }
+
+  prefillS(tokens: number, chunkTokens: number = DEFAULT_PREFILL_CHUNK_TOKENS): number {
+    return chunkedPrefillS(this.ownAccumulator, tokens, chunkTokens);
+  }
+
+  newAccumulator(): StepAccumulator {
+    return new RooflineAccumulator(this.coefficients);
+  }
+
+  /** Same time as stepS, split by component (allocates; for reports and calibration, not the hot path). */
+  breakdown(chunks: readonly StepChunk[]): StepBreakdown {
+    const acc = new RooflineAccumulator(this.coefficients);
+    acc.beginStep();
+    for (const chunk of chunks) acc.addChunk(chunk.numTokens, chunk.contextTokens);
+    acc.endStepS();
+    return { ...acc.parts };
+  }
+
+  /** Linear layers alone for `tokens` batched tokens: what Vidur's per-operator profiles measure. */
+  linearS(tokens: number): number {
+    return linearLayersS(this.coefficients, tokens);
+  }
+}
+
+class RooflineAccumulator implements StepAccumulator {
+  private tokens = 0;
+  private rows = 0;
+  private prefillChunks = 0;
+  private prefillQueryKeyLayers = 0;
+  private prefillKvTokenLayers = 0;
+  private decodeChunks = 0;
+  private decodeKvTokenLayers = 0;
+  readonly parts: StepBreakdown = {
+    overheadS: 0,
+    linearS: 0,
+    lmHeadS: 0,
+    prefillAttentionS: 0,
+    decodeAttentionS: 0,
+    allReduceS: 0,
+  };
+
+  constructor(private readonly k: Coefficients) {}
+
+  beginStep(): void {
+    this.tokens = 0;
+    this.rows = 0;
+    this.prefillChunks = 0;
+    this.prefillQueryKeyLayers = 0;
+    this.prefillKvTokenLayers = 0;
+    this.decodeChunks = 0;
+    this.decodeKvTokenLayers = 0;
+  }
+
+  addChunk(numTokens: number, contextTokens: number): void {
+    if (numTokens <= 0) return;
+    const k = this.k;
+    this.tokens += numTokens;
+    this.rows++;
+    if (numTokens === 1) {
+      this.decodeChunks++;
+      this.decodeKvTokenLayers += keyLayers(k, contextTokens + 1);
+    } else {
+      this.prefillChunks++;
+      // causal: new token i sees contextTokens + i keys, numTokens * (contextTokens + numTokens / 2) in all
+      this.prefillQueryKeyLayers += numTokens * keyLayers(k, contextTokens + numTokens / 2);
+      this.prefillKvTokenLayers += keyLayers(k, contextTokens + numTokens);
+    }
+  }
+
+  endStepS(): number {
+    if (this.rows === 0) return 0;
+    const k = this.k;
+    const p = this.parts;
+    p.overheadS = k.overheadS;
+    p.linearS = linearLayersS(k, this.tokens);
+    p.lmHeadS = pNorm(k.lmHeadWeightS, this.rows * k.rowComputeS, k.kneeExponent);
+    p.prefillAttentionS =
+      this.prefillChunks > 0
+        ? k.attentionKernelsS +
+          Math.max(this.prefillQueryKeyLayers * k.queryKeyLayerS, this.prefillKvTokenLayers * k.kvTokenLayerS)
+        : 0;
+    p.decodeAttentionS =
+      this.decodeChunks > 0 ? k.attentionKernelsS + this.decodeKvTokenLayers * k.kvTokenLayerS : 0;
+    p.allReduceS = k.allReduceFixedS + this.tokens * k.allReduceTokenS;
+    return p.overheadS + p.linearS + p.lmHeadS + p.prefillAttentionS + p.decodeAttentionS + p.allReduceS;
+  }
+}
