@@ -1,5 +1,6 @@
 /** KV a program keeps resident while its tool runs. */
 export interface Pin {
+  readonly programId: string;
   readonly requestId: string;
   readonly blockIds: readonly number[];
   readonly tokens: number;

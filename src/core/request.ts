@@ -1,4 +1,5 @@
 import type { TokenContent } from "./kv/token-content.js";
+import type { Program } from "./program.js";
 
 export type RequestStatus = "waiting" | "running" | "finished" | "aborted";
 export type FinishReason = "stop" | "length" | "abort" | "kv_capacity";
@@ -21,6 +22,7 @@ export interface RequestSpec {
 export class Request {
   readonly id: string;
   readonly programId: string;
+  readonly program: Program;
   readonly hasProgramId: boolean;
   readonly promptTokens: number;
   readonly maxOutputTokens: number;
@@ -59,15 +61,10 @@ export class Request {
   /** model output text (real engine), for tool-call parsing at finish */
   outputText: string | null = null;
 
-  constructor(
-    spec: RequestSpec,
-    programId: string,
-    arrivalS: number,
-    turnIndex: number,
-    sequenceNumber: number,
-  ) {
+  constructor(spec: RequestSpec, program: Program, arrivalS: number, sequenceNumber: number) {
     this.id = spec.requestId;
-    this.programId = programId;
+    this.program = program;
+    this.programId = program.id;
     this.hasProgramId = spec.programId !== null;
     this.promptTokens = spec.promptTokens;
     this.maxOutputTokens = spec.maxOutputTokens;
@@ -75,7 +72,7 @@ export class Request {
     this.toolHint = spec.toolHint ?? null;
     this.content = spec.content;
     this.arrivalS = arrivalS;
-    this.turnIndex = turnIndex;
+    this.turnIndex = program.numArrived;
     this.sequenceNumber = sequenceNumber;
   }
 

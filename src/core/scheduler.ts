@@ -3,6 +3,7 @@ import type { CostModel } from "./cost-model.js";
 import { BlockPool } from "./kv/block-pool.js";
 import { KvCacheManager, type PrefixMatch } from "./kv/kv-cache-manager.js";
 import { OffloadTiers, type TierConfig } from "./kv/offload-tiers.js";
+import { MinHeap } from "./min-heap.js";
 import type { PolicyContext, SchedulingPolicy } from "./policy.js";
 import { type Pin, Program } from "./program.js";
 import type { EventRecorder } from "./recorder/recorder.js";
@@ -103,6 +104,11 @@ export class Scheduler {
   private readonly live = new Map<string, Request>();
   private readonly ctx: { -readonly [K in keyof PolicyContext]: PolicyContext[K] };
   private readonly programIdleTimeoutS: number;
+  /** pins by sacrifice order (key = -rank); entries of released pins are skipped lazily */
+  private pinVictims = new MinHeap<Pin>();
+  /** the head that could not fit, and the free blocks then: nothing to retry until more are free */
+  private blockedHead: Request | null = null;
+  private blockedHeadFreeBlocks = 0;
   private pendingReleases: KvRelease[] = [];
   /** requests the scheduler ended itself inside schedule(), reported by the next update() */
   private finishedOutsideUpdate: Request[] = [];
@@ -216,7 +222,7 @@ export class Scheduler {
       this.ttl.tools.record(sample.tool, sample.durationS);
       this.policy.onToolSample?.(sample.tool, sample.durationS);
     }
-    const request = new Request(spec, programId, nowS, program.numArrived, this.nextSequenceNumber++);
+    const request = new Request(spec, program, nowS, this.nextSequenceNumber++);
     request.arrivedEvicted = program.numArrived > 0 && program.pin === null;
     program.numArrived++;
     program.numWaiting++;
@@ -230,7 +236,7 @@ export class Scheduler {
   abort(requestId: string): boolean {
     const request = this.live.get(requestId);
     if (!request) return false;
-    const program = this.programOf(request);
+    const program = request.program;
     if (request.status === "waiting") {
       this.waiting.remove(request);
       program.numWaiting--;
@@ -256,6 +262,7 @@ export class Scheduler {
     this.stats.steps++;
     if (this.stats.steps % SWEEP_EVERY_STEPS === 0) this.forgetIdlePrograms(nowS);
     this.expirePins(nowS);
+    this.compactPinVictims();
     if (this.policy.dynamicPriorities) this.refreshAllPriorities();
 
     const chunks: ScheduledChunk[] = [];
@@ -294,7 +301,7 @@ export class Scheduler {
       if (request.status !== "running") continue;
       request.numComputedTokens += chunk.numTokens;
       this.kv.cacheFullBlocks(request);
-      const program = this.programOf(request);
+      const program = request.program;
       program.attainedServiceS += result.durationS;
       if (!chunk.samples) continue;
       request.numOutputTokens++;
@@ -362,7 +369,7 @@ export class Scheduler {
         const victim = this.preemptionVictim(i) ?? request;
         if (victim === request && this.running.length === 1) {
           // Alone, with every pin gone, and still short: the sequence outgrew the whole pool.
-          this.finish(request, this.programOf(request), "kv_capacity", this.clock.nowS());
+          this.finish(request, request.program, "kv_capacity", this.clock.nowS());
           this.finishedOutsideUpdate.push(request);
           i--;
           scheduled = false;
@@ -392,6 +399,7 @@ export class Scheduler {
     while (budget.tokens > 0 && this.running.length < this.maxNumSeqs) {
       const head = this.waiting.peek();
       if (!head) return;
+      if (this.stillBlocked(head)) return;
       if (this.kv.blocksFor(head.numTokens) > this.kv.pool.numBlocks) {
         this.dropOversizedHead(head, nowS);
         continue;
@@ -403,6 +411,8 @@ export class Scheduler {
       ) {
         // Unpinning may reorder the queue (a program losing its pin drops back), so look at the head again.
         if (this.sacrificePin(head.programId)) continue;
+        this.blockedHead = head;
+        this.blockedHeadFreeBlocks = this.kv.pool.numFreeBlocks;
         return;
       }
       this.admit(head, match, nowS);
@@ -416,9 +426,16 @@ export class Scheduler {
     }
   }
 
+  /** Same head as last time, no more free blocks, no pin to give up: the lookup would fail again. */
+  private stillBlocked(head: Request): boolean {
+    if (head !== this.blockedHead) return false;
+    const sacrificable = this.pinned.size - (head.program.pin ? 1 : 0);
+    return sacrificable === 0 && this.kv.pool.numFreeBlocks <= this.blockedHeadFreeBlocks;
+  }
+
   /** A preempted request whose sequence grew past the whole pool can never run again. */
   private dropOversizedHead(head: Request, nowS: number): void {
-    const program = this.programOf(head);
+    const program = head.program;
     this.waiting.shift();
     program.numWaiting--;
     program.numRunning++;
@@ -444,7 +461,7 @@ export class Scheduler {
     const preemptsForAdmission = this.policy.preemptsForAdmission;
     const head = this.waiting.peek();
     if (!preemptsForAdmission || !head) return;
-    const headProgram = this.programOf(head);
+    const headProgram = head.program;
     for (;;) {
       const match = this.kv.findPrefix(head);
       const numTokens = this.admissionChunk(head, match, this.maxNumBatchedTokens);
@@ -454,7 +471,7 @@ export class Scheduler {
       let victim: Request | undefined;
       for (let i = this.running.length - 1; i >= 0 && !victim; i--) {
         const candidate = this.running[i] as Request;
-        if (preemptsForAdmission.call(this.policy, head, headProgram, candidate, this.programOf(candidate))) {
+        if (preemptsForAdmission.call(this.policy, head, headProgram, candidate, candidate.program)) {
           victim = candidate;
         }
       }
@@ -465,7 +482,7 @@ export class Scheduler {
   }
 
   private admit(request: Request, match: PrefixMatch, nowS: number): void {
-    const program = this.programOf(request);
+    const program = request.program;
     this.waiting.shift();
     program.numWaiting--;
     program.numRunning++;
@@ -526,7 +543,7 @@ export class Scheduler {
   }
 
   private preempt(request: Request): void {
-    const program = this.programOf(request);
+    const program = request.program;
     this.removeRunning(request);
     program.numRunning--;
     this.releaseRequestKv(request, "preempted");
@@ -580,6 +597,7 @@ export class Scheduler {
   private pin(request: Request, program: Program, ttlS: number, nowS: number): void {
     if (program.pin) this.releasePin(program, "reused");
     const pin: Pin = {
+      programId: program.id,
       requestId: request.id,
       blockIds: request.blockIds,
       tokens: request.numComputedTokens,
@@ -592,6 +610,7 @@ export class Scheduler {
     request.numCachedBlocks = 0;
     program.pin = pin;
     this.pinned.add(program);
+    this.pinVictims.push(-this.policy.pinVictimRank(program), pin);
     this.stats.pinsCreated++;
     this.record({ kind: "pinned", programId: program.id, requestId: request.id, timeS: nowS, ttlS });
     if (program.numWaiting > 0) this.reprioritizeProgram(program);
@@ -633,25 +652,38 @@ export class Scheduler {
 
   /** Unpins the policy's preferred victim (never `sparedProgramId` while others exist). */
   private sacrificePin(sparedProgramId: string | null): boolean {
-    let victim: Program | null = null;
-    let victimRank = Number.NEGATIVE_INFINITY;
-    let spared: Program | null = null;
-    for (const program of this.pinned) {
+    let spared: { key: number; pin: Pin } | null = null;
+    let chosen: Pin | null = null;
+    while (this.pinVictims.size > 0) {
+      const key = this.pinVictims.peekKey() as number;
+      const pin = this.pinVictims.pop() as Pin;
+      const program = this.programs.get(pin.programId);
+      if (!program || program.pin !== pin) continue;
       if (program.id === sparedProgramId) {
-        spared = program;
+        spared = { key, pin };
         continue;
       }
-      const rank = this.policy.pinVictimRank(program);
-      if (rank > victimRank) {
-        victim = program;
-        victimRank = rank;
-      }
+      chosen = pin;
+      break;
     }
-    const chosen = victim ?? spared;
+    if (spared) {
+      if (chosen) this.pinVictims.push(spared.key, spared.pin);
+      else chosen = spared.pin;
+    }
     if (!chosen) return false;
     this.stats.pinsSacrificed++;
-    this.releasePin(chosen, "victim");
+    this.releasePin(this.programs.get(chosen.programId) as Program, "victim");
     return true;
+  }
+
+  /** Drops heap entries of pins released by expiry or reuse, so the heap stays O(live pins). */
+  private compactPinVictims(): void {
+    if (this.pinVictims.size <= 2 * this.pinned.size + 64) return;
+    const fresh = new MinHeap<Pin>();
+    for (const program of this.pinned) {
+      if (program.pin) fresh.push(-this.policy.pinVictimRank(program), program.pin);
+    }
+    this.pinVictims = fresh;
   }
 
   private releaseRequestKv(request: Request, reason: ReleaseReason): void {
@@ -691,7 +723,7 @@ export class Scheduler {
   }
 
   private refreshAllPriorities(): void {
-    for (const request of this.waiting) this.policy.prioritize(request, this.programOf(request), this.ctx);
+    for (const request of this.waiting) this.policy.prioritize(request, request.program, this.ctx);
     this.waiting.resort();
   }
 
@@ -704,12 +736,6 @@ export class Scheduler {
     let tokens = 0;
     for (const request of this.running) tokens += request.numComputedTokens;
     return tokens;
-  }
-
-  private programOf(request: Request): Program {
-    const program = this.programs.get(request.programId);
-    if (!program) throw new Error(`request ${request.id} lost its program ${request.programId}`);
-    return program;
   }
 
   private forgetIfIdle(program: Program): void {

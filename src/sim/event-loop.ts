@@ -1,7 +1,7 @@
 import type { VirtualClock } from "../core/clock.js";
+import { MinHeap } from "../core/min-heap.js";
 import type { Scheduler } from "../core/scheduler.js";
 import type { StepPlan } from "../core/step-plan.js";
-import { MinHeap } from "./min-heap.js";
 import { SyntheticConversation } from "./synthetic-conversation.js";
 
 /** One LLM call of a simulated program (the trace format's turn). */

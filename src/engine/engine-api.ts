@@ -1,0 +1,109 @@
+/**
+ * The contract between the HTTP server and the serving engine. The server speaks OpenAI; the engine runs
+ * the core scheduler over a model runner (llama.cpp, or a fake one in tests). Neither sees the other's
+ * internals.
+ */
+
+export interface SamplingParams {
+  /** <= 0 means greedy */
+  readonly temperature: number;
+  readonly topP: number;
+  readonly topK: number;
+  readonly minP: number;
+  readonly seed: number | null;
+  readonly maxTokens: number;
+  /** stop strings; generation ends before them and they are not returned */
+  readonly stop: readonly string[];
+  /** GBNF grammar constraining the output (JSON mode, tool-call schemas) */
+  readonly grammar: string | null;
+  /** keep generating through end-of-generation tokens (load generators replaying traces) */
+  readonly ignoreEos: boolean;
+}
+
+export interface GenerateRequest {
+  readonly requestId: string;
+  /** agent program id (`job_id` / `program_id` / X-Program-Id); null: a one-off request */
+  readonly programId: string | null;
+  readonly isLastStep: boolean;
+  /** client-declared tool of this turn (`this_func_call`), wins over parsing the output */
+  readonly toolHint: string | null;
+  /** fully rendered prompt text (chat template already applied) */
+  readonly prompt: string;
+  readonly sampling: SamplingParams;
+}
+
+export type FinishReason = "stop" | "length" | "abort" | "kv_capacity";
+
+export interface GenerateUsage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** prompt tokens whose KV was reused (resident prefix, pin, or reload from an offload tier) */
+  readonly cachedTokens: number;
+}
+
+export type GenerateEvent =
+  | { readonly type: "delta"; readonly text: string }
+  | {
+      readonly type: "done";
+      readonly finishReason: FinishReason;
+      readonly text: string;
+      readonly usage: GenerateUsage;
+      /** seconds from arrival to admission, to first token, to finish */
+      readonly queueS: number;
+      readonly ttftS: number | null;
+      readonly e2eS: number;
+    };
+
+export interface ChatTurn {
+  readonly role: "system" | "user" | "assistant" | "tool";
+  readonly content: string;
+}
+
+export interface EngineMetrics {
+  readonly running: number;
+  readonly waiting: number;
+  readonly pinnedPrograms: number;
+  /** fraction of KV blocks in use (running + pinned) */
+  readonly kvUsage: number;
+  readonly prefixQueryTokens: number;
+  readonly prefixHitTokens: number;
+  readonly preemptions: number;
+  readonly pinsCreated: number;
+  readonly pinsExpired: number;
+}
+
+/** Why the engine refuses a request; the server maps each code to a status. */
+export class EngineRejection extends Error {
+  constructor(
+    message: string,
+    readonly code:
+      | "prompt_too_long"
+      | "invalid_request"
+      | "overloaded"
+      | "shutting_down"
+      | "duplicate_request",
+    /** seconds a client should wait before retrying (overloaded) */
+    readonly retryAfterS: number | null = null,
+  ) {
+    super(message);
+    this.name = "EngineRejection";
+  }
+}
+
+export interface EngineService {
+  readonly modelId: string;
+  /** context window of one sequence */
+  readonly maxContextTokens: number;
+  /** Renders a chat with the model's template, ending with the assistant's generation prompt. */
+  renderChat(messages: readonly ChatTurn[]): string;
+  countTokens(text: string): number;
+  /**
+   * Queues a request and streams its output. Throws EngineRejection before the first event when the
+   * request cannot be taken. Aborting the signal (client went away) ends the stream with finishReason
+   * "abort" and releases the request's KV.
+   */
+  generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent>;
+  metrics(): EngineMetrics;
+  /** Stops taking requests, finishes in-flight ones, flushes the recorder. */
+  shutdown(): Promise<void>;
+}
