@@ -1,5 +1,6 @@
 import type { VirtualClock } from "../core/clock.js";
 import { MinHeap } from "../core/min-heap.js";
+import type { Request } from "../core/request.js";
 import type { Scheduler } from "../core/scheduler.js";
 import type { StepPlan } from "../core/step-plan.js";
 import { SyntheticConversation } from "./synthetic-conversation.js";
@@ -172,6 +173,13 @@ export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunO
     }
     const plan = scheduler.schedule();
     if (plan.chunks.length === 0) {
+      // Nothing to execute, but schedule() may have ended requests itself (a sequence that outgrew the
+      // pool): update() reports them, and their programs go on.
+      const { finished } = scheduler.update(plan, { durationS: 0 });
+      if (finished.length > 0) {
+        onFinished(finished);
+        continue;
+      }
       // Everything running was just preempted: the next plan admits again. Otherwise nothing can ever run.
       if (plan.preempted.length > 0) continue;
       throw new SimulationStalledError(clock.nowS(), scheduler.numWaiting);
@@ -189,6 +197,11 @@ export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunO
     const { finished } = scheduler.update(plan, { durationS });
     steps++;
     options.onStep?.(plan, durationS);
+    onFinished(finished);
+  }
+  return { programs: live.map((p) => p.outcome), steps, endS: clock.nowS() };
+
+  function onFinished(finished: readonly Request[]): void {
     for (const request of finished) {
       const where = byRequest.get(request.id);
       if (!where) continue;
@@ -214,5 +227,4 @@ export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunO
       }
     }
   }
-  return { programs: live.map((p) => p.outcome), steps, endS: clock.nowS() };
 }

@@ -1,0 +1,19 @@
+import { Command } from "commander";
+import { analyzeCommand } from "./analyze-command.js";
+import { policiesCommand } from "./policies-command.js";
+import { reproduceCommand } from "./reproduce-command.js";
+import { simulateCommand, sweepCommand } from "./simulate-command.js";
+
+const program = new Command("continuum")
+  .description("Continuum: multi-turn LLM agent serving with KV-cache time-to-live (CacheTTL)")
+  .showHelpAfterError()
+  .addCommand(policiesCommand())
+  .addCommand(simulateCommand())
+  .addCommand(sweepCommand())
+  .addCommand(reproduceCommand())
+  .addCommand(analyzeCommand());
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  process.stderr.write(`continuum: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,109 @@
+import { writeFileSync } from "node:fs";
+import { Command } from "commander";
+import { renderReportHtml } from "../analysis/report-html.js";
+import { buildFigure, FIGURE_IDS, type Figure, panelRatios } from "../sim/figures.js";
+import type { PointResult } from "../sim/simulate.js";
+import { runSweep } from "../sim/sweep.js";
+import { positiveInt } from "./sim-options.js";
+
+function range(xs: readonly number[]): string {
+  const finite = xs.filter(Number.isFinite);
+  if (finite.length === 0) return "n/a";
+  return `${Math.min(...finite).toFixed(2)}-${Math.max(...finite).toFixed(2)}x`;
+}
+
+function printFigure(figure: Figure, results: readonly PointResult[]): string[] {
+  const lines = [`== ${figure.title}`, `paper: ${figure.paperClaim}`];
+  let offset = 0;
+  const allJct: number[] = [];
+  const allThroughput: number[] = [];
+  for (const panel of figure.panels) {
+    const slice = results.slice(offset, offset + panel.jobs.length);
+    offset += panel.jobs.length;
+    const policies = [...new Set(panel.jobs.map((j) => j.job.policy))];
+    const xs = [...new Set(panel.jobs.map((j) => j.x))];
+    lines.push(`-- ${panel.title}  (${figure.metric} JCT in s; rows: ${panel.xLabel})`);
+    lines.push([panel.xLabel.padEnd(12), ...policies.map((p) => p.padStart(17))].join(" "));
+    for (const x of xs) {
+      const cells = policies.map((policy) => {
+        const r = slice[panel.jobs.findIndex((j) => j.x === x && j.job.policy === policy)] as PointResult;
+        const value = figure.metric === "mean" ? r.jct.mean : r.jct[figure.metric];
+        const incomplete = r.completed < r.programs ? "*" : "";
+        return `${value.toFixed(1)}${incomplete}`.padStart(17);
+      });
+      lines.push([String(x).padEnd(12), ...cells].join(" "));
+    }
+    const ratios = panelRatios(panel, slice, figure.metric);
+    allJct.push(...ratios.map((r) => r.jctRatio));
+    allThroughput.push(...ratios.map((r) => r.throughputRatio));
+    lines.push(
+      `   ${panel.baseline}/${panel.ours} ${figure.metric} JCT ratio ${range(ratios.map((r) => r.jctRatio))}` +
+        ` (lightest ${ratios[0]?.jctRatio.toFixed(2)}x, heaviest ${ratios[ratios.length - 1]?.jctRatio.toFixed(2)}x),` +
+        ` throughput ratio ${range(ratios.map((r) => r.throughputRatio))}`,
+    );
+  }
+  lines.push(
+    `ours overall: ${figure.metric} JCT ${range(allJct)} lower than the baseline, throughput ${range(allThroughput)}`,
+  );
+  lines.push("(* = some programs unfinished at the end of the run)");
+  return lines;
+}
+
+export function reproduceCommand(): Command {
+  return new Command("reproduce")
+    .description(`re-run one of the paper's evaluation figures in the simulator: ${FIGURE_IDS.join(", ")}`)
+    .argument("<figure>", `one of ${FIGURE_IDS.join(", ")}`)
+    .option("--programs <n>", "agent programs per point", positiveInt, 200)
+    .option("--seed <n>", "seed", (v) => Number.parseInt(v, 10), 1)
+    .option("--trace <file>", "use this SWE-bench-like trace instead of the generated SWE-bench workload")
+    .option("--threads <n>", "worker threads (default: one per core)", positiveInt)
+    .option("--report <file.html>", "HTML report path", "continuum-reproduce.html")
+    .option("--no-report", "do not write the HTML report")
+    .action(
+      async (
+        id: string,
+        o: { programs: number; seed: number; trace?: string; threads?: number; report: string | false },
+      ) => {
+        const figure = buildFigure(id, o);
+        const jobs = figure.panels.flatMap((p) => p.jobs.map((j) => j.job));
+        process.stderr.write(
+          `# ${figure.title}: ${jobs.length} simulation points, ${o.programs} programs each, seed ${o.seed}\n`,
+        );
+        const startMs = performance.now();
+        const results = await runSweep(jobs, {
+          threads: o.threads,
+          onProgress: (done, total) => {
+            if (done % Math.max(1, Math.floor(total / 10)) === 0 || done === total) {
+              process.stderr.write(
+                `# ${done}/${total} points (${((performance.now() - startMs) / 1000).toFixed(0)} s)\n`,
+              );
+            }
+          },
+        });
+        process.stdout.write(`${printFigure(figure, results).join("\n")}\n`);
+        if (o.report !== false) {
+          let offset = 0;
+          const runs = figure.panels.flatMap((panel) =>
+            panel.jobs.map((j) => {
+              const r = results[offset++] as PointResult;
+              return {
+                label: `${panel.title} | ${r.policy}`,
+                jps: j.x,
+                jct: r.jct,
+                throughputJps: r.throughput_jps,
+                hitRatio: r.hit_ratio,
+                completed: r.completed,
+                programs: r.programs,
+                jcts: r.jcts,
+              };
+            }),
+          );
+          writeFileSync(
+            o.report,
+            await renderReportHtml({ title: figure.title, settings: [figure.paperClaim], runs }),
+          );
+          process.stderr.write(`# report written to ${o.report}\n`);
+        }
+      },
+    );
+}

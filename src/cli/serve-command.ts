@@ -1,0 +1,213 @@
+import { Command, InvalidArgumentError, Option } from "commander";
+import type { EngineService } from "../engine/engine-api.js";
+import type { LlamaEngineOptions } from "../engine/engine-factory.js";
+import { BUILTIN_PRESETS, type BuiltinPreset } from "../engine/gguf/index.js";
+import type { KvCacheType } from "../engine/native/llama-native.js";
+import { isPolicyName, POLICY_NAMES, type PolicyName } from "../policies/index.js";
+import { type RunningServer, startServer } from "../server/server.js";
+import { nonNegativeNumber, positiveInt } from "./sim-options.js";
+
+/** Builds the engine for `serve` (the llama.cpp one; tests pass a fake). */
+export type EngineFactory = (options: LlamaEngineOptions) => Promise<EngineService> | EngineService;
+
+export interface ServeCliOptions {
+  model?: string;
+  builtinModel: BuiltinPreset;
+  schedulingPolicy: PolicyName;
+  maxNumSeqs?: number;
+  maxNumBatchedTokens?: number;
+  kvCacheTokens?: number;
+  maxSeqSlots?: number;
+  cpuOffloadGb?: number;
+  diskOffloadDir?: string;
+  diskOffloadGb?: number;
+  host: string;
+  port: number;
+  apiKey?: string;
+  servedModelName: string[];
+  record?: string;
+  profile?: string;
+  maxWaiting?: number;
+  threads?: number;
+  threadsBatch?: number;
+  flashAttn: boolean;
+  kvCacheDtype?: KvCacheType;
+  gpuLayers?: number | "all" | "auto";
+}
+
+const KV_CACHE_TYPES: readonly KvCacheType[] = ["f16", "f32", "bf16", "q8_0", "q4_0"];
+
+function policyName(value: string): PolicyName {
+  if (!isPolicyName(value)) {
+    throw new InvalidArgumentError(`unknown policy "${value}"; choose from ${POLICY_NAMES.join(", ")}`);
+  }
+  return value;
+}
+
+function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new InvalidArgumentError(`expected a port, got "${value}"`);
+  return n;
+}
+
+function gpuLayers(value: string): number | "all" | "auto" {
+  if (value === "all" || value === "auto") return value;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0)
+    throw new InvalidArgumentError(`expected a layer count, all or auto, got "${value}"`);
+  return n;
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+/** The engine factory's options for parsed `serve` flags (unset flags keep the engine's defaults). */
+export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
+  const options: Record<string, unknown> = {
+    modelPath: o.model,
+    builtinModel: o.builtinModel,
+    servedModelName: o.servedModelName[0],
+    policy: o.schedulingPolicy,
+    maxNumSeqs: o.maxNumSeqs,
+    maxNumBatchedTokens: o.maxNumBatchedTokens,
+    kvCacheTokens: o.kvCacheTokens,
+    maxSeqSlots: o.maxSeqSlots,
+    cpuOffloadGb: o.cpuOffloadGb,
+    diskOffloadDir: o.diskOffloadDir,
+    diskOffloadGb: o.diskOffloadGb,
+    threads: o.threads,
+    threadsBatch: o.threadsBatch,
+    flashAttn: o.flashAttn === false ? false : undefined,
+    kvCacheType: o.kvCacheDtype,
+    gpuLayers: o.gpuLayers,
+    recordPath: o.record,
+    profilePath: o.profile,
+    maxWaiting: o.maxWaiting,
+  };
+  for (const key of Object.keys(options)) if (options[key] === undefined) delete options[key];
+  return options as LlamaEngineOptions;
+}
+
+/** The llama.cpp engine factory, loaded on first use (other commands never need the native addon). */
+async function loadLlamaEngineFactory(): Promise<EngineFactory> {
+  const { createLlamaEngine } = await import("../engine/engine-factory.js");
+  return createLlamaEngine;
+}
+
+export interface RunServeOptions {
+  readonly createEngine?: EngineFactory;
+  /** where the start banner and shutdown notes go (default stdout) */
+  readonly log?: (line: string) => void;
+  /** drain and exit on SIGTERM/SIGINT (default true) */
+  readonly handleSignals?: boolean;
+}
+
+/** Starts the engine and the HTTP server for parsed `serve` options. */
+export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): Promise<RunningServer> {
+  const log = run.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const engineOptions = engineOptionsOf(o);
+  const createEngine = run.createEngine ?? (await loadLlamaEngineFactory());
+  const engine = await createEngine(engineOptions);
+  let server: RunningServer;
+  try {
+    server = await startServer({
+      engine,
+      host: o.host,
+      port: o.port,
+      apiKey: o.apiKey ?? process.env["CONTINUUM_API_KEY"] ?? null,
+      servedModelNames: o.servedModelName.slice(1),
+    });
+  } catch (error) {
+    await engine.shutdown();
+    throw error;
+  }
+  const model = o.model ?? `built-in "${o.builtinModel}" model`;
+  log(`continuum serve: listening on ${server.url}`);
+  log(
+    `  model ${engine.modelId} (${model}), context ${engine.maxContextTokens} tokens, ` +
+      `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
+  );
+  if (run.handleSignals ?? true) installSignalHandlers(server, log);
+  return server;
+}
+
+function installSignalHandlers(server: RunningServer, log: (line: string) => void): void {
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log(`continuum serve: ${signal} again, exiting without draining`);
+      process.exit(1);
+    }
+    stopping = true;
+    log(`continuum serve: ${signal}, draining in-flight requests`);
+    server.close().then(
+      () => {
+        log("continuum serve: stopped");
+        process.exit(0);
+      },
+      (error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        process.stderr.write(`continuum serve: shutdown failed: ${message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+}
+
+export function serveCommand(): Command {
+  return new Command("serve")
+    .description(
+      "serve a GGUF model over an OpenAI-compatible HTTP API, with KV-cache TTL for agent programs",
+    )
+    .option("--model <gguf>", "GGUF model file (default: the generated built-in model)")
+    .addOption(
+      new Option("--builtin-model <preset>", "built-in model used without --model")
+        .choices(Object.keys(BUILTIN_PRESETS))
+        .default("small"),
+    )
+    .option(
+      "--scheduling-policy <name>",
+      `scheduling policy (${POLICY_NAMES.join(", ")})`,
+      policyName,
+      "cachettl",
+    )
+    .option("--max-num-seqs <n>", "requests running at once (engine default 16)", positiveInt)
+    .option("--max-num-batched-tokens <n>", "tokens per engine step (engine default 512)", positiveInt)
+    .option("--kv-cache-tokens <n>", "KV cells of the unified pool (engine default 16384)", positiveInt)
+    .option(
+      "--max-seq-slots <n>",
+      "llama.cpp sequence slots: running + resident KV (at most 256)",
+      positiveInt,
+    )
+    .option("--cpu-offload-gb <gb>", "RAM tier for KV dropped from the pool (GiB)", nonNegativeNumber)
+    .option("--disk-offload-dir <dir>", "directory of the disk KV tier")
+    .option("--disk-offload-gb <gb>", "disk KV tier size (GiB; needs --disk-offload-dir)", nonNegativeNumber)
+    .option("--host <host>", "address to bind", "127.0.0.1")
+    .option("--port <port>", "port to listen on", port, 8000)
+    .option("--api-key <key>", "require Authorization: Bearer <key> on /v1 (default: env CONTINUUM_API_KEY)")
+    .option(
+      "--served-model-name <name>",
+      "model name clients use (repeatable; the first is the model id, the others aliases)",
+      collect,
+      [],
+    )
+    .option("--record <path>", "record per-program scheduling events (written at shutdown)")
+    .option("--profile <file>", "a `continuum profile` JSON feeding the TTL cost model")
+    .option(
+      "--max-waiting <n>",
+      "queued requests beyond which new ones get 429 (engine default 1024)",
+      positiveInt,
+    )
+    .option("--threads <n>", "CPU threads for decoding", positiveInt)
+    .option("--threads-batch <n>", "CPU threads for prompt batches", positiveInt)
+    .option("--no-flash-attn", "disable flash attention")
+    .addOption(new Option("--kv-cache-dtype <type>", "KV cache element type").choices(KV_CACHE_TYPES))
+    .option("--gpu-layers <n>", "layers offloaded to a GPU backend: a number, all or auto", gpuLayers)
+    .action(async (o: ServeCliOptions) => {
+      await runServe(o);
+    });
+}

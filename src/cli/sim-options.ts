@@ -1,0 +1,154 @@
+import { type Command, InvalidArgumentError, Option } from "commander";
+import { isPolicyName, POLICY_NAMES } from "../policies/index.js";
+import type { HardwareOptions, PointJob, WorkloadOptions } from "../sim/point-job.js";
+import { DEFAULT_ENGINE_OPTIONS, type EngineOptions } from "../sim/simulate.js";
+
+export interface SimCliOptions {
+  trace?: string;
+  workload: "swe-bench" | "bfcl";
+  hardware: string;
+  model: string;
+  profile?: string;
+  policies: string[];
+  programs: number;
+  seed: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  cpuOffloadGb: number;
+  diskOffloadGb: number;
+  kvCacheTokens: number;
+  tokenScale: number;
+  toolTimeScale: number;
+  turnRepeat: number;
+  json: boolean;
+  report: string | false;
+  threads?: number;
+}
+
+export function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new InvalidArgumentError(`expected a positive number, got "${value}"`);
+  return n;
+}
+
+export function nonNegativeNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`expected a number >= 0, got "${value}"`);
+  return n;
+}
+
+export function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new InvalidArgumentError(`expected a positive integer, got "${value}"`);
+  return n;
+}
+
+export function numberList(value: string): number[] {
+  return value.split(",").map((part) => positiveNumber(part.trim()));
+}
+
+function policyList(value: string): string[] {
+  const names = value.split(",").map((s) => s.trim());
+  for (const name of names) {
+    if (!isPolicyName(name)) {
+      throw new InvalidArgumentError(`unknown policy "${name}"; choose from ${POLICY_NAMES.join(", ")}`);
+    }
+  }
+  return names;
+}
+
+/** Options shared by simulate, sweep and reproduce. */
+export function addSimOptions(command: Command, defaults: { policies: string; programs: number }): Command {
+  return command
+    .option("--trace <file>", "agent trace (JSONL, see docs/workloads.md); default: a generated workload")
+    .addOption(
+      new Option("--workload <kind>", "generated workload when no --trace is given")
+        .choices(["swe-bench", "bfcl"])
+        .default("swe-bench"),
+    )
+    .option("--hardware <gpu>", "GPU: a100, h100, h200, b200", "h100")
+    .option("--model <model>", "model: llama-3.1-8b, llama-3.1-70b, gemma-3-12b", "llama-3.1-8b")
+    .option("--profile <file>", "a `continuum profile` output (real engine) instead of --hardware/--model")
+    .option(
+      "--policies <list>",
+      "comma-separated policies (see `continuum policies`)",
+      policyList,
+      policyList(defaults.policies),
+    )
+    .option("--programs <n>", "number of agent programs", positiveInt, defaults.programs)
+    .option("--seed <n>", "seed for the workload sample and arrivals", (v) => Number.parseInt(v, 10), 1)
+    .option("--max-num-seqs <n>", "max running sequences", positiveInt, DEFAULT_ENGINE_OPTIONS.maxNumSeqs)
+    .option(
+      "--max-num-batched-tokens <n>",
+      "token budget per step",
+      positiveInt,
+      DEFAULT_ENGINE_OPTIONS.maxNumBatchedTokens,
+    )
+    .option(
+      "--cpu-offload-gb <gb>",
+      "CPU RAM offload tier for every policy (0: only policies that need one, 200 GB)",
+      nonNegativeNumber,
+      0,
+    )
+    .option("--disk-offload-gb <gb>", "disk offload tier below the CPU tier", nonNegativeNumber, 0)
+    .option("--kv-cache-tokens <n>", "cap the KV pool (0: what the GPU memory holds)", nonNegativeNumber, 0)
+    .option("--token-scale <f>", "scale every token count", positiveNumber, 1)
+    .option("--tool-time-scale <f>", "scale every tool time", positiveNumber, 1)
+    .option(
+      "--turn-repeat <k>",
+      "repeat each program's turns k times, tokens scaled by 1/k (paper Fig. 14)",
+      positiveInt,
+      1,
+    )
+    .option("--threads <n>", "worker threads (default: one per core)", positiveInt)
+    .option("--json", "print machine-readable results on stdout", false)
+    .option("--report <file.html>", "HTML report path", "continuum-report.html")
+    .option("--no-report", "do not write the HTML report");
+}
+
+export function workloadOf(o: SimCliOptions): WorkloadOptions {
+  return {
+    trace: o.trace,
+    kind: o.trace ? undefined : o.workload,
+    programs: o.programs,
+    tokenScale: o.tokenScale,
+    toolTimeScale: o.toolTimeScale,
+    turnRepeat: o.turnRepeat,
+  };
+}
+
+export function hardwareOf(o: SimCliOptions): HardwareOptions {
+  return o.profile ? { profilePath: o.profile } : { gpu: o.hardware, model: o.model };
+}
+
+export function engineOf(o: SimCliOptions): EngineOptions {
+  return {
+    ...DEFAULT_ENGINE_OPTIONS,
+    maxNumSeqs: o.maxNumSeqs,
+    maxNumBatchedTokens: o.maxNumBatchedTokens,
+    cpuOffloadGb: o.cpuOffloadGb,
+    diskOffloadGb: o.diskOffloadGb,
+    kvCapacityTokens: o.kvCacheTokens,
+    defaultOffloadGb: o.hardware === "a100" ? 100 : 200,
+  };
+}
+
+export function jobsFor(o: SimCliOptions, jpsList: readonly number[]): PointJob[] {
+  const workload = workloadOf(o);
+  const hardware = hardwareOf(o);
+  const engine = engineOf(o);
+  return jpsList.flatMap((jps) =>
+    o.policies.map((policy) => ({ policy, jps, seed: o.seed, workload, hardware, engine })),
+  );
+}
+
+export function describeSettings(o: SimCliOptions): string[] {
+  return [
+    o.trace ? `trace ${o.trace}` : `generated ${o.workload} workload`,
+    `${o.programs} programs, seed ${o.seed}, token scale ${o.tokenScale}, tool-time scale ${o.toolTimeScale}, turn repeat ${o.turnRepeat}`,
+    o.profile ? `engine profile ${o.profile}` : `hardware ${o.hardware} / ${o.model}`,
+    `max-num-seqs ${o.maxNumSeqs}, max-num-batched-tokens ${o.maxNumBatchedTokens}, cpu offload ${o.cpuOffloadGb} GB, disk offload ${o.diskOffloadGb} GB, kv cap ${o.kvCacheTokens || "GPU memory"}`,
+  ];
+}

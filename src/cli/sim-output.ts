@@ -1,0 +1,124 @@
+import { writeFileSync } from "node:fs";
+import { SingleBar } from "cli-progress";
+import { renderReportHtml } from "../analysis/report-html.js";
+import type { PointJob } from "../sim/point-job.js";
+import type { PointResult } from "../sim/simulate.js";
+import { runSweep, type SweepProgress } from "../sim/sweep.js";
+import { describeSettings, type SimCliOptions } from "./sim-options.js";
+
+/** The stable JSON shape of simulate/sweep (times in seconds). */
+export function toJsonResult(r: PointResult) {
+  return {
+    policy: r.policy,
+    jps: r.jps,
+    programs: r.programs,
+    completed: r.completed,
+    jct: r.jct,
+    throughput_jps: r.throughput_jps,
+    makespan_s: r.makespan_s,
+    hit_ratio: r.hit_ratio,
+    preemptions: r.preemptions,
+    queue_delay: r.queue_delay,
+    ttft: r.ttft,
+    prefill_tokens_saved: r.prefill_tokens_saved,
+    reload_tokens: r.reload_tokens,
+    pins: r.pins,
+    steps: r.steps,
+  };
+}
+
+const fmt = (x: number, digits = 1) => x.toFixed(digits);
+
+export function formatTable(results: readonly PointResult[]): string {
+  const head = [
+    "policy",
+    "jps",
+    "done",
+    "meanJCT",
+    "p50",
+    "p90",
+    "p95",
+    "p99",
+    "thr(jps)",
+    "hit",
+    "queue(s)",
+    "preempt",
+    "pins",
+  ];
+  const rows = results.map((r) => [
+    r.policy,
+    String(r.jps),
+    `${r.completed}/${r.programs}`,
+    fmt(r.jct.mean),
+    fmt(r.jct.p50),
+    fmt(r.jct.p90),
+    fmt(r.jct.p95),
+    fmt(r.jct.p99),
+    fmt(r.throughput_jps, 4),
+    fmt(r.hit_ratio, 3),
+    fmt(r.queue_delay.mean, 2),
+    String(r.preemptions),
+    String(r.pins.created),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] as string).length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number)))
+      .join("  ");
+  return [line(head), ...rows.map(line)].join("\n");
+}
+
+/** Runs the jobs with a progress bar (stderr), then prints the table or JSON and writes the report. */
+export async function runAndPrint(
+  o: SimCliOptions,
+  jobs: readonly PointJob[],
+  title: string,
+): Promise<PointResult[]> {
+  const settings = describeSettings(o);
+  for (const s of settings) process.stderr.write(`# ${s}\n`);
+  process.stderr.write(`# policies ${o.policies.join(", ")}; ${jobs.length} simulation points\n`);
+  const bar =
+    jobs.length > 1 && process.stderr.isTTY
+      ? new SingleBar({ format: "simulating [{bar}] {value}/{total} points  {last}", stream: process.stderr })
+      : null;
+  bar?.start(jobs.length, 0, { last: "" });
+  const onProgress: SweepProgress = (done, total, last) => {
+    if (bar) bar.update(done, { last: `${last.policy}@${last.jps}` });
+    else if (total > 1) process.stderr.write(`# ${done}/${total} ${last.policy} @ ${last.jps} jobs/s done\n`);
+  };
+  const startMs = performance.now();
+  const results = await runSweep(jobs, { threads: o.threads, onProgress });
+  bar?.stop();
+  const wallS = (performance.now() - startMs) / 1000;
+  const steps = results.reduce((sum, r) => sum + r.steps, 0);
+  process.stderr.write(
+    `# ${steps} simulated engine steps in ${wallS.toFixed(1)} s (${Math.round(steps / wallS)} steps/s)\n`,
+  );
+  if (o.json) process.stdout.write(`${JSON.stringify({ results: results.map(toJsonResult) }, null, 2)}\n`);
+  else process.stdout.write(`${formatTable(results)}\n`);
+  if (o.report !== false) {
+    const html = await renderReportHtml({
+      title,
+      settings,
+      runs: results.map((r) => ({
+        label: r.policy,
+        jps: r.jps,
+        jct: r.jct,
+        throughputJps: r.throughput_jps,
+        hitRatio: r.hit_ratio,
+        completed: r.completed,
+        programs: r.programs,
+        jcts: r.jcts,
+        kvUsage: r.kv_usage,
+        extra: {
+          preemptions: r.preemptions,
+          "queue mean (s)": fmt(r.queue_delay.mean, 2),
+          pins: r.pins.created,
+        },
+      })),
+    });
+    writeFileSync(o.report, html);
+    process.stderr.write(`# report written to ${o.report}\n`);
+  }
+  return results;
+}

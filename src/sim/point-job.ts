@@ -1,0 +1,72 @@
+import { readFileSync } from "node:fs";
+import { Rng } from "../core/rng.js";
+import { buildWorkload } from "../workload/arrivals.js";
+import { parseTraceJsonl } from "../workload/trace.js";
+import { loadEngineProfile } from "./hardware/engine-profile.js";
+import { getProfile, type HardwareProfile } from "./hardware/profiles.js";
+import { type EngineOptions, type PointResult, simulatePoint } from "./simulate.js";
+
+/** Where programs come from: a trace file or a generator, with the paper's scaling knobs. */
+export interface WorkloadOptions {
+  readonly trace?: string;
+  readonly kind?: "swe-bench" | "bfcl";
+  readonly programs: number;
+  readonly tokenScale: number;
+  readonly toolTimeScale: number;
+  readonly turnRepeat: number;
+}
+
+export type HardwareOptions =
+  | { readonly gpu: string; readonly model: string }
+  | { readonly profilePath: string };
+
+/** Everything needed to simulate one point, as plain data (it crosses worker-thread boundaries). */
+export interface PointJob {
+  readonly policy: string;
+  readonly jps: number;
+  readonly seed: number;
+  readonly workload: WorkloadOptions;
+  readonly hardware: HardwareOptions;
+  readonly engine: EngineOptions;
+}
+
+export function resolveHardware(hardware: HardwareOptions): HardwareProfile {
+  if ("profilePath" in hardware)
+    return loadEngineProfile(JSON.parse(readFileSync(hardware.profilePath, "utf8")));
+  return getProfile(hardware.gpu, hardware.model);
+}
+
+const traceCache = new Map<string, ReturnType<typeof parseTraceJsonl>>();
+
+function loadTraceCached(path: string) {
+  let programs = traceCache.get(path);
+  if (!programs) {
+    programs = parseTraceJsonl(readFileSync(path, "utf8"), path);
+    traceCache.set(path, programs);
+  }
+  return programs;
+}
+
+/** Same job, same bytes out: the workload is rebuilt from the seed, never shared mutable state. */
+export function runPointJob(job: PointJob): PointResult {
+  const { workload } = job;
+  const built = buildWorkload({
+    trace: workload.trace ? loadTraceCached(workload.trace) : undefined,
+    kind: workload.kind,
+    programs: workload.programs,
+    jps: job.jps,
+    seed: job.seed,
+    tokenScale: workload.tokenScale,
+    toolTimeScale: workload.toolTimeScale,
+    turnRepeat: workload.turnRepeat,
+  });
+  return simulatePoint({
+    policy: job.policy,
+    programs: built.programs,
+    arrivalsS: built.arrivalsS,
+    profile: resolveHardware(job.hardware),
+    engine: job.engine,
+    jps: job.jps,
+    seed: new Rng(job.seed).int(1, 1 << 30),
+  });
+}

@@ -1,0 +1,240 @@
+import { summarize } from "../analysis/stats.js";
+import { VirtualClock } from "../core/clock.js";
+import { quadraticCostModel } from "../core/cost-model.js";
+import type { TierConfig } from "../core/kv/offload-tiers.js";
+import type { EventRecorder } from "../core/recorder/recorder.js";
+import { Scheduler } from "../core/scheduler.js";
+import type { StepPlan } from "../core/step-plan.js";
+import { createPolicy } from "../policies/index.js";
+import type { TraceProgram } from "../workload/trace.js";
+import { type ProgramOutcome, runSimulation, type SimProgramSpec } from "./event-loop.js";
+import type { HardwareProfile } from "./hardware/profiles.js";
+import { stepAccumulatorFor } from "./hardware/step-latency.js";
+
+export interface EngineOptions {
+  readonly maxNumSeqs: number;
+  readonly maxNumBatchedTokens: number;
+  readonly blockSizeTokens: number;
+  /** CPU offload tier size; policies that need a tier get `defaultOffloadGb` when this is 0 */
+  readonly cpuOffloadGb: number;
+  readonly diskOffloadGb: number;
+  readonly defaultOffloadGb: number;
+  /** cap on KV pool tokens (0 = the hardware profile's capacity) */
+  readonly kvCapacityTokens: number;
+}
+
+export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
+  maxNumSeqs: 256,
+  maxNumBatchedTokens: 2048,
+  blockSizeTokens: 16,
+  cpuOffloadGb: 0,
+  diskOffloadGb: 0,
+  defaultOffloadGb: 200,
+  kvCapacityTokens: 0,
+};
+
+export interface PointSpec {
+  readonly policy: string;
+  readonly programs: readonly TraceProgram[];
+  readonly arrivalsS: readonly number[];
+  readonly profile: HardwareProfile;
+  readonly engine: EngineOptions;
+  readonly jps: number;
+  readonly seed: number;
+  /** optional faults: per program index, abort a turn after some seconds */
+  readonly aborts?: ReadonlyMap<number, { turn: number; afterS: number }>;
+  readonly horizonS?: number;
+}
+
+export interface Distribution {
+  mean: number;
+  p50: number;
+  p90: number;
+  p95: number;
+  p99: number;
+}
+
+export interface UsageSample {
+  readonly timeS: number;
+  /** fraction of KV blocks in use, and the part of it held by pins */
+  readonly used: number;
+  readonly pinned: number;
+}
+
+export interface PointResult {
+  policy: string;
+  jps: number;
+  programs: number;
+  completed: number;
+  jct: Distribution;
+  throughput_jps: number;
+  makespan_s: number;
+  hit_ratio: number;
+  preemptions: number;
+  queue_delay: Distribution;
+  ttft: Distribution;
+  prefill_tokens_saved: number;
+  reload_tokens: number;
+  pins: { created: number; reused: number; expired: number; sacrificed: number; duration: Distribution };
+  steps: number;
+  /** per-program JCTs (seconds) in program order, for CDFs */
+  jcts: number[];
+  kv_usage: UsageSample[];
+}
+
+const USAGE_SAMPLES = 200;
+
+/** Simulates one (policy, load) point with the real scheduler and a GPU latency model. */
+export function simulatePoint(spec: PointSpec): PointResult {
+  const { profile, engine } = spec;
+  const policy = createPolicy(spec.policy);
+  const clock = new VirtualClock();
+  const pins = new PinDurationRecorder();
+  const tiers = offloadTiers(profile, engine, policy.needsOffload);
+  const capacityTokens = engine.kvCapacityTokens > 0 ? engine.kvCapacityTokens : profile.kvCapacityTokens;
+  const scheduler = new Scheduler(
+    {
+      numBlocks: Math.floor(capacityTokens / engine.blockSizeTokens),
+      blockSizeTokens: engine.blockSizeTokens,
+      maxNumBatchedTokens: engine.maxNumBatchedTokens,
+      maxNumSeqs: engine.maxNumSeqs,
+      kvBytesPerToken: profile.kvBytesPerToken,
+      tiers,
+      costs: quadraticCostModel({
+        prefillQuadratic: profile.prefillQuadratic,
+        kvBytesPerToken: profile.kvBytesPerToken,
+        reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
+      }),
+    },
+    { clock, policy, recorder: pins },
+  );
+  const accumulator = stepAccumulatorFor(profile.latency);
+  const stepTimeS = (plan: StepPlan) => {
+    accumulator.beginStep();
+    for (const chunk of plan.chunks) accumulator.addChunk(chunk.numTokens, chunk.contextTokens);
+    let reloadS = 0;
+    for (const reload of plan.reloads) {
+      const bandwidth = reload.tier === "cpu" ? profile.cpuOffloadBandwidthBps : profile.diskBandwidthBps;
+      reloadS += (reload.tokens * profile.kvBytesPerToken) / bandwidth;
+    }
+    return accumulator.endStepS() + reloadS;
+  };
+  const specs: SimProgramSpec[] = spec.programs.map((program, i) => ({
+    id: program.id,
+    arrivalS: spec.arrivalsS[i] ?? 0,
+    turns: program.turns,
+    abortTurnAfterS: spec.aborts?.get(i),
+  }));
+  const usage: UsageSample[] = [];
+  const expectedEndS = (spec.arrivalsS[spec.arrivalsS.length - 1] ?? 0) * 1.5 + 60;
+  let nextSampleS = 0;
+  const pool = scheduler.kv.pool;
+  const result = runSimulation(specs, {
+    scheduler,
+    clock,
+    blockSizeTokens: engine.blockSizeTokens,
+    stepTimeS,
+    seedSalt: spec.seed,
+    horizonS: spec.horizonS,
+    onStep: () => {
+      const nowS = clock.nowS();
+      if (nowS < nextSampleS) return;
+      nextSampleS = nowS + expectedEndS / USAGE_SAMPLES;
+      const pinnedBlocks = scheduler.numPinnedTokens / engine.blockSizeTokens;
+      usage.push({ timeS: nowS, used: pool.usageFraction(), pinned: pinnedBlocks / pool.numBlocks });
+    },
+  });
+  return summarizePoint(spec, result.programs, scheduler, pins, result.steps, usage);
+}
+
+function offloadTiers(profile: HardwareProfile, engine: EngineOptions, needsOffload: boolean): TierConfig[] {
+  const cpuGb = engine.cpuOffloadGb > 0 ? engine.cpuOffloadGb : needsOffload ? engine.defaultOffloadGb : 0;
+  const tiers: TierConfig[] = [];
+  if (cpuGb > 0) {
+    tiers.push({
+      name: "cpu",
+      capacityBytes: cpuGb * 1e9,
+      reloadBandwidthBps: profile.cpuOffloadBandwidthBps,
+    });
+  }
+  if (engine.diskOffloadGb > 0) {
+    tiers.push({
+      name: "disk",
+      capacityBytes: engine.diskOffloadGb * 1e9,
+      reloadBandwidthBps: profile.diskBandwidthBps,
+    });
+  }
+  return tiers;
+}
+
+function distribution(xs: readonly number[]): Distribution {
+  const s = summarize(xs);
+  return { mean: s.mean, p50: s.p50, p90: s.p90, p95: s.p95, p99: s.p99 };
+}
+
+function summarizePoint(
+  spec: PointSpec,
+  outcomes: readonly ProgramOutcome[],
+  scheduler: Scheduler,
+  pins: PinDurationRecorder,
+  steps: number,
+  usage: UsageSample[],
+): PointResult {
+  const completed = outcomes.filter((p) => p.finishS !== null);
+  const jcts = completed.map((p) => (p.finishS as number) - p.arrivalS);
+  const firstArrivalS = Math.min(...outcomes.map((p) => p.arrivalS));
+  const lastDepartureS = Math.max(firstArrivalS, ...completed.map((p) => p.finishS as number));
+  const makespanS = lastDepartureS - firstArrivalS;
+  const turns = outcomes.flatMap((p) => p.turns);
+  const queueDelays = turns
+    .filter((t) => t.admittedS !== null)
+    .map((t) => (t.admittedS as number) - t.arrivalS);
+  const ttfts = turns
+    .filter((t) => t.firstTokenS !== null)
+    .map((t) => (t.firstTokenS as number) - t.arrivalS);
+  const stats = scheduler.stats;
+  return {
+    policy: spec.policy,
+    jps: spec.jps,
+    programs: outcomes.length,
+    completed: completed.length,
+    jct: distribution(jcts),
+    throughput_jps: makespanS > 0 ? completed.length / makespanS : 0,
+    makespan_s: makespanS,
+    hit_ratio: stats.prefixQueryTokens > 0 ? stats.prefixHitTokens / stats.prefixQueryTokens : 0,
+    preemptions: stats.preemptions,
+    queue_delay: distribution(queueDelays),
+    ttft: distribution(ttfts),
+    prefill_tokens_saved: stats.prefixHitTokens - stats.reloadTokens,
+    reload_tokens: stats.reloadTokens,
+    pins: {
+      created: stats.pinsCreated,
+      reused: stats.pinsReused,
+      expired: stats.pinsExpired,
+      sacrificed: stats.pinsSacrificed,
+      duration: distribution(pins.durationsS),
+    },
+    steps,
+    jcts,
+    kv_usage: usage,
+  };
+}
+
+/** Tracks only pin lifetimes: the full recorder would cost a JSON line per event in a sweep. */
+class PinDurationRecorder implements EventRecorder {
+  readonly durationsS: number[] = [];
+  private readonly pinnedAtS = new Map<string, number>();
+
+  record(event: Parameters<EventRecorder["record"]>[0]): void {
+    if (event.kind === "pinned") this.pinnedAtS.set(event.programId, event.timeS);
+    else if (event.kind === "unpinned") {
+      const startS = this.pinnedAtS.get(event.programId);
+      if (startS !== undefined) this.durationsS.push(event.timeS - startS);
+      this.pinnedAtS.delete(event.programId);
+    }
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,71 @@
+import { availableParallelism } from "node:os";
+import { extname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import { type PointJob, runPointJob } from "./point-job.js";
+import type { PointResult } from "./simulate.js";
+
+export type SweepProgress = (done: number, total: number, last: PointResult) => void;
+
+/**
+ * Runs independent simulation points on worker threads (one per core) and returns results in job order,
+ * so the output does not depend on which worker finished first.
+ */
+export async function runSweep(
+  jobs: readonly PointJob[],
+  options: { threads?: number; onProgress?: SweepProgress } = {},
+): Promise<PointResult[]> {
+  const threads = Math.max(1, Math.min(options.threads ?? availableParallelism(), jobs.length));
+  const results = new Array<PointResult>(jobs.length);
+  let done = 0;
+  const report = (index: number, result: PointResult) => {
+    results[index] = result;
+    done++;
+    options.onProgress?.(done, jobs.length, result);
+  };
+  if (threads === 1) {
+    jobs.forEach((job, index) => {
+      report(index, runPointJob(job));
+    });
+    return results;
+  }
+  const here = fileURLToPath(import.meta.url);
+  const workerUrl = new URL(`./sweep-worker${extname(here)}`, import.meta.url);
+  let next = 0;
+  await Promise.all(
+    Array.from(
+      { length: threads },
+      () =>
+        new Promise<void>((resolve, reject) => {
+          const worker = startWorker(workerUrl, extname(here) === ".ts");
+          const feed = () => {
+            if (next >= jobs.length) {
+              void worker.terminate().then(() => resolve());
+              return;
+            }
+            const index = next++;
+            worker.postMessage({ index, job: jobs[index] });
+          };
+          worker.on("message", (message: { index: number; result?: PointResult; error?: string }) => {
+            if (message.error !== undefined || !message.result) {
+              void worker.terminate();
+              reject(new Error(`simulation point ${message.index} failed: ${message.error}`));
+              return;
+            }
+            report(message.index, message.result);
+            feed();
+          });
+          worker.on("error", reject);
+          feed();
+        }),
+    ),
+  );
+  return results;
+}
+
+/** Running from TypeScript sources (tests, tsx), the worker registers tsx's loader before importing. */
+function startWorker(url: URL, fromSource: boolean): Worker {
+  if (!fromSource) return new Worker(url);
+  const bootstrap = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(url.href)}); });`;
+  return new Worker(bootstrap, { eval: true });
+}
