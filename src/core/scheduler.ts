@@ -251,6 +251,12 @@ export class Scheduler {
     this.live.delete(requestId);
     this.stats.aborted++;
     this.record({ kind: "aborted", programId: program.id, requestId, timeS: request.finishS });
+    if (request.isLastStep && program.numWaiting + program.numRunning === 0) {
+      // The client gave up on its program's last call (or its only one): the program is over.
+      if (program.pin) this.releasePin(program, "last_step");
+      program.ended = true;
+      this.tracker.forgetProgram(program.id);
+    }
     this.forgetIfIdle(program);
     return true;
   }
@@ -329,6 +335,11 @@ export class Scheduler {
       for (const b of request.blockIds) holders[b] = (holders[b] as number) + 1;
     for (const program of this.pinned) {
       if (!program.pin) throw new Error(`program ${program.id} is in the pinned set without a pin`);
+      if (this.programs.get(program.id) !== program) {
+        throw new Error(
+          `pinned program ${program.id} is not the live program of that id: unsacrificable pin`,
+        );
+      }
       for (const b of program.pin.blockIds) holders[b] = (holders[b] as number) + 1;
     }
     for (let b = 0; b < pool.numBlocks; b++) {
@@ -429,8 +440,9 @@ export class Scheduler {
   /** Same head as last time, no more free blocks, no pin to give up: the lookup would fail again. */
   private stillBlocked(head: Request): boolean {
     if (head !== this.blockedHead) return false;
-    const sacrificable = this.pinned.size - (head.program.pin ? 1 : 0);
-    return sacrificable === 0 && this.kv.pool.numFreeBlocks <= this.blockedHeadFreeBlocks;
+    // Any pin counts, the head's own too: sacrificePin gives it up when it is the last one, and a pin
+    // created since (an overlapping turn of the head's program) may also be a prefix hit for the head.
+    return this.pinned.size === 0 && this.kv.pool.numFreeBlocks <= this.blockedHeadFreeBlocks;
   }
 
   /** A preempted request whose sequence grew past the whole pool can never run again. */
@@ -590,8 +602,10 @@ export class Scheduler {
     this.ctx.runningKvTokens = this.runningKvTokens();
     this.ctx.numRunning = this.running.length;
     const retention = this.policy.retain(request, program, tool ?? UNKNOWN_TOOL, this.ctx);
-    if (retention.kind === "pin" && retention.ttlS > 0) this.pin(request, program, retention.ttlS, nowS);
-    else this.releaseRequestKv(request, "finished");
+    // A turn that outlives its program's last step (overlapping requests) has no next turn to pin for.
+    if (retention.kind === "pin" && retention.ttlS > 0 && !program.ended) {
+      this.pin(request, program, retention.ttlS, nowS);
+    } else this.releaseRequestKv(request, "finished");
   }
 
   private pin(request: Request, program: Program, ttlS: number, nowS: number): void {
@@ -747,7 +761,9 @@ export class Scheduler {
   private forgetIdlePrograms(nowS: number): void {
     for (const program of this.programs.values()) {
       const idle = program.pin === null && program.numWaiting === 0 && program.numRunning === 0;
-      if (idle && program.lastFinishS !== null && nowS - program.lastFinishS > this.programIdleTimeoutS) {
+      // A program whose requests were all aborted never finished one: idle since it arrived.
+      const lastActiveS = program.lastFinishS ?? program.firstArrivalS;
+      if (idle && nowS - lastActiveS > this.programIdleTimeoutS) {
         this.programs.delete(program.id);
         this.tracker.forgetProgram(program.id);
       }

@@ -1,4 +1,5 @@
 import { FreeBlockQueue } from "./free-block-queue.js";
+import { HashIndex } from "./hash-index.js";
 
 /**
  * The paged KV pool (vLLM v1 semantics): fixed-size blocks with reference counts; a block whose count drops
@@ -11,7 +12,7 @@ export class BlockPool {
   private readonly refCounts: Int32Array;
   /** prefix hash of each block, 0 when the block holds no complete, hashed content */
   private readonly hashes: Float64Array;
-  private readonly cachedBlockByHash = new Map<number, number>();
+  private readonly cachedBlockByHash: HashIndex;
   private readonly freeQueue: FreeBlockQueue;
 
   constructor(numBlocks: number, blockSizeTokens: number) {
@@ -24,6 +25,7 @@ export class BlockPool {
     this.blockSizeTokens = blockSizeTokens;
     this.refCounts = new Int32Array(numBlocks);
     this.hashes = new Float64Array(numBlocks);
+    this.cachedBlockByHash = new HashIndex(numBlocks);
     this.freeQueue = new FreeBlockQueue(numBlocks);
     for (let b = 0; b < numBlocks; b++) this.freeQueue.pushTail(b);
   }
@@ -54,7 +56,7 @@ export class BlockPool {
 
   /** The block caching this prefix hash, in use or free, or -1. */
   lookup(hash: number): number {
-    return this.cachedBlockByHash.get(hash) ?? -1;
+    return this.cachedBlockByHash.get(hash);
   }
 
   /** Takes n blocks from the head of the free queue (dropping their cached content), or null if too few. */
@@ -114,7 +116,7 @@ export class BlockPool {
         throw new Error(`block ${b} hash not indexed`);
     }
     if (free !== this.freeQueue.length) throw new Error("free queue length mismatch");
-    for (const [hash, b] of this.cachedBlockByHash) {
+    for (const [hash, b] of this.cachedBlockByHash.entries()) {
       if (this.hashes[b] !== hash) throw new Error(`hash index points to block ${b} with another hash`);
     }
   }
