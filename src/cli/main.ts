@@ -2,11 +2,13 @@ import { Command } from "commander";
 import { analyzeCommand } from "./analyze-command.js";
 import { policiesCommand } from "./policies-command.js";
 import { reproduceCommand } from "./reproduce-command.js";
+import { serveCommand } from "./serve-command.js";
 import { simulateCommand, sweepCommand } from "./simulate-command.js";
 
 const program = new Command("continuum")
   .description("Continuum: multi-turn LLM agent serving with KV-cache time-to-live (CacheTTL)")
   .showHelpAfterError()
+  .addCommand(serveCommand())
   .addCommand(policiesCommand())
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())

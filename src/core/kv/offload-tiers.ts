@@ -1,3 +1,5 @@
+import { LruHashSet } from "./lru-hash-set.js";
+
 export type TierName = "cpu" | "disk";
 
 export interface TierConfig {
@@ -9,12 +11,14 @@ export interface TierConfig {
 
 /** One offload tier: an LRU set of block hashes (the blocks' KV lives in CPU RAM or on disk). */
 class Tier {
-  private readonly lru = new Map<number, true>();
+  private readonly lru: LruHashSet;
 
   constructor(
     readonly config: TierConfig,
-    readonly capacityBlocks: number,
-  ) {}
+    capacityBlocks: number,
+  ) {
+    this.lru = new LruHashSet(capacityBlocks);
+  }
 
   get size(): number {
     return this.lru.size;
@@ -25,23 +29,18 @@ class Tier {
   }
 
   touch(hash: number): void {
-    this.lru.delete(hash);
-    this.lru.set(hash, true);
+    this.lru.touch(hash);
   }
 
   /**
-   * Inserts a hash, pushing LRU victims into `evicted`. A hash already held keeps its place: a returning
+   * Inserts a hash, pushing the LRU victim into `evicted`. A hash already held keeps its place: a returning
    * turn re-stores its whole prefix, and refreshing thousands of entries per finish would cost more than
    * the slightly staler order (reloads do refresh, see touch).
    */
   put(hash: number, evicted: number[]): void {
     if (this.lru.has(hash)) return;
-    this.lru.set(hash, true);
-    while (this.lru.size > this.capacityBlocks) {
-      const oldest = this.lru.keys().next().value as number;
-      this.lru.delete(oldest);
-      evicted.push(oldest);
-    }
+    const victim = this.lru.add(hash);
+    if (victim !== 0) evicted.push(victim);
   }
 }
 

@@ -1,0 +1,147 @@
+import { readFile } from "node:fs/promises";
+import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
+import { FileSink } from "../core/recorder/file-sink.js";
+import { Recorder } from "../core/recorder/recorder.js";
+import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
+import { createPolicy } from "../policies/index.js";
+import { loadEngineProfile } from "../sim/hardware/engine-profile.js";
+import { Engine, type EngineTierOptions } from "./engine.js";
+import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
+import { LlamaModelRunner } from "./llama-model-runner.js";
+import type { KvCacheType } from "./native/llama-native.js";
+
+const GB = 1024 ** 3;
+
+/** Options of `continuum serve` for the llama.cpp engine (vLLM-style names where vLLM has one). */
+export interface LlamaEngineOptions {
+  /** `--model <path>`: a GGUF file. Without it the built-in model `builtinModel` is generated. */
+  readonly modelPath?: string;
+  /** `--builtin-model tiny|small|medium`: the seeded built-in model used without --model (default tiny). */
+  readonly builtinModel?: BuiltinPreset;
+  /** `--served-model-name`: the model id clients see (default: the GGUF's general.name or file name). */
+  readonly servedModelName?: string;
+  /** `--policy`: scheduling policy (`continuum policies` lists them; default cachettl). */
+  readonly policy?: string;
+  /** `--max-num-seqs`: requests running at once (default 16). */
+  readonly maxNumSeqs?: number;
+  /** `--max-num-batched-tokens`: tokens per engine step, decodes and prefill chunks (default 512). */
+  readonly maxNumBatchedTokens?: number;
+  /** `--kv-cache-tokens`: KV cells of llama.cpp's unified pool, all sequences together (default 16384). */
+  readonly kvCacheTokens?: number;
+  /**
+   * `--max-seq-slots`: llama.cpp sequence slots (n_seq_max, at most 256): running requests plus KV kept
+   * resident for pins and as prefix cache (default min(256, max(2 x maxNumSeqs, maxNumSeqs + 16))).
+   */
+  readonly maxSeqSlots?: number;
+  /** `--cpu-offload-gb`: RAM for KV dropped from the pool, reloaded instead of recomputed (default 0). */
+  readonly cpuOffloadGb?: number;
+  /** `--disk-offload-dir`: directory of the disk KV tier. */
+  readonly diskOffloadDir?: string;
+  /** `--disk-offload-gb`: disk space of the disk KV tier (default 0; needs --disk-offload-dir). */
+  readonly diskOffloadGb?: number;
+  /** `--threads`: CPU threads for decoding (default: cores - 1). */
+  readonly threads?: number;
+  /** `--threads-batch`: CPU threads for prompt batches (default: --threads). */
+  readonly threadsBatch?: number;
+  /** `--no-flash-attn` sets false (default true). */
+  readonly flashAttn?: boolean;
+  /** `--kv-cache-dtype f16|q8_0|...` (default f16). */
+  readonly kvCacheType?: KvCacheType;
+  /** `--gpu-layers`: layers offloaded when a GPU backend is loaded (default auto). */
+  readonly gpuLayers?: number | "all" | "auto";
+  /** `--record <path>`: per-program event log, written to <path>.jsonl at shutdown (atomic rename). */
+  readonly recordPath?: string;
+  /** `--profile <file>`: a `continuum profile` JSON; its prefill curve and bandwidths feed the TTL model. */
+  readonly profilePath?: string;
+  /** `--max-waiting`: queued requests beyond which new ones get 429 (default 1024). */
+  readonly maxWaiting?: number;
+  /** TTL estimator knobs (tests, experiments). */
+  readonly ttl?: TtlEstimatorOptions;
+}
+
+/** Cost model and offload bandwidths from a profile file, or null without one. */
+async function profileCosts(
+  path: string | undefined,
+  kvBytesPerToken: number,
+): Promise<{ costs: CostModel; cpuBps: number; diskBps: number } | null> {
+  if (!path) return null;
+  const profile = loadEngineProfile(JSON.parse(await readFile(path, "utf8")) as unknown);
+  const cpuBps = profile.cpuOffloadBandwidthBps;
+  const diskBps = profile.diskBandwidthBps;
+  return {
+    costs: quadraticCostModel({
+      prefillQuadratic: profile.prefillQuadratic,
+      kvBytesPerToken,
+      reloadBandwidthBps: { cpu: cpuBps, disk: diskBps },
+    }),
+    cpuBps,
+    diskBps,
+  };
+}
+
+function positive(value: number | undefined, fallback: number, name: string): number {
+  const v = value ?? fallback;
+  if (!Number.isInteger(v) || v < 1) throw new Error(`${name} must be a positive integer, got ${value}`);
+  return v;
+}
+
+/** Builds the llama.cpp engine `continuum serve` runs: model, one KV pool, scheduler, policy, recorder. */
+export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promise<Engine> {
+  const policy = createPolicy(options.policy ?? "cachettl");
+  const maxNumSeqs = positive(options.maxNumSeqs, 16, "maxNumSeqs");
+  const maxNumBatchedTokens = positive(options.maxNumBatchedTokens, 512, "maxNumBatchedTokens");
+  const kvCells = positive(options.kvCacheTokens, 16384, "kvCacheTokens");
+  const slots = positive(
+    options.maxSeqSlots,
+    Math.min(256, Math.max(2 * maxNumSeqs, maxNumSeqs + 16)),
+    "maxSeqSlots",
+  );
+  if (slots > 256) throw new Error(`maxSeqSlots is at most 256, got ${slots}`);
+  if (maxNumSeqs >= slots) throw new Error(`maxNumSeqs (${maxNumSeqs}) must be below maxSeqSlots (${slots})`);
+  let cpuGb = options.cpuOffloadGb ?? 0;
+  const diskGb = options.diskOffloadGb ?? 0;
+  if (diskGb > 0 && !options.diskOffloadDir) throw new Error("--disk-offload-gb needs --disk-offload-dir");
+  // offload policies mean nothing without a tier: give them a modest RAM one
+  if (policy.needsOffload && cpuGb <= 0 && diskGb <= 0) cpuGb = 2;
+
+  const modelPath =
+    options.modelPath ?? (await ensureBuiltinModel({ preset: options.builtinModel ?? "tiny" }));
+  const runner = await LlamaModelRunner.open({
+    modelPath,
+    ...(options.servedModelName ? { modelId: options.servedModelName } : {}),
+    kvCells,
+    maxSeqs: slots,
+    batchTokens: maxNumBatchedTokens,
+    ...(options.threads ? { threads: options.threads } : {}),
+    ...(options.threadsBatch ? { threadsBatch: options.threadsBatch } : {}),
+    ...(options.flashAttn === undefined ? {} : { flashAttn: options.flashAttn }),
+    ...(options.kvCacheType ? { kvCacheType: options.kvCacheType } : {}),
+    ...(options.gpuLayers === undefined ? {} : { gpuLayers: options.gpuLayers }),
+  });
+  try {
+    const fromProfile = await profileCosts(options.profilePath, runner.kvBytesPerToken);
+    const tiers: EngineTierOptions = {
+      cpuBytes: Math.floor(cpuGb * GB),
+      diskBytes: Math.floor(diskGb * GB),
+      diskDir: options.diskOffloadDir ?? null,
+      ...(fromProfile ? { cpuBandwidthBps: fromProfile.cpuBps, diskBandwidthBps: fromProfile.diskBps } : {}),
+    };
+    const recorder = options.recordPath
+      ? new Recorder(new FileSink(options.recordPath.replace(/\.jsonl$/, "")))
+      : undefined;
+    return new Engine({
+      runner,
+      policy,
+      maxNumSeqs,
+      maxNumBatchedTokens,
+      tiers,
+      ...(fromProfile ? { costs: fromProfile.costs } : {}),
+      ...(options.ttl ? { ttl: options.ttl } : {}),
+      ...(options.maxWaiting ? { maxWaiting: options.maxWaiting } : {}),
+      ...(recorder ? { recorder } : {}),
+    });
+  } catch (error) {
+    await runner.close();
+    throw error;
+  }
+}

@@ -1,0 +1,351 @@
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+import { FileSink } from "../core/recorder/file-sink.js";
+import { MemorySink, Recorder } from "../core/recorder/recorder.js";
+import { Engine } from "./engine.js";
+import { EngineRejection } from "./engine-api.js";
+import {
+  createFakeEngine,
+  defaultFakeReply,
+  type FakeEngineOptions,
+  FakeModelRunner,
+} from "./fake-model-runner.js";
+import type { RunnerBatch } from "./model-runner.js";
+import {
+  chat,
+  type DoneEvent as Done,
+  fixedTtlPolicy,
+  request,
+  run,
+  sleep,
+} from "./test-support/engine-helpers.js";
+
+async function withEngine<T>(options: FakeEngineOptions, body: (engine: Engine) => Promise<T>): Promise<T> {
+  const engine = createFakeEngine(options);
+  try {
+    return await body(engine);
+  } finally {
+    await engine.shutdown();
+  }
+}
+
+describe("engine over the fake runner", () => {
+  test("concurrent generations match sequential ones, deltas add up to the text", async () => {
+    const prompts = Array.from({ length: 8 }, (_, i) =>
+      i % 2 === 0 ? `plain prompt number ${i} ${"x".repeat(i * 7)}` : undefined,
+    );
+    const requests = prompts.map((plain, i) =>
+      plain
+        ? request(`r${i}`, plain, { sampling: { maxTokens: 40 + i } })
+        : request(`r${i}`, "", { sampling: { maxTokens: 200 } }),
+    );
+    const sequential = await withEngine({ policy: "vllm" }, async (engine) => {
+      const out: Done[] = [];
+      for (const [i, r] of requests.entries()) {
+        const req = r.prompt ? r : { ...r, prompt: engine.renderChat(chat(`task ${i}: fix bug ${i * 13}`)) };
+        const { deltas, done } = await run(engine, req);
+        assert.equal(deltas, done.text);
+        out.push(done);
+      }
+      return out;
+    });
+    const concurrent = await withEngine({ policy: "vllm", maxNumBatchedTokens: 64 }, async (engine) => {
+      const all = requests.map((r, i) => {
+        const req = r.prompt ? r : { ...r, prompt: engine.renderChat(chat(`task ${i}: fix bug ${i * 13}`)) };
+        return run(engine, req);
+      });
+      const results = await Promise.all(all);
+      for (const { deltas, done } of results) assert.equal(deltas, done.text);
+      assert.ok(engine.loopStats.steps < 8 * 40, "requests were batched");
+      return results.map((r) => r.done);
+    });
+    for (let i = 0; i < 8; i++) {
+      const a = sequential[i] as Done;
+      const b = concurrent[i] as Done;
+      assert.equal(b.text, a.text, `request ${i}`);
+      assert.equal(b.finishReason, a.finishReason);
+      assert.equal(b.usage.completionTokens, a.usage.completionTokens);
+      assert.equal(b.usage.promptTokens, a.usage.promptTokens);
+    }
+    // chat prompts got the scripted reply, ending on EOS
+    const chatDone = sequential[1] as Done;
+    assert.equal(chatDone.finishReason, "stop");
+    assert.ok(chatDone.text.length > 10 && chatDone.text.endsWith("."));
+  });
+
+  test("abort ends the stream and frees the request's KV", async () => {
+    await withEngine({ policy: "vllm", stepDelayMs: 1, reply: () => "y".repeat(5000) }, async (engine) => {
+      const controller = new AbortController();
+      const stream = engine.generate(
+        request("long", engine.renderChat(chat("go")), { sampling: { maxTokens: 4000 } }),
+        controller.signal,
+      );
+      let deltas = 0;
+      let done: Done | null = null;
+      for await (const event of stream) {
+        if (event.type === "delta" && ++deltas === 20) {
+          assert.equal(engine.metrics().running, 1);
+          assert.ok(engine.metrics().kvUsage > 0);
+          controller.abort();
+        }
+        if (event.type === "done") done = event;
+      }
+      assert.equal(done?.finishReason, "abort");
+      assert.ok(done && done.text.length >= 20 && /^y+$/.test(done.text));
+      const m = engine.metrics();
+      assert.equal(m.running, 0);
+      assert.equal(m.waiting, 0);
+      assert.equal(m.kvUsage, 0);
+    });
+  });
+
+  test("breaking out of the stream aborts the request", async () => {
+    await withEngine({ policy: "vllm", stepDelayMs: 1, reply: () => "z".repeat(5000) }, async (engine) => {
+      const stream = engine.generate(
+        request("b", engine.renderChat(chat("go")), { sampling: { maxTokens: 4000 } }),
+        new AbortController().signal,
+      );
+      let n = 0;
+      for await (const event of stream) if (event.type === "delta" && ++n === 5) break;
+      await sleep(20);
+      assert.equal(engine.metrics().running, 0);
+      assert.equal(engine.metrics().kvUsage, 0);
+      assert.equal(engine.scheduler.stats.aborted, 1);
+    });
+  });
+
+  test("a program's second turn reuses its pinned KV (cachedTokens ~ first prompt + output)", async () => {
+    await withEngine({ policy: fixedTtlPolicy(30) }, async (engine) => {
+      const turn1 = chat("list the files");
+      const prompt1 = engine.renderChat(turn1);
+      const first = await run(engine, request("t1", prompt1, { programId: "job-1" }));
+      assert.equal(first.done.finishReason, "stop");
+      assert.equal(first.done.usage.cachedTokens, 0);
+      assert.equal(engine.metrics().pinnedPrograms, 1);
+      const prompt2 = engine.renderChat([
+        ...turn1,
+        { role: "assistant", content: first.done.text },
+        { role: "tool", content: "a.py b.py" },
+      ]);
+      const second = await run(engine, request("t2", prompt2, { programId: "job-1", isLastStep: true }));
+      // the pin held prompt + output (the EOS was sampled, never computed): full blocks of that
+      const held = engine.countTokens(prompt1) + engine.countTokens(first.done.text);
+      assert.ok(second.done.usage.cachedTokens <= held);
+      assert.ok(second.done.usage.cachedTokens > held - 16, `${second.done.usage.cachedTokens} of ${held}`);
+      const kv = engine.kvStats();
+      assert.equal(kv.recomputedTokens, 0);
+      assert.ok(kv.takenOverTokens + kv.sharedTokens >= second.done.usage.cachedTokens);
+      assert.equal(second.done.text, defaultFakeReply(prompt2));
+      assert.equal(engine.metrics().pinnedPrograms, 0, "last step drops the pin");
+    });
+  });
+
+  test("pins expire on time while the engine is idle", async () => {
+    await withEngine({ policy: fixedTtlPolicy(0.3) }, async (engine) => {
+      const t0 = performance.now();
+      await run(engine, request("p1", engine.renderChat(chat("run tests")), { programId: "job-2" }));
+      const m1 = engine.metrics();
+      assert.equal(m1.pinnedPrograms, 1);
+      assert.ok(m1.kvUsage > 0);
+      await sleep(150);
+      assert.equal(engine.metrics().pinnedPrograms, 1, "not expired before the TTL");
+      while (engine.metrics().pinnedPrograms > 0 && performance.now() - t0 < 2000) await sleep(10);
+      const elapsedMs = performance.now() - t0;
+      assert.ok(elapsedMs < 600, `pin expired after ${elapsedMs.toFixed(0)} ms (TTL 300 ms)`);
+      const m2 = engine.metrics();
+      assert.equal(m2.pinnedPrograms, 0);
+      assert.equal(m2.pinsExpired, 1);
+      assert.equal(m2.kvUsage, 0);
+    });
+  });
+
+  test("a burst that overfills the pool preempts instead of failing, and text is unchanged", async () => {
+    const prompts = Array.from({ length: 12 }, (_, i) => `burst ${i} ${"abcdefghij".repeat(15 + i)}`);
+    const reference = await withEngine({ policy: "vllm" }, async (engine) => {
+      const out: string[] = [];
+      for (const [i, p] of prompts.entries()) {
+        out.push((await run(engine, request(`s${i}`, p, { sampling: { maxTokens: 150 } }))).done.text);
+      }
+      return out;
+    });
+    await withEngine(
+      { policy: "vllm", kvCells: 1024, maxSeqs: 12, maxNumSeqs: 8, maxNumBatchedTokens: 256 },
+      async (engine) => {
+        const results = await Promise.all(
+          prompts.map((p, i) => run(engine, request(`b${i}`, p, { sampling: { maxTokens: 150 } }))),
+        );
+        results.forEach((r, i) => {
+          assert.notEqual(r.done.finishReason, "abort");
+          assert.equal(r.done.text, reference[i], `request ${i}`);
+        });
+        assert.ok(engine.metrics().preemptions > 0, "the pool was overfilled");
+        assert.equal(engine.loopStats.failedSteps, 0);
+        engine.scheduler.checkInvariants();
+      },
+    );
+  });
+
+  test("stop strings end the text before them, and are never streamed", async () => {
+    await withEngine(
+      { policy: "vllm", reply: () => "Thought: ok.\nAction: STOP now please" },
+      async (engine) => {
+        const prompt = engine.renderChat(chat("x"));
+        const { deltas, done } = await run(
+          engine,
+          request("s", prompt, { sampling: { stop: ["STOP", "never"] } }),
+        );
+        assert.equal(done.finishReason, "stop");
+        assert.equal(done.text, "Thought: ok.\nAction: ");
+        assert.equal(deltas, done.text);
+        const length = await run(engine, request("l", prompt, { sampling: { maxTokens: 5 } }));
+        assert.equal(length.done.finishReason, "length");
+        assert.equal(length.done.text, "Thoug");
+        assert.equal(length.done.usage.completionTokens, 5);
+        assert.equal(length.deltas, "Thoug");
+      },
+    );
+  });
+
+  test("multi-byte characters stream whole", async () => {
+    await withEngine({ policy: "vllm", reply: () => "héllo 🙂 wörld" }, async (engine) => {
+      const { deltas, done } = await run(engine, request("u", engine.renderChat(chat("u"))));
+      assert.equal(done.text, "héllo 🙂 wörld");
+      assert.equal(deltas, done.text);
+    });
+  });
+
+  test("rejections: prompt too long, overloaded, duplicate, invalid, shutting down", async () => {
+    const engine = createFakeEngine({
+      policy: "vllm",
+      maxContextTokens: 100,
+      maxNumSeqs: 1,
+      maxWaiting: 1,
+      stepDelayMs: 2,
+      reply: () => "w".repeat(1000),
+    });
+    const rejects = (fn: () => unknown, code: string) =>
+      assert.throws(fn, (e: unknown) => e instanceof EngineRejection && e.code === code);
+    const signal = new AbortController().signal;
+    rejects(() => engine.generate(request("long", "x".repeat(100)), signal), "prompt_too_long");
+    rejects(
+      () => engine.generate(request("zero", "hi", { sampling: { maxTokens: 0 } }), signal),
+      "invalid_request",
+    );
+    rejects(() => engine.generate(request("empty", ""), signal), "invalid_request");
+    const short = (user: string) => engine.renderChat([{ role: "user", content: user }]);
+    const a = run(engine, request("a", short("first")));
+    await sleep(10);
+    rejects(() => engine.generate(request("a", "again"), signal), "duplicate_request");
+    const b = run(engine, request("b", short("second")));
+    await sleep(10);
+    assert.equal(engine.metrics().waiting, 1);
+    assert.throws(
+      () => engine.generate(request("c", "third"), signal),
+      (e: unknown) => e instanceof EngineRejection && e.code === "overloaded" && (e.retryAfterS ?? 0) >= 1,
+    );
+    // a request whose output would pass the context window ends with "length" at the window
+    const [ra, rb] = await Promise.all([a, b]);
+    assert.equal(ra.done.usage.promptTokens + ra.done.usage.completionTokens, 100);
+    assert.equal(rb.done.finishReason, "length");
+    await engine.shutdown();
+    rejects(() => engine.generate(request("late", "late"), signal), "shutting_down");
+  });
+
+  test("shutdown drains in-flight requests and writes the event log atomically", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-engine-"));
+    try {
+      const recorder = new Recorder(new FileSink(join(dir, "run")));
+      const engine = createFakeEngine({ policy: "vllm", recorder, stepDelayMs: 1 });
+      const all = [0, 1, 2].map((i) =>
+        run(engine, request(`d${i}`, engine.renderChat(chat(`drain ${i}`)), { programId: `job-${i}` })),
+      );
+      await sleep(5);
+      const closing = engine.shutdown();
+      assert.ok(!existsSync(join(dir, "run.jsonl")));
+      const results = await Promise.all(all);
+      await closing;
+      for (const r of results) assert.equal(r.done.finishReason, "stop");
+      const lines = readFileSync(join(dir, "run.jsonl"), "utf8").trim().split("\n");
+      const kinds = lines.map((l) => (JSON.parse(l) as { event: string }).event);
+      assert.equal(kinds.filter((k) => k === "arrival").length, 3);
+      assert.equal(kinds.filter((k) => k === "departure").length, 3);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("KV dropped from the pool goes to the CPU tier and comes back on the next turn", async () => {
+    const sink = new MemorySink();
+    await withEngine(
+      {
+        recorder: new Recorder(sink),
+        policy: fixedTtlPolicy(0.05),
+        kvCells: 2048,
+        maxSeqs: 4,
+        maxNumSeqs: 2,
+        tiers: { cpuBytes: 64 << 20 },
+      },
+      async (engine) => {
+        const turn1 = chat(`inspect ${"the repository ".repeat(30)}`);
+        const prompt1 = engine.renderChat(turn1);
+        const first = await run(engine, request("a1", prompt1, { programId: "job-a" }));
+        await sleep(80); // the pin expires; its KV stays resident as cache
+        // other programs need every slot and most cells: job-a's sequence is evicted to the tier
+        for (let i = 0; i < 6; i++) {
+          const others = [0, 1].map((k) =>
+            run(
+              engine,
+              request(`o${i}-${k}`, engine.renderChat(chat(`other ${i} ${k} ${"pad ".repeat(150)}`))),
+            ),
+          );
+          await Promise.all(others);
+        }
+        assert.ok(engine.kvStats().savedToTier > 0, "something was saved to the tier");
+        const prompt2 = engine.renderChat([
+          ...turn1,
+          { role: "assistant", content: first.done.text },
+          { role: "tool", content: "ok" },
+        ]);
+        const second = await run(engine, request("a2", prompt2, { programId: "job-a", isLastStep: true }));
+        assert.ok(engine.kvStats().restoredTokens > 0, JSON.stringify(engine.kvStats()));
+        assert.ok(second.done.usage.cachedTokens > engine.countTokens(prompt1) - 16);
+        assert.equal(second.done.text, defaultFakeReply(prompt2));
+        const events = sink.lines.map((l) => JSON.parse(l) as { event: string; program: string });
+        assert.ok(events.some((e) => e.event === "offloaded" && e.program === "job-a"));
+        assert.ok(events.some((e) => e.event === "evicted" && e.program === "job-a"));
+      },
+    );
+  });
+
+  test("a step whose execute fails fails its requests only; serving goes on", async () => {
+    class FlakyRunner extends FakeModelRunner {
+      failNext = false;
+      override async execute(batch: RunnerBatch) {
+        if (this.failNext) {
+          this.failNext = false;
+          throw new Error("decode blew up");
+        }
+        return super.execute(batch);
+      }
+    }
+    const runner = new FlakyRunner({ stepDelayMs: 1, reply: () => "v".repeat(500) });
+    const engine = new Engine({ runner, policy: "vllm" });
+    try {
+      const prompt = engine.renderChat(chat("x"));
+      const doomed = run(engine, request("doomed", prompt));
+      await sleep(10);
+      runner.failNext = true;
+      await assert.rejects(doomed, /decode blew up/);
+      assert.equal(engine.metrics().running, 0);
+      assert.equal(engine.loopStats.failedSteps, 1);
+      const ok = await run(engine, request("ok", prompt, { sampling: { maxTokens: 10 } }));
+      assert.equal(ok.done.text, "vvvvvvvvvv");
+    } finally {
+      await engine.shutdown();
+    }
+  });
+});

@@ -1,0 +1,590 @@
+import { type Clock, RealClock } from "../core/clock.js";
+import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
+import type { TierConfig } from "../core/kv/offload-tiers.js";
+import { TokenIdContent } from "../core/kv/token-content.js";
+import type { SchedulingPolicy } from "../core/policy.js";
+import type { EventRecorder } from "../core/recorder/recorder.js";
+import type { Request } from "../core/request.js";
+import { RequestRejectedError, Scheduler } from "../core/scheduler.js";
+import type { SampledToken, ScheduledChunk, StepPlan } from "../core/step-plan.js";
+import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
+import { createPolicy } from "../policies/index.js";
+import {
+  type ChatTurn,
+  type EngineMetrics,
+  EngineRejection,
+  type EngineService,
+  type FinishReason,
+  type GenerateEvent,
+  type GenerateRequest,
+  type SamplingParams,
+} from "./engine-api.js";
+import { EventChannel } from "./event-channel.js";
+import { type KvSlotStats, KvSlots } from "./kv-slots.js";
+import { KvTierStore } from "./kv-tier-store.js";
+import { type ModelRunner, RunnerBatch, type RunnerSampling } from "./model-runner.js";
+import { OutputText } from "./output-text.js";
+
+/** RAM and disk tiers for KV the engine drops from the pool (both optional). */
+export interface EngineTierOptions {
+  readonly cpuBytes?: number;
+  readonly diskBytes?: number;
+  readonly diskDir?: string | null;
+  /** transfer rates the scheduler's cost model assumes for reloads (bytes/s) */
+  readonly cpuBandwidthBps?: number;
+  readonly diskBandwidthBps?: number;
+}
+
+export interface EngineOptions {
+  readonly runner: ModelRunner;
+  /** a policy name (src/policies) or instance */
+  readonly policy: string | SchedulingPolicy;
+  /** running requests at once (default min(64, runner slots / 2)) */
+  readonly maxNumSeqs?: number;
+  /** tokens per step, decodes and prefill chunks together (default 512) */
+  readonly maxNumBatchedTokens?: number;
+  readonly blockSizeTokens?: number;
+  /** KV tokens the scheduler may account for (default: the runner's cells minus a small headroom) */
+  readonly kvPoolTokens?: number;
+  readonly tiers?: EngineTierOptions;
+  /** PrefillReload for the TTL model (default: a linear CPU-ish prefill, see defaultCostModel) */
+  readonly costs?: CostModel;
+  readonly ttl?: TtlEstimatorOptions;
+  /** waiting requests beyond which new ones are refused as overloaded (default 1024) */
+  readonly maxWaiting?: number;
+  readonly recorder?: EventRecorder;
+  readonly clock?: Clock;
+  /** close the runner at shutdown (default true) */
+  readonly closeRunner?: boolean;
+}
+
+/** Counters of the engine loop itself (for benchmarks and the TS overhead measurement). */
+export interface EngineLoopStats {
+  steps: number;
+  /** steps run while idle only to expire pins */
+  idleSteps: number;
+  /** steps whose plan had nothing to run (the loop then naps until woken) */
+  emptySteps: number;
+  /** rows sent to the runner: prefill (prompt and recompute) and decode tokens */
+  batchedTokens: number;
+  sampledTokens: number;
+  /** wall time of steps, and the part the runner reported as model compute */
+  stepWallS: number;
+  computeS: number;
+  failedSteps: number;
+}
+
+interface Active {
+  readonly spec: GenerateRequest;
+  readonly request: Request;
+  readonly content: TokenIdContent;
+  readonly output: OutputText;
+  readonly channel: EventChannel<GenerateEvent>;
+  readonly signal: AbortSignal;
+  readonly onAbort: () => void;
+  firstAdmittedS: number | null;
+  done: boolean;
+}
+
+const DEFAULT_CPU_BANDWIDTH_BPS = 4e9;
+const DEFAULT_DISK_BANDWIDTH_BPS = 1e9;
+
+/** Prefill of a small CPU model: ~5k tokens/s plus 5 ms per call (a profile file replaces it). */
+export function defaultCostModel(kvBytesPerToken: number, tiers: EngineTierOptions = {}): CostModel {
+  return quadraticCostModel({
+    prefillQuadratic: { a: 0, b: 2e-4, c: 0.005 },
+    kvBytesPerToken,
+    reloadBandwidthBps: {
+      cpu: tiers.cpuBandwidthBps ?? DEFAULT_CPU_BANDWIDTH_BPS,
+      disk: tiers.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
+    },
+  });
+}
+
+function toRunnerSampling(s: SamplingParams): RunnerSampling | null {
+  if (s.temperature <= 0 && s.grammar === null) return null;
+  return {
+    temperature: s.temperature,
+    topK: s.topK,
+    topP: s.topP,
+    minP: s.minP,
+    seed: s.seed,
+    grammar: s.grammar,
+  };
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * The serving engine: one async loop that drives the core scheduler step by step over a model runner.
+ * Each step: schedule() -> materialise admitted requests' prefixes in runner slots -> ONE batch of every
+ * chunk (decode tokens, prefill chunks, recomputed ranges) -> execute -> sampled tokens appended,
+ * detokenized, checked against stop strings / EOS / max tokens, streamed -> update(plan, result).
+ */
+export class Engine implements EngineService {
+  readonly modelId: string;
+  readonly maxContextTokens: number;
+  readonly scheduler: Scheduler;
+  readonly kv: KvSlots;
+  readonly loopStats: EngineLoopStats = {
+    steps: 0,
+    idleSteps: 0,
+    emptySteps: 0,
+    batchedTokens: 0,
+    sampledTokens: 0,
+    stepWallS: 0,
+    computeS: 0,
+    failedSteps: 0,
+  };
+  readonly runner: ModelRunner;
+  private readonly clock: Clock;
+  private readonly recorder: EventRecorder | null;
+  private readonly tierStore: KvTierStore | null;
+  private readonly blockSizeTokens: number;
+  private readonly maxWaiting: number;
+  private readonly closeRunner: boolean;
+  private readonly active = new Map<string, Active>();
+  private readonly batch = new RunnerBatch(1024);
+  private readonly loop: Promise<void>;
+  private wakeUp: (() => void) | null = null;
+  private closing = false;
+  private stopping = false;
+  private shutdownPromise: Promise<void> | null = null;
+  private fatal: Error | null = null;
+  /** moving average of finished requests' end-to-end seconds (Retry-After hint) */
+  private recentE2eS = 1;
+
+  constructor(options: EngineOptions) {
+    const runner = options.runner;
+    this.runner = runner;
+    this.modelId = runner.modelId;
+    this.clock = options.clock ?? new RealClock();
+    this.recorder = options.recorder ?? null;
+    this.closeRunner = options.closeRunner ?? true;
+    this.maxWaiting = options.maxWaiting ?? 1024;
+    const b = options.blockSizeTokens ?? 16;
+    this.blockSizeTokens = b;
+    const headroom = Math.min(256, Math.floor(runner.kvCells / 64));
+    const poolTokens = Math.min(options.kvPoolTokens ?? runner.kvCells - headroom, runner.kvCells);
+    const numBlocks = Math.floor(poolTokens / b);
+    if (numBlocks < 2) throw new Error(`KV pool of ${poolTokens} tokens is too small`);
+    // a running request needs a slot; keep at least one for resident (pinned / cached) KV
+    const maxNumSeqs = options.maxNumSeqs ?? Math.max(1, Math.min(64, Math.floor(runner.maxSeqs / 2)));
+    if (maxNumSeqs > runner.maxSeqs - 1) {
+      throw new Error(`maxNumSeqs ${maxNumSeqs} needs more than the runner's ${runner.maxSeqs} slots`);
+    }
+    this.maxContextTokens = Math.min(runner.maxContextTokens, numBlocks * b);
+
+    const tierOpts = options.tiers ?? {};
+    const cpuBytes = Math.max(0, Math.floor(tierOpts.cpuBytes ?? 0));
+    const diskBytes = Math.max(0, Math.floor(tierOpts.diskBytes ?? 0));
+    const tierConfigs: TierConfig[] = [];
+    if (cpuBytes > 0) {
+      tierConfigs.push({
+        name: "cpu",
+        capacityBytes: cpuBytes,
+        reloadBandwidthBps: tierOpts.cpuBandwidthBps ?? DEFAULT_CPU_BANDWIDTH_BPS,
+      });
+    }
+    if (diskBytes > 0) {
+      tierConfigs.push({
+        name: "disk",
+        capacityBytes: diskBytes,
+        reloadBandwidthBps: tierOpts.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
+      });
+    }
+    this.tierStore =
+      tierConfigs.length > 0
+        ? new KvTierStore({ cpuBytes, diskBytes, diskDir: tierOpts.diskDir ?? null, blockSizeTokens: b })
+        : null;
+
+    const policy = typeof options.policy === "string" ? createPolicy(options.policy) : options.policy;
+    this.scheduler = new Scheduler(
+      {
+        numBlocks,
+        blockSizeTokens: b,
+        maxNumBatchedTokens: options.maxNumBatchedTokens ?? 512,
+        maxNumSeqs,
+        kvBytesPerToken: runner.kvBytesPerToken,
+        tiers: tierConfigs,
+        costs: options.costs ?? defaultCostModel(runner.kvBytesPerToken, tierOpts),
+        ...(options.ttl ? { ttl: options.ttl } : {}),
+      },
+      { clock: this.clock, policy, ...(this.recorder ? { recorder: this.recorder } : {}) },
+    );
+    const recorder = this.recorder;
+    this.kv = new KvSlots(
+      runner,
+      this.tierStore,
+      b,
+      recorder
+        ? (slot, savedTo) => {
+            // the engine dropping KV (pinned or cached) from the pool, and where it went
+            const base = { programId: slot.programId, requestId: slot.requestId, timeS: this.clock.nowS() };
+            if (savedTo) recorder.record({ ...base, kind: "offloaded", tokens: slot.length, tier: savedTo });
+            recorder.record({ ...base, kind: "evicted", tokens: slot.length });
+          }
+        : null,
+    );
+    this.loop = this.run();
+  }
+
+  renderChat(messages: readonly ChatTurn[]): string {
+    return this.runner.renderChat(messages);
+  }
+
+  countTokens(text: string): number {
+    return this.runner.tokenize(text).length;
+  }
+
+  generate(spec: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    if (this.closing) throw new EngineRejection("the engine is shutting down", "shutting_down");
+    if (this.fatal) throw this.fatal;
+    const sampling = spec.sampling;
+    if (!Number.isInteger(sampling.maxTokens) || sampling.maxTokens < 1) {
+      throw new EngineRejection(
+        `max tokens must be a positive integer, got ${sampling.maxTokens}`,
+        "invalid_request",
+      );
+    }
+    if (this.active.has(spec.requestId)) {
+      throw new EngineRejection(`request id ${spec.requestId} is already in flight`, "duplicate_request");
+    }
+    if (this.scheduler.numWaiting >= this.maxWaiting) {
+      throw new EngineRejection(
+        `${this.scheduler.numWaiting} requests are waiting`,
+        "overloaded",
+        Math.min(60, Math.max(1, Math.ceil(this.recentE2eS))),
+      );
+    }
+    const ids = this.runner.tokenize(spec.prompt);
+    if (ids.length === 0) throw new EngineRejection("the prompt is empty", "invalid_request");
+    if (ids.length >= this.maxContextTokens) {
+      throw new EngineRejection(
+        `the prompt has ${ids.length} tokens; this engine takes at most ${this.maxContextTokens - 1}`,
+        "prompt_too_long",
+      );
+    }
+    const content = new TokenIdContent(Array.from(ids), this.blockSizeTokens);
+    const channel = new EventChannel<GenerateEvent>(() => this.abortRequest(spec.requestId));
+    if (signal.aborted) {
+      channel.push(this.abortedBeforeStart(ids.length));
+      channel.end();
+      return channel;
+    }
+    let request: Request;
+    try {
+      request = this.scheduler.addRequest({
+        requestId: spec.requestId,
+        programId: spec.programId,
+        promptTokens: ids.length,
+        maxOutputTokens: Math.min(sampling.maxTokens, this.maxContextTokens - ids.length),
+        isLastStep: spec.isLastStep,
+        toolHint: spec.toolHint,
+        content,
+      });
+    } catch (error) {
+      if (error instanceof RequestRejectedError) throw new EngineRejection(error.message, error.code);
+      throw error;
+    }
+    const onAbort = () => this.abortRequest(spec.requestId);
+    signal.addEventListener("abort", onAbort, { once: true });
+    this.active.set(spec.requestId, {
+      spec,
+      request,
+      content,
+      output: new OutputText(sampling.stop),
+      channel,
+      signal,
+      onAbort,
+      firstAdmittedS: null,
+      done: false,
+    });
+    this.wake();
+    return channel;
+  }
+
+  metrics(): EngineMetrics {
+    const s = this.scheduler;
+    return {
+      running: s.numRunning,
+      waiting: s.numWaiting,
+      pinnedPrograms: s.numPinnedPrograms,
+      kvUsage: s.kv.pool.usageFraction(),
+      prefixQueryTokens: s.stats.prefixQueryTokens,
+      prefixHitTokens: s.stats.prefixHitTokens,
+      preemptions: s.stats.preemptions,
+      pinsCreated: s.stats.pinsCreated,
+      pinsExpired: s.stats.pinsExpired,
+    };
+  }
+
+  /** KV mapping counters (prefix sharing, take-overs, restores, recomputes, evictions). */
+  kvStats(): Readonly<KvSlotStats> & { residentSlots: number; poolCellsUsed: number } {
+    return { ...this.kv.stats, residentSlots: this.kv.numResident, poolCellsUsed: this.kv.ledger.numUsed };
+  }
+
+  shutdown(): Promise<void> {
+    this.shutdownPromise ??= this.drainAndClose();
+    return this.shutdownPromise;
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // the loop
+
+  private async run(): Promise<void> {
+    try {
+      await this.runLoop();
+    } catch (error) {
+      // a bug in the loop itself: refuse new work, fail what is in flight
+      this.fatal = error instanceof Error ? error : new Error(String(error));
+      for (const active of [...this.active.values()]) this.failRequest(active, this.fatal);
+    }
+  }
+
+  private async runLoop(): Promise<void> {
+    for (;;) {
+      if (this.scheduler.hasUnfinishedRequests()) {
+        const didWork = await this.step();
+        if (didWork) await yieldToEventLoop();
+        else {
+          this.loopStats.emptySteps++;
+          await this.sleep(5);
+        }
+        continue;
+      }
+      if (this.stopping) return;
+      const expiresS = this.scheduler.nextPinExpiryS();
+      const nowS = this.clock.nowS();
+      if (expiresS !== null && expiresS <= nowS) {
+        // pins expire inside schedule(): run an empty step so they go on time while idle
+        const plan = this.scheduler.schedule();
+        this.scheduler.update(plan, { durationS: 0 });
+        this.kv.reconcile();
+        this.loopStats.idleSteps++;
+        continue;
+      }
+      await this.sleep(expiresS === null ? null : (expiresS - nowS) * 1000 + 1);
+    }
+  }
+
+  private sleep(ms: number | null): Promise<void> {
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | null = null;
+      this.wakeUp = () => {
+        if (timer) clearTimeout(timer);
+        this.wakeUp = null;
+        resolve();
+      };
+      if (ms !== null) {
+        timer = setTimeout(() => this.wakeUp?.(), Math.max(0, ms));
+        timer.unref();
+      }
+    });
+  }
+
+  private wake(): void {
+    this.wakeUp?.();
+  }
+
+  /** One scheduler step; false when the plan had nothing to run. */
+  private async step(): Promise<boolean> {
+    const t0 = performance.now();
+    const plan = this.scheduler.schedule();
+    this.kv.reconcile();
+    let computeS = 0;
+    const sampled = new Map<string, SampledToken>();
+    const inBatch: { chunk: ScheduledChunk; rows: number }[] = [];
+    try {
+      await this.admit(plan);
+      const batch = this.batch;
+      batch.clear();
+      for (const chunk of plan.chunks) {
+        const request = chunk.request;
+        if (request.status !== "running") continue;
+        const slot = this.kv.slotOf(request);
+        if (!slot) throw new Error(`running request ${request.id} has no sequence slot`);
+        if (slot.length > chunk.startToken) this.kv.truncate(slot, chunk.startToken);
+        const from = slot.length;
+        const end = chunk.startToken + chunk.numTokens;
+        const content = request.content as TokenIdContent;
+        for (let pos = from; pos < end; pos++) {
+          batch.add(content.tokenAt(pos), pos, slot.seqId, chunk.samples && pos === end - 1);
+        }
+        inBatch.push({ chunk, rows: end - from });
+      }
+      if (batch.length > 0) {
+        await this.kv.ensureFree(batch.length);
+        const result = await this.runner.execute(batch);
+        computeS = result.computeS;
+        for (const { chunk, rows } of inBatch) {
+          const slot = this.kv.slotOf(chunk.request);
+          if (slot) this.kv.extend(slot, rows);
+        }
+        for (const out of result.outputs) this.onSample(out.seqId, out.token, out.isEog, sampled);
+        this.loopStats.batchedTokens += batch.length;
+        this.loopStats.sampledTokens += result.outputs.length;
+      }
+    } catch (error) {
+      sampled.clear();
+      this.failStep(plan, error);
+    }
+    const durationS = (performance.now() - t0) / 1000;
+    const { finished } = this.scheduler.update(plan, { durationS, sampled });
+    this.kv.reconcile();
+    for (const request of finished) this.complete(request);
+    this.loopStats.steps++;
+    this.loopStats.stepWallS += durationS;
+    this.loopStats.computeS += computeS;
+    return plan.chunks.length > 0 || finished.length > 0;
+  }
+
+  /** Slots for newly admitted requests, their prefix materialised, their sampler set. */
+  private async admit(plan: StepPlan): Promise<void> {
+    if (plan.admitted.length === 0) return;
+    const startOf = new Map<Request, number>();
+    for (const chunk of plan.chunks)
+      if (!startOf.has(chunk.request)) startOf.set(chunk.request, chunk.startToken);
+    for (const request of plan.admitted) {
+      if (request.status !== "running") continue;
+      const active = this.active.get(request.id);
+      const slot = await this.kv.admit(request, startOf.get(request) ?? request.numComputedTokens);
+      if (!active || active.request !== request) continue;
+      active.firstAdmittedS ??= request.admittedS;
+      try {
+        this.runner.setSampler(slot.seqId, toRunnerSampling(active.spec.sampling));
+        if (active.spec.sampling.grammar !== null) {
+          // a re-admitted (preempted) request's grammar resumes after the output it already has
+          for (let pos = request.promptTokens; pos < active.content.length; pos++) {
+            this.runner.acceptToken(slot.seqId, active.content.tokenAt(pos));
+          }
+        }
+      } catch (error) {
+        this.failRequest(
+          active,
+          new EngineRejection(`sampling setup failed: ${(error as Error).message}`, "invalid_request"),
+        );
+      }
+    }
+  }
+
+  /** A sampled token of a slot: output text, stop checks, stream delta. */
+  private onSample(seqId: number, token: number, isEog: boolean, sampled: Map<string, SampledToken>): void {
+    const request = this.kv.slots[seqId]?.owner;
+    if (request?.status !== "running") return;
+    const active = this.active.get(request.id);
+    if (!active || active.request !== request || active.done) return;
+    active.content.append(token);
+    let delta: string;
+    let stop: boolean;
+    if ((isEog || this.runner.isEog(token)) && !active.spec.sampling.ignoreEos) {
+      delta = active.output.finish();
+      stop = true;
+    } else {
+      const pushed = active.output.push(this.runner.tokenPiece(token));
+      delta = pushed.delta;
+      stop = pushed.stopped;
+    }
+    const lastToken = request.numOutputTokens + 1 >= request.maxOutputTokens;
+    if (!stop && lastToken) delta += active.output.finish();
+    if (delta.length > 0) active.channel.push({ type: "delta", text: delta });
+    if (stop || lastToken) sampled.set(request.id, { stop, text: active.output.text });
+  }
+
+  /** A finished request (stop, length, kv_capacity) gets its done event. */
+  private complete(request: Request): void {
+    const active = this.active.get(request.id);
+    if (!active || active.request !== request || active.done) return;
+    const reason: FinishReason = request.finishReason ?? "stop";
+    const tail = active.output.finish();
+    if (tail.length > 0) active.channel.push({ type: "delta", text: tail });
+    this.finishActive(active, reason);
+  }
+
+  private finishActive(active: Active, reason: FinishReason): void {
+    active.done = true;
+    this.active.delete(active.spec.requestId);
+    active.signal.removeEventListener("abort", active.onAbort);
+    const r = active.request;
+    const nowS = this.clock.nowS();
+    const finishS = r.finishS ?? nowS;
+    const e2eS = Math.max(0, finishS - r.arrivalS);
+    this.recentE2eS = 0.9 * this.recentE2eS + 0.1 * e2eS;
+    const admittedS = active.firstAdmittedS ?? r.admittedS;
+    active.channel.push({
+      type: "done",
+      finishReason: reason,
+      text: reason === "abort" ? active.output.emittedText : active.output.text,
+      usage: {
+        promptTokens: r.promptTokens,
+        completionTokens: r.numOutputTokens,
+        cachedTokens: admittedS === null ? 0 : r.hitTokens + r.reloadTokens,
+      },
+      queueS: Math.max(0, (admittedS ?? finishS) - r.arrivalS),
+      ttftS: r.firstTokenS === null ? null : Math.max(0, r.firstTokenS - r.arrivalS),
+      e2eS,
+    });
+    active.channel.end();
+  }
+
+  private abortRequest(requestId: string): void {
+    const active = this.active.get(requestId);
+    if (!active || active.done) return;
+    this.scheduler.abort(requestId);
+    this.finishActive(active, "abort");
+    this.wake();
+  }
+
+  private failRequest(active: Active, error: unknown): void {
+    if (active.done) return;
+    active.done = true;
+    this.active.delete(active.spec.requestId);
+    active.signal.removeEventListener("abort", active.onAbort);
+    this.scheduler.abort(active.spec.requestId);
+    active.channel.fail(error);
+  }
+
+  /** A step that threw: its requests fail, their KV is dropped (it may be half written); serving goes on. */
+  private failStep(plan: StepPlan, error: unknown): void {
+    this.loopStats.failedSteps++;
+    const err = error instanceof Error ? error : new Error(String(error));
+    // every request of the plan: update() would otherwise count chunks that never ran as computed
+    const victims = new Set<Request>(plan.admitted);
+    for (const chunk of plan.chunks) victims.add(chunk.request);
+    for (const request of victims) {
+      const slot = this.kv.slotOf(request);
+      if (slot) this.kv.drop(slot);
+      const active = this.active.get(request.id);
+      if (active && active.request === request) this.failRequest(active, err);
+      else if (request.status === "running" || request.status === "waiting") this.scheduler.abort(request.id);
+    }
+  }
+
+  private abortedBeforeStart(promptTokens: number): GenerateEvent {
+    return {
+      type: "done",
+      finishReason: "abort",
+      text: "",
+      usage: { promptTokens, completionTokens: 0, cachedTokens: 0 },
+      queueS: 0,
+      ttftS: null,
+      e2eS: 0,
+    };
+  }
+
+  private async drainAndClose(): Promise<void> {
+    this.closing = true;
+    this.stopping = true;
+    this.wake();
+    await this.loop;
+    this.kv.clear();
+    await this.tierStore?.close();
+    try {
+      await this.recorder?.close();
+    } finally {
+      if (this.closeRunner) await this.runner.close();
+    }
+  }
+}

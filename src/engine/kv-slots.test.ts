@@ -1,0 +1,124 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { TokenIdContent } from "../core/kv/token-content.js";
+import type { Request } from "../core/request.js";
+import { FakeModelRunner } from "./fake-model-runner.js";
+import { CellLedger, KvSlots } from "./kv-slots.js";
+import { KvTierStore } from "./kv-tier-store.js";
+import { RunnerBatch } from "./model-runner.js";
+
+describe("CellLedger", () => {
+  test("shared cells are freed when their last holder lets go", () => {
+    const ledger = new CellLedger(64);
+    const a: number[] = [];
+    const b: number[] = [];
+    ledger.alloc(a, 40);
+    ledger.sharePrefix(a, b, 32);
+    ledger.alloc(b, 8);
+    assert.equal(ledger.numUsed, 48);
+    assert.equal(ledger.exclusive(a), 8);
+    assert.equal(ledger.exclusive(b), 8);
+    ledger.release(a, 0);
+    assert.equal(ledger.numUsed, 40);
+    assert.equal(ledger.exclusive(b), 40);
+    ledger.release(b, 16);
+    assert.equal(ledger.numUsed, 16);
+    assert.throws(() => ledger.alloc([], 49), /49 cells wanted/);
+  });
+});
+
+/** A stand-in for a scheduler Request: the slot table reads id, status, content and program.pin. */
+function fakeRequest(id: string, tokens: number[]): Request {
+  return {
+    id,
+    status: "running",
+    content: new TokenIdContent(tokens, 16),
+    program: { pin: null },
+  } as unknown as Request;
+}
+
+async function compute(runner: FakeModelRunner, kv: KvSlots, request: Request, upTo: number) {
+  const slot = kv.slotOf(request);
+  assert.ok(slot);
+  const batch = new RunnerBatch();
+  const content = request.content as TokenIdContent;
+  for (let p = slot.length; p < upTo; p++) batch.add(content.tokenAt(p), p, slot.seqId, false);
+  await kv.ensureFree(batch.length);
+  await runner.execute(batch);
+  kv.extend(slot, batch.length);
+}
+
+const seq = (n: number, from = 100) => Array.from({ length: n }, (_, i) => from + i);
+
+describe("KvSlots", () => {
+  test("admission shares the longest common block prefix of a running sequence", async () => {
+    const runner = new FakeModelRunner({ kvCells: 512, maxSeqs: 4 });
+    const kv = new KvSlots(runner, null, 16);
+    const a = fakeRequest("a", seq(100));
+    await kv.admit(a, 0);
+    await compute(runner, kv, a, 100);
+    const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
+    const slotB = await kv.admit(b, 64);
+    assert.equal(slotB.length, 64);
+    assert.equal(kv.stats.sharedTokens, 64);
+    assert.equal(kv.ledger.numUsed, 100);
+    assert.equal(runner.usedCells, 100);
+    await compute(runner, kv, b, 120);
+    assert.equal(runner.usedCells, 156);
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+  });
+
+  test("a finished sequence is taken over by the next turn; when the pool is short, cache goes first", async () => {
+    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
+    const kv = new KvSlots(runner, null, 16);
+    const turn1 = fakeRequest("t1", seq(90));
+    const s1 = await kv.admit(turn1, 0);
+    await compute(runner, kv, turn1, 90);
+    (turn1 as { status: string }).status = "finished";
+    kv.reconcile();
+    assert.equal(s1.owner, null);
+    assert.equal(kv.numResident, 1);
+    const turn2 = fakeRequest("t2", [...seq(90), ...seq(30, 9000)]);
+    const s2 = await kv.admit(turn2, 80);
+    assert.equal(s2, s1, "taken over: less than a block beyond the hit");
+    assert.equal(s2.length, 80);
+    assert.equal(kv.stats.takenOverTokens, 80);
+    await compute(runner, kv, turn2, 120);
+    (turn2 as { status: string }).status = "finished";
+    kv.reconcile();
+    // an unrelated request needing most of the pool evicts the cached sequence
+    const other = fakeRequest("o", seq(200, 20000));
+    await kv.admit(other, 0);
+    await compute(runner, kv, other, 200);
+    assert.equal(kv.stats.evictions, 1);
+    assert.equal(kv.ledger.numUsed, 200);
+    assert.equal(runner.usedCells, 200);
+  });
+
+  test("an evicted sequence goes to the tier and is restored, sharing what is still resident", async () => {
+    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
+    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+    const kv = new KvSlots(runner, tiers, 16);
+    const common = seq(48, 7);
+    const a = fakeRequest("a", [...common, ...seq(100, 300)]);
+    await kv.admit(a, 0);
+    await compute(runner, kv, a, 148);
+    (a as { status: string }).status = "finished";
+    kv.reconcile();
+    const b = fakeRequest("b", [...common, ...seq(60, 600)]);
+    await kv.admit(b, 48);
+    await compute(runner, kv, b, 108);
+    // b keeps running; a's sequence is pushed out for cells
+    assert.ok(await kv.ensureFree(140, [], true));
+    assert.equal(kv.stats.savedToTier, 1);
+    (b as { status: string }).status = "finished";
+    kv.reconcile();
+    const a2 = fakeRequest("a2", [...common, ...seq(100, 300), ...seq(10, 50)]);
+    const slot = await kv.admit(a2, 144);
+    assert.equal(slot.length, 144);
+    assert.equal(kv.stats.restoredTokens, 96);
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+    await compute(runner, kv, a2, 158);
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+  });
+});

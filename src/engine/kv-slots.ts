@@ -1,0 +1,406 @@
+import type { TokenIdContent } from "../core/kv/token-content.js";
+import type { Pin, Program } from "../core/program.js";
+import type { Request } from "../core/request.js";
+import { commonBlocks, type KvTierStore, type TierEntry } from "./kv-tier-store.js";
+import type { ModelRunner } from "./model-runner.js";
+
+/**
+ * The cells of the runner's one unified KV pool, as the engine accounts for them: which cells each slot
+ * holds, with a reference count per cell (copySeq shares cells; a cell is free when no slot holds it).
+ * It mirrors llama.cpp's own bookkeeping, so the engine knows before a decode whether the pool has room.
+ */
+export class CellLedger {
+  private readonly refs: Uint16Array;
+  private readonly free: Int32Array;
+  private numFreeCells: number;
+
+  constructor(readonly numCells: number) {
+    this.refs = new Uint16Array(numCells);
+    this.free = new Int32Array(numCells);
+    for (let i = 0; i < numCells; i++) this.free[i] = numCells - 1 - i;
+    this.numFreeCells = numCells;
+  }
+
+  get numFree(): number {
+    return this.numFreeCells;
+  }
+
+  get numUsed(): number {
+    return this.numCells - this.numFreeCells;
+  }
+
+  /** Appends n fresh cells to a slot's cell list. */
+  alloc(cells: number[], n: number): void {
+    if (n > this.numFreeCells) throw new Error(`cell ledger: ${n} cells wanted, ${this.numFreeCells} free`);
+    for (let i = 0; i < n; i++) {
+      const cell = this.free[--this.numFreeCells] as number;
+      this.refs[cell] = 1;
+      cells.push(cell);
+    }
+  }
+
+  /** Releases the slot's cells at positions [from, to) and removes them from its list. */
+  release(cells: number[], from: number, to = cells.length): void {
+    for (let i = from; i < to; i++) this.unref(cells[i] as number);
+    cells.splice(from, to - from);
+  }
+
+  /** dst (holding positions >= n, or nothing) takes src's cells for positions [0, n). */
+  sharePrefix(src: readonly number[], dst: number[], n: number): void {
+    const rest = dst.splice(0);
+    for (let i = 0; i < n; i++) {
+      const cell = src[i] as number;
+      this.refs[cell] = (this.refs[cell] as number) + 1;
+      dst.push(cell);
+    }
+    for (const cell of rest) dst.push(cell);
+  }
+
+  /** Cells only this slot holds (what dropping it would free). */
+  exclusive(cells: readonly number[]): number {
+    let n = 0;
+    for (const cell of cells) if (this.refs[cell] === 1) n++;
+    return n;
+  }
+
+  private unref(cell: number): void {
+    const r = (this.refs[cell] as number) - 1;
+    if (r < 0) throw new Error(`cell ledger: cell ${cell} released twice`);
+    this.refs[cell] = r;
+    if (r === 0) this.free[this.numFreeCells++] = cell;
+  }
+}
+
+/** One sequence slot of the runner. */
+export class KvSlot {
+  /** the tokens whose KV the slot holds are positions [0, length) of this content */
+  content: TokenIdContent | null = null;
+  /** ledger cells, one per position held */
+  readonly cells: number[] = [];
+  /** the running request computing into this slot */
+  owner: Request | null = null;
+  /** a finished request's KV kept for its program's pin (referenced while program.pin === pin) */
+  pinProgram: Program | null = null;
+  pin: Pin | null = null;
+  /** the request (and program) whose sequence this is, for the event log */
+  requestId = "";
+  programId = "";
+  lastUse = 0;
+
+  constructor(readonly seqId: number) {}
+
+  get length(): number {
+    return this.cells.length;
+  }
+
+  get pinned(): boolean {
+    return this.pin !== null && this.pinProgram !== null && this.pinProgram.pin === this.pin;
+  }
+
+  /** Held by a running request or a live pin: the scheduler counts its blocks as used. */
+  get referenced(): boolean {
+    return this.owner !== null || this.pinned;
+  }
+}
+
+/** What happened to an evicted slot's KV: dropped, or saved to a tier first. */
+export type EvictionListener = (slot: KvSlot, savedTo: "cpu" | "disk" | null) => void;
+
+export interface KvSlotStats {
+  /** prefix tokens materialised at admission by sharing a resident slot's cells */
+  sharedTokens: number;
+  /** prefix tokens materialised by taking over a resident slot */
+  takenOverTokens: number;
+  /** prefix tokens restored from the RAM/disk tier */
+  restoredTokens: number;
+  /** tokens the scheduler counted as computed that the engine no longer held, recomputed */
+  recomputedTokens: number;
+  /** resident slots dropped (for cells or for a slot) */
+  evictions: number;
+  /** of which pinned ones (the scheduler still counts them; their program will recompute) */
+  pinnedEvictions: number;
+  /** sequence states written to a tier */
+  savedToTier: number;
+}
+
+/**
+ * Maps the scheduler's requests and pins onto the runner's sequence slots (see docs/engine.md, "Engine:
+ * KV mapping"). Running requests own a slot; finished ones stay resident while pinned and, after that, as
+ * an LRU cache until the runner needs the cells or the slot; admissions materialise their prefix from the
+ * resident slot with the longest common prefix (cells shared, no copy) or from the tier store.
+ */
+export class KvSlots {
+  readonly slots: KvSlot[];
+  readonly ledger: CellLedger;
+  readonly stats: KvSlotStats = {
+    sharedTokens: 0,
+    takenOverTokens: 0,
+    restoredTokens: 0,
+    recomputedTokens: 0,
+    evictions: 0,
+    pinnedEvictions: 0,
+    savedToTier: 0,
+  };
+  private readonly byRequest = new Map<Request, KvSlot>();
+  private useCounter = 0;
+
+  constructor(
+    private readonly runner: ModelRunner,
+    private readonly tiers: KvTierStore | null,
+    private readonly blockSizeTokens: number,
+    private readonly onEvict: EvictionListener | null = null,
+  ) {
+    this.slots = Array.from({ length: runner.maxSeqs }, (_, i) => new KvSlot(i));
+    this.ledger = new CellLedger(runner.kvCells);
+  }
+
+  slotOf(request: Request): KvSlot | undefined {
+    return this.byRequest.get(request);
+  }
+
+  /** Resident slots: not running, holding KV (pinned or cached). */
+  get numResident(): number {
+    let n = 0;
+    for (const s of this.slots) if (s.owner === null && s.length > 0) n++;
+    return n;
+  }
+
+  /**
+   * Slots whose request stopped running (finished, aborted, preempted) become resident: pinned when the
+   * request's program pinned its KV, else plain cache. Pins the scheduler released turn into cache.
+   */
+  reconcile(): void {
+    for (const [request, slot] of this.byRequest) {
+      if (request.status !== "running") this.disown(slot);
+    }
+    for (const slot of this.slots) {
+      if (slot.pin !== null && !slot.pinned) {
+        slot.pin = null;
+        slot.pinProgram = null;
+      }
+    }
+  }
+
+  /**
+   * Gives an admitted request a slot holding as much as the engine has of the first `needTokens` tokens of
+   * its sequence (the scheduler's hit + reload); the caller recomputes [slot.length, needTokens).
+   */
+  async admit(request: Request, needTokens: number): Promise<KvSlot> {
+    const own = this.byRequest.get(request);
+    if (own) this.disown(own);
+    const b = this.blockSizeTokens;
+    const content = request.content as TokenIdContent;
+    const limitBlocks = Math.floor(needTokens / b);
+    let source: KvSlot | null = null;
+    let sourceBlocks = 0;
+    if (limitBlocks > 0) {
+      for (const slot of this.slots) {
+        if (slot.content === null || slot.length < b) continue;
+        const blocks = commonBlocks(slot.content, slot.length, content, needTokens, limitBlocks, b);
+        if (blocks === 0) continue;
+        const better =
+          blocks > sourceBlocks ||
+          (source !== null &&
+            blocks === sourceBlocks &&
+            (slot.referenced === source.referenced ? slot.lastUse > source.lastUse : !slot.referenced));
+        if (better) {
+          source = slot;
+          sourceBlocks = blocks;
+        }
+      }
+    }
+    const tierMatch =
+      limitBlocks > 0 && this.tiers ? this.tiers.best(content, needTokens, limitBlocks) : null;
+
+    let slot: KvSlot;
+    if (tierMatch && tierMatch.blocks > sourceBlocks) {
+      slot = await this.freshSlot(source);
+      await this.restore(slot, content, tierMatch.entry, tierMatch.blocks * b, source, sourceBlocks * b);
+    } else if (source !== null) {
+      const tokens = sourceBlocks * b;
+      const takeOver = !source.referenced && (source.length - tokens < b || !this.hasEmptySlot());
+      if (takeOver) {
+        slot = source;
+        this.truncate(slot, tokens);
+        slot.pin = null;
+        slot.pinProgram = null;
+        this.stats.takenOverTokens += tokens;
+      } else {
+        slot = await this.freshSlot(source);
+        this.runner.copySeq(source.seqId, slot.seqId, tokens);
+        this.ledger.sharePrefix(source.cells, slot.cells, tokens);
+        source.lastUse = ++this.useCounter;
+        this.stats.sharedTokens += tokens;
+      }
+    } else {
+      slot = await this.freshSlot(null);
+    }
+    slot.content = content;
+    slot.owner = request;
+    slot.requestId = request.id;
+    slot.programId = request.programId;
+    slot.lastUse = ++this.useCounter;
+    this.byRequest.set(request, slot);
+    if (slot.length < needTokens) this.stats.recomputedTokens += needTokens - slot.length;
+    return slot;
+  }
+
+  /** Drops positions >= length of a slot. */
+  truncate(slot: KvSlot, length: number): void {
+    if (slot.length <= length) return;
+    this.runner.removeSeq(slot.seqId, length, -1);
+    this.ledger.release(slot.cells, length);
+    if (length === 0) slot.content = null;
+  }
+
+  /** Records n positions computed into a slot by a successful execute(). */
+  extend(slot: KvSlot, n: number): void {
+    this.ledger.alloc(slot.cells, n);
+  }
+
+  /** Forgets everything a slot holds (after a failed step, its KV is not trusted). */
+  drop(slot: KvSlot): void {
+    if (slot.owner) this.byRequest.delete(slot.owner);
+    slot.owner = null;
+    slot.pin = null;
+    slot.pinProgram = null;
+    this.truncate(slot, 0);
+  }
+
+  /**
+   * Makes sure the pool has `cells` free cells by evicting resident slots: unreferenced (cache) ones
+   * first, LRU, then pinned ones. Returns false (optional) or throws when running slots alone leave too
+   * little room, which the scheduler's block accounting rules out.
+   */
+  async ensureFree(cells: number, protect: readonly KvSlot[] = [], optional = false): Promise<boolean> {
+    while (this.ledger.numFree < cells) {
+      const victim = this.victim(protect, true);
+      if (!victim) {
+        if (optional) return false;
+        throw new Error(
+          `KV pool exhausted: ${cells} cells needed, ${this.ledger.numFree} free of ${this.ledger.numCells} with nothing left to evict`,
+        );
+      }
+      await this.evict(victim);
+    }
+    return true;
+  }
+
+  /** The fraction of the runner's pool in use, cached KV included. */
+  usage(): number {
+    return this.ledger.numUsed / this.ledger.numCells;
+  }
+
+  /** Drops every resident slot (shutdown). */
+  clear(): void {
+    for (const slot of this.slots) this.drop(slot);
+  }
+
+  private disown(slot: KvSlot): void {
+    const request = slot.owner;
+    if (!request) return;
+    this.byRequest.delete(request);
+    slot.owner = null;
+    const pin = request.status === "finished" ? request.program.pin : null;
+    if (pin && pin.requestId === request.id) {
+      slot.pin = pin;
+      slot.pinProgram = request.program;
+    }
+    slot.lastUse = ++this.useCounter;
+    if (slot.length === 0) slot.content = null;
+  }
+
+  private hasEmptySlot(): boolean {
+    return this.slots.some((s) => s.owner === null && s.length === 0);
+  }
+
+  /** An empty slot, evicting the LRU resident one (never `keep`) when there is none. */
+  private async freshSlot(keep: KvSlot | null): Promise<KvSlot> {
+    for (const slot of this.slots) if (slot.owner === null && slot.length === 0) return slot;
+    const victim = this.victim(keep ? [keep] : [], false);
+    if (!victim) throw new Error(`no free sequence slot: all ${this.slots.length} are running`);
+    await this.evict(victim);
+    return victim;
+  }
+
+  /** LRU resident slot, unreferenced before pinned; with needCells, only slots whose eviction frees cells. */
+  private victim(protect: readonly KvSlot[], needCells: boolean): KvSlot | null {
+    let best: KvSlot | null = null;
+    for (const slot of this.slots) {
+      if (slot.owner !== null || slot.length === 0 || protect.includes(slot)) continue;
+      if (best && (slot.pinned ? 1 : 0) > (best.pinned ? 1 : 0)) continue;
+      if (best && slot.pinned === best.pinned && slot.lastUse >= best.lastUse) continue;
+      if (needCells && this.ledger.exclusive(slot.cells) === 0) continue;
+      best = slot;
+    }
+    return best;
+  }
+
+  /** Drops a resident slot's KV, saving it to the tier store first when that keeps something new. */
+  private async evict(slot: KvSlot): Promise<void> {
+    const content = slot.content;
+    let savedTo: "cpu" | "disk" | null = null;
+    if (this.tiers?.enabled && content && slot.length >= this.blockSizeTokens && !this.heldElsewhere(slot)) {
+      try {
+        const state = await this.runner.saveSeq(slot.seqId);
+        savedTo = await this.tiers.put(content, slot.length, state);
+        if (savedTo) this.stats.savedToTier++;
+      } catch {
+        // a tier that cannot take it (disk error) only costs a recompute later
+      }
+    }
+    this.stats.evictions++;
+    if (slot.pinned) this.stats.pinnedEvictions++;
+    this.onEvict?.(slot, savedTo);
+    this.drop(slot);
+  }
+
+  /** Whether another slot or the tier store already holds every full block of this slot. */
+  private heldElsewhere(slot: KvSlot): boolean {
+    const content = slot.content as TokenIdContent;
+    const b = this.blockSizeTokens;
+    const blocks = Math.floor(slot.length / b);
+    for (const other of this.slots) {
+      if (other === slot || other.content === null || other.length < blocks * b) continue;
+      if (commonBlocks(other.content, other.length, content, slot.length, blocks, b) === blocks) return true;
+    }
+    return this.tiers?.covers(content, slot.length) ?? false;
+  }
+
+  /**
+   * Restores a tier entry into an empty slot and trims it to `tokens`; the leading `sharedTokens` (held
+   * by a resident slot) are then swapped for that slot's cells so they are not held twice. Any failure
+   * leaves the slot empty: the request then recomputes.
+   */
+  private async restore(
+    slot: KvSlot,
+    content: TokenIdContent,
+    entry: TierEntry,
+    tokens: number,
+    shared: KvSlot | null,
+    sharedTokens: number,
+  ): Promise<void> {
+    const tiers = this.tiers as KvTierStore;
+    const protect = shared ? [slot, shared] : [slot];
+    if (!(await this.ensureFree(entry.length, protect, true))) return;
+    let held: number;
+    try {
+      const state = await tiers.load(entry);
+      held = await this.runner.restoreSeq(slot.seqId, state);
+    } catch {
+      this.runner.removeSeq(slot.seqId, 0, -1);
+      return;
+    }
+    this.ledger.alloc(slot.cells, held);
+    slot.content = content;
+    this.truncate(slot, tokens);
+    if (shared && sharedTokens > 0 && slot.length >= sharedTokens) {
+      this.runner.removeSeq(slot.seqId, 0, sharedTokens);
+      this.ledger.release(slot.cells, 0, sharedTokens);
+      this.runner.copySeq(shared.seqId, slot.seqId, sharedTokens);
+      this.ledger.sharePrefix(shared.cells, slot.cells, sharedTokens);
+      this.stats.sharedTokens += sharedTokens;
+    }
+    this.stats.restoredTokens += slot.length - (shared ? Math.min(sharedTokens, slot.length) : 0);
+  }
+}

@@ -1,0 +1,196 @@
+import { mkdir, readFile, rm, unlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { TokenIdContent } from "../core/kv/token-content.js";
+
+export interface KvTierStoreOptions {
+  /** bytes of saved sequence states kept in RAM (0: no CPU tier) */
+  readonly cpuBytes: number;
+  /** bytes of saved sequence states kept on disk (0: no disk tier) */
+  readonly diskBytes: number;
+  /** directory for the disk tier's files (required when diskBytes > 0) */
+  readonly diskDir: string | null;
+  readonly blockSizeTokens: number;
+}
+
+/** One saved sequence: the KV of positions [0, length) of `content`, as a runner state blob. */
+export interface TierEntry {
+  readonly content: TokenIdContent;
+  readonly length: number;
+  readonly bytes: number;
+  tier: "cpu" | "disk";
+  data: Buffer | null;
+  path: string | null;
+  lastUse: number;
+}
+
+export interface TierMatch {
+  readonly entry: TierEntry;
+  /** leading full blocks the entry shares with the asked content */
+  readonly blocks: number;
+}
+
+/** Leading full blocks two contents share, looking at most at `limitBlocks`. */
+export function commonBlocks(
+  a: TokenIdContent,
+  aLength: number,
+  b: TokenIdContent,
+  bLength: number,
+  limitBlocks: number,
+  blockSizeTokens: number,
+): number {
+  const limit = Math.min(
+    Math.floor(aLength / blockSizeTokens),
+    Math.floor(bLength / blockSizeTokens),
+    limitBlocks,
+  );
+  if (a === b) return limit;
+  let i = 0;
+  while (i < limit && a.blockHash(i) === b.blockHash(i)) i++;
+  return i;
+}
+
+/**
+ * The engine's CPU RAM and disk tiers: whole-sequence KV states (llama_state_seq_get_data) of sequences the
+ * engine had to drop from the pool, LRU per tier. A state pushed out of RAM falls to disk, one pushed out
+ * of disk is deleted. A state that is a prefix of a newer one is superseded by it.
+ */
+export class KvTierStore {
+  private readonly entries: TierEntry[] = [];
+  private cpuUsed = 0;
+  private diskUsed = 0;
+  private useCounter = 0;
+  private fileCounter = 0;
+  private dirReady = false;
+  saved = 0;
+  reloaded = 0;
+
+  constructor(private readonly options: KvTierStoreOptions) {
+    if (options.diskBytes > 0 && !options.diskDir) throw new Error("a disk KV tier needs a directory");
+  }
+
+  get enabled(): boolean {
+    return this.options.cpuBytes > 0 || this.options.diskBytes > 0;
+  }
+
+  get usage(): { cpuBytes: number; diskBytes: number; entries: number } {
+    return { cpuBytes: this.cpuUsed, diskBytes: this.diskUsed, entries: this.entries.length };
+  }
+
+  /** The entry sharing the most leading blocks with `content` (at most limitBlocks), if any. */
+  best(content: TokenIdContent, contentLength: number, limitBlocks: number): TierMatch | null {
+    const b = this.options.blockSizeTokens;
+    let best: TierMatch | null = null;
+    for (const entry of this.entries) {
+      const blocks = commonBlocks(entry.content, entry.length, content, contentLength, limitBlocks, b);
+      if (blocks > 0 && (!best || blocks > best.blocks)) best = { entry, blocks };
+    }
+    return best;
+  }
+
+  /** Whether some entry already holds every full block of this sequence prefix. */
+  covers(content: TokenIdContent, length: number): boolean {
+    const b = this.options.blockSizeTokens;
+    const blocks = Math.floor(length / b);
+    return this.entries.some((e) => commonBlocks(e.content, e.length, content, length, blocks, b) === blocks);
+  }
+
+  /** Stores a saved state (RAM first, cascading LRU victims to disk); the tier it went to, or null. */
+  async put(content: TokenIdContent, length: number, state: Buffer): Promise<"cpu" | "disk" | null> {
+    const { cpuBytes, diskBytes, blockSizeTokens: b } = this.options;
+    const bytes = state.length;
+    if (bytes > cpuBytes && bytes > diskBytes) return null;
+    // entries this one extends are redundant
+    for (let i = this.entries.length - 1; i >= 0; i--) {
+      const e = this.entries[i] as TierEntry;
+      const blocks = Math.floor(e.length / b);
+      if (e.length <= length && commonBlocks(e.content, e.length, content, length, blocks, b) === blocks) {
+        await this.remove(i);
+      }
+    }
+    const entry: TierEntry = { content, length, bytes, tier: "cpu", data: state, path: null, lastUse: 0 };
+    entry.lastUse = ++this.useCounter;
+    if (bytes <= cpuBytes) {
+      this.entries.push(entry);
+      this.cpuUsed += bytes;
+      while (this.cpuUsed > cpuBytes) {
+        const victim = this.lru("cpu", entry);
+        if (!victim) break;
+        await this.demote(victim);
+      }
+    } else {
+      await this.toDisk(entry);
+      this.entries.push(entry);
+    }
+    const tier = entry.tier;
+    await this.trimDisk();
+    this.saved++;
+    return tier;
+  }
+
+  /** The state blob of an entry (read from disk for the disk tier). */
+  async load(entry: TierEntry): Promise<Buffer> {
+    entry.lastUse = ++this.useCounter;
+    this.reloaded++;
+    if (entry.data) return entry.data;
+    if (!entry.path) throw new Error("tier entry has neither data nor file");
+    return readFile(entry.path);
+  }
+
+  /** Deletes every entry (and the disk tier's files). */
+  async close(): Promise<void> {
+    while (this.entries.length > 0) await this.remove(this.entries.length - 1);
+    if (this.dirReady && this.options.diskDir) {
+      await rm(join(this.options.diskDir, `continuum-kv-${process.pid}`), { recursive: true, force: true });
+    }
+  }
+
+  private lru(tier: "cpu" | "disk", except: TierEntry | null): TierEntry | null {
+    let victim: TierEntry | null = null;
+    for (const e of this.entries) {
+      if (e.tier === tier && e !== except && (!victim || e.lastUse < victim.lastUse)) victim = e;
+    }
+    return victim;
+  }
+
+  private async demote(entry: TierEntry): Promise<void> {
+    if (this.options.diskBytes >= entry.bytes) {
+      this.cpuUsed -= entry.bytes;
+      await this.toDisk(entry);
+    } else {
+      await this.remove(this.entries.indexOf(entry));
+    }
+  }
+
+  private async toDisk(entry: TierEntry): Promise<void> {
+    const dir = join(this.options.diskDir as string, `continuum-kv-${process.pid}`);
+    if (!this.dirReady) {
+      await mkdir(dir, { recursive: true });
+      this.dirReady = true;
+    }
+    const path = join(dir, `seq-${++this.fileCounter}.state`);
+    await writeFile(path, entry.data as Buffer);
+    entry.tier = "disk";
+    entry.data = null;
+    entry.path = path;
+    this.diskUsed += entry.bytes;
+  }
+
+  private async trimDisk(): Promise<void> {
+    while (this.diskUsed > this.options.diskBytes) {
+      const victim = this.lru("disk", null);
+      if (!victim) return;
+      await this.remove(this.entries.indexOf(victim));
+    }
+  }
+
+  private async remove(index: number): Promise<void> {
+    const [entry] = this.entries.splice(index, 1);
+    if (!entry) return;
+    if (entry.tier === "cpu") this.cpuUsed -= entry.bytes;
+    else {
+      this.diskUsed -= entry.bytes;
+      if (entry.path) await unlink(entry.path).catch(() => {});
+    }
+    entry.data = null;
+  }
+}

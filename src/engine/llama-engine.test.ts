@@ -1,0 +1,259 @@
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { before, describe, test } from "node:test";
+import type { SchedulingPolicy } from "../core/policy.js";
+import { MemorySink, Recorder } from "../core/recorder/recorder.js";
+import { Engine, type EngineTierOptions } from "./engine.js";
+import { EngineRejection } from "./engine-api.js";
+import { createLlamaEngine } from "./engine-factory.js";
+import { ensureBuiltinModel } from "./gguf/index.js";
+import { LlamaModelRunner } from "./llama-model-runner.js";
+import { isNativeAvailable } from "./native/llama-native.js";
+import { chat, fixedTtlPolicy, request, run, sleep } from "./test-support/engine-helpers.js";
+
+const supported = process.platform === "linux" && process.arch === "x64" && isNativeAvailable();
+
+interface LlamaEngineTestOptions {
+  policy?: string | SchedulingPolicy;
+  kvCells?: number;
+  slots?: number;
+  maxNumSeqs?: number;
+  tiers?: EngineTierOptions;
+  recorder?: Recorder;
+}
+
+describe("engine over llama.cpp (built-in tiny model)", {
+  skip: supported ? false : "no llama.cpp addon",
+}, () => {
+  let modelPath: string;
+
+  before(async () => {
+    modelPath = await ensureBuiltinModel({ preset: "tiny" });
+  });
+
+  async function engine(options: LlamaEngineTestOptions = {}): Promise<Engine> {
+    const runner = await LlamaModelRunner.open({
+      modelPath,
+      kvCells: options.kvCells ?? 4096,
+      maxSeqs: options.slots ?? 8,
+      batchTokens: 256,
+      threads: 1,
+    });
+    return new Engine({
+      runner,
+      policy: options.policy ?? "vllm",
+      maxNumSeqs: options.maxNumSeqs ?? 4,
+      maxNumBatchedTokens: 256,
+      ...(options.tiers ? { tiers: options.tiers } : {}),
+      ...(options.recorder ? { recorder: options.recorder } : {}),
+    });
+  }
+
+  /** Every slot's KV in llama.cpp is exactly positions [0, length) the engine's mapping says it holds. */
+  function checkSlots(e: Engine): void {
+    const ctx = (e.runner as LlamaModelRunner).context;
+    for (const slot of e.kv.slots) {
+      assert.equal(ctx.seqPosMax(slot.seqId), slot.length - 1, `slot ${slot.seqId} end`);
+      assert.equal(ctx.seqPosMin(slot.seqId), slot.length > 0 ? 0 : -1, `slot ${slot.seqId} start`);
+    }
+  }
+
+  const prompts = [
+    "list the files in the repository and explain the layout",
+    "run the failing test and show me the traceback",
+    "patch the off-by-one error in the parser",
+    "write a summary of what changed",
+  ];
+
+  test("greedy text is the same alone and batched with 3 others", async () => {
+    const e = await engine();
+    try {
+      const reqs = prompts.map((p, i) =>
+        request(`g${i}`, e.renderChat(chat(p)), { sampling: { maxTokens: 24, ignoreEos: true } }),
+      );
+      const alone: string[] = [];
+      for (const r of reqs) alone.push((await run(e, { ...r, requestId: `${r.requestId}-alone` })).done.text);
+      const steps = e.loopStats.steps;
+      const batched = await Promise.all(reqs.map((r) => run(e, r)));
+      batched.forEach((b, i) => {
+        assert.equal(b.done.usage.completionTokens, 24);
+        assert.equal(b.deltas, b.done.text);
+        assert.equal(b.done.text, alone[i], `request ${i}`);
+      });
+      assert.ok(e.loopStats.steps - steps < 4 * 25, "the four ran batched");
+      assert.ok(alone.some((t) => t.length > 0));
+    } finally {
+      await e.shutdown();
+    }
+  });
+
+  test("a second turn gives the same text from a pinned prefix, a recomputed one, and a fresh engine", async () => {
+    const turn1 = chat("find the bug in utils.py");
+    const fresh = await engine();
+    const pinned = await engine({ policy: fixedTtlPolicy(60) });
+    const dropped = await engine({ policy: fixedTtlPolicy(60) });
+    try {
+      const prompt1 = pinned.renderChat(turn1);
+      const sampling = { maxTokens: 16, ignoreEos: true };
+      const first = await run(pinned, request("t1", prompt1, { programId: "job", sampling }));
+      await run(dropped, request("t1", prompt1, { programId: "job", sampling }));
+      const prompt2 = pinned.renderChat([
+        ...turn1,
+        { role: "assistant", content: first.done.text },
+        { role: "tool", content: "utils.py:12: IndexError" },
+      ]);
+      const turn2 = request("t2", prompt2, { programId: "job", isLastStep: true, sampling });
+
+      const reference = await run(fresh, turn2);
+      assert.equal(reference.done.usage.cachedTokens, 0);
+
+      const hit = await run(pinned, turn2);
+      assert.ok(
+        hit.done.usage.cachedTokens >= pinned.countTokens(prompt1) - 16,
+        `${hit.done.usage.cachedTokens}`,
+      );
+      const kv = pinned.kvStats();
+      assert.equal(kv.recomputedTokens, 0);
+      assert.ok(kv.takenOverTokens + kv.sharedTokens >= hit.done.usage.cachedTokens);
+      assert.equal(hit.done.text, reference.done.text);
+      checkSlots(pinned);
+
+      // the engine loses the pinned sequence behind the scheduler's back: the hit is recomputed
+      for (const slot of dropped.kv.slots) if (slot.owner === null) dropped.kv.drop(slot);
+      const recomputed = await run(dropped, turn2);
+      assert.ok(recomputed.done.usage.cachedTokens > 0);
+      assert.equal(dropped.kvStats().recomputedTokens, recomputed.done.usage.cachedTokens);
+      assert.equal(recomputed.done.text, reference.done.text);
+      checkSlots(dropped);
+    } finally {
+      await Promise.all([fresh.shutdown(), pinned.shutdown(), dropped.shutdown()]);
+    }
+  });
+
+  test("a sequence saved to the CPU tier and restored continues exactly", async () => {
+    const turn1 = chat("read the config file and report the port");
+    const fresh = await engine();
+    const tiered = await engine({ policy: fixedTtlPolicy(0.02), tiers: { cpuBytes: 64 << 20 } });
+    try {
+      const prompt1 = tiered.renderChat(turn1);
+      const sampling = { maxTokens: 12, ignoreEos: true };
+      const first = await run(tiered, request("c1", prompt1, { programId: "job", sampling }));
+      await sleep(40);
+      // evict every resident sequence (as pool pressure would): each is saved to the tier first
+      await tiered.kv.ensureFree(Number.POSITIVE_INFINITY, [], true);
+      assert.equal(tiered.kvStats().savedToTier, 1);
+      assert.equal(tiered.kvStats().poolCellsUsed, 0);
+      const turn2 = request(
+        "c2",
+        tiered.renderChat([
+          ...turn1,
+          { role: "assistant", content: first.done.text },
+          { role: "tool", content: "port = 8080" },
+        ]),
+        { programId: "job", isLastStep: true, sampling },
+      );
+      const restored = await run(tiered, turn2);
+      assert.ok(tiered.kvStats().restoredTokens >= tiered.countTokens(prompt1) - 16);
+      assert.ok(restored.done.usage.cachedTokens > 0);
+      const reference = await run(fresh, turn2);
+      assert.equal(restored.done.text, reference.done.text);
+      checkSlots(tiered);
+    } finally {
+      await Promise.all([fresh.shutdown(), tiered.shutdown()]);
+    }
+  });
+
+  test("a burst that overfills the pool preempts, never running llama.cpp out of cells", async () => {
+    const sink = new MemorySink();
+    const e = await engine({ kvCells: 1024, slots: 12, maxNumSeqs: 8, recorder: new Recorder(sink) });
+    const alone = await engine();
+    try {
+      const long = (i: number) =>
+        `${prompts[i % 4]} ${"and then keep going with more detail ".repeat(8)} ${i}`;
+      const reqs = Array.from({ length: 10 }, (_, i) =>
+        request(`burst${i}`, e.renderChat(chat(long(i))), { sampling: { maxTokens: 60, ignoreEos: true } }),
+      );
+      const results = await Promise.all(reqs.map((r) => run(e, r)));
+      for (const r of results) {
+        assert.equal(r.done.finishReason, "length");
+        assert.equal(r.done.usage.completionTokens, 60);
+      }
+      assert.ok(e.metrics().preemptions > 0, "the pool was overfilled");
+      assert.equal(e.loopStats.failedSteps, 0);
+      assert.equal(e.metrics().kvUsage, 0);
+      checkSlots(e);
+      // preempted requests recompute their prompt and output so far: same greedy text as alone
+      const preempted = new Set(
+        sink.lines
+          .map((l) => JSON.parse(l) as { event: string; request: string })
+          .filter((ev) => ev.event === "preempted")
+          .map((ev) => ev.request),
+      );
+      const checked = reqs.filter((r) => preempted.has(r.requestId)).slice(0, 2);
+      assert.ok(checked.length > 0);
+      for (const r of checked) {
+        const i = reqs.indexOf(r);
+        assert.equal((await run(alone, r)).done.text, results[i]?.done.text, `preempted ${r.requestId}`);
+      }
+    } finally {
+      await Promise.all([e.shutdown(), alone.shutdown()]);
+    }
+  });
+
+  test("createLlamaEngine: built-in model, vLLM-style options, event log written at shutdown", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-factory-"));
+    try {
+      const e = await createLlamaEngine({
+        builtinModel: "tiny",
+        policy: "cachettl",
+        maxNumSeqs: 2,
+        maxNumBatchedTokens: 128,
+        kvCacheTokens: 1024,
+        threads: 1,
+        recordPath: join(dir, "serve.jsonl"),
+      });
+      assert.equal(e.runner.maxSeqs, 18);
+      assert.equal(e.scheduler.maxNumSeqs, 2);
+      assert.ok(e.maxContextTokens <= 1024);
+      const r = await run(
+        e,
+        request("f1", e.renderChat(chat("hello")), { programId: "job", sampling: { maxTokens: 8 } }),
+      );
+      assert.ok(r.done.usage.completionTokens >= 1 && r.done.usage.completionTokens <= 8);
+      assert.ok(!existsSync(join(dir, "serve.jsonl")));
+      await e.shutdown();
+      const events = readFileSync(join(dir, "serve.jsonl"), "utf8").trim().split("\n");
+      assert.ok(events.some((l) => l.includes('"event":"departure"')));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("grammar, seeded sampling, and a bad grammar rejected as invalid_request", async () => {
+    const e = await engine();
+    try {
+      const prompt = e.renderChat(chat("answer yes or no"));
+      const yesNo = await run(e, request("y", prompt, { sampling: { grammar: 'root ::= "yes" | "no"' } }));
+      assert.equal(yesNo.done.finishReason, "stop");
+      assert.ok(["yes", "no"].includes(yesNo.done.text), yesNo.done.text);
+      const hot = { temperature: 1.2, topK: 100, topP: 0.95, seed: 7, maxTokens: 12, ignoreEos: true };
+      const a = await run(e, request("s1", prompt, { sampling: hot }));
+      const b = await run(e, request("s2", prompt, { sampling: hot }));
+      assert.equal(a.done.text, b.done.text);
+      await assert.rejects(
+        run(e, request("bad", prompt, { sampling: { grammar: "root ::= (" } })),
+        (err: unknown) => err instanceof EngineRejection && err.code === "invalid_request",
+      );
+      assert.equal(e.metrics().running, 0);
+      assert.equal(
+        (await run(e, request("after", prompt, { sampling: { maxTokens: 4 } }))).done.finishReason,
+        "length",
+      );
+    } finally {
+      await e.shutdown();
+    }
+  });
+});

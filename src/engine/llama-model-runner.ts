@@ -1,0 +1,198 @@
+import { availableParallelism } from "node:os";
+import { basename } from "node:path";
+import { renderChatML } from "./gguf/index.js";
+import type {
+  ChatMessageIn,
+  ExecuteResult,
+  ModelRunner,
+  RunnerBatch,
+  RunnerSampling,
+  SampledOutput,
+} from "./model-runner.js";
+import {
+  DecodeBatch,
+  isLlamaError,
+  type KvCacheType,
+  type LlamaContext,
+  type LlamaModel,
+  loadModel,
+} from "./native/llama-native.js";
+
+export interface LlamaRunnerOptions {
+  /** GGUF file */
+  readonly modelPath: string;
+  /** name reported as the model id (default: general.name from the file, else the file name) */
+  readonly modelId?: string;
+  /** KV cells of the one unified pool (llama.cpp rounds up to a multiple of 256) */
+  readonly kvCells: number;
+  /** sequence slots, up to 256 */
+  readonly maxSeqs: number;
+  /** rows per llama_decode call (default 512); larger batches are split */
+  readonly batchTokens?: number;
+  /** threads for decode steps (default: cores - 1, at least 1) */
+  readonly threads?: number;
+  /** threads for prompt batches (default: threads) */
+  readonly threadsBatch?: number;
+  /** flash attention (default true: masked cells of idle sequences cost little on CPU) */
+  readonly flashAttn?: boolean;
+  /** K and V cache type (default f16) */
+  readonly kvCacheType?: KvCacheType;
+  /** layers on a GPU, when one is loaded (default "auto") */
+  readonly gpuLayers?: number | "all" | "auto";
+}
+
+/** Default thread count: leave one core to Node's own event loop. */
+export function defaultThreads(): number {
+  return Math.max(1, availableParallelism() - 1);
+}
+
+/**
+ * ModelRunner over our llama.cpp addon: ONE context whose unified KV pool of `kvCells` cells is shared by
+ * `maxSeqs` sequence slots, per-slot native samplers, and mixed decode batches of many sequences.
+ */
+export class LlamaModelRunner implements ModelRunner {
+  readonly modelId: string;
+  readonly kvCells: number;
+  readonly maxSeqs: number;
+  readonly maxContextTokens: number;
+  readonly kvBytesPerToken: number;
+  /** native decode calls and their summed time, for overhead measurements */
+  decodeCalls = 0;
+  private readonly decodeBatch: DecodeBatch;
+  private readonly pieces: (Uint8Array | undefined)[];
+  private closed = false;
+
+  private constructor(
+    readonly model: LlamaModel,
+    readonly context: LlamaContext,
+    modelId: string,
+  ) {
+    const info = context.info;
+    this.modelId = modelId;
+    this.kvCells = info.nCtx;
+    this.maxSeqs = info.nSeqMax;
+    this.maxContextTokens = Math.min(model.info.nCtxTrain > 0 ? model.info.nCtxTrain : info.nCtx, info.nCtx);
+    this.kvBytesPerToken = info.kvBytesPerToken ?? model.info.kvBytesPerTokenF16 ?? 0;
+    this.decodeBatch = new DecodeBatch(info.nBatch);
+    this.pieces = new Array(model.info.nVocab);
+  }
+
+  static async open(options: LlamaRunnerOptions): Promise<LlamaModelRunner> {
+    const model = await loadModel(options.modelPath, { gpuLayers: options.gpuLayers ?? "auto" });
+    try {
+      const batchTokens = options.batchTokens ?? 512;
+      const threads = options.threads ?? defaultThreads();
+      const context = await model.createContext({
+        nCtx: options.kvCells,
+        nSeqMax: options.maxSeqs,
+        nBatch: batchTokens,
+        nUBatch: Math.min(batchTokens, 512),
+        threads,
+        threadsBatch: options.threadsBatch ?? threads,
+        flashAttn: options.flashAttn ?? true,
+        kvUnified: true,
+        ...(options.kvCacheType ? { typeK: options.kvCacheType, typeV: options.kvCacheType } : {}),
+      });
+      const name = options.modelId ?? model.meta("general.name") ?? basename(options.modelPath, ".gguf");
+      return new LlamaModelRunner(model, context, name);
+    } catch (error) {
+      model.free();
+      throw error;
+    }
+  }
+
+  tokenize(text: string): Int32Array {
+    return this.model.tokenize(text, { addSpecial: true, parseSpecial: true });
+  }
+
+  tokenPiece(token: number): Uint8Array {
+    let piece = this.pieces[token];
+    if (piece === undefined) {
+      piece = this.model.tokenToPiece(token, { special: false });
+      this.pieces[token] = piece;
+    }
+    return piece;
+  }
+
+  isEog(token: number): boolean {
+    return this.model.isEog(token);
+  }
+
+  renderChat(messages: readonly ChatMessageIn[]): string {
+    const list = messages.map((m) => ({ role: m.role, content: m.content }));
+    try {
+      return this.model.applyChatTemplate(list, { addAssistant: true });
+    } catch (error) {
+      if (isLlamaError(error, "LLAMA_NO_CHAT_TEMPLATE")) return renderChatML(list, true);
+      throw error;
+    }
+  }
+
+  setSampler(seqId: number, sampling: RunnerSampling | null): void {
+    if (sampling === null) {
+      this.context.setSampler(seqId, null);
+      return;
+    }
+    this.context.setSampler(seqId, {
+      temperature: sampling.temperature,
+      topK: sampling.topK,
+      topP: sampling.topP,
+      minP: sampling.minP,
+      ...(sampling.seed === null ? {} : { seed: sampling.seed >>> 0 }),
+      ...(sampling.grammar === null ? {} : { grammar: sampling.grammar }),
+    });
+  }
+
+  acceptToken(seqId: number, token: number): void {
+    this.context.acceptToken(seqId, token);
+  }
+
+  async execute(batch: RunnerBatch): Promise<ExecuteResult> {
+    const n = batch.length;
+    const db = this.decodeBatch;
+    const cap = db.capacity;
+    const outputs: SampledOutput[] = [];
+    let computeMs = 0;
+    for (let start = 0; start < n; start += cap) {
+      const end = Math.min(n, start + cap);
+      db.clear();
+      for (let i = start; i < end; i++) {
+        db.add(
+          batch.tokens[i] as number,
+          batch.pos[i] as number,
+          batch.seqIds[i] as number,
+          batch.sample[i] === 1,
+        );
+      }
+      const r = await this.context.decode(db, { sample: true });
+      this.decodeCalls++;
+      computeMs += r.decodeMs + r.sampleMs;
+      for (const o of r.outputs) outputs.push({ seqId: o.seqId, token: o.token, isEog: o.isEog });
+    }
+    return { outputs, computeS: computeMs / 1000 };
+  }
+
+  removeSeq(seqId: number, p0 = 0, p1 = -1): void {
+    this.context.seqRemove(seqId, p0, p1);
+  }
+
+  copySeq(srcSeqId: number, dstSeqId: number, nTokens: number): void {
+    this.context.seqCopy(srcSeqId, dstSeqId, 0, nTokens);
+  }
+
+  saveSeq(seqId: number): Promise<Buffer> {
+    return this.context.saveSeqState(seqId);
+  }
+
+  async restoreSeq(seqId: number, state: Buffer): Promise<number> {
+    await this.context.restoreSeqState(seqId, state);
+    return this.context.seqPosMax(seqId) + 1;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.context.free();
+    this.model.free();
+  }
+}

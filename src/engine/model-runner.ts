@@ -1,0 +1,138 @@
+/**
+ * The executor interface the engine drives: a model with ONE pool of KV cells shared by numbered sequence
+ * slots (llama.cpp's unified KV cache), a tokenizer, per-slot samplers, and batched decoding of many
+ * sequences at once. Two implementations: LlamaModelRunner (our llama.cpp addon) and FakeModelRunner
+ * (deterministic, pure TypeScript, for tests).
+ *
+ * Semantics every runner keeps (they are llama.cpp's):
+ * - A slot holds the KV of positions 0..n-1 of one sequence; a decode row for that slot must continue at
+ *   position n (rows of one slot are consecutive and in order).
+ * - copySeq(src, dst, n) makes dst share src's cells for positions [0, n): no new cells are used.
+ * - A cell is freed when no slot holds it any more (removeSeq).
+ * - execute() fails with an error whose `code` is "LLAMA_DECODE_NO_KV_SLOT" when the pool has fewer free
+ *   cells than rows, and then changes nothing. The engine makes sure this never happens.
+ */
+
+export interface RunnerSampling {
+  /** <= 0: greedy */
+  readonly temperature: number;
+  readonly topK: number;
+  readonly topP: number;
+  readonly minP: number;
+  /** null: a random seed */
+  readonly seed: number | null;
+  /** GBNF grammar constraining the output */
+  readonly grammar: string | null;
+}
+
+export interface ChatMessageIn {
+  readonly role: string;
+  readonly content: string;
+}
+
+/** One sampled token: the row of `seqId` that asked for a sample. */
+export interface SampledOutput {
+  readonly seqId: number;
+  readonly token: number;
+  /** the token ends generation (EOS, EOT, ...) */
+  readonly isEog: boolean;
+}
+
+export interface ExecuteResult {
+  readonly outputs: readonly SampledOutput[];
+  /** time spent in the model itself (native decode + sampling), seconds */
+  readonly computeS: number;
+}
+
+/** A growable batch of (token, position, slot, sample?) rows over any number of slots. */
+export class RunnerBatch {
+  tokens: Int32Array;
+  pos: Int32Array;
+  seqIds: Int32Array;
+  sample: Uint8Array;
+  private n = 0;
+
+  constructor(capacity = 256) {
+    this.tokens = new Int32Array(capacity);
+    this.pos = new Int32Array(capacity);
+    this.seqIds = new Int32Array(capacity);
+    this.sample = new Uint8Array(capacity);
+  }
+
+  get length(): number {
+    return this.n;
+  }
+
+  clear(): void {
+    this.n = 0;
+  }
+
+  add(token: number, pos: number, seqId: number, sample: boolean): void {
+    if (this.n === this.tokens.length) this.grow();
+    const i = this.n++;
+    this.tokens[i] = token;
+    this.pos[i] = pos;
+    this.seqIds[i] = seqId;
+    this.sample[i] = sample ? 1 : 0;
+  }
+
+  private grow(): void {
+    const capacity = this.tokens.length * 2;
+    const tokens = new Int32Array(capacity);
+    tokens.set(this.tokens);
+    const pos = new Int32Array(capacity);
+    pos.set(this.pos);
+    const seqIds = new Int32Array(capacity);
+    seqIds.set(this.seqIds);
+    const sample = new Uint8Array(capacity);
+    sample.set(this.sample);
+    this.tokens = tokens;
+    this.pos = pos;
+    this.seqIds = seqIds;
+    this.sample = sample;
+  }
+}
+
+export interface ModelRunner {
+  readonly modelId: string;
+  /** KV cells of the one shared pool */
+  readonly kvCells: number;
+  /** sequence slots 0..maxSeqs-1 */
+  readonly maxSeqs: number;
+  /** longest sequence one slot may hold (the model's context window) */
+  readonly maxContextTokens: number;
+  readonly kvBytesPerToken: number;
+
+  /** Prompt text -> token ids (BOS as the model wants, chat-template control tokens recognised). */
+  tokenize(text: string): Int32Array;
+  /** Raw bytes of one token's text (may be part of a UTF-8 character; empty for control tokens). */
+  tokenPiece(token: number): Uint8Array;
+  isEog(token: number): boolean;
+  /** The model's chat template over `messages`, ending with the assistant's generation prompt. */
+  renderChat(messages: readonly ChatMessageIn[]): string;
+
+  /** Sampler of a slot (null: greedy); resets its grammar and RNG. */
+  setSampler(seqId: number, sampling: RunnerSampling | null): void;
+  /** Advances the slot's sampler state (grammar) by a token it did not sample itself. */
+  acceptToken(seqId: number, token: number): void;
+
+  /** Decodes every row (any size: the runner splits it as it must) and samples the rows that ask. */
+  execute(batch: RunnerBatch): Promise<ExecuteResult>;
+
+  /** Drops positions [p0, p1) of a slot (p1 < 0: to the end). */
+  removeSeq(seqId: number, p0?: number, p1?: number): void;
+  /** dst shares src's cells for positions [0, nTokens) (dst must hold none of those positions). */
+  copySeq(srcSeqId: number, dstSeqId: number, nTokens: number): void;
+  /** Serialises one slot's KV (the cells stay in the pool). */
+  saveSeq(seqId: number): Promise<Buffer>;
+  /** Restores saveSeq() output into a slot, replacing what it held; resolves to the positions it then holds. */
+  restoreSeq(seqId: number, state: Buffer): Promise<number>;
+
+  /** Frees the model and its KV pool. */
+  close(): Promise<void>;
+}
+
+/** An error with llama.cpp's code for a full KV pool (both runners throw it the same way). */
+export function noKvSlotError(message: string): Error & { code: string } {
+  return Object.assign(new Error(message), { code: "LLAMA_DECODE_NO_KV_SLOT" });
+}

@@ -1,0 +1,185 @@
+/**
+ * The OpenAI-compatible HTTP API over an EngineService: chat and text completions (JSON or SSE),
+ * models, health and Prometheus metrics. Every error leaves through one handler as OpenAI's error
+ * body.
+ */
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import { type Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { EngineService } from "../engine/engine-api.js";
+import { chatCompletions, type RequestContext } from "./chat-completions.js";
+import { completions } from "./completions.js";
+import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
+import { type AppEnv, InflightRequests, unixSeconds } from "./generation.js";
+import { ServerMetrics } from "./metrics.js";
+
+export interface AppOptions {
+  readonly engine: EngineService;
+  /** Bearer token required on /v1/*; null or empty: open */
+  readonly apiKey?: string | null;
+  /** extra names clients may use for the model (the engine's id is always served) */
+  readonly servedModelNames?: readonly string[];
+  /** largest accepted request body (default 32 MiB) */
+  readonly maxBodyBytes?: number;
+  /** requests in flight beyond which new ones get 429 (default: no limit; the engine may still refuse) */
+  readonly maxInflightRequests?: number | null;
+  /** Retry-After (s) sent with the server's own 429 and 503 (default 1) */
+  readonly retryAfterS?: number;
+  /** where unexpected (500) errors are reported; default stderr */
+  readonly logError?: (message: string) => void;
+}
+
+export interface ContinuumApp {
+  readonly app: Hono<AppEnv>;
+  readonly metrics: ServerMetrics;
+  readonly inflight: InflightRequests;
+  /** From now on, new requests get 503 (a graceful shutdown is under way). */
+  startDraining(): void;
+  readonly draining: boolean;
+}
+
+const OPEN_PATHS = new Set(["/health", "/metrics"]);
+const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+
+function digest(text: string): Buffer {
+  return createHash("sha256").update(text).digest();
+}
+
+function errorResponse(c: Context<AppEnv>, error: ApiError): Response {
+  for (const [name, value] of Object.entries(errorHeaders(error))) c.header(name, value);
+  return c.json(errorBody(error), error.status);
+}
+
+export function createApp(options: AppOptions): ContinuumApp {
+  const { engine } = options;
+  const metrics = new ServerMetrics(engine);
+  const inflight = new InflightRequests();
+  const retryAfterS = options.retryAfterS ?? 1;
+  const modelNames = [
+    engine.modelId,
+    ...(options.servedModelNames ?? []).filter((n) => n !== engine.modelId),
+  ];
+  const apiKeyDigest = options.apiKey ? digest(options.apiKey) : null;
+  const logError = options.logError ?? ((message: string) => process.stderr.write(`${message}\n`));
+  let draining = false;
+
+  const ctx: RequestContext = {
+    engine,
+    metrics,
+    modelNames,
+    newRequestId: (c) => {
+      const given = c.req.header("x-request-id")?.trim();
+      return given && given.length <= 128 ? given : randomUUID().replace(/-/g, "");
+    },
+  };
+
+  const app = new Hono<AppEnv>();
+
+  app.onError((error, c) => {
+    const apiError = toApiError(error);
+    if (apiError.status >= 500 && apiError.code === "internal_error") {
+      logError(
+        `continuum server: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
+    }
+    return errorResponse(c, apiError);
+  });
+  app.notFound((c) =>
+    errorResponse(
+      c,
+      new ApiError(404, `no route for ${c.req.method} ${c.req.path}`, "invalid_request_error", "not_found"),
+    ),
+  );
+
+  app.use("*", async (c, next) => {
+    if (apiKeyDigest === null || OPEN_PATHS.has(c.req.path)) return next();
+    const header = c.req.header("authorization") ?? "";
+    const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+    if (!match || !timingSafeEqual(digest(match[1]!), apiKeyDigest)) {
+      throw new ApiError(
+        401,
+        "Incorrect or missing API key (send Authorization: Bearer <key>).",
+        "invalid_request_error",
+        "invalid_api_key",
+      );
+    }
+    return next();
+  });
+
+  // Admission: a draining server and a full one say so before reading the body.
+  const admit = bodyLimit({
+    maxSize: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    onError: () => {
+      throw new ApiError(413, "request body is too large", "invalid_request_error", "request_too_large");
+    },
+  });
+  app.use("/v1/*", async (c, next) => {
+    if (c.req.method !== "POST") return next();
+    if (draining) {
+      throw new ApiError(
+        503,
+        "the server is shutting down",
+        "service_unavailable_error",
+        "shutting_down",
+        null,
+        retryAfterS,
+      );
+    }
+    const cap = options.maxInflightRequests;
+    if (cap !== null && cap !== undefined && inflight.size >= cap) {
+      metrics.observeRejected("overloaded");
+      throw new ApiError(
+        429,
+        `the server is at capacity (${cap} requests in flight)`,
+        "rate_limit_error",
+        "overloaded",
+        null,
+        retryAfterS,
+      );
+    }
+    // In flight until the response is sent (or the client is gone), not merely until it is built.
+    const exchange = inflight.begin();
+    c.set("exchange", exchange);
+    const outgoing = c.env?.outgoing;
+    if (outgoing) outgoing.once("close", () => inflight.end(exchange));
+    try {
+      await admit(c, next);
+    } finally {
+      if (!outgoing) inflight.end(exchange);
+    }
+  });
+
+  app.post("/v1/chat/completions", (c) => chatCompletions(c, ctx));
+  app.post("/v1/completions", (c) => completions(c, ctx));
+  app.get("/v1/models", (c) =>
+    c.json({
+      object: "list",
+      data: modelNames.map((id) => ({
+        id,
+        object: "model",
+        created: unixSeconds(),
+        owned_by: "continuum",
+        root: engine.modelId,
+        parent: null,
+        max_model_len: engine.maxContextTokens,
+      })),
+    }),
+  );
+  app.get("/health", (c) => (draining ? c.body(null, 503) : c.body(null, 200)));
+  app.get("/metrics", async (c) => {
+    const text = await metrics.exposition();
+    return c.body(text, 200, { "Content-Type": metrics.contentType });
+  });
+
+  return {
+    app,
+    metrics,
+    inflight,
+    startDraining() {
+      draining = true;
+    },
+    get draining() {
+      return draining;
+    },
+  };
+}

@@ -1,0 +1,222 @@
+import type { Context } from "hono";
+import type { GenerateRequest } from "../engine/engine-api.js";
+import { chatTurns } from "./chat-render.js";
+import { ApiError, errorBody, toApiError } from "./errors.js";
+import {
+  type AppEnv,
+  type DoneEvent,
+  Generation,
+  type GenerationDeps,
+  openAIFinishReason,
+  openAIUsage,
+  SSE_DONE,
+  sseData,
+  sseResponse,
+  unixSeconds,
+} from "./generation.js";
+import { programFields } from "./program-fields.js";
+import { forcedToolGrammar, responseFormatGrammar, samplingParams } from "./sampling.js";
+import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
+import { type ParsedToolCall, parseToolCalls, ToolCallStreamGate, type ToolSpec } from "./tool-calls.js";
+
+export interface RequestContext extends GenerationDeps {
+  /** model names a request may ask for (the engine's id first) */
+  readonly modelNames: readonly string[];
+  readonly newRequestId: (c: Context<AppEnv>) => string;
+}
+
+interface ToolSetup {
+  /** offered functions the output may call; empty: no tool-call parsing */
+  readonly parseFor: readonly ToolSpec[];
+  readonly rendered: readonly ToolInput[];
+  readonly grammar: string | null;
+  readonly parallel: boolean;
+}
+
+export function checkModel(ctx: RequestContext, model: string | null | undefined): string {
+  const served = ctx.modelNames[0]!;
+  if (model === null || model === undefined || model === "") return served;
+  if (!ctx.modelNames.includes(model)) {
+    throw new ApiError(
+      404,
+      `The model \`${model}\` does not exist.`,
+      "invalid_request_error",
+      "model_not_found",
+      "model",
+    );
+  }
+  return model;
+}
+
+function toolSetup(body: ChatCompletionBody): ToolSetup {
+  const tools = body.tools ?? [];
+  const specs: ToolSpec[] = tools.map((t) => ({
+    name: t.function.name,
+    parameters: t.function.parameters ?? null,
+  }));
+  const choice = body.tool_choice ?? (tools.length > 0 ? "auto" : "none");
+  const parallel = body.parallel_tool_calls ?? true;
+  if (choice === "none") return { parseFor: [], rendered: [], grammar: null, parallel };
+  if (tools.length === 0)
+    throw ApiError.badRequest(`tool_choice ${JSON.stringify(choice)} needs tools`, "tool_choice");
+  if (choice === "auto") return { parseFor: specs, rendered: tools, grammar: null, parallel };
+  const named = choice === "required" ? null : choice.function.name;
+  const forced = named === null ? specs : specs.filter((s) => s.name === named);
+  if (forced.length === 0) {
+    throw ApiError.badRequest(
+      `tool_choice names ${JSON.stringify(named)}, which is not in tools`,
+      "tool_choice",
+    );
+  }
+  return { parseFor: specs, rendered: tools, grammar: forcedToolGrammar(forced), parallel };
+}
+
+function toolCallsJson(calls: readonly ParsedToolCall[]) {
+  return calls.map((call) => ({
+    id: call.id,
+    type: "function" as const,
+    function: { name: call.name, arguments: call.arguments },
+  }));
+}
+
+/** Content and tool calls of a finished output. */
+function splitOutput(
+  text: string,
+  tools: ToolSetup,
+): { content: string | null; calls: ParsedToolCall[]; contentEnd: number } {
+  const parsed = tools.parseFor.length > 0 ? parseToolCalls(text, tools.parseFor) : null;
+  if (parsed === null) return { content: text, calls: [], contentEnd: text.length };
+  const calls = tools.parallel ? [...parsed.calls] : parsed.calls.slice(0, 1);
+  const content = text.slice(0, parsed.start).trim();
+  return { content: content.length > 0 ? content : null, calls, contentEnd: parsed.start };
+}
+
+function finishReason(done: DoneEvent, calls: readonly ParsedToolCall[]): string {
+  return calls.length > 0 && done.finishReason === "stop"
+    ? "tool_calls"
+    : openAIFinishReason(done.finishReason);
+}
+
+/** The request body as JSON; a clear 400 when it is empty or malformed. */
+export async function readJsonBody(c: Context<AppEnv>): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim().length === 0) throw ApiError.badRequest("request body is empty; expected a JSON object");
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw ApiError.badRequest(
+      `request body is not valid JSON: ${(error as Error).message}`,
+      null,
+      "invalid_json",
+    );
+  }
+}
+
+export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
+  const body = chatCompletionSchema.parse(await readJsonBody(c));
+  const model = checkModel(ctx, body.model);
+  if (body.logprobs) throw ApiError.badRequest("logprobs are not supported", "logprobs", "unsupported_value");
+  const tools = toolSetup(body);
+  const formatGrammar = responseFormatGrammar(body.response_format);
+  if (formatGrammar !== null && tools.grammar !== null) {
+    throw ApiError.badRequest(
+      "response_format cannot be combined with a forced tool_choice",
+      "response_format",
+    );
+  }
+  const prompt = ctx.engine.renderChat(chatTurns(body.messages, tools.rendered));
+  const promptTokens = ctx.engine.countTokens(prompt);
+  const sampling = samplingParams(
+    body,
+    body.max_completion_tokens ?? body.max_tokens,
+    promptTokens,
+    ctx.engine.maxContextTokens,
+    tools.grammar ?? formatGrammar,
+  );
+  const requestId = ctx.newRequestId(c);
+  const request: GenerateRequest = {
+    requestId,
+    ...programFields(body, (name) => c.req.header(name)),
+    prompt,
+    sampling,
+  };
+  const generation = await Generation.start(ctx, c, request);
+  const meta = { id: `chatcmpl-${requestId}`, created: unixSeconds(), model };
+  if (body.stream) {
+    const frames = streamFrames(generation, meta, tools, body.stream_options?.include_usage ?? false);
+    return sseResponse(frames, () => generation.abort());
+  }
+  const done = await generation.done();
+  if (done === null) throw new Error("the engine ended the request without a result");
+  const { content, calls } = splitOutput(done.text, tools);
+  const message: Record<string, unknown> = { role: "assistant", content };
+  if (calls.length > 0) message["tool_calls"] = toolCallsJson(calls);
+  return c.json({
+    ...meta,
+    object: "chat.completion",
+    choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(done, calls) }],
+    usage: openAIUsage(done.usage),
+  });
+}
+
+interface ChunkMeta {
+  readonly id: string;
+  readonly created: number;
+  readonly model: string;
+}
+
+async function* streamFrames(
+  generation: Generation,
+  meta: ChunkMeta,
+  tools: ToolSetup,
+  includeUsage: boolean,
+): AsyncGenerator<string> {
+  const usageField = includeUsage ? { usage: null } : {};
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+    sseData({
+      ...meta,
+      object: "chat.completion.chunk",
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      ...usageField,
+    });
+  const gate = tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor) : null;
+  let streamed = 0;
+  try {
+    yield chunk({ role: "assistant", content: "" });
+    for await (const event of generation.events()) {
+      if (event.type === "delta") {
+        const text = gate ? gate.push(event.text) : event.text;
+        streamed += text.length;
+        if (text.length > 0) yield chunk({ content: text });
+        continue;
+      }
+      const { calls, contentEnd } = splitOutput(event.text, tools);
+      const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
+      if (rest.length > 0) yield chunk({ content: rest });
+      for (const [index, call] of calls.entries()) {
+        yield chunk({
+          tool_calls: [
+            {
+              index,
+              id: call.id,
+              type: "function",
+              function: { name: call.name, arguments: call.arguments },
+            },
+          ],
+        });
+      }
+      yield chunk({}, finishReason(event, calls));
+      if (includeUsage) {
+        yield sseData({
+          ...meta,
+          object: "chat.completion.chunk",
+          choices: [],
+          usage: openAIUsage(event.usage),
+        });
+      }
+    }
+  } catch (error) {
+    yield sseData(errorBody(toApiError(error)));
+  }
+  yield SSE_DONE;
+}

@@ -1,0 +1,8 @@
+/** The OpenAI-compatible HTTP server over an EngineService. */
+export { type AppOptions, type ContinuumApp, createApp } from "./app.js";
+export { ApiError, type OpenAIErrorBody, toApiError } from "./errors.js";
+export { jsonObjectGbnf, jsonSchemaToGbnf, SchemaConversionError, toolCallGbnf } from "./json-schema-gbnf.js";
+export { ServerMetrics } from "./metrics.js";
+export { type ProgramFields, programFields } from "./program-fields.js";
+export { type CloseOptions, type RunningServer, type StartServerOptions, startServer } from "./server.js";
+export { type ParsedToolCall, parseToolCalls, type ToolCallParse, type ToolSpec } from "./tool-calls.js";

@@ -1,0 +1,154 @@
+/**
+ * Prometheus metrics named in parallel to vLLM's (`vllm:*` -> `continuum:*`). Gauges and the engine's
+ * cumulative counters are read from `engine.metrics()` at scrape time; latency histograms are observed
+ * as requests finish. One registry per server, so several servers (tests) never collide.
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { EngineService, FinishReason, GenerateEvent } from "../engine/engine-api.js";
+
+type DoneEvent = Extract<GenerateEvent, { type: "done" }>;
+
+const TTFT_BUCKETS = [
+  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640,
+];
+const LATENCY_BUCKETS = [
+  0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920,
+];
+
+export class ServerMetrics {
+  readonly registry = new Registry();
+  private readonly ttft: Histogram;
+  private readonly e2e: Histogram;
+  private readonly queue: Histogram;
+  private readonly promptTokens: Counter;
+  private readonly generationTokens: Counter;
+  private readonly cachedTokens: Counter;
+  private readonly finished: Counter<"finished_reason">;
+  private readonly rejected: Counter<"code">;
+
+  constructor(engine: EngineService) {
+    const registers = [this.registry];
+    this.registry.setDefaultLabels({ model_name: engine.modelId });
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(read());
+        },
+      });
+    // The engine reports running totals; a counter advances by what they grew since the last scrape.
+    const total = (name: string, help: string, read: () => number) => {
+      let last = 0;
+      return new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          const now = read();
+          if (now > last) this.inc(now - last);
+          last = Math.max(last, now);
+        },
+      });
+    };
+    const m = () => engine.metrics();
+    gauge("continuum:num_requests_running", "Requests in model execution batches.", () => m().running);
+    gauge("continuum:num_requests_waiting", "Requests waiting to be processed.", () => m().waiting);
+    gauge(
+      "continuum:num_pinned_programs",
+      "Agent programs whose KV cache is pinned (TTL).",
+      () => m().pinnedPrograms,
+    );
+    gauge("continuum:kv_cache_usage_perc", "KV-cache usage (running + pinned), 1 = 100%.", () => m().kvUsage);
+    total(
+      "continuum:prefix_cache_queries_total",
+      "Prefix-cache queries, in tokens.",
+      () => m().prefixQueryTokens,
+    );
+    total("continuum:prefix_cache_hits_total", "Prefix-cache hits, in tokens.", () => m().prefixHitTokens);
+    total(
+      "continuum:num_preemptions_total",
+      "Cumulative preemptions by the scheduler.",
+      () => m().preemptions,
+    );
+    total(
+      "continuum:pins_created_total",
+      "KV pins created when a turn ended in a tool call.",
+      () => m().pinsCreated,
+    );
+    total(
+      "continuum:pins_expired_total",
+      "KV pins released because their TTL passed.",
+      () => m().pinsExpired,
+    );
+
+    this.ttft = new Histogram({
+      name: "continuum:time_to_first_token_seconds",
+      help: "Time to first token, from arrival.",
+      buckets: TTFT_BUCKETS,
+      registers,
+    });
+    this.e2e = new Histogram({
+      name: "continuum:e2e_request_latency_seconds",
+      help: "End-to-end request latency.",
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.queue = new Histogram({
+      name: "continuum:request_queue_time_seconds",
+      help: "Time from arrival to admission (WAITING phase).",
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.promptTokens = new Counter({
+      name: "continuum:prompt_tokens_total",
+      help: "Prefill tokens processed.",
+      registers,
+    });
+    this.generationTokens = new Counter({
+      name: "continuum:generation_tokens_total",
+      help: "Generation tokens produced.",
+      registers,
+    });
+    this.cachedTokens = new Counter({
+      name: "continuum:prompt_tokens_cached_total",
+      help: "Prompt tokens whose KV was reused (prefix, pin or offload tier).",
+      registers,
+    });
+    this.finished = new Counter({
+      name: "continuum:request_success_total",
+      help: "Finished requests, by finish reason.",
+      labelNames: ["finished_reason"],
+      registers,
+    });
+    this.rejected = new Counter({
+      name: "continuum:request_rejected_total",
+      help: "Requests refused before generation, by error code.",
+      labelNames: ["code"],
+      registers,
+    });
+  }
+
+  observeDone(done: DoneEvent): void {
+    if (done.ttftS !== null) this.ttft.observe(done.ttftS);
+    this.e2e.observe(done.e2eS);
+    this.queue.observe(done.queueS);
+    this.promptTokens.inc(done.usage.promptTokens);
+    this.generationTokens.inc(done.usage.completionTokens);
+    this.cachedTokens.inc(done.usage.cachedTokens);
+    this.finished.inc({ finished_reason: done.finishReason satisfies FinishReason });
+  }
+
+  observeRejected(code: string): void {
+    this.rejected.inc({ code });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  exposition(): Promise<string> {
+    return this.registry.metrics();
+  }
+}

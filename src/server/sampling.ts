@@ -1,0 +1,89 @@
+import type { SamplingParams } from "../engine/engine-api.js";
+import { ApiError } from "./errors.js";
+import {
+  type GrammarTool,
+  jsonObjectGbnf,
+  jsonSchemaToGbnf,
+  SchemaConversionError,
+  toolCallGbnf,
+} from "./json-schema-gbnf.js";
+import type { CommonBody, ResponseFormatInput } from "./schemas.js";
+
+export const DEFAULT_TEMPERATURE = 1;
+
+function grammarOrBadRequest(param: string, build: () => string): string {
+  try {
+    return build();
+  } catch (error) {
+    if (error instanceof SchemaConversionError) throw ApiError.badRequest(error.message, param);
+    throw error;
+  }
+}
+
+/** GBNF for `response_format`, or null for free text. */
+export function responseFormatGrammar(format: ResponseFormatInput | null | undefined): string | null {
+  if (!format || format.type === "text") return null;
+  if (format.type === "json_object") return jsonObjectGbnf();
+  const schema = format.json_schema.schema;
+  return grammarOrBadRequest("response_format.json_schema.schema", () =>
+    schema === undefined ? jsonObjectGbnf() : jsonSchemaToGbnf(schema),
+  );
+}
+
+/** GBNF forcing a call of one of `tools` (tool_choice "required" or a named function). */
+export function forcedToolGrammar(tools: readonly GrammarTool[]): string {
+  return grammarOrBadRequest("tools", () => toolCallGbnf(tools));
+}
+
+function stopList(stop: CommonBody["stop"]): string[] {
+  if (stop === null || stop === undefined) return [];
+  const list = typeof stop === "string" ? [stop] : stop;
+  return list.filter((s) => s.length > 0);
+}
+
+/**
+ * Engine sampling parameters for a request whose prompt has `promptTokens` tokens. Without
+ * max_tokens the completion may fill the rest of the context window (as vLLM does).
+ */
+export function samplingParams(
+  body: CommonBody,
+  requestedMaxTokens: number | null | undefined,
+  promptTokens: number,
+  maxContextTokens: number,
+  grammar: string | null,
+): SamplingParams {
+  if ((body.n ?? 1) !== 1) throw ApiError.badRequest("only n=1 is supported", "n", "unsupported_value");
+  const room = maxContextTokens - promptTokens;
+  if (room <= 0) {
+    throw new ApiError(
+      400,
+      `This model's maximum context length is ${maxContextTokens} tokens, but the prompt has ${promptTokens} tokens.`,
+      "invalid_request_error",
+      "context_length_exceeded",
+      "messages",
+    );
+  }
+  const maxTokens = requestedMaxTokens ?? room;
+  if (maxTokens > room) {
+    throw new ApiError(
+      400,
+      `This model's maximum context length is ${maxContextTokens} tokens; the prompt has ${promptTokens} tokens ` +
+        `and ${maxTokens} completion tokens were requested. Reduce the prompt or max_tokens.`,
+      "invalid_request_error",
+      "context_length_exceeded",
+      "max_tokens",
+    );
+  }
+  const topK = body.top_k ?? 0;
+  return {
+    temperature: body.temperature ?? DEFAULT_TEMPERATURE,
+    topP: body.top_p ?? 1,
+    topK: Math.max(0, topK),
+    minP: body.min_p ?? 0,
+    seed: body.seed ?? null,
+    maxTokens,
+    stop: stopList(body.stop),
+    grammar,
+    ignoreEos: body.ignore_eos ?? false,
+  };
+}

@@ -1,0 +1,127 @@
+/**
+ * Request bodies of the OpenAI-compatible endpoints. Unknown fields are dropped (OpenAI clients send
+ * many); a known field of the wrong type fails validation (400).
+ */
+import { z } from "zod";
+
+const textPart = z.object({ type: z.string(), text: z.string().optional() });
+const content = z.union([z.string(), z.array(textPart)]).nullish();
+
+const toolCall = z.object({
+  id: z.string().optional(),
+  type: z.literal("function").optional(),
+  function: z.object({
+    name: z.string().min(1),
+    /** a JSON string per OpenAI; some clients send the object itself */
+    arguments: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
+  }),
+});
+
+export const chatMessageSchema = z.discriminatedUnion("role", [
+  z.object({ role: z.literal("system"), content, name: z.string().optional() }),
+  z.object({ role: z.literal("developer"), content, name: z.string().optional() }),
+  z.object({ role: z.literal("user"), content, name: z.string().optional() }),
+  z.object({
+    role: z.literal("assistant"),
+    content,
+    name: z.string().optional(),
+    tool_calls: z.array(toolCall).nullish(),
+    /** reasoning of an earlier turn as some clients echo it back; not rendered */
+    reasoning_content: z.string().nullish(),
+  }),
+  z.object({
+    role: z.literal("tool"),
+    content,
+    tool_call_id: z.string().nullish(),
+    name: z.string().optional(),
+  }),
+]);
+export type ChatMessageInput = z.infer<typeof chatMessageSchema>;
+
+export const toolSchema = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: z.string().min(1),
+    description: z.string().nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  }),
+});
+export type ToolInput = z.infer<typeof toolSchema>;
+
+const toolChoice = z.union([
+  z.enum(["none", "auto", "required"]),
+  z.object({ type: z.literal("function"), function: z.object({ name: z.string().min(1) }) }),
+]);
+export type ToolChoiceInput = z.infer<typeof toolChoice>;
+
+const responseFormat = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("text") }),
+  z.object({ type: z.literal("json_object") }),
+  z.object({
+    type: z.literal("json_schema"),
+    json_schema: z.object({
+      name: z.string().optional(),
+      description: z.string().optional(),
+      schema: z.record(z.string(), z.unknown()).optional(),
+      strict: z.boolean().nullish(),
+    }),
+  }),
+]);
+export type ResponseFormatInput = z.infer<typeof responseFormat>;
+
+const nonNegativeInt = z.number().int().min(0);
+
+/** Sampling and program fields shared by both completion endpoints. */
+const common = {
+  model: z.string().nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  max_tokens: z.number().int().min(1).nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  /** 0 or -1: disabled (vLLM accepts both) */
+  top_k: z.number().int().min(-1).nullish(),
+  min_p: z.number().min(0).max(1).nullish(),
+  seed: z.number().int().nullish(),
+  n: z.number().int().min(1).nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  user: z.string().nullish(),
+  response_format: responseFormat.nullish(),
+  /** vLLM extension, sent by mini-swe-agent: keep generating through end-of-generation tokens */
+  ignore_eos: z.boolean().nullish(),
+  // Agent-program fields, top-level as the CacheTTL fork and its clients (extra_body) send them.
+  job_id: z.union([z.string(), z.number()]).nullish(),
+  program_id: z.union([z.string(), z.number()]).nullish(),
+  is_last_step: z.boolean().nullish(),
+  this_func_call: z.string().nullish(),
+  /** accepted for compatibility with the fork's protocol; the server tracks it itself */
+  last_func_call: z.string().nullish(),
+};
+
+export const chatCompletionSchema = z.object({
+  ...common,
+  messages: z.array(chatMessageSchema).min(1),
+  tools: z.array(toolSchema).nullish(),
+  tool_choice: toolChoice.nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: nonNegativeInt.nullish(),
+});
+export type ChatCompletionBody = z.infer<typeof chatCompletionSchema>;
+
+export const completionSchema = z.object({
+  ...common,
+  prompt: z.union([z.string(), z.array(z.string()).length(1)]),
+  echo: z.boolean().nullish(),
+  logprobs: nonNegativeInt.nullish(),
+  suffix: z.string().nullish(),
+  best_of: z.number().int().min(1).nullish(),
+});
+export type CompletionBody = z.infer<typeof completionSchema>;
+
+/** Fields both endpoints share, as the sampling and program helpers read them. */
+export type CommonBody = Pick<ChatCompletionBody, keyof typeof common>;

@@ -1,0 +1,116 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { runServe, serveCommand } from "../cli/serve-command.js";
+import type { LlamaEngineOptions } from "../engine/engine-factory.js";
+import { FakeEngine } from "./test-support/fake-engine.js";
+
+describe("continuum serve", () => {
+  test("flags parse vLLM-style and reach the engine factory; the banner names URL, model and policy", async () => {
+    const command = serveCommand();
+    let parsed: Record<string, unknown> = {};
+    command.exitOverride().action((o: Record<string, unknown>) => {
+      parsed = o;
+    });
+    const argv = [
+      "--model /models/x.gguf --scheduling-policy vllm --max-num-seqs 8 --max-num-batched-tokens 512",
+      "--kv-cache-tokens 16384 --cpu-offload-gb 2 --disk-offload-dir /tmp/kv --disk-offload-gb 4 --port 0",
+      "--api-key k --record /tmp/rec.jsonl --threads 2 --served-model-name my-model --served-model-name alias",
+      "--no-flash-attn --kv-cache-dtype q8_0 --gpu-layers all --max-waiting 50",
+    ];
+    await command.parseAsync(argv.join(" ").split(" "), { from: "user" });
+    assert.equal(parsed["host"], "127.0.0.1");
+    assert.equal(parsed["schedulingPolicy"], "vllm");
+    assert.equal(parsed["kvCacheTokens"], 16384);
+    assert.deepEqual(parsed["servedModelName"], ["my-model", "alias"]);
+
+    let received: LlamaEngineOptions | null = null;
+    const lines: string[] = [];
+    const engine = new FakeEngine();
+    const server = await runServe(parsed as never, {
+      createEngine: (options) => {
+        received = options;
+        return engine;
+      },
+      log: (line) => lines.push(line),
+      handleSignals: false,
+    });
+    try {
+      assert.deepEqual(received, {
+        modelPath: "/models/x.gguf",
+        builtinModel: "small",
+        servedModelName: "my-model",
+        policy: "vllm",
+        maxNumSeqs: 8,
+        maxNumBatchedTokens: 512,
+        kvCacheTokens: 16384,
+        cpuOffloadGb: 2,
+        diskOffloadDir: "/tmp/kv",
+        diskOffloadGb: 4,
+        threads: 2,
+        flashAttn: false,
+        kvCacheType: "q8_0",
+        gpuLayers: "all",
+        recordPath: "/tmp/rec.jsonl",
+        maxWaiting: 50,
+      });
+      assert.match(lines[0]!, /^continuum serve: listening on http:\/\/127\.0\.0\.1:\d+$/);
+      assert.match(lines[1]!, /model fake-model .*scheduling policy vllm/);
+      assert.equal((await fetch(`${server.url}/health`)).status, 200);
+      const models = await fetch(`${server.url}/v1/models`, { headers: { Authorization: "Bearer k" } });
+      const ids = ((await models.json()) as { data: { id: string }[] }).data.map((m) => m.id);
+      assert.deepEqual(ids, ["fake-model", "alias"]);
+    } finally {
+      await server.close();
+    }
+    assert.equal(engine.shutdownCalls, 1);
+  });
+
+  test("unknown policies are refused", async () => {
+    const command = serveCommand()
+      .exitOverride()
+      .configureOutput({ writeErr: () => {} });
+    await assert.rejects(
+      command.parseAsync(["--scheduling-policy", "lifo"], { from: "user" }),
+      /unknown policy/,
+    );
+  });
+});
+
+describe("continuum serve process", () => {
+  test("SIGTERM drains the in-flight request, shuts the engine down, exits 0", async () => {
+    const fixture = fileURLToPath(new URL("./test-support/serve-fixture.ts", import.meta.url));
+    const child = spawn(process.execPath, ["--import", "tsx", fixture], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    let stdout = "";
+    child.stdout.setEncoding("utf8");
+    child.stderr.resume();
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stdout.on("data", (data: string) => {
+          stdout += data;
+          const match = /listening on (http:\/\/\S+)/.exec(stdout);
+          if (match) resolve(match[1]!);
+        });
+        child.once("exit", () => reject(new Error(`server exited early: ${stdout}`)));
+      });
+      const response = fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      child.kill("SIGTERM");
+      const body = (await (await response).json()) as { choices: { message: { content: string } }[] };
+      assert.equal(body.choices[0]!.message.content, "one two three");
+      assert.equal(await exited, 0);
+      assert.match(stdout, /SIGTERM, draining/);
+      assert.match(stdout, /engine shutdown after 1 finished request\(s\)/);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  });
+});

@@ -1,0 +1,630 @@
+import assert from "node:assert/strict";
+import { request as httpRequest } from "node:http";
+import { describe, test } from "node:test";
+import { EngineRejection } from "../engine/engine-api.js";
+import { type Json, sseEvents, withServer } from "./test-support/test-server.js";
+
+const chat = (extra: Record<string, unknown> = {}) => ({
+  model: "fake-model",
+  messages: [{ role: "user", content: "hi" }],
+  ...extra,
+});
+
+interface ErrorJson {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+async function expectError(response: Response, status: number, param?: string | null): Promise<ErrorJson> {
+  assert.equal(response.status, status);
+  assert.match(response.headers.get("content-type") ?? "", /application\/json/);
+  const body = (await response.json()) as ErrorJson;
+  assert.deepEqual(Object.keys(body.error).sort(), ["code", "message", "param", "type"]);
+  assert.equal(typeof body.error.message, "string");
+  assert.ok(body.error.message.length > 0);
+  if (param !== undefined) assert.equal(body.error.param, param);
+  return body;
+}
+
+describe("validation errors", () => {
+  test("bad JSON, wrong types and unsupported values get 400 in OpenAI's error format", async () => {
+    await withServer({}, {}, async (t) => {
+      const badJson = await expectError(await t.post("/v1/chat/completions", "{not json"), 400, null);
+      assert.equal(badJson.error.code, "invalid_json");
+      await expectError(await t.post("/v1/chat/completions", ""), 400);
+      await expectError(await t.post("/v1/chat/completions", "[1,2]"), 400);
+      await expectError(await t.post("/v1/chat/completions", chat({ messages: [] })), 400, "messages");
+      await expectError(
+        await t.post("/v1/chat/completions", chat({ temperature: "hot" })),
+        400,
+        "temperature",
+      );
+      await expectError(await t.post("/v1/chat/completions", chat({ temperature: 3 })), 400, "temperature");
+      await expectError(await t.post("/v1/chat/completions", chat({ max_tokens: 0 })), 400, "max_tokens");
+      await expectError(await t.post("/v1/chat/completions", chat({ n: 2 })), 400, "n");
+      await expectError(await t.post("/v1/chat/completions", chat({ stop: 5 })), 400, "stop");
+      await expectError(
+        await t.post("/v1/chat/completions", chat({ messages: [{ role: "wizard", content: "x" }] })),
+        400,
+        "messages[0].role",
+      );
+      // program fields are known fields: a wrong type is an error, not silently ignored
+      await expectError(
+        await t.post("/v1/chat/completions", chat({ is_last_step: "yes" })),
+        400,
+        "is_last_step",
+      );
+      await expectError(await t.post("/v1/chat/completions", chat({ job_id: { id: 1 } })), 400, "job_id");
+      await expectError(await t.post("/v1/chat/completions", chat({}), { "X-Last-Step": "maybe" }), 400);
+      await expectError(
+        await t.post("/v1/chat/completions", chat({ job_id: "a", program_id: "b" })),
+        400,
+        "program_id",
+      );
+      await expectError(
+        await t.post(
+          "/v1/chat/completions",
+          chat({ tool_choice: { type: "function", function: { name: "x" } } }),
+        ),
+        400,
+        "tool_choice",
+      );
+      await expectError(
+        await t.post("/v1/chat/completions", chat({ response_format: { type: "yaml" } })),
+        400,
+        "response_format.type",
+      );
+      await expectError(
+        await t.post(
+          "/v1/chat/completions",
+          chat({ messages: [{ role: "user", content: [{ type: "image_url" }] }] }),
+        ),
+        400,
+        "messages[0].content[0]",
+      );
+      await expectError(await t.post("/v1/completions", { prompt: 42 }), 400, "prompt");
+      assert.equal(t.engine.requests.length, 0, "no invalid request reaches the engine");
+    });
+  });
+
+  test("unknown fields are ignored; unknown models get 404; unknown routes 404", async () => {
+    await withServer({}, {}, async (t) => {
+      const ok = await t.post(
+        "/v1/chat/completions",
+        chat({ frobnicate: true, metadata: { a: 1 }, store: false }),
+      );
+      assert.equal(ok.status, 200);
+      await ok.json();
+      const wrongModel = await expectError(
+        await t.post("/v1/chat/completions", chat({ model: "gpt-9" })),
+        404,
+      );
+      assert.equal(wrongModel.error.code, "model_not_found");
+      await expectError(await t.post("/v1/nothing", {}), 404);
+    });
+  });
+
+  test("a prompt longer than the context is a 400 context_length_exceeded; the engine's own refusal a 413", async () => {
+    await withServer(
+      {
+        maxContextTokens: 50,
+        reject: (r) =>
+          r.prompt.includes("pool")
+            ? new EngineRejection("does not fit the KV pool", "prompt_too_long")
+            : null,
+      },
+      {},
+      async (t) => {
+        const long = chat({ messages: [{ role: "user", content: "word ".repeat(80) }] });
+        const tooLong = await expectError(await t.post("/v1/chat/completions", long), 400);
+        assert.equal(tooLong.error.code, "context_length_exceeded");
+        const tooMany = await expectError(
+          await t.post("/v1/chat/completions", chat({ max_tokens: 1000 })),
+          400,
+        );
+        assert.equal(tooMany.error.param, "max_tokens");
+        const pool = chat({ messages: [{ role: "user", content: "fill the pool" }] });
+        const poolError = await expectError(await t.post("/v1/chat/completions", pool), 413);
+        assert.equal(poolError.error.code, "prompt_too_long");
+      },
+    );
+  });
+
+  test("a body over the size limit gets 413", async () => {
+    await withServer({}, { maxBodyBytes: 1000 }, async (t) => {
+      const big = chat({ messages: [{ role: "user", content: "x".repeat(5000) }] });
+      await expectError(await t.post("/v1/chat/completions", big), 413);
+    });
+  });
+});
+
+describe("responses", () => {
+  test("chat completion: message, finish_reason, usage with cached_tokens", async () => {
+    await withServer({ reply: () => "four words of output" }, {}, async (t) => {
+      const first = await t.post("/v1/chat/completions", chat({ job_id: "job-1" }));
+      assert.equal(first.status, 200);
+      const body = (await first.json()) as Json;
+      assert.equal(body["object"], "chat.completion");
+      assert.match(body["id"], /^chatcmpl-/);
+      assert.equal(body["model"], "fake-model");
+      assert.deepEqual(body["choices"][0].message, { role: "assistant", content: "four words of output" });
+      assert.equal(body["choices"][0].finish_reason, "stop");
+      const usage = body["usage"];
+      assert.equal(usage.completion_tokens, 4);
+      assert.equal(usage.total_tokens, usage.prompt_tokens + 4);
+      assert.deepEqual(usage.prompt_tokens_details, { cached_tokens: 0 });
+
+      // The next turn of the program repeats the whole history: the fake engine reuses it.
+      const second = await t.post("/v1/chat/completions", {
+        job_id: "job-1",
+        messages: [
+          { role: "user", content: "hi" },
+          { role: "assistant", content: "four words of output" },
+          { role: "user", content: "more" },
+        ],
+      });
+      const usage2 = ((await second.json()) as Json)["usage"];
+      assert.ok(usage2.prompt_tokens_details.cached_tokens > 0);
+      assert.ok(usage2.prompt_tokens_details.cached_tokens < usage2.prompt_tokens);
+    });
+  });
+
+  test("sampling parameters reach the engine", async () => {
+    await withServer({}, {}, async (t) => {
+      const response = await t.post(
+        "/v1/chat/completions",
+        chat({
+          temperature: 0.2,
+          top_p: 0.9,
+          top_k: -1,
+          min_p: 0.05,
+          seed: 7,
+          stop: "END",
+          max_completion_tokens: 9,
+        }),
+      );
+      await response.json();
+      const s = t.engine.requests[0]!.sampling;
+      assert.deepEqual(
+        { ...s },
+        {
+          temperature: 0.2,
+          topP: 0.9,
+          topK: 0,
+          minP: 0.05,
+          seed: 7,
+          maxTokens: 9,
+          stop: ["END"],
+          grammar: null,
+          ignoreEos: false,
+        },
+      );
+      await (await t.post("/v1/chat/completions", chat({ stop: ["a", "b"], ignore_eos: true }))).json();
+      assert.deepEqual(t.engine.requests[1]!.sampling.stop, ["a", "b"]);
+      assert.equal(t.engine.requests[1]!.sampling.ignoreEos, true);
+      const promptTokens = t.engine.countTokens(t.engine.requests[1]!.prompt);
+      assert.equal(
+        t.engine.requests[1]!.sampling.maxTokens,
+        t.engine.maxContextTokens - promptTokens,
+        "default: the rest",
+      );
+    });
+  });
+
+  test("response_format json_object and json_schema become grammars", async () => {
+    await withServer({ reply: () => '{"a": 1}' }, {}, async (t) => {
+      await (await t.post("/v1/chat/completions", chat({ response_format: { type: "json_object" } }))).json();
+      assert.match(t.engine.requests[0]!.sampling.grammar ?? "", /^root ::= object$/m);
+      const schema = { type: "object", properties: { a: { type: "integer" } }, required: ["a"] };
+      await (
+        await t.post(
+          "/v1/chat/completions",
+          chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema } } }),
+        )
+      ).json();
+      assert.match(t.engine.requests[1]!.sampling.grammar ?? "", /"\\"a\\"" ws ":" ws integer ws/);
+      const bad = { type: "json_schema", json_schema: { name: "x", schema: { $ref: "#/nowhere" } } };
+      await expectError(await t.post("/v1/chat/completions", chat({ response_format: bad })), 400);
+    });
+  });
+
+  test("text completion, echo, and /v1/models", async () => {
+    await withServer({ reply: () => " world" }, {}, async (t) => {
+      const response = await t.post("/v1/completions", { model: "fake-model", prompt: "hello", echo: true });
+      const body = (await response.json()) as Json;
+      assert.equal(body["object"], "text_completion");
+      assert.equal(body["choices"][0].text, "hello world");
+      assert.equal(body["usage"].prompt_tokens, 1);
+      assert.equal(t.engine.requests[0]!.prompt, "hello");
+      const models = (await (await fetch(`${t.url}/v1/models`)).json()) as Json;
+      assert.equal(models["data"][0].id, "fake-model");
+      assert.equal(models["data"][0].max_model_len, 4096);
+      assert.equal((await fetch(`${t.url}/health`)).status, 200);
+    });
+  });
+});
+
+describe("SSE streaming", () => {
+  test("chat chunks: role first, content deltas, finish, usage chunk, [DONE]", async () => {
+    await withServer({ reply: () => ["Hel", "lo", " you"] }, {}, async (t) => {
+      const response = await t.post(
+        "/v1/chat/completions",
+        chat({ stream: true, stream_options: { include_usage: true } }),
+      );
+      assert.equal(response.status, 200);
+      assert.match(response.headers.get("content-type") ?? "", /^text\/event-stream/);
+      const raw = await response.text();
+      assert.ok(raw.endsWith("data: [DONE]\n\n"));
+      const events = sseEvents(raw);
+      assert.equal(events.at(-1), "[DONE]");
+      const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as Json);
+      for (const c of chunks) {
+        assert.equal(c["object"], "chat.completion.chunk");
+        assert.equal(c["id"], chunks[0]!["id"]);
+      }
+      assert.deepEqual(chunks[0]!["choices"][0].delta, { role: "assistant", content: "" });
+      const text = chunks.map((c) => c["choices"][0]?.delta?.content ?? "").join("");
+      assert.equal(text, "Hello you");
+      const finish = chunks.at(-2)!;
+      assert.equal(finish["choices"][0].finish_reason, "stop");
+      assert.equal(finish["usage"], null);
+      const usage = chunks.at(-1)!;
+      assert.deepEqual(usage["choices"], []);
+      assert.equal(usage["usage"].completion_tokens, 2);
+      assert.equal(typeof usage["usage"].prompt_tokens_details.cached_tokens, "number");
+    });
+  });
+
+  test("without include_usage there is no usage field; text completions stream too", async () => {
+    await withServer({ reply: () => ["a", "b"] }, {}, async (t) => {
+      const events = sseEvents(await (await t.post("/v1/chat/completions", chat({ stream: true }))).text());
+      for (const e of events.slice(0, -1)) assert.ok(!("usage" in JSON.parse(e)));
+      const text = sseEvents(await (await t.post("/v1/completions", { prompt: "x", stream: true })).text());
+      assert.equal(text.at(-1), "[DONE]");
+      const parsed = text.slice(0, -1).map((e) => JSON.parse(e) as Json);
+      assert.equal(parsed.map((c) => c["choices"][0].text).join(""), "ab");
+      assert.equal(parsed.at(-1)!["choices"][0].finish_reason, "stop");
+    });
+  });
+
+  test("frames are flushed as they are generated, not at the end", async () => {
+    await withServer({ reply: () => ["a", "b", "c", "d"], delayMs: 80 }, {}, async (t) => {
+      const started = performance.now();
+      const response = await t.post("/v1/chat/completions", chat({ stream: true }));
+      const reader = response.body!.getReader();
+      const arrivals: number[] = [];
+      for (let r = await reader.read(); !r.done; r = await reader.read())
+        arrivals.push(performance.now() - started);
+      assert.ok(arrivals.length >= 3, `${arrivals.length} reads`);
+      assert.ok(arrivals.at(-1)! - arrivals[0]! >= 150, `arrivals ${arrivals.map(Math.round)}`);
+    });
+  });
+
+  test("an engine rejection before the first event is an HTTP error even when streaming", async () => {
+    await withServer({ reject: () => new EngineRejection("queue full", "overloaded", 3) }, {}, async (t) => {
+      const response = await t.post("/v1/chat/completions", chat({ stream: true }));
+      const body = await expectError(response, 429);
+      assert.equal(body.error.code, "overloaded");
+      assert.equal(response.headers.get("retry-after"), "3");
+    });
+  });
+});
+
+describe("program fields", () => {
+  test("from the body (job_id string or number, program_id, this_func_call) and headers", async () => {
+    await withServer({}, {}, async (t) => {
+      const send = async (extra: Record<string, unknown>, headers: Record<string, string> = {}) => {
+        const response = await t.post("/v1/chat/completions", chat(extra), headers);
+        assert.equal(response.status, 200, await response.clone().text());
+        await response.json();
+        return t.engine.requests.at(-1)!;
+      };
+      let r = await send({ job_id: "django-123", is_last_step: false, this_func_call: "pytest" });
+      assert.deepEqual([r.programId, r.isLastStep, r.toolHint], ["django-123", false, "pytest"]);
+      r = await send({ job_id: 17, is_last_step: true });
+      assert.deepEqual([r.programId, r.isLastStep, r.toolHint], ["17", true, null]);
+      r = await send({ job_id: null, is_last_step: null, this_func_call: null }); // crashed the fork
+      assert.deepEqual([r.programId, r.isLastStep], [null, false]);
+      r = await send({ program_id: "p-9" });
+      assert.equal(r.programId, "p-9");
+      r = await send({}, { "X-Program-Id": "hdr-1", "X-Last-Step": "true" });
+      assert.deepEqual([r.programId, r.isLastStep], ["hdr-1", true]);
+      r = await send({ job_id: "body" }, { "X-Program-Id": "hdr" });
+      assert.equal(r.programId, "body", "the body wins over headers");
+      r = await send({});
+      assert.deepEqual([r.programId, r.isLastStep, r.toolHint], [null, false, null]);
+    });
+  });
+});
+
+describe("tool calls", () => {
+  const tools = [
+    {
+      type: "function",
+      function: {
+        name: "get_weather",
+        description: "Weather in a city",
+        parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      },
+    },
+  ];
+
+  test("a Hermes call becomes tool_calls with finish_reason tool_calls; tools and results are in the prompt", async () => {
+    const reply =
+      'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
+    await withServer({ reply: () => reply }, {}, async (t) => {
+      const messages = [
+        { role: "system", content: "You are helpful." },
+        { role: "user", content: "Weather in Oslo and Paris?" },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            {
+              id: "call_1",
+              type: "function",
+              function: { name: "get_weather", arguments: '{"city":"Oslo"}' },
+            },
+          ],
+        },
+        { role: "tool", tool_call_id: "call_1", content: "Oslo: 3C, rain" },
+      ];
+      const body = (await (await t.post("/v1/chat/completions", { messages, tools })).json()) as Json;
+      const choice = body["choices"][0];
+      assert.equal(choice.finish_reason, "tool_calls");
+      assert.equal(choice.message.content, "Let me check.");
+      assert.equal(choice.message.tool_calls.length, 1);
+      const call = choice.message.tool_calls[0];
+      assert.equal(call.type, "function");
+      assert.match(call.id, /^call_/);
+      assert.equal(call.function.name, "get_weather");
+      assert.deepEqual(JSON.parse(call.function.arguments), { city: "Paris" });
+
+      const prompt = t.engine.requests[0]!.prompt;
+      assert.match(prompt, /<\|im_start\|>system\nYou are helpful\.\n\n# Tools\n/);
+      assert.ok(prompt.includes('"name":"get_weather"'), "the tool list is rendered");
+      assert.ok(
+        prompt.includes('<tool_call>\n{"name": "get_weather", "arguments": {"city":"Oslo"}}\n</tool_call>'),
+      );
+      assert.ok(prompt.includes("<|im_start|>tool\nOslo: 3C, rain<|im_end|>"));
+    });
+  });
+
+  test("streamed: content before the call streams, the call comes as a tool_calls delta", async () => {
+    const pieces = [
+      "Sure",
+      ". <tool",
+      '_call>{"name": "get_weather", ',
+      '"arguments": {"city": "Rome"}}</tool_call>',
+    ];
+    await withServer({ reply: () => pieces }, {}, async (t) => {
+      const raw = await (
+        await t.post("/v1/chat/completions", { messages: chat().messages, tools, stream: true })
+      ).text();
+      const chunks = sseEvents(raw)
+        .slice(0, -1)
+        .map((e) => JSON.parse(e) as Json);
+      const content = chunks.map((c) => c["choices"][0].delta.content ?? "").join("");
+      assert.equal(content, "Sure. ");
+      const calls = chunks.flatMap((c) => c["choices"][0].delta.tool_calls ?? []);
+      assert.equal(calls.length, 1);
+      assert.equal(calls[0].index, 0);
+      assert.equal(calls[0].function.name, "get_weather");
+      assert.deepEqual(JSON.parse(calls[0].function.arguments), { city: "Rome" });
+      assert.equal(chunks.at(-1)!["choices"][0].finish_reason, "tool_calls");
+    });
+  });
+
+  test("a single bash block becomes a call of the bash-like tool; tool_choice none leaves text alone", async () => {
+    const bash = [
+      {
+        type: "function",
+        function: {
+          name: "bash",
+          parameters: { type: "object", properties: { command: { type: "string" } } },
+        },
+      },
+    ];
+    const reply = "THOUGHT: look around\n\n```bash\ncd /testbed && ls -la\n```";
+    await withServer({ reply: () => reply }, {}, async (t) => {
+      const body = (await (await t.post("/v1/chat/completions", chat({ tools: bash }))).json()) as Json;
+      const message = body["choices"][0].message;
+      assert.equal(message.content, "THOUGHT: look around");
+      assert.deepEqual(JSON.parse(message.tool_calls[0].function.arguments), {
+        command: "cd /testbed && ls -la",
+      });
+      const none = (await (
+        await t.post("/v1/chat/completions", chat({ tools: bash, tool_choice: "none" }))
+      ).json()) as Json;
+      assert.equal(none["choices"][0].message.content, reply);
+      assert.equal(none["choices"][0].finish_reason, "stop");
+      // without tools nothing is parsed either
+      const plain = (await (await t.post("/v1/chat/completions", chat())).json()) as Json;
+      assert.equal(plain["choices"][0].message.tool_calls, undefined);
+    });
+  });
+
+  test("tool_choice required forces a call grammar", async () => {
+    await withServer(
+      { reply: () => '<tool_call>\n{"name": "get_weather", "arguments": {"city": "X"}}\n</tool_call>' },
+      {},
+      async (t) => {
+        await (await t.post("/v1/chat/completions", chat({ tools, tool_choice: "required" }))).json();
+        const grammar = t.engine.requests[0]!.sampling.grammar ?? "";
+        assert.match(grammar, /^root ::= "<tool_call>\\n"/);
+        assert.ok(grammar.includes('\\"get_weather\\"'));
+      },
+    );
+  });
+});
+
+/** Sends a request on a raw socket, waits for the engine to have it, then drops the connection. */
+function sendAndDisconnect(url: string, body: unknown, waitUntil: () => Promise<void>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+    });
+    req.on("error", () => {});
+    req.on("response", (res) => {
+      res.once("data", () => {
+        req.destroy();
+        resolve();
+      });
+    });
+    req.end(JSON.stringify(body));
+    waitUntil()
+      .then(() => {
+        if (!(body as { stream?: boolean }).stream) {
+          req.destroy();
+          resolve();
+        }
+      })
+      .catch(reject);
+  });
+}
+
+async function eventually(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    if (check()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+describe("robustness", () => {
+  test("a client disconnect aborts the engine request (non-streaming and streaming)", async () => {
+    const pieces = Array.from({ length: 200 }, () => "tok ");
+    await withServer({ reply: () => pieces, delayMs: 20 }, {}, async (t) => {
+      await sendAndDisconnect(t.url, chat(), () => t.engine.waitForRequests(1));
+      await eventually(() => t.engine.aborted.length === 1, "the non-streaming abort");
+      await sendAndDisconnect(t.url, chat({ stream: true }), () => t.engine.waitForRequests(2));
+      await eventually(() => t.engine.aborted.length === 2, "the streaming abort");
+      await eventually(() => t.server.api.inflight.size === 0, "in-flight requests to drain");
+      assert.deepEqual(
+        t.engine.aborted,
+        t.engine.requests.map((r) => r.requestId),
+      );
+    });
+  });
+
+  test("overload: engine refusal and the server's in-flight cap both give 429 with Retry-After", async () => {
+    await withServer(
+      { reply: () => ["a", "b", "c"], delayMs: 100 },
+      { maxInflightRequests: 1 },
+      async (t) => {
+        const first = t.post("/v1/chat/completions", chat());
+        await t.engine.waitForRequests(1);
+        const second = await t.post("/v1/chat/completions", chat());
+        const err = await expectError(second, 429);
+        assert.equal(err.error.type, "rate_limit_error");
+        assert.equal(second.headers.get("retry-after"), "1");
+        assert.equal((await first).status, 200);
+      },
+    );
+    await withServer({ reject: () => new EngineRejection("busy", "overloaded", 2.2) }, {}, async (t) => {
+      const response = await t.post("/v1/completions", { prompt: "x" });
+      await expectError(response, 429);
+      assert.equal(response.headers.get("retry-after"), "3");
+    });
+    await withServer({ reject: () => new EngineRejection("bye", "shutting_down") }, {}, async (t) => {
+      const response = await t.post("/v1/completions", { prompt: "x" });
+      await expectError(response, 503);
+      assert.ok(response.headers.get("retry-after"));
+    });
+  });
+
+  test("--api-key: Bearer required on /v1, /health and /metrics stay open", async () => {
+    await withServer({}, { apiKey: "sekrit" }, async (t) => {
+      const missing = await expectError(await t.post("/v1/chat/completions", chat()), 401);
+      assert.equal(missing.error.code, "invalid_api_key");
+      await expectError(await t.post("/v1/chat/completions", chat(), { Authorization: "Bearer nope" }), 401);
+      await expectError(await fetch(`${t.url}/v1/models`), 401);
+      const ok = await t.post("/v1/chat/completions", chat(), { Authorization: "Bearer sekrit" });
+      assert.equal(ok.status, 200);
+      await ok.json();
+      assert.equal((await fetch(`${t.url}/health`)).status, 200);
+      const metrics = await fetch(`${t.url}/metrics`);
+      assert.equal(metrics.status, 200);
+      await metrics.text();
+    });
+  });
+
+  test("close() drains in-flight requests, refuses new ones, then shuts the engine down", async () => {
+    await withServer({ reply: () => ["a ", "b ", "c"], delayMs: 50 }, {}, async (t) => {
+      const inflight = t.post("/v1/chat/completions", chat());
+      await t.engine.waitForRequests(1);
+      const closing = t.server.close({ drainTimeoutMs: 5_000 });
+      assert.equal(t.server.api.draining, true);
+      const response = await inflight;
+      assert.equal(response.status, 200);
+      assert.equal(((await response.json()) as Json)["choices"][0].message.content, "a b c");
+      await closing;
+      assert.equal(t.engine.shutdownCalls, 1);
+      assert.deepEqual(t.engine.aborted, []);
+    });
+  });
+
+  test("close() aborts requests still running after the drain timeout", async () => {
+    const pieces = Array.from({ length: 100 }, () => "x ");
+    await withServer({ reply: () => pieces, delayMs: 50 }, {}, async (t) => {
+      const inflight = t.post("/v1/chat/completions", chat()).catch(() => null);
+      await t.engine.waitForRequests(1);
+      await t.server.close({ drainTimeoutMs: 100 });
+      assert.equal(t.engine.aborted.length, 1);
+      assert.equal(t.engine.shutdownCalls, 1);
+      await inflight;
+    });
+  });
+});
+
+describe("metrics", () => {
+  test("Prometheus exposition with vLLM-parallel names", async () => {
+    await withServer(
+      {
+        metrics: {
+          pinnedPrograms: 2,
+          kvUsage: 0.25,
+          prefixQueryTokens: 100,
+          prefixHitTokens: 40,
+          preemptions: 3,
+        },
+      },
+      {},
+      async (t) => {
+        await (await t.post("/v1/chat/completions", chat())).json();
+        const response = await fetch(`${t.url}/metrics`);
+        assert.match(response.headers.get("content-type") ?? "", /^text\/plain/);
+        const text = await response.text();
+        for (const name of [
+          "continuum:num_requests_running",
+          "continuum:num_requests_waiting",
+          "continuum:num_pinned_programs",
+          "continuum:kv_cache_usage_perc",
+          "continuum:prefix_cache_queries_total",
+          "continuum:prefix_cache_hits_total",
+          "continuum:num_preemptions_total",
+        ]) {
+          assert.match(text, new RegExp(`^# TYPE ${name} `, "m"), name);
+        }
+        for (const name of [
+          "continuum:time_to_first_token_seconds",
+          "continuum:e2e_request_latency_seconds",
+          "continuum:request_queue_time_seconds",
+        ]) {
+          assert.match(text, new RegExp(`^# TYPE ${name} histogram$`, "m"), name);
+          assert.match(text, new RegExp(`^${name}_count\\{model_name="fake-model"\\} 1$`, "m"), name);
+        }
+        assert.match(text, /^continuum:num_pinned_programs\{model_name="fake-model"\} 2$/m);
+        assert.match(text, /^continuum:kv_cache_usage_perc\{model_name="fake-model"\} 0.25$/m);
+        assert.match(text, /^continuum:prefix_cache_hits_total\{model_name="fake-model"\} 40$/m);
+        // counters do not double on a second scrape
+        const again = await (await fetch(`${t.url}/metrics`)).text();
+        assert.match(again, /^continuum:prefix_cache_queries_total\{model_name="fake-model"\} 100$/m);
+        assert.match(
+          again,
+          /^continuum:request_success_total\{finished_reason="stop",model_name="fake-model"\} 1$/m,
+        );
+      },
+    );
+  });
+});

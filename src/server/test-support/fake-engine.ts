@@ -1,0 +1,146 @@
+/**
+ * A scripted EngineService for the server's tests: the reply to each request comes from `reply`,
+ * streamed in pieces with an optional delay, and every request, abort and shutdown is recorded.
+ * Tokens are whitespace-separated words, and a program's cached tokens are the prompt words it
+ * shares with its previous turn (prompt + output).
+ */
+import {
+  type ChatTurn,
+  type EngineMetrics,
+  EngineRejection,
+  type EngineService,
+  type GenerateEvent,
+  type GenerateRequest,
+} from "../../engine/engine-api.js";
+
+export interface FakeEngineOptions {
+  /** the output for a request, as one string or its streamed pieces (default "Hello there!") */
+  readonly reply?: (request: GenerateRequest) => string | readonly string[];
+  /** ms between pieces (default 0) */
+  readonly delayMs?: number;
+  readonly maxContextTokens?: number;
+  /** refuse a request before its first event */
+  readonly reject?: (request: GenerateRequest) => EngineRejection | null;
+  readonly metrics?: Partial<EngineMetrics>;
+}
+
+function words(text: string): string[] {
+  return text.split(/\s+/).filter((w) => w.length > 0);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+export class FakeEngine implements EngineService {
+  readonly modelId = "fake-model";
+  readonly maxContextTokens: number;
+  readonly requests: GenerateRequest[] = [];
+  readonly aborted: string[] = [];
+  readonly finished: string[] = [];
+  shutdownCalls = 0;
+  private running = 0;
+  private readonly lastContext = new Map<string, string[]>();
+
+  constructor(private readonly options: FakeEngineOptions = {}) {
+    this.maxContextTokens = options.maxContextTokens ?? 4096;
+  }
+
+  renderChat(messages: readonly ChatTurn[]): string {
+    return `${messages.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join("")}<|im_start|>assistant\n`;
+  }
+
+  countTokens(text: string): number {
+    return words(text).length;
+  }
+
+  /** Resolves once `count` requests have arrived. */
+  async waitForRequests(count: number): Promise<void> {
+    while (this.requests.length < count) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    const rejection = this.options.reject?.(request) ?? null;
+    if (rejection) throw rejection;
+    this.requests.push(request);
+    return this.run(request, signal);
+  }
+
+  private async *run(request: GenerateRequest, signal: AbortSignal): AsyncGenerator<GenerateEvent> {
+    const started = performance.now();
+    this.running++;
+    try {
+      const reply = this.options.reply?.(request) ?? "Hello there!";
+      const pieces = typeof reply === "string" ? [reply] : reply;
+      const promptWords = words(request.prompt);
+      const previous = request.programId ? (this.lastContext.get(request.programId) ?? []) : [];
+      let cached = 0;
+      while (
+        cached < previous.length &&
+        cached < promptWords.length &&
+        previous[cached] === promptWords[cached]
+      ) {
+        cached++;
+      }
+      let text = "";
+      let firstTokenAt: number | null = null;
+      let finishReason: "stop" | "length" | "abort" = "stop";
+      for (const piece of pieces) {
+        if (this.options.delayMs) await sleep(this.options.delayMs, signal);
+        if (signal.aborted) {
+          finishReason = "abort";
+          this.aborted.push(request.requestId);
+          break;
+        }
+        firstTokenAt ??= performance.now();
+        text += piece;
+        yield { type: "delta", text: piece };
+      }
+      const completionTokens = words(text).length;
+      if (request.programId) this.lastContext.set(request.programId, [...promptWords, ...words(text)]);
+      this.finished.push(request.requestId);
+      const now = performance.now();
+      yield {
+        type: "done",
+        finishReason,
+        text,
+        usage: { promptTokens: promptWords.length, completionTokens, cachedTokens: cached },
+        queueS: 0,
+        ttftS: firstTokenAt === null ? null : (firstTokenAt - started) / 1000,
+        e2eS: (now - started) / 1000,
+      };
+    } finally {
+      this.running--;
+    }
+  }
+
+  metrics(): EngineMetrics {
+    return {
+      running: this.running,
+      waiting: 0,
+      pinnedPrograms: 0,
+      kvUsage: 0,
+      prefixQueryTokens: 0,
+      prefixHitTokens: 0,
+      preemptions: 0,
+      pinsCreated: 0,
+      pinsExpired: 0,
+      ...this.options.metrics,
+    };
+  }
+
+  async shutdown(): Promise<void> {
+    this.shutdownCalls++;
+  }
+}
+
+export { EngineRejection };

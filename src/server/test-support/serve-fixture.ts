@@ -1,0 +1,23 @@
+/** `continuum serve` over a FakeEngine, for the SIGTERM test: a child process that drains on the signal. */
+import { runServe } from "../../cli/serve-command.js";
+import { FakeEngine } from "./fake-engine.js";
+
+class LoggingFakeEngine extends FakeEngine {
+  override async shutdown(): Promise<void> {
+    await super.shutdown();
+    process.stdout.write(`engine shutdown after ${this.finished.length} finished request(s)\n`);
+  }
+}
+
+const engine = new LoggingFakeEngine({ reply: () => ["one ", "two ", "three"], delayMs: 150 });
+await runServe(
+  {
+    builtinModel: "tiny",
+    schedulingPolicy: "cachettl",
+    host: "127.0.0.1",
+    port: 0,
+    servedModelName: [],
+    flashAttn: true,
+  },
+  { createEngine: () => engine },
+);
