@@ -41,6 +41,8 @@ export class Request {
   numOutputTokens = 0;
   /** full blocks of the sequence already registered in the prefix cache */
   numCachedBlocks = 0;
+  /** leading full blocks already written to the offload tiers */
+  numStoredBlocks = 0;
   blockIds: number[] = [];
   /** prompt tokens found in the GPU prefix cache (incl. a pin) at the latest admission */
   hitTokens = 0;

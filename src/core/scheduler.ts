@@ -619,7 +619,7 @@ export class Scheduler {
       ttlS,
       expiresS: nowS + ttlS,
     };
-    if (this.kv.tiers) this.kv.tiers.store(this.kv.cachedHashes(request));
+    this.kv.writeThrough(request);
     request.blockIds = [];
     request.numCachedBlocks = 0;
     program.pin = pin;

@@ -7,7 +7,7 @@ import { BlockHashContent } from "../core/kv/token-content.js";
  * mean exactly what they mean for real token ids, so the real prefix cache sees real sharing.
  */
 export class SyntheticConversation {
-  private previous: number[] = [];
+  private previous = new Float64Array(0);
 
   constructor(
     private readonly programSalt: number,
@@ -26,12 +26,12 @@ export class SyntheticConversation {
       this.previous.length,
       numBlocks,
     );
-    const hashes = new Array<number>(numBlocks);
-    for (let b = 0; b < sharedBlocks; b++) hashes[b] = this.previous[b] as number;
+    const hashes = new Float64Array(numBlocks);
+    hashes.set(this.previous.subarray(0, sharedBlocks));
     const turnSalt = extendHash(this.programSalt, turnIndex);
     for (let b = sharedBlocks; b < numBlocks; b++) {
       const parent = b === 0 ? ROOT_HASH : (hashes[b - 1] as number);
-      hashes[b] = extendHash(extendHash(parent, turnSalt), b) || 1;
+      hashes[b] = extendHash(parent, (turnSalt + b) >>> 0) || 1;
     }
     this.previous = hashes;
     return new BlockHashContent(hashes);

@@ -61,15 +61,20 @@ export class BlockPool {
 
   /** Takes n blocks from the head of the free queue (dropping their cached content), or null if too few. */
   allocate(n: number): number[] | null {
-    if (n > this.freeQueue.length) return null;
-    const out = new Array<number>(n);
+    const out: number[] = [];
+    return this.allocateInto(n, out) ? out : null;
+  }
+
+  /** allocate() appending to `out`; false (and nothing taken) if too few blocks are free. */
+  allocateInto(n: number, out: number[]): boolean {
+    if (n > this.freeQueue.length) return false;
     for (let i = 0; i < n; i++) {
       const blockId = this.freeQueue.popHead();
       this.dropCachedContent(blockId);
       this.refCounts[blockId] = 1;
-      out[i] = blockId;
+      out.push(blockId);
     }
-    return out;
+    return true;
   }
 
   /** Adds a reference to blocks found by prefix lookup; a free one leaves the free queue. */

@@ -72,9 +72,8 @@ export class HashIndex {
     }
   }
 
+  /** Keys are prefix hashes whose low 32 bits are already well mixed, so they index directly. */
   private slot(key: number): number {
-    const lo = key >>> 0;
-    const hi = (key / 0x100000000) >>> 0;
-    return (Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca6b) >>> 0) & this.mask;
+    return (key >>> 0) & this.mask;
   }
 }

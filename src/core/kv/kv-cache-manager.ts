@@ -69,6 +69,7 @@ export class KvCacheManager {
     request.blockIds = match.gpuBlockIds.slice();
     request.numComputedTokens = match.gpuTokens;
     request.numCachedBlocks = match.gpuBlockIds.length;
+    request.numStoredBlocks = (match.gpuTokens + match.tierTokens) / this.blockSizeTokens;
     request.hitTokens = match.gpuTokens;
     request.reloadTokens = match.tierTokens;
     if (match.tierTokens > 0 && match.tier !== null) {
@@ -87,10 +88,7 @@ export class KvCacheManager {
   allocateSlots(request: Request, newTokens: number): boolean {
     const needed = this.blocksFor(request.numComputedTokens + newTokens) - request.blockIds.length;
     if (needed <= 0) return true;
-    const blocks = this.pool.allocate(needed);
-    if (!blocks) return false;
-    for (const blockId of blocks) request.blockIds.push(blockId);
-    return true;
+    return this.pool.allocateInto(needed, request.blockIds);
   }
 
   /** Registers the request's newly completed full blocks in the prefix cache. */
@@ -102,16 +100,21 @@ export class KvCacheManager {
     if (full > request.numCachedBlocks) request.numCachedBlocks = full;
   }
 
-  /** Cached full-block hashes of a request, for offloading. */
-  cachedHashes(request: Request): number[] {
-    const out = new Array<number>(request.numCachedBlocks);
-    for (let i = 0; i < request.numCachedBlocks; i++) out[i] = request.content.blockHash(i);
-    return out;
+  /**
+   * Writes the request's full blocks computed since admission to the offload tiers (LMCache stores what
+   * it has not seen; the prefix the request found was stored by whoever computed it).
+   */
+  writeThrough(request: Request): void {
+    if (!this.tiers || request.numCachedBlocks <= request.numStoredBlocks) return;
+    const fresh = new Array<number>(request.numCachedBlocks - request.numStoredBlocks);
+    for (let i = 0; i < fresh.length; i++) fresh[i] = request.content.blockHash(request.numStoredBlocks + i);
+    this.tiers.store(fresh);
+    request.numStoredBlocks = request.numCachedBlocks;
   }
 
   /** Drops the request's hold on its blocks (tail first, so its last blocks are reused first). */
   freeRequest(request: Request): void {
-    if (this.tiers && request.numCachedBlocks > 0) this.tiers.store(this.cachedHashes(request));
+    this.writeThrough(request);
     this.freeBlocks(request.blockIds);
     request.blockIds = [];
     request.numCachedBlocks = 0;

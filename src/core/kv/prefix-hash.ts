@@ -16,10 +16,11 @@ function mixLane(h: number, value: number, multiplier: number): number {
 
 /** Combines a parent hash with one more value (a token id or any salt). */
 export function extendHash(parentHash: number, value: number): number {
-  const lo = parentHash % 0x100000000;
-  const hi = Math.floor(parentHash / 0x100000000);
+  // >>> 0 takes an integer double modulo 2^32 without the slow floating-point remainder.
+  const lo = parentHash >>> 0;
+  const hi = (parentHash / 0x100000000) >>> 0;
   const nextLo = mixLane(lo ^ Math.imul(hi, 0x9e3779b1), value, 0x85ebca6b);
-  const nextHi = mixLane(hi ^ nextLo, value ^ 0x5bd1e995, 0xc2b2ae35) % LANE;
+  const nextHi = mixLane(hi ^ nextLo, value ^ 0x5bd1e995, 0xc2b2ae35) & (LANE - 1);
   return nextHi * 0x100000000 + nextLo;
 }
 

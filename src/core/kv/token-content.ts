@@ -48,7 +48,7 @@ export class TokenIdContent implements TokenContent {
 
 /** Content given directly as a precomputed array of block hashes (simulated conversations). */
 export class BlockHashContent implements TokenContent {
-  constructor(readonly hashes: readonly number[]) {}
+  constructor(readonly hashes: ArrayLike<number>) {}
 
   blockHash(index: number): number {
     const hash = this.hashes[index];
