@@ -653,6 +653,11 @@ export class Scheduler {
     this.forgetIfIdle(program);
   }
 
+  /** Expires pins that are due, outside a step (an idle engine's timer). */
+  expireDuePins(): void {
+    this.expirePins(this.clock.nowS());
+  }
+
   private expirePins(nowS: number): void {
     if (this.pinned.size === 0) return;
     for (const program of this.pinned) {

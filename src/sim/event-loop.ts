@@ -166,7 +166,14 @@ export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunO
     while ((events.peekKey() ?? Number.POSITIVE_INFINITY) <= clock.nowS()) deliver(events.pop() as SimEvent);
     if (clock.nowS() >= horizonS) break;
     if (!scheduler.hasUnfinishedRequests()) {
+      // An idle engine still wakes when a pin's TTL ends, so memory is released on time.
       const next = events.peekKey();
+      const expiryS = scheduler.nextPinExpiryS();
+      if (expiryS !== null && expiryS <= (next ?? Number.POSITIVE_INFINITY) && expiryS < horizonS) {
+        clock.advanceTo(Math.max(clock.nowS(), expiryS));
+        scheduler.expireDuePins();
+        continue;
+      }
       if (next === undefined) break;
       clock.advanceTo(Math.min(next, horizonS));
       continue;
