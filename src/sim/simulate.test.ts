@@ -1,0 +1,154 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { toJsonResult } from "../cli/sim-output.js";
+import type { TraceProgram } from "../workload/trace.js";
+import { getProfile } from "./hardware/profiles.js";
+import { type PointJob, runPointJob } from "./point-job.js";
+import { DEFAULT_ENGINE_OPTIONS, type EngineOptions, simulatePoint } from "./simulate.js";
+import { runSweep } from "./sweep.js";
+
+const SMALL_POOL: EngineOptions = { ...DEFAULT_ENGINE_OPTIONS, kvCapacityTokens: 60_000, maxNumSeqs: 32 };
+
+function job(policy: string, jps: number, seed = 7): PointJob {
+  return {
+    policy,
+    jps,
+    seed,
+    workload: { kind: "swe-bench", programs: 20, tokenScale: 0.25, toolTimeScale: 1, turnRepeat: 1 },
+    hardware: { gpu: "h100", model: "llama-3.1-8b" },
+    engine: SMALL_POOL,
+  };
+}
+
+/** A program of `turns` turns whose context grows by `newTokens` a turn; tool time per turn. */
+function agent(id: string, turns: number, newTokens: number, toolS: number, lastToolS = toolS): TraceProgram {
+  let context = 0;
+  return {
+    id,
+    turns: Array.from({ length: turns }, (_, i) => {
+      const input = context + newTokens;
+      const turn = {
+        input,
+        cached: context,
+        output: 32,
+        tool: i === turns - 1 ? null : "python",
+        toolS: i === turns - 1 ? null : i === turns - 2 ? lastToolS : toolS,
+      };
+      context = input + 32;
+      return turn;
+    }),
+  };
+}
+
+function point(
+  policy: string,
+  programs: TraceProgram[],
+  arrivalsS: number[],
+  engine = SMALL_POOL,
+  aborts?: Map<number, { turn: number; afterS: number }>,
+) {
+  return simulatePoint({
+    policy,
+    programs,
+    arrivalsS,
+    profile: getProfile("h100", "llama-3.1-8b"),
+    engine,
+    jps: 1,
+    seed: 1,
+    aborts,
+  });
+}
+
+describe("simulate", () => {
+  it("gives byte-identical JSON for the same seed, and different JSON for another seed", () => {
+    const a = JSON.stringify(toJsonResult(runPointJob(job("cachettl", 0.5))));
+    const b = JSON.stringify(toJsonResult(runPointJob(job("cachettl", 0.5))));
+    const c = JSON.stringify(toJsonResult(runPointJob(job("cachettl", 0.5, 8))));
+    assert.equal(a, b);
+    assert.notEqual(a, c);
+  });
+
+  it("returns sweep results in job order whatever the worker threads finish first", async () => {
+    const jobs = [job("vllm", 0.5), job("cachettl", 0.5), job("vllm", 1), job("cachettl", 1)];
+    const threaded = await runSweep(jobs, { threads: 2 });
+    const inline = await runSweep(jobs, { threads: 1 });
+    assert.deepEqual(
+      threaded.map((r) => JSON.stringify(toJsonResult(r))),
+      inline.map((r) => JSON.stringify(toJsonResult(r))),
+    );
+    assert.deepEqual(
+      threaded.map((r) => [r.policy, r.jps]),
+      [
+        ["vllm", 0.5],
+        ["cachettl", 0.5],
+        ["vllm", 1],
+        ["cachettl", 1],
+      ],
+    );
+  });
+
+  it("expires the pins of tools that never return, and the other programs finish", () => {
+    const programs = [
+      agent("hung", 4, 2000, 0.2, Number.POSITIVE_INFINITY),
+      ...Array.from({ length: 6 }, (_, i) => agent(`ok${i}`, 5, 3000, 0.2)),
+    ];
+    // The fork's rule pins every short tool for 2 s, so the hung program's last turn is pinned too.
+    const result = point(
+      "continuum-heuristic",
+      programs,
+      programs.map((_, i) => i * 0.5),
+    );
+    assert.equal(result.completed, 6, "every program but the hung one finishes");
+    assert.equal(result.pins.created > 0, true);
+    assert.equal(result.pins.expired >= 1, true, "the hung program's pin expires instead of staying forever");
+    assert.equal(
+      point(
+        "cachettl",
+        programs,
+        programs.map((_, i) => i * 0.5),
+      ).completed,
+      6,
+    );
+  });
+
+  it("keeps making progress when a burst of 10x load arrives", () => {
+    const calm = Array.from({ length: 5 }, (_, i) => agent(`calm${i}`, 4, 2000, 0.5));
+    const burst = Array.from({ length: 50 }, (_, i) => agent(`burst${i}`, 4, 2000, 0.5));
+    const programs = [...calm, ...burst];
+    const arrivals = [...calm.map((_, i) => i * 2), ...burst.map((_, i) => 10 + i * 0.2)];
+    for (const policy of ["vllm", "cachettl", "continuum-heuristic"]) {
+      const result = point(policy, programs, arrivals);
+      assert.equal(result.completed, programs.length, `${policy}: all programs finish`);
+    }
+  });
+
+  it("continues when pins fill the whole pool: later programs get memory by unpinning", () => {
+    // Each program's context is a third of the pool, tools take longer than any step.
+    const engine: EngineOptions = { ...SMALL_POOL, kvCapacityTokens: 12_000 };
+    const programs = Array.from({ length: 8 }, (_, i) => agent(`p${i}`, 3, 1800, 3));
+    const result = point(
+      "continuum-heuristic",
+      programs,
+      programs.map((_, i) => i * 0.1),
+      engine,
+    );
+    assert.equal(result.completed, programs.length);
+    assert.equal(result.pins.sacrificed > 0, true, "memory pressure made the scheduler give up pins");
+  });
+
+  it("survives clients that abort mid-request", () => {
+    const programs = Array.from({ length: 10 }, (_, i) => agent(`p${i}`, 4, 2000, 0.3));
+    const aborts = new Map([
+      [1, { turn: 0, afterS: 0.001 }],
+      [4, { turn: 2, afterS: 0.01 }],
+    ]);
+    const result = point(
+      "cachettl",
+      programs,
+      programs.map((_, i) => i * 0.2),
+      SMALL_POOL,
+      aborts,
+    );
+    assert.equal(result.completed, 8, "the two aborted programs end, the others finish");
+  });
+});
