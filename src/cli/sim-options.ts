@@ -23,6 +23,7 @@ export interface SimCliOptions {
   json: boolean;
   report: string | false;
   threads?: number;
+  record?: string;
 }
 
 export function positiveNumber(value: string): number {
@@ -103,6 +104,10 @@ export function addSimOptions(command: Command, defaults: { policies: string; pr
       1,
     )
     .option("--threads <n>", "worker threads (default: one per core)", positiveInt)
+    .option(
+      "--record <dir>",
+      "write each point's scheduler event log (<policy>-jps<rate>.jsonl) for `continuum analyze`",
+    )
     .option("--json", "print machine-readable results on stdout", false)
     .option("--report <file.html>", "HTML report path", "continuum-report.html")
     .option("--no-report", "do not write the HTML report");
@@ -140,7 +145,15 @@ export function jobsFor(o: SimCliOptions, jpsList: readonly number[]): PointJob[
   const hardware = hardwareOf(o);
   const engine = engineOf(o);
   return jpsList.flatMap((jps) =>
-    o.policies.map((policy) => ({ policy, jps, seed: o.seed, workload, hardware, engine })),
+    o.policies.map((policy) => ({
+      policy,
+      jps,
+      seed: o.seed,
+      workload,
+      hardware,
+      engine,
+      recordDir: o.record,
+    })),
   );
 }
 

@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { Rng } from "../core/rng.js";
 import { buildWorkload } from "../workload/arrivals.js";
 import { parseTraceJsonl } from "../workload/trace.js";
@@ -28,6 +29,8 @@ export interface PointJob {
   readonly workload: WorkloadOptions;
   readonly hardware: HardwareOptions;
   readonly engine: EngineOptions;
+  /** directory for per-point scheduler event logs (same format as `continuum serve --record`) */
+  readonly recordDir?: string;
 }
 
 export function resolveHardware(hardware: HardwareOptions): HardwareProfile {
@@ -68,5 +71,11 @@ export function runPointJob(job: PointJob): PointResult {
     engine: job.engine,
     jps: job.jps,
     seed: new Rng(job.seed).int(1, 1 << 30),
+    recordPath: job.recordDir ? recordPathFor(job.recordDir, job) : undefined,
   });
+}
+
+function recordPathFor(dir: string, job: PointJob): string {
+  mkdirSync(dir, { recursive: true });
+  return join(dir, `${job.policy}-jps${job.jps}`);
 }

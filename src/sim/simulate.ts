@@ -1,8 +1,9 @@
+import { renameSync, writeFileSync } from "node:fs";
 import { summarize } from "../analysis/stats.js";
 import { VirtualClock } from "../core/clock.js";
 import { quadraticCostModel } from "../core/cost-model.js";
 import type { TierConfig } from "../core/kv/offload-tiers.js";
-import type { EventRecorder } from "../core/recorder/recorder.js";
+import { type EventRecorder, MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Scheduler } from "../core/scheduler.js";
 import type { StepPlan } from "../core/step-plan.js";
 import { createPolicy } from "../policies/index.js";
@@ -44,6 +45,8 @@ export interface PointSpec {
   /** optional faults: per program index, abort a turn after some seconds */
   readonly aborts?: ReadonlyMap<number, { turn: number; afterS: number }>;
   readonly horizonS?: number;
+  /** write the scheduler's event log (the server's --record format) to `<recordPath>.jsonl` */
+  readonly recordPath?: string;
 }
 
 export interface Distribution {
@@ -90,6 +93,8 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const policy = createPolicy(spec.policy);
   const clock = new VirtualClock();
   const pins = new PinDurationRecorder();
+  const log = spec.recordPath ? new MemorySink() : null;
+  const recorder: EventRecorder = log ? new TeeRecorder([pins, new Recorder(log)]) : pins;
   const tiers = offloadTiers(profile, engine, policy.needsOffload);
   const capacityTokens = engine.kvCapacityTokens > 0 ? engine.kvCapacityTokens : profile.kvCapacityTokens;
   const scheduler = new Scheduler(
@@ -106,7 +111,7 @@ export function simulatePoint(spec: PointSpec): PointResult {
         reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
       }),
     },
-    { clock, policy, recorder: pins },
+    { clock, policy, recorder },
   );
   const accumulator = stepAccumulatorFor(profile.latency);
   const stepTimeS = (plan: StepPlan) => {
@@ -144,7 +149,24 @@ export function simulatePoint(spec: PointSpec): PointResult {
       usage.push({ timeS: nowS, used: pool.usageFraction(), pinned: pinnedBlocks / pool.numBlocks });
     },
   });
+  if (log && spec.recordPath) {
+    // Simulated runs are bounded, so the log is kept in memory and written once, atomically.
+    writeFileSync(`${spec.recordPath}.jsonl.tmp`, log.toJsonl());
+    renameSync(`${spec.recordPath}.jsonl.tmp`, `${spec.recordPath}.jsonl`);
+  }
   return summarizePoint(spec, result.programs, scheduler, pins, result.steps, usage);
+}
+
+class TeeRecorder implements EventRecorder {
+  constructor(private readonly targets: readonly EventRecorder[]) {}
+
+  record(event: Parameters<EventRecorder["record"]>[0]): void {
+    for (const target of this.targets) target.record(event);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.targets.map((t) => t.close()));
+  }
 }
 
 function offloadTiers(profile: HardwareProfile, engine: EngineOptions, needsOffload: boolean): TierConfig[] {
