@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import { analyzeCommand } from "./analyze-command.js";
+import { benchCommand } from "./bench-command.js";
 import { policiesCommand } from "./policies-command.js";
 import { reproduceCommand } from "./reproduce-command.js";
 import { serveCommand } from "./serve-command.js";
@@ -8,11 +9,13 @@ import { simulateCommand, sweepCommand } from "./simulate-command.js";
 const program = new Command("continuum")
   .description("Continuum: multi-turn LLM agent serving with KV-cache time-to-live (CacheTTL)")
   .showHelpAfterError()
+  .enablePositionalOptions()
   .addCommand(serveCommand())
   .addCommand(policiesCommand())
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())
   .addCommand(reproduceCommand())
+  .addCommand(benchCommand())
   .addCommand(analyzeCommand());
 
 program.parseAsync(process.argv).catch((error: unknown) => {

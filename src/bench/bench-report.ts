@@ -1,0 +1,87 @@
+/** Bench runs as a text table and as the simulator's HTML report (runs side by side). */
+import { renderReportHtml } from "../analysis/report-html.js";
+import { type BenchRun, completedJcts } from "./bench-metrics.js";
+
+const f = (x: number, digits = 2) => x.toFixed(digits);
+
+export function formatErrors(errors: Readonly<Record<string, number>>): string {
+  const entries = Object.entries(errors).sort(([a], [b]) => a.localeCompare(b));
+  return entries.length === 0 ? "none" : entries.map(([k, n]) => `${k}:${n}`).join(" ");
+}
+
+export function formatBenchTable(runs: readonly BenchRun[]): string {
+  const head = [
+    "run",
+    "jps",
+    "done",
+    "meanJCT",
+    "p50",
+    "p90",
+    "p95",
+    "p99",
+    "thr(jps)",
+    "TTFTp50",
+    "turnp50",
+    "cached",
+    "promptMAE",
+    "errors",
+  ];
+  const rows = runs.map((r) => [
+    r.label,
+    String(r.jps),
+    `${r.completed}/${r.programs}`,
+    f(r.jct.mean),
+    f(r.jct.p50),
+    f(r.jct.p90),
+    f(r.jct.p95),
+    f(r.jct.p99),
+    f(r.throughput_jps, 4),
+    r.ttft.count === 0 ? "-" : f(r.ttft.p50, 3),
+    f(r.turn_latency.p50, 3),
+    r.cached_tokens_reported === false ? "n/a" : f(r.cached_token_ratio, 3),
+    r.prompt_tokens_mae === null || r.prompt_tokens_mae === undefined ? "-" : f(r.prompt_tokens_mae, 1),
+    formatErrors(r.errors),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  return [line(head), ...rows.map(line)].join("\n");
+}
+
+/** The HTML report of one or more runs (JCT table and CDF; JCT vs load when the loads differ). */
+export function renderBenchReport(
+  runs: readonly BenchRun[],
+  title = "continuum bench",
+  extraSettings: readonly string[] = [],
+): Promise<string> {
+  const settings = [
+    ...extraSettings,
+    ...runs.flatMap((r) => [
+      `${r.label}: ${r.url}${r.model ? ` (${r.model})` : ""}, ${r.api ?? "chat"} API, ${r.jps} jobs/s, seed ${r.seed}`,
+      ...(r.settings ?? []).map((s) => `${r.label}: ${s}`),
+    ]),
+  ];
+  return renderReportHtml({
+    title,
+    settings,
+    runs: runs.map((r) => ({
+      label: r.label,
+      jps: r.jps,
+      jct: r.jct,
+      throughputJps: r.throughput_jps,
+      hitRatio: r.cached_token_ratio,
+      completed: r.completed,
+      programs: r.programs,
+      jcts: completedJcts(r),
+      extra: {
+        "TTFT p50 (s)": r.ttft.count === 0 ? "-" : f(r.ttft.p50, 3),
+        "TTFT p99 (s)": r.ttft.count === 0 ? "-" : f(r.ttft.p99, 3),
+        "turn p50 (s)": f(r.turn_latency?.p50 ?? 0, 3),
+        "prompt MAE (tokens)": r.prompt_tokens_mae === null ? "-" : f(r.prompt_tokens_mae ?? 0, 1),
+        failed: r.failed ?? 0,
+        abandoned: r.abandoned ?? 0,
+        errors: formatErrors(r.errors),
+      },
+    })),
+  });
+}
