@@ -1,9 +1,6 @@
-export function mean(values: readonly number[]): number {
-  if (values.length === 0) return 0;
-  let sum = 0;
-  for (const v of values) sum += v;
-  return sum / values.length;
-}
+import { mean } from "../analysis/stats.js";
+
+export { mean };
 
 /** Population standard deviation. */
 export function std(values: readonly number[]): number {
@@ -20,8 +17,8 @@ export function quantileSorted(sorted: readonly number[], q: number): number {
   const pos = q * (sorted.length - 1);
   const lo = Math.floor(pos);
   const hi = Math.ceil(pos);
-  const a = sorted[lo]!;
-  const b = sorted[hi]!;
+  const a = sorted[lo] as number;
+  const b = sorted[hi] as number;
   return a + (b - a) * (pos - lo);
 }
 
