@@ -89,8 +89,10 @@ describe("bench against the server (tiny built-in model)", {
         trace.reduce((n, p) => n + p.turns.length, 0),
       );
       assert.ok(run.model?.startsWith("continuum-tiny"), `model ${run.model}`);
-      // The built-in tokenizer counts exactly what the server does; prompts hit the trace's sizes.
-      assert.equal(run.tokenizer_mae, 0);
+      // The built-in tokenizer counts what the server does; prompts hit the trace's sizes. Not exactly 0:
+      // a random-weight model's reply may hold byte-level tokens that re-tokenize differently when the
+      // next turn sends the reply back, and batch composition can change which replies those are.
+      assert.ok(run.tokenizer_mae! <= 1, `tokenizer MAE ${run.tokenizer_mae}`);
       assert.ok(run.prompt_tokens_mae! <= 1, `prompt MAE ${run.prompt_tokens_mae}`);
       assert.equal(run.completion_tokens_mae, 0, "ignore_eos: every turn generates its max_tokens");
       assert.ok(run.cached_token_ratio > 0.3, `cached ratio ${run.cached_token_ratio}`);
