@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { analyzeCommand } from "./analyze-command.js";
 import { benchCommand } from "./bench-command.js";
 import { policiesCommand } from "./policies-command.js";
+import { profileCommand } from "./profile-command.js";
 import { reproduceCommand } from "./reproduce-command.js";
 import { serveCommand } from "./serve-command.js";
 import { simulateCommand, sweepCommand } from "./simulate-command.js";
@@ -11,6 +12,7 @@ const program = new Command("continuum")
   .showHelpAfterError()
   .enablePositionalOptions()
   .addCommand(serveCommand())
+  .addCommand(profileCommand())
   .addCommand(policiesCommand())
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())
