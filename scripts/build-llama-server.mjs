@@ -1,0 +1,304 @@
+// Builds llama.cpp's own `llama-server` and `llama-batched-bench` — the peer Continuum is compared against
+// (scripts/compare-llama-server.mjs) — from exactly the llama.cpp release our prebuilt libraries come from.
+//
+// Source: the same pinned `node-llama-cpp` npm tarball scripts/fetch-llama-headers.mjs uses (it carries the
+// release as llama/gitRelease.bundle). The tarball is checked against the sha512 that script pinned (read
+// from its verified headers meta.json), the bundle's HEAD must equal the commit the headers came from, and
+// node-llama-cpp's own llama.cpp patches are applied, as for the prebuilt libraries. Everything lives in
+// .cache/llama-server/<version>/ (gitignored, never committed):
+//   src/     the llama.cpp tree (git archive of the bundle + patches)
+//   build/   cmake build tree
+//   bin/     llama-server, llama-batched-bench (static: no shared llama/ggml libraries)
+//   meta.json  release, commit, cmake flags, build seconds
+//
+// Configuration: CPU only (GGML_NATIVE=ON for this machine, no GPU backends), static, no network
+// features: LLAMA_OPENSSL=OFF (no HTTPS), LLAMA_CURL=OFF (deprecated in this release, harmless),
+// LLAMA_BUILD_UI=OFF + LLAMA_USE_PREBUILT_UI=OFF (no npm build, no Hugging Face download: the server
+// embeds no web UI), no tests/examples/app. Only the two targets are built, with -j2 under `nice`.
+// A repeat with the same flags and release is a no-op.
+//
+// Usage: node scripts/build-llama-server.mjs [--force] [--jobs N]   (prints the bin dir last)
+import { execFileSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ensureLlamaHeaders, ROOT } from "./fetch-llama-headers.mjs";
+
+const META_FORMAT = 1;
+export const TARGETS = ["llama-server", "llama-batched-bench"];
+export const CMAKE_FLAGS = [
+  "-DCMAKE_BUILD_TYPE=Release",
+  "-DBUILD_SHARED_LIBS=OFF",
+  "-DGGML_NATIVE=ON",
+  "-DGGML_CUDA=OFF",
+  "-DGGML_VULKAN=OFF",
+  "-DGGML_METAL=OFF",
+  "-DGGML_RPC=OFF",
+  "-DGGML_BACKEND_DL=OFF",
+  "-DLLAMA_CURL=OFF",
+  "-DLLAMA_OPENSSL=OFF",
+  "-DLLAMA_BUILD_UI=OFF",
+  "-DLLAMA_USE_PREBUILT_UI=OFF",
+  "-DLLAMA_BUILD_TESTS=OFF",
+  "-DLLAMA_BUILD_EXAMPLES=OFF",
+  "-DLLAMA_BUILD_APP=OFF",
+  "-DLLAMA_BUILD_TOOLS=ON",
+  "-DLLAMA_BUILD_SERVER=ON",
+  "-DLLAMA_BUILD_COMMON=ON",
+  "-DLLAMA_ALL_WARNINGS=OFF",
+];
+
+// Two compiler-level adjustments, each checked on this machine (sources stay unmodified):
+// - GCC 12 drops the stores that fill ggml's AMX tile configuration before `_tile_loadconfig` (the builtin is
+//   not treated as reading its operand, so dead-store elimination removes the rows/colsb writes); `ldtilecfg`
+//   then faults (SIGSEGV) on the first AMX matmul of a Q8_0 model on an AMX CPU (Sapphire Rapids and later).
+//   -fno-tree-dse -fno-dse for C++ keeps the stores (disassembly: the full 64-byte config is written).
+// - -march=native on a CPU with AVX512-FP16 switches ggml's F16 vectors to 32 lanes x 4 (a 128-element
+//   step), so ggml_vec_dot_f16 over a 64-wide attention head never enters its SIMD loop and runs scalar:
+//   flash-attention decode was 2.3x slower at 544 context than with the flag. -mno-avx512fp16 keeps
+//   everything else native (AVX512, VNNI, BF16, AMX), i.e. the ISA of the prebuilt sapphirerapids backend.
+export function compilerWorkarounds(cxxVersionText, acceptsNoAvx512Fp16) {
+  const isGcc = /\bGCC\b|g\+\+|Free Software Foundation/.test(cxxVersionText);
+  const common = acceptsNoAvx512Fp16 ? ["-mno-avx512fp16"] : [];
+  const cxx = [...(isGcc ? ["-fno-tree-dse", "-fno-dse"] : []), ...common];
+  return [
+    ...(common.length > 0 ? [`-DCMAKE_C_FLAGS=${common.join(" ")}`] : []),
+    ...(cxx.length > 0 ? [`-DCMAKE_CXX_FLAGS=${cxx.join(" ")}`] : []),
+  ];
+}
+
+function log(msg) {
+  console.log(`build-llama-server: ${msg}`);
+}
+
+function run(cmd, args, opts = {}) {
+  return execFileSync(cmd, args, {
+    encoding: opts.encoding ?? "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    maxBuffer: 256 * 1024 * 1024,
+    env: { ...process.env, GIT_TERMINAL_PROMPT: "0", GIT_CONFIG_NOSYSTEM: "1" },
+    ...opts,
+  });
+}
+
+/** Streams a child's output to ours; resolves on exit 0. */
+function runStreaming(cmd, args, opts = {}) {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(cmd, args, { stdio: ["ignore", "inherit", "inherit"], ...opts });
+    child.on("error", reject);
+    child.on("exit", (code, signal) => {
+      if (code === 0) resolvePromise();
+      else reject(new Error(`${cmd} ${args.join(" ")} exited with ${signal ?? code}`));
+    });
+  });
+}
+
+function npm(args, cwd) {
+  const execPath = process.env.npm_execpath;
+  if (execPath && /npm-cli\.js$/.test(execPath)) return run(process.execPath, [execPath, ...args], { cwd });
+  return run("npm", args, { cwd });
+}
+
+/** Where the build of `version` lives. */
+export function llamaServerDir(version, root = ROOT) {
+  return join(root, ".cache", "llama-server", version);
+}
+
+/** Paths of the built binaries (they may not exist yet). */
+export function llamaServerBinaries(version, root = ROOT) {
+  const bin = join(llamaServerDir(version, root), "bin");
+  return { bin, server: join(bin, "llama-server"), batchedBench: join(bin, "llama-batched-bench") };
+}
+
+function cmakeFlags() {
+  const cxx = process.env.CXX ?? "c++";
+  let version = "";
+  try {
+    version = run(cxx, ["--version"]);
+  } catch {
+    // no compiler on PATH: cmake will say so
+  }
+  let noFp16 = false;
+  try {
+    run(cxx, ["-mno-avx512fp16", "-E", "-x", "c++", "/dev/null"]);
+    noFp16 = process.arch === "x64";
+  } catch {
+    // not an x86 compiler that knows the flag
+  }
+  return [...CMAKE_FLAGS, ...compilerWorkarounds(version, noFp16)];
+}
+
+function stampOf(headerMeta, flags) {
+  return createHash("sha256")
+    .update(JSON.stringify({ META_FORMAT, commit: headerMeta.bundleHead, flags, TARGETS }))
+    .digest("hex")
+    .slice(0, 16);
+}
+
+/** Unpacks the pinned llama.cpp release into `dest` (which must not exist); returns the patches applied. */
+function unpackSource(headerMeta, dest, parent) {
+  const version = headerMeta.nodeLlamaCppVersion;
+  const work = mkdtempSync(join(parent, ".work-"));
+  try {
+    log(`npm pack node-llama-cpp@${version}`);
+    const packOut = JSON.parse(
+      npm(["pack", `node-llama-cpp@${version}`, "--json", "--prefer-offline"], work),
+    );
+    const tgz = join(work, packOut[0].filename);
+    const actual = `sha512-${createHash("sha512").update(readFileSync(tgz)).digest("base64")}`;
+    if (actual !== headerMeta.tarballIntegrity) {
+      throw new Error(
+        `node-llama-cpp@${version} tarball is ${actual}, expected ${headerMeta.tarballIntegrity}`,
+      );
+    }
+    run("tar", ["-xzf", tgz, "-C", work, "package/llama"]);
+    rmSync(tgz);
+    const llamaDir = join(work, "package", "llama");
+    const gitDir = join(work, "repo.git");
+    run("git", ["clone", "--quiet", "--bare", join(llamaDir, "gitRelease.bundle"), gitDir]);
+    const head = run("git", ["--git-dir", gitDir, "rev-parse", "HEAD"]).trim();
+    if (head !== headerMeta.bundleHead) {
+      throw new Error(`bundle HEAD ${head} differs from the headers' commit ${headerMeta.bundleHead}`);
+    }
+    const stage = join(work, "src");
+    mkdirSync(stage);
+    const tarBuf = run("git", ["--git-dir", gitDir, "archive", "--format=tar", "HEAD"], {
+      encoding: "buffer",
+    });
+    execFileSync("tar", ["-xf", "-", "-C", stage], { input: tarBuf, maxBuffer: 1024 * 1024 * 1024 });
+    const patches = [];
+    const patchDir = join(llamaDir, "patches");
+    if (existsSync(patchDir)) {
+      for (const name of readdirSync(patchDir).sort()) {
+        if (!name.endsWith(".diff") && !name.endsWith(".patch")) continue;
+        run("git", ["apply", "-p1", join(patchDir, name)], { cwd: stage });
+        patches.push(name);
+      }
+    }
+    run("mv", [stage, dest]);
+    return patches;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Makes sure llama-server and llama-batched-bench of the pinned release are built; returns
+ * `{ dir, server, batchedBench, meta, built }` (built = false when it was already there).
+ */
+export async function ensureLlamaServer({ root = ROOT, force = false, jobs = 2 } = {}) {
+  const { meta: headerMeta } = ensureLlamaHeaders({ root, log });
+  const version = headerMeta.nodeLlamaCppVersion;
+  const dir = llamaServerDir(version, root);
+  const bins = llamaServerBinaries(version, root);
+  const metaPath = join(dir, "meta.json");
+  const flags = cmakeFlags();
+  const stamp = stampOf(headerMeta, flags);
+  if (!force && existsSync(metaPath) && existsSync(bins.server) && existsSync(bins.batchedBench)) {
+    const meta = JSON.parse(readFileSync(metaPath, "utf8"));
+    if (meta.stamp === stamp) {
+      log(`already built (llama.cpp ${meta.llamaCppTag}, ${meta.commit.slice(0, 12)}): ${bins.bin}`);
+      return { dir, ...bins, meta, built: false };
+    }
+  }
+  mkdirSync(dir, { recursive: true });
+  const srcDir = join(dir, "src");
+  const buildDir = join(dir, "build");
+  const t0 = performance.now();
+  let patches;
+  const srcStampPath = join(dir, "src.json");
+  const srcOk =
+    !force &&
+    existsSync(join(srcDir, "CMakeLists.txt")) &&
+    existsSync(srcStampPath) &&
+    JSON.parse(readFileSync(srcStampPath, "utf8")).commit === headerMeta.bundleHead;
+  if (srcOk) {
+    patches = JSON.parse(readFileSync(srcStampPath, "utf8")).patches;
+  } else {
+    rmSync(srcDir, { recursive: true, force: true });
+    rmSync(buildDir, { recursive: true, force: true });
+    patches = unpackSource(headerMeta, srcDir, dir);
+    writeFileSync(srcStampPath, `${JSON.stringify({ commit: headerMeta.bundleHead, patches })}\n`);
+    log(`llama.cpp ${headerMeta.llamaCppTag} source in ${srcDir} (patches: ${patches.join(", ") || "none"})`);
+  }
+  const generator = hasCommand("ninja") ? ["-G", "Ninja"] : [];
+  log(`cmake configure ${flags.join(" ")}`);
+  await runStreaming("nice", ["-n", "10", "cmake", "-S", srcDir, "-B", buildDir, ...generator, ...flags]);
+  log(`building ${TARGETS.join(", ")} with -j${jobs} (several minutes on 2 cores)`);
+  await runStreaming("nice", [
+    "-n",
+    "10",
+    "cmake",
+    "--build",
+    buildDir,
+    "--config",
+    "Release",
+    "-j",
+    String(jobs),
+    "--target",
+    ...TARGETS,
+  ]);
+  mkdirSync(bins.bin, { recursive: true });
+  for (const target of TARGETS) {
+    const built = join(buildDir, "bin", target);
+    if (!existsSync(built)) throw new Error(`${built} was not produced`);
+    run("cp", ["-f", built, join(bins.bin, target)]);
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const meta = {
+    format: META_FORMAT,
+    stamp,
+    nodeLlamaCppVersion: version,
+    llamaCppTag: headerMeta.llamaCppTag,
+    commit: headerMeta.bundleHead,
+    patches,
+    cmakeFlags: flags,
+    targets: TARGETS,
+    buildSeconds: Math.round(seconds),
+    builtAt: new Date().toISOString(),
+  };
+  writeFileSync(metaPath, `${JSON.stringify(meta, null, 2)}\n`);
+  log(`built ${TARGETS.join(", ")} in ${formatDuration(seconds)} -> ${bins.bin}`);
+  return { dir, ...bins, meta, built: true };
+}
+
+function hasCommand(name) {
+  try {
+    run("sh", ["-c", `command -v ${name}`]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function formatDuration(seconds) {
+  const m = Math.floor(seconds / 60);
+  const s = Math.round(seconds - m * 60);
+  return m > 0 ? `${m} min ${s} s` : `${s} s`;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const jobsAt = args.indexOf("--jobs");
+  const jobs = jobsAt >= 0 ? Number(args[jobsAt + 1]) : 2;
+  const t0 = performance.now();
+  ensureLlamaServer({ force: args.includes("--force"), jobs }).then(
+    (r) => {
+      if (!r.built) log(`nothing to do (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+      console.log(r.bin);
+    },
+    (error) => {
+      console.error(`build-llama-server: ${error instanceof Error ? error.message : String(error)}`);
+      process.exit(1);
+    },
+  );
+}
