@@ -3,7 +3,7 @@
  *
  *   nice -n 10 npm run compare -- [--threads 1] [--kv-tokens 16384] [--out-dir DIR] [--doc docs/benchmarks.md]
  *                                 [--light-jps R --light-programs N --heavy-jps R --heavy-programs N]
- *                                 [--max-turns K --token-scale F --max-tool-s S] [--np 4,8,16]
+ *                                 [--max-turns K --token-scale F --max-tool-s S] [--np 1,2,4] [--seqs 1,2,4]
  *                                 [--no-trial] [--skip-sim] [--seed N] [--model GGUF | --builtin-model small]
  *
  * 1. builds llama-server + llama-batched-bench from the pinned llama.cpp release (scripts/build-llama-server.mjs;
@@ -12,10 +12,11 @@
  * 3. profiles our engine (`continuum profile`, in process) -> profile.json (serve uses it for PrefillReload);
  * 4. llama-batched-bench vs our engine's equivalent (src/engine/profile/batched-bench.ts): raw prefill and
  *    decode tokens/s on the same model and threads;
- * 5. a short trial of llama-server configurations (per-slot vs unified KV, slot counts, prompt cache + RAM
- *    cache on) at the heavy load; the best mean JCT is kept;
+ * 5. a short trial at the heavy load of llama-server configurations (per-slot vs unified KV, slot counts, prompt
+ *    cache + RAM cache on) and of Continuum's running-sequence limit (cachettl); each keeps its best mean JCT;
  * 6. replays the same trace at a light and a heavy load with `continuum bench` against llama-server (best
- *    config) and `continuum serve` under each policy — same GGUF, threads and total KV tokens;
+ *    config) and `continuum serve` under each policy — same GGUF, threads, total KV tokens and RAM for
+ *    evicted KV (llama-server's --cache-ram = Continuum's --cpu-offload-gb);
  * 7. simulates the same workload with the profile (`continuum simulate --profile`);
  * 8. writes results.json in the output directory and the generated block of docs/benchmarks.md.
  *
@@ -57,7 +58,7 @@ const { values: args } = parseArgs({
   options: {
     threads: { type: "string", default: "1" },
     "kv-tokens": { type: "string", default: "16384" },
-    "max-num-seqs": { type: "string", default: "16" },
+    seqs: { type: "string", default: "1,2,4" },
     model: { type: "string" },
     "builtin-model": { type: "string", default: "small" },
     "out-dir": { type: "string" },
@@ -66,11 +67,11 @@ const { values: args } = parseArgs({
     "light-programs": { type: "string", default: "8" },
     "heavy-jps": { type: "string", default: "4" },
     "heavy-programs": { type: "string", default: "24" },
-    "trial-programs": { type: "string", default: "12" },
+    "trial-programs": { type: "string", default: "8" },
     "max-turns": { type: "string", default: "8" },
     "token-scale": { type: "string", default: "0.1" },
     "max-tool-s": { type: "string", default: "3" },
-    np: { type: "string", default: "4,8,16" },
+    np: { type: "string", default: "1,2,4" },
     "cache-ram-mib": { type: "string", default: "4096" },
     policies: { type: "string", default: "vllm,cachettl,continuum-heuristic" },
     seed: { type: "string", default: "1" },
@@ -87,7 +88,6 @@ const CLI = ["--import", "tsx", resolve(args.cli)];
 
 const threads = Number(args.threads);
 const kvTokens = Number(args["kv-tokens"]);
-const maxNumSeqs = Number(args["max-num-seqs"]);
 const seed = Number(args.seed);
 const policies = args.policies.split(",").map((s) => s.trim());
 const stamp = new Date().toISOString().replace(/[:.]/g, "-");
@@ -356,6 +356,7 @@ async function withLlamaServer<T>(
 
 async function withContinuum<T>(
   policy: string,
+  maxNumSeqs: number,
   model: string,
   profile: string,
   body: (s: Server) => Promise<T>,
@@ -374,6 +375,8 @@ async function withContinuum<T>(
     String(maxNumSeqs),
     "--max-num-batched-tokens",
     "512",
+    "--cpu-offload-gb",
+    String(Number(args["cache-ram-mib"]) / 1024),
     "--scheduling-policy",
     policy,
     "--profile",
@@ -586,15 +589,16 @@ if (!args["skip-raw"]) {
   }
 }
 
-// 5. llama-server at its best: a short trial at the heavy load
+// 5. both servers at their best: a short trial at the heavy load
 const heavy = loads[1];
 const npList = args.np.split(",").map(Number);
 const maxPrompt = Math.max(...prepared.flatMap((p) => p.turns.map((t) => t.input + t.output)));
 const candidates: LlamaConfig[] = [];
 for (const np of npList) {
-  // per-slot KV only where a slot still holds the longest conversation
-  if (kvTokens / np >= maxPrompt) candidates.push({ name: `np${np}`, np, unified: false });
-  candidates.push({ name: `np${np}-kvu`, np, unified: true });
+  // per-slot KV only where a slot still holds the longest conversation; one slot is the same either way
+  const perSlot = kvTokens / np >= maxPrompt;
+  if (perSlot) candidates.push({ name: `np${np}`, np, unified: false });
+  if (!perSlot || np === Math.max(...npList)) candidates.push({ name: `np${np}-kvu`, np, unified: true });
 }
 const trial: { config: LlamaConfig; result: BenchResult }[] = [];
 let best: LlamaConfig = candidates.find((c) => c.unified) ?? candidates[0]!;
@@ -616,6 +620,28 @@ if (!args["no-trial"] && candidates.length > 1) {
 }
 log(`llama-server config: ${best.name}`);
 
+const seqsList = args.seqs.split(",").map(Number);
+const continuumTrial: { maxNumSeqs: number; result: BenchResult }[] = [];
+let maxNumSeqs = Math.max(...seqsList);
+if (!args["no-trial"] && seqsList.length > 1) {
+  const trialPrograms = Number(args["trial-programs"]);
+  for (const seqs of seqsList) {
+    const result = await withContinuum("cachettl", seqs, modelPath, profilePath, (s) =>
+      runBench(s, heavy.jps, trialPrograms, `trial-continuum-seqs${seqs}`),
+    );
+    log(
+      `trial continuum cachettl --max-num-seqs ${seqs}: mean JCT ${result.jct.mean.toFixed(2)} s, ` +
+        `p95 ${result.jct.p95.toFixed(2)} s, ${result.completed}/${result.scheduled} done`,
+    );
+    continuumTrial.push({ maxNumSeqs: seqs, result });
+  }
+  const ok = continuumTrial.filter((t) => t.result.failed === 0 && t.result.completed === t.result.scheduled);
+  maxNumSeqs = (ok.length > 0 ? ok : continuumTrial).reduce((a, b) =>
+    b.result.jct.mean < a.result.jct.mean ? b : a,
+  ).maxNumSeqs;
+}
+log(`continuum --max-num-seqs ${maxNumSeqs}`);
+
 // 6. the replays
 const runs: RunRecord[] = [];
 for (const load of loads) {
@@ -636,7 +662,7 @@ for (const load of loads) {
   for (const policy of policies) {
     record(
       `continuum ${policy}`,
-      await withContinuum(policy, modelPath, profilePath, (s) =>
+      await withContinuum(policy, maxNumSeqs, modelPath, profilePath, (s) =>
         runBench(s, load.jps, load.programs, `${load.name}-continuum-${policy}`),
       ),
     );
@@ -668,6 +694,8 @@ if (!args["skip-sim"]) {
         String(maxNumSeqs),
         "--max-num-batched-tokens",
         "512",
+        "--cpu-offload-gb",
+        String(Number(args["cache-ram-mib"]) / 1024),
         "--json",
         "--no-report",
       ],
@@ -697,6 +725,10 @@ const results = {
     llamaCpp: { tag: buildMeta.llamaCppTag, commit: buildMeta.commit, buildSeconds: buildMeta.buildSeconds },
   },
   llamaServer: { chosen: best, trial: trial.map((t) => ({ config: t.config, result: pick(t.result) })) },
+  continuum: {
+    maxNumSeqs,
+    trial: continuumTrial.map((t) => ({ maxNumSeqs: t.maxNumSeqs, result: pick(t.result) })),
+  },
   raw,
   runs: runs.map((r) => ({ ...r, result: pick(r.result) })),
   sims,
@@ -768,16 +800,24 @@ function renderResults(r: Results): string {
   lines.push(
     `llama-server configuration: \`${describeConfig(r.llamaServer.chosen)}\` (best mean JCT of the trial).`,
   );
-  if (r.llamaServer.trial.length > 0) {
+  lines.push(
+    `Continuum: \`--max-num-seqs ${r.continuum.maxNumSeqs} --cpu-offload-gb ${f(Number(args["cache-ram-mib"]) / 1024, 0)} ` +
+      `--max-num-batched-tokens 512\` (best mean JCT of its trial, cachettl).`,
+  );
+  if (r.llamaServer.trial.length > 0 || r.continuum.trial.length > 0) {
     lines.push("");
-    lines.push(
-      "| llama-server trial (heavy load, fewer programs) | done | mean JCT s | p95 JCT s | cached prompt |",
-    );
+    lines.push("| trial (heavy load, fewer programs) | done | mean JCT s | p95 JCT s | cached prompt |");
     lines.push("|---|---:|---:|---:|---:|");
     for (const t of r.llamaServer.trial) {
       lines.push(
-        `| \`${describeConfig(t.config)}\` | ${t.result.completed}/${t.result.scheduled} | ${f(t.result.jct.mean)} | ` +
+        `| llama-server \`${describeConfig(t.config)}\` | ${t.result.completed}/${t.result.scheduled} | ${f(t.result.jct.mean)} | ` +
           `${f(t.result.jct.p95)} | ${f(t.result.cached_token_ratio * 100, 0)}% |`,
+      );
+    }
+    for (const t of r.continuum.trial) {
+      lines.push(
+        `| continuum cachettl \`--max-num-seqs ${t.maxNumSeqs}\` | ${t.result.completed}/${t.result.scheduled} | ` +
+          `${f(t.result.jct.mean)} | ${f(t.result.jct.p95)} | ${f(t.result.cached_token_ratio * 100, 0)}% |`,
       );
     }
   }

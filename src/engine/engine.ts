@@ -363,6 +363,7 @@ export class Engine implements EngineService {
         const plan = this.scheduler.schedule();
         this.scheduler.update(plan, { durationS: 0 });
         this.kv.reconcile();
+        await this.kv.spillCache();
         this.loopStats.idleSteps++;
         continue;
       }
@@ -399,6 +400,7 @@ export class Engine implements EngineService {
     const inBatch: { chunk: ScheduledChunk; rows: number }[] = [];
     try {
       await this.admit(plan);
+      await this.kv.spillCache();
       const batch = this.batch;
       batch.clear();
       for (const chunk of plan.chunks) {

@@ -121,4 +121,35 @@ describe("KvSlots", () => {
     await compute(runner, kv, a2, 158);
     assert.equal(kv.ledger.numUsed, runner.usedCells);
   });
+  test("with a tier, finished unpinned sequences leave the pool and come back from the tier", async () => {
+    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
+    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+    const kv = new KvSlots(runner, tiers, 16);
+    const turn1 = fakeRequest("t1", seq(90));
+    await kv.admit(turn1, 0);
+    await compute(runner, kv, turn1, 90);
+    (turn1 as { status: string }).status = "finished";
+    kv.reconcile();
+    await kv.spillCache();
+    assert.equal(runner.usedCells, 0, "cache KV does not stay in the pool");
+    assert.equal(kv.numResident, 0);
+    assert.equal(tiers.usage.entries, 1);
+    const turn2 = fakeRequest("t2", [...seq(90), ...seq(30, 9000)]);
+    const slot = await kv.admit(turn2, 80);
+    assert.equal(slot.length, 80);
+    assert.equal(kv.stats.restoredTokens, 80);
+    assert.equal(kv.stats.recomputedTokens, 0);
+  });
+
+  test("without a tier, cache KV stays resident as the prefix cache", async () => {
+    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
+    const kv = new KvSlots(runner, null, 16);
+    const turn1 = fakeRequest("t1", seq(90));
+    await kv.admit(turn1, 0);
+    await compute(runner, kv, turn1, 90);
+    (turn1 as { status: string }).status = "finished";
+    kv.reconcile();
+    await kv.spillCache();
+    assert.equal(runner.usedCells, 90);
+  });
 });

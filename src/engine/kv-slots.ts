@@ -286,6 +286,19 @@ export class KvSlots {
     return true;
   }
 
+  /**
+   * With a RAM/disk tier, moves every unreferenced (cache) slot out of the pool into the tier. On llama.cpp's
+   * unified pool each resident cell below the high-water mark costs every later step's attention, so KV the
+   * scheduler no longer counts is cheaper reloaded (a copy) than kept. Without a tier the pool is the only
+   * prefix cache there is, and it stays.
+   */
+  async spillCache(): Promise<void> {
+    if (!this.tiers?.enabled) return;
+    for (const slot of this.slots) {
+      if (slot.owner === null && slot.length > 0 && !slot.pinned) await this.evict(slot);
+    }
+  }
+
   /** The fraction of the runner's pool in use, cached KV included. */
   usage(): number {
     return this.ledger.numUsed / this.ledger.numCells;
