@@ -24,7 +24,10 @@ export function rooflineSpecFor(
   const precision = options.precision ?? "bf16";
   const bytesPerValue = precision === "fp8" ? 1 : 2;
   const matmulFlops = precision === "fp8" ? gpu.fp8Flops : gpu.bf16Flops;
-  if (matmulFlops === undefined) throw new Error(`${gpu.name} has no ${precision} tensor cores`);
+  const matmulEfficiency = precision === "fp8" ? gpu.fp8MatmulEfficiency : gpu.matmulEfficiency;
+  if (matmulFlops === undefined || matmulEfficiency === undefined) {
+    throw new Error(`${gpu.name} has no ${precision} tensor cores`);
+  }
   const tp = tensorParallel;
   const linearParamsPerGpu = linearParams(shape) / tp;
   const lmHeadParamsPerGpu = (shape.vocabSize * shape.hiddenSize) / tp;
@@ -38,7 +41,7 @@ export function rooflineSpecFor(
     hbmBandwidthBps: gpu.hbmBandwidthBps,
     weightReadEfficiency: gpu.weightReadEfficiency,
     matmulFlops,
-    matmulEfficiency: gpu.matmulEfficiency,
+    matmulEfficiency,
     rooflineKneeExponent: 2,
     layers: shape.layers,
     slidingWindowLayers: shape.slidingWindowLayers,
