@@ -2,6 +2,7 @@ import { availableParallelism } from "node:os";
 import { extname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { createPolicy } from "../policies/index.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 import type { PointResult } from "./simulate.js";
 
@@ -31,6 +32,8 @@ export async function runSweep(
   }
   const here = fileURLToPath(import.meta.url);
   const workerUrl = new URL(`./sweep-worker${extname(here)}`, import.meta.url);
+  // Heaviest points first (longest-processing-time order), so no worker is left with a long one at the end.
+  const order = jobs.map((_, index) => index).sort((a, b) => estimatedCost(jobs[b]!) - estimatedCost(jobs[a]!));
   let next = 0;
   await Promise.all(
     Array.from(
@@ -43,7 +46,7 @@ export async function runSweep(
               void worker.terminate().then(() => resolve());
               return;
             }
-            const index = next++;
+            const index = order[next++] as number;
             worker.postMessage({ index, job: jobs[index] });
           };
           worker.on("message", (message: { index: number; result?: PointResult; error?: string }) => {
@@ -68,4 +71,14 @@ function startWorker(url: URL, fromSource: boolean): Worker {
   if (!fromSource) return new Worker(url);
   const bootstrap = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(url.href)}); });`;
   return new Worker(bootstrap, { eval: true });
+}
+
+/**
+ * Relative cost of a point, for ordering only: offload tiers roughly double a point's work, and heavier
+ * loads keep more requests running per step.
+ */
+function estimatedCost(job: PointJob): number {
+  const policy = createPolicy(job.policy);
+  const offload = policy.needsOffload || job.engine.cpuOffloadGb > 0 || job.engine.diskOffloadGb > 0;
+  return (offload ? 2 : 1) * (1 + job.jps);
 }
