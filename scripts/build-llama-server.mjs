@@ -1,5 +1,5 @@
 // Builds llama.cpp's own `llama-server` and `llama-batched-bench` — the peer Continuum is compared against
-// (scripts/compare-llama-server.mjs) — from exactly the llama.cpp release our prebuilt libraries come from.
+// (src/bench/compare-llama-server.ts, `npm run compare`) — from exactly the llama.cpp release our prebuilt libraries come from.
 //
 // Source: the same pinned `node-llama-cpp` npm tarball scripts/fetch-llama-headers.mjs uses (it carries the
 // release as llama/gitRelease.bundle). The tarball is checked against the sha512 that script pinned (read

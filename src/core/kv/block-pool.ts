@@ -101,9 +101,7 @@ export class BlockPool {
   /** Registers a full block's prefix hash so later requests can hit it. First writer wins. */
   cacheFullBlock(blockId: number, hash: number): void {
     if (this.hashes[blockId] !== 0) return;
-    if (this.cachedBlockByHash.has(hash)) return;
-    this.hashes[blockId] = hash;
-    this.cachedBlockByHash.set(hash, blockId);
+    if (this.cachedBlockByHash.setIfAbsent(hash, blockId)) this.hashes[blockId] = hash;
   }
 
   /** Throws if free queue, reference counts and hash map disagree. O(numBlocks); for tests and debug runs. */

@@ -42,6 +42,21 @@ export class HashIndex {
     this.count++;
   }
 
+  /** Inserts the key unless present (one probe run for both); true when inserted. */
+  setIfAbsent(key: number, value: number): boolean {
+    let i = this.slot(key);
+    for (;;) {
+      const k = this.keys[i] as number;
+      if (k === key) return false;
+      if (k === 0) break;
+      i = (i + 1) & this.mask;
+    }
+    this.keys[i] = key;
+    this.values[i] = value;
+    this.count++;
+    return true;
+  }
+
   delete(key: number): void {
     let i = this.slot(key);
     for (;;) {
