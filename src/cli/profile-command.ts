@@ -75,7 +75,7 @@ export async function runProfileCommand(
 export function profileCommand(): Command {
   return new Command("profile")
     .description(
-      "measure the llama.cpp engine (prefill vs context, decode vs batch and context, step overhead, " +
+      "measure the llama.cpp engine (prefill vs context, prefill chunks after a context, decode vs batch and context, step overhead, " +
         "KV offload bandwidth) and write a continuum-profile JSON for simulate/serve --profile",
     )
     .option("--model <gguf>", "GGUF model file (default: the generated built-in model)")

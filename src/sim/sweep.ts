@@ -35,7 +35,9 @@ export async function runSweep(
   const here = fileURLToPath(import.meta.url);
   const workerUrl = new URL(`./sweep-worker${extname(here)}`, import.meta.url);
   // Heaviest points first (longest-processing-time order), so no worker is left with a long one at the end.
-  const order = jobs.map((_, index) => index).sort((a, b) => estimatedCost(jobs[b]!) - estimatedCost(jobs[a]!));
+  const order = jobs
+    .map((_, index) => index)
+    .sort((a, b) => estimatedCost(jobs[b]!) - estimatedCost(jobs[a]!));
   let next = 0;
   await Promise.all(
     Array.from(

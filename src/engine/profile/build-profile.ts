@@ -13,7 +13,9 @@
  * - prefill points = wall time of a whole prefill in nBatch chunks (model compute + one engine-loop cost per
  *   chunk). The quadratic is fitted to the points minus the fixed cost of every chunk after the first, so
  *   that the simulator's chunked sum (stepOverheadS + a((c+n)^2 - c^2) + b n per chunk) reproduces them,
- *   and its c stays close to stepOverheadS, as the format asks.
+ *   and its c stays close to stepOverheadS, as the format asks;
+ * - prefill chunk points = wall time of an engine step prefilling n new tokens after c tokens of the same
+ *   sequence (model compute + the engine loop's cost); the simulator prices chunks from them when present.
  */
 import { readFileSync } from "node:fs";
 import { fitQuadratic } from "../../core/ttl/prefill-reload.js";
@@ -23,11 +25,19 @@ import {
   type EngineProfileJson,
   engineProfileSchema,
 } from "../../sim/hardware/engine-profile.js";
-import type { DecodeSample, EngineOverheadSample, OffloadSample, PrefillSample } from "./measure.js";
+import type {
+  DecodeSample,
+  EngineOverheadSample,
+  OffloadSample,
+  PrefillChunkSample,
+  PrefillSample,
+} from "./measure.js";
 import { median } from "./measure.js";
 
 export interface ProfileMeasurements {
   readonly prefill: readonly PrefillSample[];
+  /** single chunks after a context (absent in older measurement sets) */
+  readonly prefillChunks?: readonly PrefillChunkSample[];
   readonly decode: readonly DecodeSample[];
   readonly offload: OffloadSample;
   readonly engineOverhead: EngineOverheadSample;
@@ -119,6 +129,12 @@ export function buildProfile(
   }));
   const quadratic = fitQuadratic(fitPoints);
 
+  const chunkPoints = (m.prefillChunks ?? []).map((c) => ({
+    tokens: c.tokens,
+    contextTokens: c.contextTokens,
+    seconds: median(c.seconds) + loopS,
+  }));
+
   const decodePoints = m.decode.map((d) => ({
     batch: d.batch,
     contextTokens: d.contextTokens,
@@ -137,7 +153,7 @@ export function buildProfile(
     threads: id.threads,
     kvBytesPerToken: id.kvBytesPerToken,
     kvCapacityTokens: id.kvCapacityTokens,
-    prefill: { points: prefillPoints, quadratic },
+    prefill: { points: prefillPoints, quadratic, ...(chunkPoints.length > 0 ? { chunks: chunkPoints } : {}) },
     decode: { points: decodePoints },
     stepOverheadS,
     // reloads are what the cost model prices (PrefillReload): use the restore direction
@@ -159,7 +175,7 @@ export function buildProfile(
       seconds: meta.seconds,
       text:
         "times: llama.cpp compute (decode + sampling) through LlamaModelRunner plus the engine loop's measured cost " +
-        "per step; prefill in nBatch chunks from an empty pool; decode with each sequence holding its own " +
+        "per step; prefill in nBatch chunks from an empty pool, and single chunks after a context; decode with each sequence holding its own " +
         "cells; offload bandwidths are the restore/load direction (disk through the page cache)",
     },
   };

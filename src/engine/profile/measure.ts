@@ -32,6 +32,15 @@ export interface DecodeSample {
   readonly seconds: readonly number[];
 }
 
+export interface PrefillChunkSample {
+  /** new tokens in the chunk (one llama_decode) */
+  readonly tokens: number;
+  /** tokens of the same sequence already in the pool before it */
+  readonly contextTokens: number;
+  /** model compute per repeat, seconds (sorted) */
+  readonly seconds: readonly number[];
+}
+
 export interface OffloadSample {
   readonly tokens: number;
   readonly bytes: number;
@@ -55,6 +64,10 @@ export interface ProfilePlan {
   readonly prefillTokens: readonly number[];
   /** repeats per prefill length (the median is kept); shorter lengths may repeat more (see repeatsFor) */
   readonly prefillRepeats: number;
+  /** single prefill chunks (new tokens, at most nBatch) ... */
+  readonly chunkTokens: readonly number[];
+  /** ... after this much context of the same sequence */
+  readonly chunkContexts: readonly number[];
   readonly decodeBatches: readonly number[];
   readonly decodeContexts: readonly number[];
   /** measured decode steps per (batch, context), after one warm-up step */
@@ -139,6 +152,40 @@ export async function measurePrefill(
     log(`prefill ${tokens} tokens: ${(median(seconds) * 1000).toFixed(1)} ms (${chunks} chunks)`);
     out.push({ tokens, chunks, seconds });
   }
+  return out;
+}
+
+/**
+ * One prefill chunk of n new tokens after c tokens of the same sequence, for every (n, c) of the plan. A
+ * returning agent turn is exactly this: a few hundred new tokens after thousands of cached ones. On CPU
+ * the cost of such a chunk is not the difference of two whole prefills: a short chunk streams the whole
+ * context's K/V for few query rows, so per row it costs several times what a long chunk does.
+ */
+export async function measurePrefillChunks(
+  runner: LlamaModelRunner,
+  plan: Pick<ProfilePlan, "chunkTokens" | "chunkContexts" | "prefillRepeats">,
+  chunkTokens: number,
+  log: ProgressLog = silent,
+): Promise<PrefillChunkSample[]> {
+  const out: PrefillChunkSample[] = [];
+  const sizes = plan.chunkTokens.filter((n) => n <= chunkTokens);
+  for (const contextTokens of plan.chunkContexts) {
+    runner.context.clear();
+    if (contextTokens > 0) await prefillSequence(runner, 0, contextTokens, chunkTokens);
+    for (const tokens of sizes) {
+      if (contextTokens + tokens > runner.kvCells) continue;
+      const seconds: number[] = [];
+      for (let r = 0; r < plan.prefillRepeats; r++) {
+        const m = await prefillSequence(runner, 0, tokens, chunkTokens, contextTokens);
+        seconds.push(m.computeS);
+        runner.removeSeq(0, contextTokens, -1);
+      }
+      seconds.sort((a, b) => a - b);
+      log(`prefill chunk ${tokens} after ${contextTokens}: ${(median(seconds) * 1000).toFixed(1)} ms`);
+      out.push({ tokens, contextTokens, seconds });
+    }
+  }
+  runner.context.clear();
   return out;
 }
 

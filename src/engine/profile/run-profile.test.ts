@@ -57,6 +57,15 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
     assert.equal(profile.kvBytesPerToken, 1024); // tiny: 4 layers x 2 KV heads x 32 dims x (K+V) x f16
     assert.equal(file.threads, 1);
     assert.equal(file.decode.points.length, 6);
+    assert.deepEqual(
+      file.prefill.chunks?.map((c) => [c.tokens, c.contextTokens]),
+      [
+        [16, 0],
+        [128, 0],
+        [16, 512],
+        [128, 512],
+      ],
+    );
     const loopS = file.notes.engineOverheadS;
 
     // fresh measurement with the same settings: a 768-token prefill (2 chunks, a length not profiled)
@@ -85,7 +94,17 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
         const r = await runner.execute(batch);
         decode.push(r.computeS + loopS);
       }
+      // a returning turn: 48 new tokens after 400 of the same sequence, one chunk
+      const chunk: number[] = [];
+      runner.context.clear();
+      await prefillSequence(runner, 0, 400, 512);
+      for (let r = 0; r < 3; r++) {
+        const m = await prefillSequence(runner, 0, 48, 512, 400);
+        chunk.push(m.computeS + loopS);
+        runner.removeSeq(0, 400, -1);
+      }
       const predictedPrefill = profile.latency.prefillS(768, 512);
+      const predictedChunk = profile.latency.stepS([{ numTokens: 48, contextTokens: 400 }]);
       const predictedDecode = profile.latency.stepS(
         [1, 2, 3].map(() => ({ numTokens: 1, contextTokens: 128 })),
       );
@@ -93,6 +112,10 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
       assert.ok(
         within(predictedPrefill, median(prefill)),
         `prefill 768: predicted ${predictedPrefill} s, measured ${median(prefill)} s`,
+      );
+      assert.ok(
+        within(predictedChunk, median(chunk)),
+        `chunk 48 after 400: predicted ${predictedChunk} s, measured ${median(chunk)} s`,
       );
       assert.ok(
         within(predictedDecode, median(decode)),

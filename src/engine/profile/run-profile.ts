@@ -17,6 +17,7 @@ import {
   measureEngineOverhead,
   measureOffload,
   measurePrefill,
+  measurePrefillChunks,
   type ProfilePlan,
   type ProgressLog,
 } from "./measure.js";
@@ -47,6 +48,9 @@ export interface RunProfileOptions {
 export const DEFAULT_PLAN: ProfilePlan = {
   prefillTokens: [256, 512, 1024, 2048, 4096, 8192],
   prefillRepeats: 3,
+  // CPU kernels change with the row count (a 48-row chunk can cost more than a 64-row one): sample densely
+  chunkTokens: [8, 16, 32, 48, 64, 128, 256, 512],
+  chunkContexts: [0, 512, 1024, 2048, 4096],
   decodeBatches: [1, 2, 4, 8, 16, 32],
   decodeContexts: [0, 512, 2048, 8192],
   decodeSteps: 6,
@@ -59,6 +63,8 @@ export const DEFAULT_PLAN: ProfilePlan = {
 export const QUICK_PLAN: ProfilePlan = {
   prefillTokens: [128, 256, 512, 1024, 2048],
   prefillRepeats: 2,
+  chunkTokens: [16, 128],
+  chunkContexts: [0, 512],
   decodeBatches: [1, 2, 4, 8],
   decodeContexts: [0, 512],
   decodeSteps: 4,
@@ -86,6 +92,7 @@ export function planFor(
     ...plan,
     prefillTokens,
     decodeContexts: plan.decodeContexts.filter((c) => c < maxTokens),
+    chunkContexts: plan.chunkContexts.filter((c) => c < maxTokens),
     offloadTokens: Math.min(plan.offloadTokens, maxTokens),
   };
 }
@@ -123,9 +130,10 @@ export async function runProfile(options: RunProfileOptions = {}): Promise<Conti
     );
     const offload = await measureOffload(runner, plan, nBatch, options.diskDir, log);
     const prefill = await measurePrefill(runner, plan, nBatch, log);
+    const prefillChunks = await measurePrefillChunks(runner, plan, nBatch, log);
     const decode = await measureDecode(runner, plan, nBatch, log);
     const engineOverhead = await measureEngineOverhead(runner, plan, nBatch, log);
-    const measurements: ProfileMeasurements = { prefill, decode, offload, engineOverhead };
+    const measurements: ProfileMeasurements = { prefill, prefillChunks, decode, offload, engineOverhead };
     const seconds = (performance.now() - t0) / 1000;
     return buildProfile(
       {

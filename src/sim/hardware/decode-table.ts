@@ -24,6 +24,7 @@ interface BatchCurve {
  * measured batch, linear between batches, extrapolated with the outer segments. Where the table has a
  * single context (or a single batch) the prefill quadratic supplies the missing slope. Each batch's
  * times are made non-decreasing in context so measurement noise cannot make a longer context cheaper.
+ * The same grid prices single prefill chunks, with the chunk's new tokens as the "batch" (rows per step).
  */
 export class DecodeTable {
   private readonly curves: readonly BatchCurve[];

@@ -135,6 +135,31 @@ describe("loadEngineProfile round trip", () => {
     close(mixed, truth.decodeS(4, 2000) + a * 256 ** 2 + b * 256, 1e-9, "decodes plus a prefill chunk");
   });
 
+  test("prices prefill chunks from the measured chunk grid when the file has one", () => {
+    // short chunks after a long context cost far more per token than the quadratic says (CPU attention)
+    const chunkS = (n: number, c: number) => truth.overheadS + 0.002 * n + 4e-6 * c * Math.sqrt(n);
+    const json = syntheticProfile();
+    json.prefill.chunks = [16, 64, 256, 512].flatMap((tokens) =>
+      [0, 512, 2048].map((contextTokens) => ({
+        tokens,
+        contextTokens,
+        seconds: chunkS(tokens, contextTokens),
+      })),
+    );
+    const gridded = loadEngineProfile(json);
+    const step = (n: number, c: number) => gridded.latency.stepS([{ numTokens: n, contextTokens: c }]);
+    close(step(64, 2048), chunkS(64, 2048), 1e-9, "a measured point");
+    close(step(64, 1280), (chunkS(64, 512) + chunkS(64, 2048)) / 2, 1e-9, "between contexts");
+    close(step(160, 512), (chunkS(64, 512) + chunkS(256, 512)) / 2, 1e-9, "between sizes");
+    close(
+      gridded.latency.stepS([...decodes(4, 2000), { numTokens: 64, contextTokens: 2048 }]),
+      truth.decodeS(4, 2000) + chunkS(64, 2048) - truth.overheadS,
+      1e-9,
+      "decodes plus a chunk pay the fixed step cost once",
+    );
+    assert.ok(step(32, 2048) > profile.latency.stepS([{ numTokens: 32, contextTokens: 2048 }]));
+  });
+
   test("fits the quadratic from the prefill points when the file leaves it out", () => {
     const json = syntheticProfile();
     delete json.prefill.quadratic;

@@ -28,6 +28,17 @@ export const engineProfileSchema = z.object({
   prefill: z.object({
     points: z.array(z.object({ tokens: z.number().int().positive(), seconds })).min(1),
     quadratic: z.object({ a: z.number(), b: z.number(), c: z.number() }).optional(),
+    /** optional: steps prefilling `tokens` new tokens after `contextTokens` of the same sequence */
+    chunks: z
+      .array(
+        z.object({
+          tokens: z.number().int().positive(),
+          contextTokens: z.number().int().nonnegative(),
+          seconds,
+        }),
+      )
+      .min(1)
+      .optional(),
   }),
   decode: z.object({
     points: z
@@ -48,8 +59,10 @@ export type EngineProfileJson = z.infer<typeof engineProfileSchema>;
 
 /**
  * Step times for the real engine, from its measured profile:
- * - a prefill chunk of n tokens after c costs a((c+n)^2 - c^2) + b n (the prefill quadratic without its
- *   intercept, which stands for the fixed per-step cost);
+ * - a prefill chunk of n tokens after c costs what the measured chunk grid says (piecewise-linear in c for
+ *   each measured n, linear between sizes), minus the fixed per-step cost included in those times; without
+ *   a grid, a((c+n)^2 - c^2) + b n (the prefill quadratic without its intercept, which stands for the fixed
+ *   per-step cost);
  * - the decodes of a step cost what the decode table says for their count and mean context, fixed
  *   per-step cost included; a step with no decodes pays stepOverheadS instead.
  */
@@ -62,6 +75,8 @@ export class EngineProfileLatencyModel implements LatencyModel {
     private readonly quadratic: Quadratic,
     private readonly decode: DecodeTable,
     private readonly stepOverheadS: number,
+    /** measured single-chunk steps as a (tokens, context) grid, or null to use the quadratic */
+    private readonly chunks: DecodeTable | null = null,
   ) {
     this.name = name;
     this.ownAccumulator = this.newAccumulator();
@@ -84,6 +99,7 @@ export class EngineProfileLatencyModel implements LatencyModel {
 
   newAccumulator(): StepAccumulator {
     const { a, b } = this.quadratic;
+    const chunkTable = this.chunks;
     let chunks = 0;
     let decodes = 0;
     let decodeContextTokens = 0;
@@ -101,6 +117,8 @@ export class EngineProfileLatencyModel implements LatencyModel {
         if (numTokens === 1) {
           decodes++;
           decodeContextTokens += contextTokens;
+        } else if (chunkTable) {
+          prefillS += Math.max(0, chunkTable.seconds(numTokens, contextTokens) - this.stepOverheadS);
         } else {
           const end = contextTokens + numTokens;
           prefillS += Math.max(0, a * (end * end - contextTokens * contextTokens) + b * numTokens);
@@ -144,6 +162,16 @@ export function loadEngineProfile(json: unknown): HardwareProfile {
       quadratic,
       new DecodeTable(profile.decode.points, quadratic),
       profile.stepOverheadS,
+      profile.prefill.chunks
+        ? new DecodeTable(
+            profile.prefill.chunks.map((p) => ({
+              batch: p.tokens,
+              contextTokens: p.contextTokens,
+              seconds: p.seconds,
+            })),
+            quadratic,
+          )
+        : null,
     ),
     kvBytesPerToken: profile.kvBytesPerToken,
     kvCapacityTokens: profile.kvCapacityTokens,
