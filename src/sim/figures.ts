@@ -102,7 +102,6 @@ function mainFigure(o: FigureOptions, policies: readonly string[]): Panel[] {
 }
 
 function sweepPanel(
-  o: FigureOptions,
   title: string,
   xLabel: string,
   xs: readonly number[],
@@ -166,7 +165,7 @@ export function buildFigure(id: string, o: FigureOptions): Figure {
         paperClaim: "improvement stays stable across batch sizes and chunk sizes 256-4096",
         metric: "mean",
         panels: [
-          sweepPanel(o, "max-num-seqs", "max-num-seqs", [16, 32, 64, 128, 256], NO_OFFLOAD, (x, policy) => ({
+          sweepPanel("max-num-seqs", "max-num-seqs", [16, 32, 64, 128, 256], NO_OFFLOAD, (x, policy) => ({
             policy,
             jps: PAPER_JPS,
             seed: o.seed,
@@ -175,7 +174,6 @@ export function buildFigure(id: string, o: FigureOptions): Figure {
             engine: engine("b200", { maxNumSeqs: x }),
           })),
           sweepPanel(
-            o,
             "max-num-batched-tokens",
             "chunk tokens",
             [256, 512, 1024, 2048, 4096],
@@ -199,7 +197,7 @@ export function buildFigure(id: string, o: FigureOptions): Figure {
           "baselines degrade as turns grow; CacheTTL's delay stays stable, so its gain grows with turns",
         metric: "mean",
         panels: [
-          sweepPanel(o, "turn repeat", "turn repeat", [1, 2, 3, 4, 5], WITH_OFFLOAD, (x, policy) => ({
+          sweepPanel("turn repeat", "turn repeat", [1, 2, 3, 4, 5], WITH_OFFLOAD, (x, policy) => ({
             policy,
             jps: PAPER_JPS,
             seed: o.seed,
