@@ -309,29 +309,36 @@ async function runBench(server: Server, jps: number, programs: number, tag: stri
   return "runs" in parsed ? parsed.runs[0]! : parsed;
 }
 
-function llamaServerArgv(model: string, port: number, c: LlamaConfig): string[] {
+/** Model, threads, KV size, batch sizes and flash attention: the same for llama-server and its bench. */
+function llamaCommonArgv(model: string): string[] {
   return [
     "-m",
     model,
-    "--host",
-    HOST,
-    "--port",
-    String(port),
     "-t",
     String(threads),
     "-tb",
     String(threads),
     "-c",
     String(kvTokens),
-    "-np",
-    String(c.np),
-    c.unified ? "-kvu" : "-no-kvu",
-    "-fa",
-    "on",
     "-b",
     "512",
     "-ub",
     "512",
+    "-fa",
+    "on",
+  ];
+}
+
+function llamaServerArgv(model: string, port: number, c: LlamaConfig): string[] {
+  return [
+    ...llamaCommonArgv(model),
+    "--host",
+    HOST,
+    "--port",
+    String(port),
+    "-np",
+    String(c.np),
+    c.unified ? "-kvu" : "-no-kvu",
     "--cache-prompt",
     "--cache-ram",
     args["cache-ram-mib"],
@@ -503,20 +510,7 @@ if (!args["skip-raw"]) {
       const out = await runCommand(
         batchedBenchBin,
         [
-          "-m",
-          modelPath,
-          "-t",
-          String(threads),
-          "-tb",
-          String(threads),
-          "-c",
-          String(kvTokens),
-          "-b",
-          "512",
-          "-ub",
-          "512",
-          "-fa",
-          "on",
+          ...llamaCommonArgv(modelPath),
           kvUnified ? "-kvu" : "-no-kvu",
           "--output-format",
           "jsonl",

@@ -121,9 +121,9 @@ describe("KvSlots", () => {
     await compute(runner, kv, a2, 158);
     assert.equal(kv.ledger.numUsed, runner.usedCells);
   });
-  test("with a tier, finished unpinned sequences leave the pool and come back from the tier", async () => {
+  /** A 90-token turn computed and finished without a pin, then a spill pass. */
+  async function finishedTurnThenSpill(tiers: KvTierStore | null) {
     const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
-    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
     const kv = new KvSlots(runner, tiers, 16);
     const turn1 = fakeRequest("t1", seq(90));
     await kv.admit(turn1, 0);
@@ -131,6 +131,12 @@ describe("KvSlots", () => {
     (turn1 as { status: string }).status = "finished";
     kv.reconcile();
     await kv.spillCache();
+    return { runner, kv };
+  }
+
+  test("with a tier, finished unpinned sequences leave the pool and come back from the tier", async () => {
+    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+    const { runner, kv } = await finishedTurnThenSpill(tiers);
     assert.equal(runner.usedCells, 0, "cache KV does not stay in the pool");
     assert.equal(kv.numResident, 0);
     assert.equal(tiers.usage.entries, 1);
@@ -142,14 +148,7 @@ describe("KvSlots", () => {
   });
 
   test("without a tier, cache KV stays resident as the prefix cache", async () => {
-    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
-    const kv = new KvSlots(runner, null, 16);
-    const turn1 = fakeRequest("t1", seq(90));
-    await kv.admit(turn1, 0);
-    await compute(runner, kv, turn1, 90);
-    (turn1 as { status: string }).status = "finished";
-    kv.reconcile();
-    await kv.spillCache();
+    const { runner } = await finishedTurnThenSpill(null);
     assert.equal(runner.usedCells, 90);
   });
 });
