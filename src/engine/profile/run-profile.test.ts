@@ -94,17 +94,17 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
         const r = await runner.execute(batch);
         decode.push(r.computeS + loopS);
       }
-      // a returning turn: 48 new tokens after 400 of the same sequence, one chunk
+      // a returning turn: 16 new tokens after 400 of the same sequence, one chunk (a context not profiled)
       const chunk: number[] = [];
       runner.context.clear();
       await prefillSequence(runner, 0, 400, 512);
       for (let r = 0; r < 3; r++) {
-        const m = await prefillSequence(runner, 0, 48, 512, 400);
+        const m = await prefillSequence(runner, 0, 16, 512, 400);
         chunk.push(m.computeS + loopS);
         runner.removeSeq(0, 400, -1);
       }
       const predictedPrefill = profile.latency.prefillS(768, 512);
-      const predictedChunk = profile.latency.stepS([{ numTokens: 48, contextTokens: 400 }]);
+      const predictedChunk = profile.latency.stepS([{ numTokens: 16, contextTokens: 400 }]);
       const predictedDecode = profile.latency.stepS(
         [1, 2, 3].map(() => ({ numTokens: 1, contextTokens: 128 })),
       );
@@ -115,7 +115,7 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
       );
       assert.ok(
         within(predictedChunk, median(chunk)),
-        `chunk 48 after 400: predicted ${predictedChunk} s, measured ${median(chunk)} s`,
+        `chunk 16 after 400: predicted ${predictedChunk} s, measured ${median(chunk)} s`,
       );
       assert.ok(
         within(predictedDecode, median(decode)),
