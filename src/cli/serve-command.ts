@@ -183,7 +183,11 @@ export function serveCommand(): Command {
       "llama.cpp sequence slots: running + resident KV (at most 256)",
       positiveInt,
     )
-    .option("--cpu-offload-gb <gb>", "RAM tier for KV dropped from the pool (GiB)", nonNegativeNumber)
+    .option(
+      "--cpu-offload-gb <gb>",
+      "RAM tier for KV dropped from the pool (GiB; default 4 when the model runs on the CPU, else 0)",
+      nonNegativeNumber,
+    )
     .option("--disk-offload-dir <dir>", "directory of the disk KV tier")
     .option("--disk-offload-gb <gb>", "disk KV tier size (GiB; needs --disk-offload-dir)", nonNegativeNumber)
     .option("--host <host>", "address to bind", "127.0.0.1")

@@ -8,9 +8,10 @@ import { loadEngineProfile } from "../sim/hardware/engine-profile.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
-import type { KvCacheType } from "./native/llama-native.js";
+import { devices, type KvCacheType } from "./native/llama-native.js";
 
 const GB = 1024 ** 3;
+const CPU_ENGINE_DEFAULT_OFFLOAD_GB = 4;
 
 /** Options of `continuum serve` for the llama.cpp engine (vLLM-style names where vLLM has one). */
 export interface LlamaEngineOptions {
@@ -33,7 +34,11 @@ export interface LlamaEngineOptions {
    * resident for pins and as prefix cache (default min(256, max(2 x maxNumSeqs, maxNumSeqs + 16))).
    */
   readonly maxSeqSlots?: number;
-  /** `--cpu-offload-gb`: RAM for KV dropped from the pool, reloaded instead of recomputed (default 0). */
+  /**
+   * `--cpu-offload-gb`: RAM for KV dropped from the pool, reloaded instead of recomputed. Default: 4 when
+   * the model runs on the CPU (there every resident cell slows attention, so KV nobody holds is better in
+   * RAM; llama-server's prompt cache is on by default too), else 0 (2 for offload policies).
+   */
   readonly cpuOffloadGb?: number;
   /** `--disk-offload-dir`: directory of the disk KV tier. */
   readonly diskOffloadDir?: string;
@@ -98,11 +103,8 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
   );
   if (slots > 256) throw new Error(`maxSeqSlots is at most 256, got ${slots}`);
   if (maxNumSeqs >= slots) throw new Error(`maxNumSeqs (${maxNumSeqs}) must be below maxSeqSlots (${slots})`);
-  let cpuGb = options.cpuOffloadGb ?? 0;
   const diskGb = options.diskOffloadGb ?? 0;
   if (diskGb > 0 && !options.diskOffloadDir) throw new Error("--disk-offload-gb needs --disk-offload-dir");
-  // offload policies mean nothing without a tier: give them a modest RAM one
-  if (policy.needsOffload && cpuGb <= 0 && diskGb <= 0) cpuGb = 2;
 
   const modelPath =
     options.modelPath ?? (await ensureBuiltinModel({ preset: options.builtinModel ?? "tiny" }));
@@ -119,6 +121,10 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
     ...(options.gpuLayers === undefined ? {} : { gpuLayers: options.gpuLayers }),
   });
   try {
+    const onCpu = options.gpuLayers === 0 || !devices().some((d) => d.type === "gpu" || d.type === "igpu");
+    let cpuGb = options.cpuOffloadGb ?? (onCpu && diskGb <= 0 ? CPU_ENGINE_DEFAULT_OFFLOAD_GB : 0);
+    // offload policies mean nothing without a tier: give them a modest RAM one
+    if (policy.needsOffload && cpuGb <= 0 && diskGb <= 0) cpuGb = 2;
     const fromProfile = await profileCosts(options.profilePath, runner.kvBytesPerToken);
     const tiers: EngineTierOptions = {
       cpuBytes: Math.floor(cpuGb * GB),

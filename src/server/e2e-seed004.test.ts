@@ -319,7 +319,15 @@ describe("seed 004 against the llama.cpp engine (tiny model)", { skip: llamaSkip
   );
 
   test("(c) vllm: with a small pool, another program's long prompts during the gap evict the freed KV; the returning turn is re-prefilled", async () => {
-    const s = await startLlamaServer(["--scheduling-policy", "vllm", "--kv-cache-tokens", "1024"]);
+    const s = await startLlamaServer([
+      "--scheduling-policy",
+      "vllm",
+      "--kv-cache-tokens",
+      "1024",
+      // no RAM tier (a CPU engine gets one by default): evicted KV must be re-prefilled
+      "--cpu-offload-gb",
+      "0",
+    ]);
     try {
       const ask = (jobId: string, messages: ChatCompletionMessageParam[], maxTokens = MAX_TOKENS) =>
         s.openai.chat.completions.create(
