@@ -24,7 +24,9 @@ interface BatchCurve {
  * measured batch, linear between batches, extrapolated with the outer segments. Where the table has a
  * single context (or a single batch) the prefill quadratic supplies the missing slope. Each batch's
  * times are made non-decreasing in context so measurement noise cannot make a longer context cheaper.
- * The same grid prices single prefill chunks, with the chunk's new tokens as the "batch" (rows per step).
+ * Between measured batches the time never decreases (noise must not make more sequences cheaper), unless
+ * `rowsMayCostLess`: the same grid prices single prefill chunks, with the chunk's new tokens as the
+ * "batch", and there CPU kernels really do get cheaper at some row counts (48 rows slower than 64).
  */
 export class DecodeTable {
   private readonly curves: readonly BatchCurve[];
@@ -32,6 +34,7 @@ export class DecodeTable {
   constructor(
     points: readonly DecodePoint[],
     private readonly tokenCost: TokenCost,
+    private readonly rowsMayCostLess = false,
   ) {
     if (points.length === 0) throw new Error("DecodeTable needs at least one point");
     const byBatch = new Map<number, DecodePoint[]>();
@@ -77,11 +80,15 @@ export class DecodeTable {
     const from = curves[lo]!;
     const to = curves[hi]!;
     const atFrom = curveSeconds(from, meanContextTokens);
+    if (to.batch === batch) return Math.max(0, curveSeconds(to, meanContextTokens));
     const perSequenceS =
       from === to
         ? this.tokenCost.b + 2 * this.tokenCost.a * meanContextTokens
         : (curveSeconds(to, meanContextTokens) - atFrom) / (to.batch - from.batch);
-    return Math.max(0, atFrom + (batch - from.batch) * Math.max(0, perSequenceS));
+    // only between two measured sizes: beyond them, fewer rows never cost more, more rows never less
+    const between = batch > Math.min(from.batch, to.batch) && batch < Math.max(from.batch, to.batch);
+    const slope = this.rowsMayCostLess && between ? perSequenceS : Math.max(0, perSequenceS);
+    return Math.max(0, atFrom + (batch - from.batch) * slope);
   }
 }
 

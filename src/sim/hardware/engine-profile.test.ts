@@ -160,6 +160,21 @@ describe("loadEngineProfile round trip", () => {
     assert.ok(step(32, 2048) > profile.latency.stepS([{ numTokens: 32, contextTokens: 2048 }]));
   });
 
+  test("a chunk grid may get cheaper with more rows (CPU kernels switch), and is priced so between sizes", () => {
+    const json = syntheticProfile();
+    json.prefill.chunks = [
+      { tokens: 48, contextTokens: 1024, seconds: 0.146 },
+      { tokens: 64, contextTokens: 1024, seconds: 0.06 },
+      { tokens: 128, contextTokens: 1024, seconds: 0.1 },
+    ];
+    const gridded = loadEngineProfile(json);
+    const step = (n: number) => gridded.latency.stepS([{ numTokens: n, contextTokens: 1024 }]);
+    close(step(48), 0.146, 1e-9, "48 rows as measured");
+    close(step(64), 0.06, 1e-9, "64 rows as measured");
+    close(step(56), 0.103, 1e-9, "56 rows halfway down");
+    assert.ok(step(32) <= step(48), "below the grid, fewer rows never cost more than the smallest measured");
+  });
+
   test("fits the quadratic from the prefill points when the file leaves it out", () => {
     const json = syntheticProfile();
     delete json.prefill.quadratic;

@@ -170,6 +170,7 @@ export function loadEngineProfile(json: unknown): HardwareProfile {
               seconds: p.seconds,
             })),
             quadratic,
+            true,
           )
         : null,
     ),
