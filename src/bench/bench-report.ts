@@ -1,5 +1,6 @@
 /** Bench runs as a text table and as the simulator's HTML report (runs side by side). */
 import { renderReportHtml } from "../analysis/report-html.js";
+import { formatTextTable } from "../analysis/text-table.js";
 import { type BenchRun, completedJcts } from "./bench-metrics.js";
 
 const f = (x: number, digits = 2) => x.toFixed(digits);
@@ -42,10 +43,7 @@ export function formatBenchTable(runs: readonly BenchRun[]): string {
     r.prompt_tokens_mae === null || r.prompt_tokens_mae === undefined ? "-" : f(r.prompt_tokens_mae, 1),
     formatErrors(r.errors),
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: readonly string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
-  return [line(head), ...rows.map(line)].join("\n");
+  return formatTextTable(head, rows);
 }
 
 /** The HTML report of one or more runs (JCT table and CDF; JCT vs load when the loads differ). */

@@ -15,6 +15,7 @@
  *        [--idle 0,8,32] [--idle-len 2048] [--active-len 512] [--steps 40] [--kv-type f16]
  */
 import { parseArgs } from "node:util";
+import { formatTextTable } from "../analysis/text-table.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "../engine/gguf/index.js";
 import {
   DecodeBatch,
@@ -203,9 +204,16 @@ async function main(): Promise<void> {
   const off = await measure(model, { ...opts, flashAttn: false });
   const on = await measure(model, { ...opts, flashAttn: true });
   const base = (m: Map<number, Cell>) => m.get(Math.min(...idleCounts))!.msPerStep;
-  const rows = [
-    ["idle seqs", "idle KV cells", "FA off ms", "FA off ratio", "FA on ms", "FA on ratio", "on/off"],
+  const head = [
+    "idle seqs",
+    "idle KV cells",
+    "FA off ms",
+    "FA off ratio",
+    "FA on ms",
+    "FA on ratio",
+    "on/off",
   ];
+  const rows: string[][] = [];
   for (const n of [...idleCounts].sort((a, b) => a - b)) {
     const a = off.get(n)!;
     const b = on.get(n)!;
@@ -219,8 +227,7 @@ async function main(): Promise<void> {
       (b.msPerStep / a.msPerStep).toFixed(2),
     ]);
   }
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  for (const r of rows) console.log(r.map((v, c) => v.padStart(widths[c]!)).join("  "));
+  console.log(formatTextTable(head, rows, { labelColumn: false }));
 
   console.log(
     "\nhigh-water mark: 8 idle seqs, then removed, then the active seq compacted (save/clear/restore)",

@@ -1,6 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { SingleBar } from "cli-progress";
 import { renderReportHtml } from "../analysis/report-html.js";
+import { formatTextTable } from "../analysis/text-table.js";
 import type { PointJob } from "../sim/point-job.js";
 import type { PointResult } from "../sim/simulate.js";
 import { runSweep, type SweepProgress } from "../sim/sweep.js";
@@ -60,12 +61,7 @@ export function formatTable(results: readonly PointResult[]): string {
     String(r.preemptions),
     String(r.pins.created),
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] as string).length)));
-  const line = (cells: readonly string[]) =>
-    cells
-      .map((c, i) => (i === 0 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number)))
-      .join("  ");
-  return [line(head), ...rows.map(line)].join("\n");
+  return formatTextTable(head, rows);
 }
 
 /** Runs the jobs with a progress bar (stderr), then prints the table or JSON and writes the report. */

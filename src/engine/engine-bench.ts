@@ -18,6 +18,7 @@
  *                           [--concurrency 1,8,32] [--prefill-tokens 512] [--prefill-prompts 4]
  */
 import { parseArgs } from "node:util";
+import { formatTextTable } from "../analysis/text-table.js";
 import { Engine, type EngineLoopStats } from "./engine.js";
 import type { GenerateRequest } from "./engine-api.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
@@ -289,8 +290,7 @@ const table = rows.map((r) => [
   r.betweenMs.toFixed(3),
   r.endToEndTokS.toFixed(0),
 ]);
-const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]!.length)));
-for (const row of [header, ...table]) console.log(row.map((cell, i) => cell.padStart(widths[i]!)).join("  "));
+console.log(formatTextTable(header, table, { labelColumn: false }));
 console.log(
   "\nms per step. bare: awaited context.decode() of one row per sequence; native = llama_decode + sampling" +
     "\n  on the worker; hop = the rest (worker -> Promise -> JS). engine: steady-state steps, every sequence" +
