@@ -31,7 +31,7 @@ import {
 } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ensureLlamaHeaders, ROOT } from "./fetch-llama-headers.mjs";
+import { ensureLlamaHeaders, ROOT, run } from "./fetch-llama-headers.mjs";
 
 const META_FORMAT = 1;
 export const TARGETS = ["llama-server", "llama-batched-bench"];
@@ -78,16 +78,6 @@ export function compilerWorkarounds(cxxVersionText, acceptsNoAvx512Fp16) {
 
 function log(msg) {
   console.log(`build-llama-server: ${msg}`);
-}
-
-function run(cmd, args, opts = {}) {
-  return execFileSync(cmd, args, {
-    encoding: opts.encoding ?? "utf8",
-    stdio: ["ignore", "pipe", "pipe"],
-    maxBuffer: 256 * 1024 * 1024,
-    env: { ...process.env, GIT_TERMINAL_PROMPT: "0", GIT_CONFIG_NOSYSTEM: "1" },
-    ...opts,
-  });
 }
 
 /** Streams a child's output to ours; resolves on exit 0. */

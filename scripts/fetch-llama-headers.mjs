@@ -50,7 +50,8 @@ export function findLibPackageDir(root = ROOT) {
   }
 }
 
-function run(cmd, args, opts = {}) {
+/** Runs a command to completion without a terminal or system git config; returns its stdout. */
+export function run(cmd, args, opts = {}) {
   return execFileSync(cmd, args, {
     encoding: opts.encoding ?? "utf8",
     stdio: ["ignore", "pipe", "pipe"],

@@ -34,16 +34,7 @@ export interface ProgramResult {
   error_message?: string | null;
 }
 
-export interface BenchRun {
-  label: string;
-  url: string;
-  api: string;
-  model: string | null;
-  /** the arrival rate asked for */
-  jps: number;
-  seed: number;
-  /** lines describing the run (workload, scaling, tokenizer...) */
-  settings: string[];
+export interface BenchRun extends RunInfo {
   /** programs started */
   programs: number;
   /** programs in the schedule (started or not) */
@@ -97,13 +88,16 @@ function percentiles(xs: readonly number[]): Percentiles {
   return { mean: s.mean, p50: s.p50, p90: s.p90, p95: s.p95, p99: s.p99, count: s.count };
 }
 
+/** What identifies a run: where it went and what was asked for. */
 export interface RunInfo {
   label: string;
   url: string;
   api: string;
   model: string | null;
+  /** the arrival rate asked for */
   jps: number;
   seed: number;
+  /** lines describing the run (workload, scaling, tokenizer...) */
   settings: string[];
 }
 

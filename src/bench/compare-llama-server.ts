@@ -90,6 +90,8 @@ const CLI = ["--import", "tsx", resolve(args.cli)];
 const threads = Number(args.threads);
 const kvTokens = Number(args["kv-tokens"]);
 const seed = Number(args.seed);
+/** RAM for KV that left the pool: llama-server's --cache-ram, Continuum's --cpu-offload-gb */
+const ramGb = Number(args["cache-ram-mib"]) / 1024;
 const policies = args.policies.split(",").map((s) => s.trim());
 const stamp = new Date().toISOString().replace(/[:.]/g, "-");
 const outDir = resolve(args["out-dir"] ?? join(ROOT, ".cache", "compare", stamp));
@@ -362,6 +364,18 @@ async function withLlamaServer<T>(
   }
 }
 
+/** The engine settings `continuum serve` runs with and `continuum simulate` models. */
+function continuumEngineArgv(maxNumSeqs: number): string[] {
+  return [
+    "--max-num-seqs",
+    String(maxNumSeqs),
+    "--max-num-batched-tokens",
+    "512",
+    "--cpu-offload-gb",
+    String(ramGb),
+  ];
+}
+
 async function withContinuum<T>(
   policy: string,
   maxNumSeqs: number,
@@ -379,12 +393,7 @@ async function withContinuum<T>(
     String(threads),
     "--kv-cache-tokens",
     String(kvTokens),
-    "--max-num-seqs",
-    String(maxNumSeqs),
-    "--max-num-batched-tokens",
-    "512",
-    "--cpu-offload-gb",
-    String(Number(args["cache-ram-mib"]) / 1024),
+    ...continuumEngineArgv(maxNumSeqs),
     "--scheduling-policy",
     policy,
     "--profile",
@@ -702,12 +711,7 @@ if (!args["skip-sim"]) {
         String(seed),
         "--policies",
         policies.join(","),
-        "--max-num-seqs",
-        String(maxNumSeqs),
-        "--max-num-batched-tokens",
-        "512",
-        "--cpu-offload-gb",
-        String(Number(args["cache-ram-mib"]) / 1024),
+        ...continuumEngineArgv(maxNumSeqs),
         "--json",
         "--no-report",
       ],
@@ -813,7 +817,7 @@ function renderResults(r: Results): string {
     `llama-server configuration: \`${describeConfig(r.llamaServer.chosen)}\` (best mean JCT of the trial).`,
   );
   lines.push(
-    `Continuum: \`--max-num-seqs ${r.continuum.maxNumSeqs} --cpu-offload-gb ${f(Number(args["cache-ram-mib"]) / 1024, 0)} ` +
+    `Continuum: \`--max-num-seqs ${r.continuum.maxNumSeqs} --cpu-offload-gb ${f(ramGb, 0)} ` +
       `--max-num-batched-tokens 512\` (best mean JCT of its trial, cachettl).`,
   );
   if (r.llamaServer.trial.length > 0 || r.continuum.trial.length > 0) {
