@@ -35,9 +35,8 @@ export async function runSweep(
   const here = fileURLToPath(import.meta.url);
   const workerUrl = new URL(`./sweep-worker${extname(here)}`, import.meta.url);
   // Heaviest points first (longest-processing-time order), so no worker is left with a long one at the end.
-  const order = jobs
-    .map((_, index) => index)
-    .sort((a, b) => estimatedCost(jobs[b]!) - estimatedCost(jobs[a]!));
+  const cost = jobs.map(estimatedCost);
+  const order = jobs.map((_, index) => index).sort((a, b) => cost[b]! - cost[a]!);
   let next = 0;
   await Promise.all(
     Array.from(
