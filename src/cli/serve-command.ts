@@ -129,6 +129,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
     `  model ${engine.modelId} (${model}), context ${engine.maxContextTokens} tokens, ` +
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
+  log(`  ${engine.kvSummary}`);
   if (run.handleSignals ?? true) installSignalHandlers(server, log);
   return server;
 }

@@ -126,6 +126,7 @@ function yieldToEventLoop(): Promise<void> {
 export class Engine implements EngineService {
   readonly modelId: string;
   readonly maxContextTokens: number;
+  readonly kvSummary: string;
   readonly scheduler: Scheduler;
   readonly kv: KvSlots;
   readonly loopStats: EngineLoopStats = {
@@ -195,6 +196,12 @@ export class Engine implements EngineService {
         reloadBandwidthBps: tierOpts.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
       });
     }
+    const gb = (bytes: number) => `${Number((bytes / 1024 ** 3).toFixed(2))} GB`;
+    this.kvSummary = [
+      `${numBlocks * b} KV tokens`,
+      ...(cpuBytes > 0 ? [`RAM tier ${gb(cpuBytes)}`] : []),
+      ...(diskBytes > 0 ? [`disk tier ${gb(diskBytes)}`] : []),
+    ].join(", ");
     this.tierStore =
       tierConfigs.length > 0
         ? new KvTierStore({ cpuBytes, diskBytes, diskDir: tierOpts.diskDir ?? null, blockSizeTokens: b })

@@ -44,6 +44,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 export class FakeEngine implements EngineService {
   readonly modelId = "fake-model";
   readonly maxContextTokens: number;
+  readonly kvSummary = "fake KV";
   readonly requests: GenerateRequest[] = [];
   readonly aborted: string[] = [];
   readonly finished: string[] = [];
