@@ -1,3 +1,4 @@
+import type { TierName } from "./kv/offload-tiers.js";
 import type { TokenContent } from "./kv/token-content.js";
 import type { Program } from "./program.js";
 
@@ -48,6 +49,15 @@ export class Request {
   hitTokens = 0;
   /** prompt tokens reloaded from an offload tier at the latest admission */
   reloadTokens = 0;
+  reloadTier: TierName | null = null;
+  /**
+   * Prompt tokens whose KV was reused (not computed) when the request was first scheduled: prefix hits
+   * and reloads the executor really had, counted once (vLLM's num_cached_tokens). Null until then.
+   */
+  cachedTokens: number | null = null;
+  /** the part of cachedTokens that came back from an offload tier */
+  cachedReloadTokens = 0;
+  numAdmissions = 0;
   /** was preempted and waits to run again */
   preempted = false;
   numPreemptions = 0;

@@ -183,7 +183,7 @@ describe("Scheduler: preemption", () => {
     assert.deepEqual(chunkIds(preemptStep.plan), ["A"]);
     assert.equal(preemptStep.plan.admitted.length, 0, "a preempting step admits nobody");
     assert.deepEqual(
-      preemptStep.plan.released.map((r) => [r.requestId, r.reason, r.tokens]),
+      preemptStep.released.map((r) => [r.requestId, r.reason, r.tokens]),
       [["B", "preempted", 48]],
     );
     assert.equal(b.status, "waiting");
@@ -266,9 +266,9 @@ describe("Scheduler: aborts", () => {
     assert.equal(scheduler.abort("nope"), false);
     assert.equal(scheduler.kv.pool.numFreeBlocks, 8);
     scheduler.checkInvariants();
-    const { plan } = step(scheduler, clock);
+    const { plan, released } = step(scheduler, clock);
     assert.deepEqual(
-      plan.released.map((r) => [r.requestId, r.reason, r.tokens]),
+      released.map((r) => [r.requestId, r.reason, r.tokens]),
       [["A", "aborted", 41]],
     );
     assert.equal(scheduler.stats.aborted, 2);
@@ -379,14 +379,14 @@ describe("Scheduler: programs", () => {
     }
     assert.equal(scheduler.numRunning, 0);
     assert.equal(r2.status, "waiting");
-    const { plan } = step(scheduler, clock, 1);
+    const { plan, released } = step(scheduler, clock, 1);
     assert.deepEqual(
       plan.admitted.map((r) => r.id),
       ["r2"],
       "r2 is stuck behind its own program's pin",
     );
     assert.deepEqual(
-      plan.released.map((r) => [r.requestId, r.reason]),
+      released.map((r) => [r.requestId, r.reason]),
       [["r1", "victim"]],
     );
     runUntilIdle(scheduler, clock);

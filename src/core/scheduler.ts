@@ -8,7 +8,16 @@ import type { PolicyContext, SchedulingPolicy } from "./policy.js";
 import { type Pin, Program } from "./program.js";
 import type { EventRecorder } from "./recorder/recorder.js";
 import { type FinishReason, Request, type RequestSpec } from "./request.js";
-import type { KvRelease, ReleaseReason, Reload, ScheduledChunk, StepPlan, StepResult } from "./step-plan.js";
+import type {
+  KvChanges,
+  KvPinned,
+  KvRelease,
+  ReleaseReason,
+  Reload,
+  ScheduledChunk,
+  StepPlan,
+  StepResult,
+} from "./step-plan.js";
 import { parseForkToolName, parseToolName } from "./tools/parse-tool-call.js";
 import { ToolCallTracker, UNKNOWN_TOOL } from "./tools/tool-call-tracker.js";
 import { TtlEstimator, type TtlEstimatorOptions } from "./ttl/ttl-model.js";
@@ -50,10 +59,16 @@ export class RequestRejectedError extends Error {
 export interface SchedulerStats {
   steps: number;
   preemptions: number;
-  /** prompt tokens looked up at admission, and how many were already resident or reloaded */
+  /**
+   * Prompt tokens looked up when requests were first scheduled, how many of them were reused (resident or
+   * reloaded, as the executor reports), and the reloaded part. Re-admissions after a preemption do not
+   * count (vLLM counts a request's cached tokens once).
+   */
   prefixQueryTokens: number;
   prefixHitTokens: number;
   reloadTokens: number;
+  /** admitted prefix tokens the executor no longer held and computed again */
+  recomputedPrefixTokens: number;
   pinsCreated: number;
   pinsReused: number;
   pinsExpired: number;
@@ -64,6 +79,8 @@ export interface SchedulerStats {
 
 export interface UpdateOutcome {
   readonly finished: readonly Request[];
+  /** KV ownership changes of this update: finished turns pinned or released */
+  readonly kvChanges: KvChanges;
 }
 
 const SWEEP_EVERY_STEPS = 1024;
@@ -86,6 +103,7 @@ export class Scheduler {
     prefixQueryTokens: 0,
     prefixHitTokens: 0,
     reloadTokens: 0,
+    recomputedPrefixTokens: 0,
     pinsCreated: 0,
     pinsReused: 0,
     pinsExpired: 0,
@@ -109,6 +127,7 @@ export class Scheduler {
   /** the head that could not fit, and the free blocks then: nothing to retry until more are free */
   private blockedHead: Request | null = null;
   private blockedHeadFreeBlocks = 0;
+  private pendingPins: KvPinned[] = [];
   private pendingReleases: KvRelease[] = [];
   /** requests the scheduler ended itself inside schedule(), reported by the next update() */
   private finishedOutsideUpdate: Request[] = [];
@@ -156,6 +175,15 @@ export class Scheduler {
     let tokens = 0;
     for (const program of this.pinned) tokens += program.pin?.tokens ?? 0;
     return tokens;
+  }
+
+  /** Fraction of KV blocks held by running requests and pins (1 = the whole pool). */
+  kvUsageFraction(): number {
+    return this.kv.pool.usageFraction();
+  }
+
+  get numKvBlocks(): number {
+    return this.kv.pool.numBlocks;
   }
 
   get numLivePrograms(): number {
@@ -282,8 +310,6 @@ export class Scheduler {
     // As in vLLM, a step that had to preempt running requests for memory admits nobody new.
     if (preempted.length === preemptedForHead) this.admitWaiting(chunks, admitted, reloads, budget, nowS);
 
-    const released = this.pendingReleases;
-    this.pendingReleases = [];
     return {
       stepIndex: this.stats.steps,
       nowS,
@@ -291,7 +317,7 @@ export class Scheduler {
       admitted,
       reloads,
       preempted,
-      released,
+      ...this.takeKvChanges(),
       numBatchedTokens: this.maxNumBatchedTokens - budget.tokens,
     };
   }
@@ -302,6 +328,7 @@ export class Scheduler {
     this.ctx.nowS = nowS;
     const finished: Request[] = this.finishedOutsideUpdate;
     this.finishedOutsideUpdate = [];
+    for (const request of plan.admitted) this.accountAdmission(request, plan.nowS, result);
     for (const chunk of plan.chunks) {
       const request = chunk.request;
       if (request.status !== "running") continue;
@@ -323,7 +350,18 @@ export class Scheduler {
       this.finish(request, program, reason, nowS);
       finished.push(request);
     }
-    return { finished };
+    return { finished, kvChanges: this.takeKvChanges() };
+  }
+
+  /**
+   * KV ownership changes since they were last taken (schedule() and update() take them for their plan and
+   * outcome; an idle loop takes those of expired pins and aborts).
+   */
+  takeKvChanges(): KvChanges {
+    const changes = { pinned: this.pendingPins, released: this.pendingReleases };
+    this.pendingPins = [];
+    this.pendingReleases = [];
+    return changes;
   }
 
   /** Throws if block accounting, pins or queues are inconsistent. O(pool + requests): tests only. */
@@ -499,9 +537,6 @@ export class Scheduler {
     program.numWaiting--;
     program.numRunning++;
     this.kv.admit(request, match);
-    this.stats.prefixQueryTokens += request.numTokens;
-    this.stats.prefixHitTokens += match.gpuTokens + match.tierTokens;
-    this.stats.reloadTokens += match.tierTokens;
     if (program.pin) {
       this.stats.pinsReused++;
       this.releasePin(program, "reused");
@@ -511,26 +546,38 @@ export class Scheduler {
     request.preempted = false;
     request.admittedS = nowS;
     request.admissionNumber = this.nextAdmissionNumber++;
+    request.numAdmissions++;
     this.running.push(request);
     if (!wasPreempted && request.arrivedEvicted) this.ttl.queueing.observe(nowS - request.arrivalS);
-    this.record({
-      kind: wasPreempted ? "evicted_to_running" : "waiting_to_running",
-      programId: program.id,
-      requestId: request.id,
-      timeS: nowS,
-      promptTokens: request.numTokens,
-      hitTokens: match.gpuTokens + match.tierTokens,
-    });
-    if (match.tier !== null && match.tierTokens > 0) {
-      this.record({
-        kind: "reloaded",
-        programId: program.id,
-        requestId: request.id,
-        timeS: nowS,
-        tokens: match.tierTokens,
-        tier: match.tier,
-      });
+  }
+
+  /**
+   * An admission as the executor carried it out: the prefix it really reused (planned hits and reloads
+   * minus what it had to compute again), counted once per request at its first scheduling, and logged.
+   */
+  private accountAdmission(request: Request, admittedS: number, result: StepResult): void {
+    const lost = Math.min(result.recomputed?.get(request.id) ?? 0, request.hitTokens + request.reloadTokens);
+    // The tier part follows the resident part in the sequence, so a shortfall eats the reload first.
+    const reloaded = Math.max(0, request.reloadTokens - lost);
+    const reused = request.hitTokens + request.reloadTokens - lost;
+    this.stats.recomputedPrefixTokens += lost;
+    const first = request.numAdmissions === 1;
+    if (first) {
+      request.cachedTokens = reused;
+      request.cachedReloadTokens = reloaded;
+      this.stats.prefixQueryTokens += request.promptTokens;
+      this.stats.prefixHitTokens += reused;
+      this.stats.reloadTokens += reloaded;
     }
+    const base = { programId: request.programId, requestId: request.id, timeS: admittedS };
+    this.record({
+      ...base,
+      kind: first ? "waiting_to_running" : "evicted_to_running",
+      promptTokens: request.numTokens,
+      hitTokens: reused,
+    });
+    const tier = request.reloadTier;
+    if (tier !== null && reloaded > 0) this.record({ ...base, kind: "reloaded", tokens: reloaded, tier });
   }
 
   private chunkFor(request: Request, numTokens: number): ScheduledChunk {
@@ -623,6 +670,12 @@ export class Scheduler {
     request.blockIds = [];
     request.numCachedBlocks = 0;
     program.pin = pin;
+    this.pendingPins.push({
+      requestId: request.id,
+      programId: program.id,
+      tokens: pin.tokens,
+      expiresS: pin.expiresS,
+    });
     this.pinned.add(program);
     this.pinVictims.push(-this.policy.pinVictimRank(program), pin);
     this.stats.pinsCreated++;
@@ -639,6 +692,7 @@ export class Scheduler {
     this.pendingReleases.push({
       requestId: pin.requestId,
       programId: program.id,
+      holder: "pin",
       reason,
       tokens: pin.tokens,
     });
@@ -705,11 +759,17 @@ export class Scheduler {
     this.pinVictims = fresh;
   }
 
+  /** A request leaves the running set: its blocks go back to the pool, its executor's sequence with them. */
   private releaseRequestKv(request: Request, reason: ReleaseReason): void {
     const tokens = request.numComputedTokens;
-    if (request.blockIds.length === 0) return;
-    this.kv.freeRequest(request);
-    this.pendingReleases.push({ requestId: request.id, programId: request.programId, reason, tokens });
+    if (request.blockIds.length > 0) this.kv.freeRequest(request);
+    this.pendingReleases.push({
+      requestId: request.id,
+      programId: request.programId,
+      holder: "request",
+      reason,
+      tokens,
+    });
   }
 
   private endProgram(program: Program): void {

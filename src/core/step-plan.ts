@@ -28,19 +28,40 @@ export type ReleaseReason =
   | "preempted"
   | "aborted";
 
-/** KV the executor may drop: a sequence no longer held by a running request or a pin. */
+/**
+ * KV the executor may drop: a sequence no longer held by a running request (holder "request": the
+ * request's own KV) or by its program's pin (holder "pin": the pin made from that request).
+ */
 export interface KvRelease {
   readonly requestId: string;
   readonly programId: string;
+  readonly holder: "request" | "pin";
   readonly reason: ReleaseReason;
   readonly tokens: number;
+}
+
+/** A finished request's KV kept for its program: the executor keeps the request's sequence resident. */
+export interface KvPinned {
+  readonly requestId: string;
+  readonly programId: string;
+  readonly tokens: number;
+  readonly expiresS: number;
+}
+
+/**
+ * KV ownership changes, in the order to apply them: pins made first, then KV released (finishes,
+ * expired or sacrificed pins, aborts, preemptions). A pin is always made before it is released.
+ */
+export interface KvChanges {
+  readonly pinned: readonly KvPinned[];
+  readonly released: readonly KvRelease[];
 }
 
 /**
  * Everything one engine step must do, built once by Scheduler.schedule() and read by the executor.
  * Running requests come first in `chunks` (decodes and continuing prefills), then newly admitted ones.
  */
-export interface StepPlan {
+export interface StepPlan extends KvChanges {
   readonly stepIndex: number;
   readonly nowS: number;
   readonly chunks: readonly ScheduledChunk[];
@@ -49,8 +70,7 @@ export interface StepPlan {
   readonly reloads: readonly Reload[];
   /** running requests pushed back to waiting; their KV is gone (recompute on return) */
   readonly preempted: readonly Request[];
-  /** KV released since the previous plan (finishes, expired or sacrificed pins, aborts, preemptions) */
-  readonly released: readonly KvRelease[];
+  // pinned / released (KvChanges): ownership changes since the scheduler last handed them out
   readonly numBatchedTokens: number;
 }
 
@@ -67,4 +87,9 @@ export interface StepResult {
   readonly durationS: number;
   /** per request id, for chunks with samples = true; a missing entry means "not stopped" */
   readonly sampled?: ReadonlyMap<string, SampledToken>;
+  /**
+   * Per admitted request id: tokens of its admitted prefix (GPU hit + reload) the executor no longer held
+   * and computed again in this step (a real engine that had to drop a sequence). Missing: none.
+   */
+  readonly recomputed?: ReadonlyMap<string, number>;
 }

@@ -6,7 +6,8 @@ import type { SchedulingPolicy } from "../core/policy.js";
 import type { EventRecorder } from "../core/recorder/recorder.js";
 import type { Request } from "../core/request.js";
 import { RequestRejectedError, Scheduler } from "../core/scheduler.js";
-import type { SampledToken, ScheduledChunk, StepPlan } from "../core/step-plan.js";
+import { type LoopEnvironment, runStepLoopAsync, StepLoop } from "../core/step-loop.js";
+import type { KvChanges, SampledToken, ScheduledChunk, StepPlan, StepResult } from "../core/step-plan.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
 import {
@@ -58,13 +59,9 @@ export interface EngineOptions {
   readonly closeRunner?: boolean;
 }
 
-/** Counters of the engine loop itself (for benchmarks and the TS overhead measurement). */
+/** Counters of the engine's executor (for benchmarks and the TS overhead measurement). */
 export interface EngineLoopStats {
   steps: number;
-  /** steps run while idle only to expire pins */
-  idleSteps: number;
-  /** steps whose plan had nothing to run (the loop then naps until woken) */
-  emptySteps: number;
   /** rows sent to the runner: prefill (prompt and recompute) and decode tokens */
   batchedTokens: number;
   sampledTokens: number;
@@ -87,6 +84,8 @@ interface Active {
 }
 
 const DEFAULT_CPU_BANDWIDTH_BPS = 4e9;
+/** a plan with nothing to run while work waits (never expected): look again this much later */
+const STALL_RETRY_S = 0.005;
 const DEFAULT_DISK_BANDWIDTH_BPS = 1e9;
 
 /** Prefill of a small CPU model: ~5k tokens/s plus 5 ms per call (a profile file replaces it). */
@@ -131,8 +130,6 @@ export class Engine implements EngineService {
   readonly kv: KvSlots;
   readonly loopStats: EngineLoopStats = {
     steps: 0,
-    idleSteps: 0,
-    emptySteps: 0,
     batchedTokens: 0,
     sampledTokens: 0,
     stepWallS: 0,
@@ -148,6 +145,7 @@ export class Engine implements EngineService {
   private readonly closeRunner: boolean;
   private readonly active = new Map<string, Active>();
   private readonly batch = new RunnerBatch(1024);
+  private readonly stepLoop: StepLoop;
   private readonly loop: Promise<void>;
   private wakeUp: (() => void) | null = null;
   private closing = false;
@@ -235,6 +233,16 @@ export class Engine implements EngineService {
           }
         : null,
     );
+    const executor = {
+      execute: (plan: StepPlan) => this.execute(plan),
+      applyKvChanges: (changes: KvChanges) => this.kv.apply(changes),
+    };
+    this.stepLoop = new StepLoop(this.scheduler, this.clock, this.loopEnvironment, executor, {
+      onFinished: (finished) => {
+        for (const request of finished) this.complete(request);
+      },
+      stallRetryS: STALL_RETRY_S,
+    });
     this.loop = this.run();
   }
 
@@ -319,7 +327,7 @@ export class Engine implements EngineService {
       running: s.numRunning,
       waiting: s.numWaiting,
       pinnedPrograms: s.numPinnedPrograms,
-      kvUsage: s.kv.pool.usageFraction(),
+      kvUsage: s.kvUsageFraction(),
       prefixQueryTokens: s.stats.prefixQueryTokens,
       prefixHitTokens: s.stats.prefixHitTokens,
       preemptions: s.stats.preemptions,
@@ -343,7 +351,7 @@ export class Engine implements EngineService {
 
   private async run(): Promise<void> {
     try {
-      await this.runLoop();
+      await runStepLoopAsync(this.stepLoop, yieldToEventLoop);
     } catch (error) {
       // a bug in the loop itself: refuse new work, fail what is in flight
       this.fatal = error instanceof Error ? error : new Error(String(error));
@@ -351,32 +359,19 @@ export class Engine implements EngineService {
     }
   }
 
-  private async runLoop(): Promise<void> {
-    for (;;) {
-      if (this.scheduler.hasUnfinishedRequests()) {
-        const didWork = await this.step();
-        if (didWork) await yieldToEventLoop();
-        else {
-          this.loopStats.emptySteps++;
-          await this.sleep(5);
-        }
-        continue;
-      }
-      if (this.stopping) return;
-      const expiresS = this.scheduler.nextPinExpiryS();
-      const nowS = this.clock.nowS();
-      if (expiresS !== null && expiresS <= nowS) {
-        // pins expire inside schedule(): run an empty step so they go on time while idle
-        const plan = this.scheduler.schedule();
-        this.scheduler.update(plan, { durationS: 0 });
-        this.kv.reconcile();
-        await this.kv.spillCache();
-        this.loopStats.idleSteps++;
-        continue;
-      }
-      await this.sleep(expiresS === null ? null : (expiresS - nowS) * 1000 + 1);
-    }
-  }
+  /**
+   * The serving world around the step loop: HTTP handlers add and abort requests on the scheduler
+   * directly and wake the loop; an idle loop sleeps until then or until the next pin expiry.
+   */
+  private readonly loopEnvironment: LoopEnvironment<Promise<boolean>> = {
+    deliverDue: () => {},
+    nextEventS: () => null,
+    isOver: (_nowS, idle) => this.stopping && idle,
+    waitUntil: async (untilS) => {
+      await this.sleep(untilS === null ? null : (untilS - this.clock.nowS()) * 1000 + 1);
+      return true;
+    },
+  };
 
   private sleep(ms: number | null): Promise<void> {
     return new Promise((resolve) => {
@@ -397,16 +392,20 @@ export class Engine implements EngineService {
     this.wakeUp?.();
   }
 
-  /** One scheduler step; false when the plan had nothing to run. */
-  private async step(): Promise<boolean> {
+  /**
+   * The engine as the loop's executor: follow the plan's KV ownership changes, materialise admitted
+   * requests' prefixes in runner slots, then ONE batch of every chunk (decode tokens, prefill chunks,
+   * and whatever admitted prefix the engine no longer held), sampled tokens streamed.
+   */
+  private async execute(plan: StepPlan): Promise<StepResult> {
     const t0 = performance.now();
-    const plan = this.scheduler.schedule();
-    this.kv.reconcile();
+    this.kv.apply(plan);
     let computeS = 0;
     const sampled = new Map<string, SampledToken>();
+    const recomputed = new Map<string, number>();
     const inBatch: { chunk: ScheduledChunk; rows: number }[] = [];
     try {
-      await this.admit(plan);
+      await this.admit(plan, recomputed);
       await this.kv.spillCache();
       const batch = this.batch;
       batch.clear();
@@ -441,17 +440,14 @@ export class Engine implements EngineService {
       this.failStep(plan, error);
     }
     const durationS = (performance.now() - t0) / 1000;
-    const { finished } = this.scheduler.update(plan, { durationS, sampled });
-    this.kv.reconcile();
-    for (const request of finished) this.complete(request);
     this.loopStats.steps++;
     this.loopStats.stepWallS += durationS;
     this.loopStats.computeS += computeS;
-    return plan.chunks.length > 0 || finished.length > 0;
+    return { durationS, sampled, recomputed };
   }
 
   /** Slots for newly admitted requests, their prefix materialised, their sampler set. */
-  private async admit(plan: StepPlan): Promise<void> {
+  private async admit(plan: StepPlan, recomputed: Map<string, number>): Promise<void> {
     if (plan.admitted.length === 0) return;
     const startOf = new Map<Request, number>();
     for (const chunk of plan.chunks)
@@ -459,7 +455,11 @@ export class Engine implements EngineService {
     for (const request of plan.admitted) {
       if (request.status !== "running") continue;
       const active = this.active.get(request.id);
-      const slot = await this.kv.admit(request, startOf.get(request) ?? request.numComputedTokens);
+      const { slot, recomputedTokens } = await this.kv.admit(
+        request,
+        startOf.get(request) ?? request.numComputedTokens,
+      );
+      if (recomputedTokens > 0) recomputed.set(request.id, recomputedTokens);
       if (!active || active.request !== request) continue;
       active.firstAdmittedS ??= request.admittedS;
       try {
@@ -529,7 +529,7 @@ export class Engine implements EngineService {
       usage: {
         promptTokens: r.promptTokens,
         completionTokens: r.numOutputTokens,
-        cachedTokens: admittedS === null ? 0 : r.hitTokens + r.reloadTokens,
+        cachedTokens: r.cachedTokens ?? 0,
       },
       queueS: Math.max(0, (admittedS ?? finishS) - r.arrivalS),
       ttftS: r.firstTokenS === null ? null : Math.max(0, r.firstTokenS - r.arrivalS),

@@ -27,7 +27,7 @@ describe("CellLedger", () => {
   });
 });
 
-/** A stand-in for a scheduler Request: the slot table reads id, status, content and program.pin. */
+/** A stand-in for a scheduler Request: the slot table reads its id and content. */
 function fakeRequest(id: string, tokens: number[]): Request {
   return {
     id,
@@ -35,6 +35,19 @@ function fakeRequest(id: string, tokens: number[]): Request {
     content: new TokenIdContent(tokens, 16),
     program: { pin: null },
   } as unknown as Request;
+}
+
+/** The scheduler's word that a request stopped running without a pin: its slot becomes cache. */
+function release(kv: KvSlots, request: Request): void {
+  (request as { status: string }).status = "finished";
+  kv.apply({
+    pinned: [],
+    released: [{ requestId: request.id, programId: "p", holder: "request", reason: "finished", tokens: 0 }],
+  });
+}
+
+async function admit(kv: KvSlots, request: Request, needTokens: number) {
+  return (await kv.admit(request, needTokens)).slot;
 }
 
 async function compute(runner: FakeModelRunner, kv: KvSlots, request: Request, upTo: number) {
@@ -55,10 +68,10 @@ describe("KvSlots", () => {
     const runner = new FakeModelRunner({ kvCells: 512, maxSeqs: 4 });
     const kv = new KvSlots(runner, null, 16);
     const a = fakeRequest("a", seq(100));
-    await kv.admit(a, 0);
+    await admit(kv, a, 0);
     await compute(runner, kv, a, 100);
     const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
-    const slotB = await kv.admit(b, 64);
+    const slotB = await admit(kv, b, 64);
     assert.equal(slotB.length, 64);
     assert.equal(kv.stats.sharedTokens, 64);
     assert.equal(kv.ledger.numUsed, 100);
@@ -72,23 +85,21 @@ describe("KvSlots", () => {
     const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
     const kv = new KvSlots(runner, null, 16);
     const turn1 = fakeRequest("t1", seq(90));
-    const s1 = await kv.admit(turn1, 0);
+    const s1 = await admit(kv, turn1, 0);
     await compute(runner, kv, turn1, 90);
-    (turn1 as { status: string }).status = "finished";
-    kv.reconcile();
+    release(kv, turn1);
     assert.equal(s1.owner, null);
     assert.equal(kv.numResident, 1);
     const turn2 = fakeRequest("t2", [...seq(90), ...seq(30, 9000)]);
-    const s2 = await kv.admit(turn2, 80);
+    const s2 = await admit(kv, turn2, 80);
     assert.equal(s2, s1, "taken over: less than a block beyond the hit");
     assert.equal(s2.length, 80);
     assert.equal(kv.stats.takenOverTokens, 80);
     await compute(runner, kv, turn2, 120);
-    (turn2 as { status: string }).status = "finished";
-    kv.reconcile();
+    release(kv, turn2);
     // an unrelated request needing most of the pool evicts the cached sequence
     const other = fakeRequest("o", seq(200, 20000));
-    await kv.admit(other, 0);
+    await admit(kv, other, 0);
     await compute(runner, kv, other, 200);
     assert.equal(kv.stats.evictions, 1);
     assert.equal(kv.ledger.numUsed, 200);
@@ -101,20 +112,18 @@ describe("KvSlots", () => {
     const kv = new KvSlots(runner, tiers, 16);
     const common = seq(48, 7);
     const a = fakeRequest("a", [...common, ...seq(100, 300)]);
-    await kv.admit(a, 0);
+    await admit(kv, a, 0);
     await compute(runner, kv, a, 148);
-    (a as { status: string }).status = "finished";
-    kv.reconcile();
+    release(kv, a);
     const b = fakeRequest("b", [...common, ...seq(60, 600)]);
-    await kv.admit(b, 48);
+    await admit(kv, b, 48);
     await compute(runner, kv, b, 108);
     // b keeps running; a's sequence is pushed out for cells
     assert.ok(await kv.ensureFree(140, [], true));
     assert.equal(kv.stats.savedToTier, 1);
-    (b as { status: string }).status = "finished";
-    kv.reconcile();
+    release(kv, b);
     const a2 = fakeRequest("a2", [...common, ...seq(100, 300), ...seq(10, 50)]);
-    const slot = await kv.admit(a2, 144);
+    const slot = await admit(kv, a2, 144);
     assert.equal(slot.length, 144);
     assert.equal(kv.stats.restoredTokens, 96);
     assert.equal(kv.ledger.numUsed, runner.usedCells);
@@ -126,10 +135,9 @@ describe("KvSlots", () => {
     const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
     const kv = new KvSlots(runner, tiers, 16);
     const turn1 = fakeRequest("t1", seq(90));
-    await kv.admit(turn1, 0);
+    await admit(kv, turn1, 0);
     await compute(runner, kv, turn1, 90);
-    (turn1 as { status: string }).status = "finished";
-    kv.reconcile();
+    release(kv, turn1);
     await kv.spillCache();
     return { runner, kv };
   }
@@ -141,7 +149,7 @@ describe("KvSlots", () => {
     assert.equal(kv.numResident, 0);
     assert.equal(tiers.usage.entries, 1);
     const turn2 = fakeRequest("t2", [...seq(90), ...seq(30, 9000)]);
-    const slot = await kv.admit(turn2, 80);
+    const slot = await admit(kv, turn2, 80);
     assert.equal(slot.length, 80);
     assert.equal(kv.stats.restoredTokens, 80);
     assert.equal(kv.stats.recomputedTokens, 0);

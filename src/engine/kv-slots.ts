@@ -1,6 +1,6 @@
 import type { TokenIdContent } from "../core/kv/token-content.js";
-import type { Pin, Program } from "../core/program.js";
 import type { Request } from "../core/request.js";
+import type { KvChanges } from "../core/step-plan.js";
 import { commonBlocks, type KvTierStore, type TierEntry } from "./kv-tier-store.js";
 import type { ModelRunner } from "./model-runner.js";
 
@@ -79,9 +79,8 @@ export class KvSlot {
   readonly cells: number[] = [];
   /** the running request computing into this slot */
   owner: Request | null = null;
-  /** a finished request's KV kept for its program's pin (referenced while program.pin === pin) */
-  pinProgram: Program | null = null;
-  pin: Pin | null = null;
+  /** the program whose pin holds this slot's KV (a finished request's sequence), until the pin goes */
+  pinnedFor: string | null = null;
   /** the request (and program) whose sequence this is, for the event log */
   requestId = "";
   programId = "";
@@ -94,7 +93,7 @@ export class KvSlot {
   }
 
   get pinned(): boolean {
-    return this.pin !== null && this.pinProgram !== null && this.pinProgram.pin === this.pin;
+    return this.pinnedFor !== null;
   }
 
   /** Held by a running request or a live pin: the scheduler counts its blocks as used. */
@@ -113,7 +112,7 @@ export interface KvSlotStats {
   takenOverTokens: number;
   /** prefix tokens restored from the RAM/disk tier */
   restoredTokens: number;
-  /** tokens the scheduler counted as computed that the engine no longer held, recomputed */
+  /** admitted prefix tokens (the scheduler's hits and reloads) the engine no longer held, recomputed */
   recomputedTokens: number;
   /** resident slots dropped (for cells or for a slot) */
   evictions: number;
@@ -123,11 +122,18 @@ export interface KvSlotStats {
   savedToTier: number;
 }
 
+/** A slot given to an admitted request, and how much of its admitted prefix had to be computed again. */
+export interface SlotAdmission {
+  readonly slot: KvSlot;
+  readonly recomputedTokens: number;
+}
+
 /**
  * Maps the scheduler's requests and pins onto the runner's sequence slots (see docs/engine.md, "Engine:
- * KV mapping"). Running requests own a slot; finished ones stay resident while pinned and, after that, as
- * an LRU cache until the runner needs the cells or the slot; admissions materialise their prefix from the
- * resident slot with the longest common prefix (cells shared, no copy) or from the tier store.
+ * KV mapping"), following the KV ownership changes each step plan carries. Running requests own a slot;
+ * finished ones stay resident while pinned and, after that, as an LRU cache until the runner needs the
+ * cells or the slot; admissions materialise their prefix from the resident slot with the longest common
+ * prefix (cells shared, no copy) or from the tier store.
  */
 export class KvSlots {
   readonly slots: KvSlot[];
@@ -141,7 +147,10 @@ export class KvSlots {
     pinnedEvictions: 0,
     savedToTier: 0,
   };
-  private readonly byRequest = new Map<Request, KvSlot>();
+  /** slots of running requests, by request id */
+  private readonly byRequest = new Map<string, KvSlot>();
+  /** pinned slots, by program id (a program has one pin at most) */
+  private readonly byPin = new Map<string, KvSlot>();
   private useCounter = 0;
 
   constructor(
@@ -155,7 +164,8 @@ export class KvSlots {
   }
 
   slotOf(request: Request): KvSlot | undefined {
-    return this.byRequest.get(request);
+    const slot = this.byRequest.get(request.id);
+    return slot?.owner === request ? slot : undefined;
   }
 
   /** Resident slots: not running, holding KV (pinned or cached). */
@@ -166,27 +176,37 @@ export class KvSlots {
   }
 
   /**
-   * Slots whose request stopped running (finished, aborted, preempted) become resident: pinned when the
-   * request's program pinned its KV, else plain cache. Pins the scheduler released turn into cache.
+   * Follows the scheduler's KV ownership changes: a request's sequence that its program pinned stays
+   * resident for the pin; a released request's or pin's sequence becomes plain cache (LRU, evictable).
+   * Changes about sequences the engine already dropped are ignored.
    */
-  reconcile(): void {
-    for (const [request, slot] of this.byRequest) {
-      if (request.status !== "running") this.disown(slot);
+  apply(changes: KvChanges): void {
+    for (const pin of changes.pinned) {
+      const slot = this.byRequest.get(pin.requestId);
+      if (!slot) continue;
+      this.disown(slot);
+      const previous = this.byPin.get(pin.programId);
+      if (previous) this.unpin(previous);
+      slot.pinnedFor = pin.programId;
+      this.byPin.set(pin.programId, slot);
     }
-    for (const slot of this.slots) {
-      if (slot.pin !== null && !slot.pinned) {
-        slot.pin = null;
-        slot.pinProgram = null;
+    for (const release of changes.released) {
+      if (release.holder === "request") {
+        const slot = this.byRequest.get(release.requestId);
+        if (slot) this.disown(slot);
+      } else {
+        const slot = this.byPin.get(release.programId);
+        if (slot && slot.requestId === release.requestId) this.unpin(slot);
       }
     }
   }
 
   /**
    * Gives an admitted request a slot holding as much as the engine has of the first `needTokens` tokens of
-   * its sequence (the scheduler's hit + reload); the caller recomputes [slot.length, needTokens).
+   * its sequence (the scheduler's hit + reload); the caller computes [slot.length, needTokens) again.
    */
-  async admit(request: Request, needTokens: number): Promise<KvSlot> {
-    const own = this.byRequest.get(request);
+  async admit(request: Request, needTokens: number): Promise<SlotAdmission> {
+    const own = this.byRequest.get(request.id);
     if (own) this.disown(own);
     const b = this.blockSizeTokens;
     const content = request.content as TokenIdContent;
@@ -222,8 +242,7 @@ export class KvSlots {
       if (takeOver) {
         slot = source;
         this.truncate(slot, tokens);
-        slot.pin = null;
-        slot.pinProgram = null;
+        this.unpin(slot);
         this.stats.takenOverTokens += tokens;
       } else {
         slot = await this.freshSlot(source);
@@ -240,9 +259,10 @@ export class KvSlots {
     slot.requestId = request.id;
     slot.programId = request.programId;
     slot.lastUse = ++this.useCounter;
-    this.byRequest.set(request, slot);
-    if (slot.length < needTokens) this.stats.recomputedTokens += needTokens - slot.length;
-    return slot;
+    this.byRequest.set(request.id, slot);
+    const recomputedTokens = Math.max(0, needTokens - slot.length);
+    this.stats.recomputedTokens += recomputedTokens;
+    return { slot, recomputedTokens };
   }
 
   /** Drops positions >= length of a slot. */
@@ -260,10 +280,9 @@ export class KvSlots {
 
   /** Forgets everything a slot holds (after a failed step, its KV is not trusted). */
   drop(slot: KvSlot): void {
-    if (slot.owner) this.byRequest.delete(slot.owner);
+    if (slot.owner && this.byRequest.get(slot.owner.id) === slot) this.byRequest.delete(slot.owner.id);
     slot.owner = null;
-    slot.pin = null;
-    slot.pinProgram = null;
+    this.unpin(slot);
     this.truncate(slot, 0);
   }
 
@@ -309,18 +328,20 @@ export class KvSlots {
     for (const slot of this.slots) this.drop(slot);
   }
 
+  /** A running request's slot becomes resident (cache unless a pin then claims it). */
   private disown(slot: KvSlot): void {
     const request = slot.owner;
     if (!request) return;
-    this.byRequest.delete(request);
+    if (this.byRequest.get(request.id) === slot) this.byRequest.delete(request.id);
     slot.owner = null;
-    const pin = request.status === "finished" ? request.program.pin : null;
-    if (pin && pin.requestId === request.id) {
-      slot.pin = pin;
-      slot.pinProgram = request.program;
-    }
     slot.lastUse = ++this.useCounter;
     if (slot.length === 0) slot.content = null;
+  }
+
+  private unpin(slot: KvSlot): void {
+    if (slot.pinnedFor === null) return;
+    if (this.byPin.get(slot.pinnedFor) === slot) this.byPin.delete(slot.pinnedFor);
+    slot.pinnedFor = null;
   }
 
   private hasEmptySlot(): boolean {

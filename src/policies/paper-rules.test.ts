@@ -108,13 +108,13 @@ describe("Sec. 5.2 deadlock prevention: sacrificing pins", () => {
   it("unpins the latest-arriving programs first, only until the head fits", () => {
     const { scheduler, clock } = fourPinnedPrograms();
     addRequest(scheduler, "E0", 128, { programId: "E", isLastStep: true }); // needs 8 blocks
-    const { plan } = step(scheduler, clock);
+    const { plan, released } = step(scheduler, clock);
     assert.deepEqual(
       plan.admitted.map((r) => r.id),
       ["E0"],
     );
     assert.deepEqual(
-      plan.released.map((r) => [r.programId, r.reason]),
+      released.map((r) => [r.programId, r.reason]),
       [["D", "victim"]],
     );
     assert.equal(scheduler.numPinnedPrograms, 3);
@@ -129,14 +129,14 @@ describe("Sec. 5.2 deadlock prevention: sacrificing pins", () => {
       isLastStep: true,
       sequence: [...(sequences.get("B") ?? []), ...tokenRange(208, 900_000)],
     });
-    const { plan } = step(scheduler, clock);
+    const { plan, released } = step(scheduler, clock);
     assert.deepEqual(
       plan.admitted.map((r) => r.id),
       ["B1"],
     );
     // D, then C, then (skipping B, the head's own) A; B's pin is then taken over by B1.
     assert.deepEqual(
-      plan.released.map((r) => [r.programId, r.reason]),
+      released.map((r) => [r.programId, r.reason]),
       [
         ["D", "victim"],
         ["C", "victim"],
@@ -157,9 +157,9 @@ describe("Sec. 5.2 deadlock prevention: sacrificing pins", () => {
     assert.equal(scheduler.numPinnedPrograms, 1);
     // A 127-token turn of P that shares nothing with its pin needs all 8 blocks.
     const p1 = addRequest(scheduler, "P1", 127, { programId: "P", isLastStep: true });
-    const { plan } = step(scheduler, clock);
+    const { plan, released } = step(scheduler, clock);
     assert.deepEqual(
-      plan.released.map((r) => [r.programId, r.reason]),
+      released.map((r) => [r.programId, r.reason]),
       [["P", "victim"]],
     );
     assert.equal(p1.status, "finished");
@@ -211,14 +211,14 @@ describe("Algorithm 1 / Sec. 5.2: TTL expiry and last steps", () => {
       assert.equal(p1.status, "waiting");
     }
     step(scheduler, clock, 0.5, ["L"]);
-    const { plan } = step(scheduler, clock);
+    const { plan, released } = step(scheduler, clock);
     assert.deepEqual(
       plan.admitted.map((r) => r.id),
       ["P1"],
     );
     assert.equal(p1.hitTokens, 64, "the whole pinned context is a hit");
     assert.deepEqual(
-      plan.released.map((r) => [r.requestId, r.reason]),
+      released.map((r) => [r.requestId, r.reason]),
       [
         ["L", "last_step"],
         ["P0", "reused"],
@@ -247,10 +247,9 @@ describe("Algorithm 1 / Sec. 5.2: TTL expiry and last steps", () => {
     assert.equal(scheduler.numPinnedPrograms, 0);
     assert.equal(scheduler.kv.pool.numFreeBlocks, 16);
     assert.equal(scheduler.numLivePrograms, 0);
-    const next = scheduler.schedule();
     assert.deepEqual(
-      next.released.map((r) => [r.requestId, r.reason]),
-      [["P1", "last_step"]],
+      step(scheduler, clock).released.map((r) => [r.requestId, r.reason, r.holder]),
+      [["P1", "last_step", "request"]],
     );
   });
 });

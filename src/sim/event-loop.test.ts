@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { StepLoopStalledError } from "../core/step-loop.js";
 import { linearStepTimeS, testScheduler } from "../core/test-support/harness.js";
 import { createPolicy } from "../policies/index.js";
-import { runSimulation, type SimProgramSpec, SimulationStalledError } from "./event-loop.js";
+import { runSimulation, type SimProgramSpec } from "./event-loop.js";
 
 function run(specs: SimProgramSpec[], policy: string, numBlocks: number, maxNumSeqs = 16) {
   const { scheduler, clock } = testScheduler(createPolicy(policy), { numBlocks, maxNumSeqs });
@@ -83,8 +84,8 @@ describe("runSimulation", () => {
     assert.ok(result.programs[0]?.finishS !== null);
   });
 
-  it("SimulationStalledError names the stuck state", () => {
-    const error = new SimulationStalledError(1.5, 3);
+  it("StepLoopStalledError names the stuck state", () => {
+    const error = new StepLoopStalledError(1.5, 3);
     assert.match(error.message, /t=1\.500 s with 3 waiting/);
   });
 });

@@ -2,7 +2,8 @@ import type { VirtualClock } from "../core/clock.js";
 import { MinHeap } from "../core/min-heap.js";
 import type { Request } from "../core/request.js";
 import type { Scheduler } from "../core/scheduler.js";
-import type { StepPlan } from "../core/step-plan.js";
+import { type Executor, type LoopEnvironment, runStepLoop, StepLoop } from "../core/step-loop.js";
+import type { StepPlan, StepResult } from "../core/step-plan.js";
 import { SyntheticConversation } from "./synthetic-conversation.js";
 
 /** One LLM call of a simulated program (the trace format's turn). */
@@ -64,16 +65,6 @@ export interface SimRunResult {
   readonly endS: number;
 }
 
-/** A scheduler that has waiting work, nothing running, nothing to wait for: the bug CacheTTL must avoid. */
-export class SimulationStalledError extends Error {
-  constructor(nowS: number, waiting: number) {
-    super(
-      `simulation stalled at t=${nowS.toFixed(3)} s with ${waiting} waiting requests and nothing running`,
-    );
-    this.name = "SimulationStalledError";
-  }
-}
-
 type SimEvent =
   | { kind: "arrive"; program: number; turn: number }
   | { kind: "abort"; requestId: string; program: number };
@@ -84,47 +75,132 @@ interface LiveProgram {
   readonly conversation: SyntheticConversation;
 }
 
-/**
- * Discrete-event loop around the real scheduler: program arrivals, engine steps whose duration comes from a
- * latency model, tool calls (the program sleeps tool_s after a turn, then sends the next one), and client
- * aborts. Only time and model execution are simulated; blocks, pins and priorities are the production code.
- */
-export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunOptions): SimRunResult {
-  const { scheduler, clock } = options;
-  const horizonS = options.horizonS ?? Number.POSITIVE_INFINITY;
-  const events = new MinHeap<SimEvent>();
-  const byRequest = new Map<string, { program: number; turn: number }>();
-  const live: LiveProgram[] = specs.map((spec, index) => ({
-    spec,
-    outcome: {
-      id: spec.id,
-      arrivalS: spec.arrivalS,
-      numTurns: spec.turns.length,
-      turns: [],
-      finishS: null,
-      aborted: false,
-    },
-    conversation: new SyntheticConversation(
-      ((options.seedSalt ?? 0) * 1_000_003 + index + 1) >>> 0,
-      options.blockSizeTokens,
-    ),
-  }));
-  specs.forEach((spec, index) => {
-    if (spec.turns.length > 0) events.push(spec.arrivalS, { kind: "arrive", program: index, turn: 0 });
-  });
+/** The simulator's executor: a step takes the latency model's time on the virtual clock. */
+export class LatencyModelExecutor implements Executor<StepResult> {
+  constructor(
+    private readonly clock: VirtualClock,
+    private readonly stepTimeS: (plan: StepPlan) => number,
+  ) {}
 
-  const deliver = (event: SimEvent) => {
+  execute(plan: StepPlan): StepResult {
+    const durationS = this.stepTimeS(plan);
+    this.clock.advanceTo(this.clock.nowS() + durationS);
+    return { durationS };
+  }
+}
+
+/**
+ * The simulated world around the scheduler: program arrivals, tool calls (a program sleeps tool_s after a
+ * turn, then sends the next one) and client aborts, as timed events on the virtual clock; it keeps each
+ * program's outcome.
+ */
+class SimulatedPrograms implements LoopEnvironment<boolean> {
+  readonly live: LiveProgram[];
+  private readonly events = new MinHeap<SimEvent>();
+  private readonly byRequest = new Map<string, { program: number; turn: number }>();
+
+  constructor(
+    specs: readonly SimProgramSpec[],
+    private readonly scheduler: Scheduler,
+    private readonly clock: VirtualClock,
+    private readonly horizonS: number,
+    blockSizeTokens: number,
+    seedSalt: number,
+  ) {
+    this.live = specs.map((spec, index) => ({
+      spec,
+      outcome: {
+        id: spec.id,
+        arrivalS: spec.arrivalS,
+        numTurns: spec.turns.length,
+        turns: [],
+        finishS: null,
+        aborted: false,
+      },
+      conversation: new SyntheticConversation((seedSalt * 1_000_003 + index + 1) >>> 0, blockSizeTokens),
+    }));
+    specs.forEach((spec, index) => {
+      if (spec.turns.length > 0) this.events.push(spec.arrivalS, { kind: "arrive", program: index, turn: 0 });
+    });
+  }
+
+  deliverDue(nowS: number): void {
+    while ((this.events.peekKey() ?? Number.POSITIVE_INFINITY) <= nowS)
+      this.deliver(this.events.pop() as SimEvent);
+  }
+
+  nextEventS(): number | null {
+    return this.events.peekKey() ?? null;
+  }
+
+  isOver(nowS: number): boolean {
+    return nowS >= this.horizonS;
+  }
+
+  waitUntil(untilS: number | null): boolean {
+    // Nothing scheduled and nothing running: every program is done (or waits on a tool that never returns).
+    if (untilS === null) return false;
+    this.clock.advanceTo(Math.max(this.clock.nowS(), Math.min(untilS, this.horizonS)));
+    return true;
+  }
+
+  /** Admission bookkeeping of an executed step: when each turn started and what it reused. */
+  onStep(plan: StepPlan): void {
+    for (const request of plan.admitted) {
+      const turn = this.turnOf(request);
+      if (!turn) continue;
+      turn.admittedS ??= plan.nowS;
+      turn.hitTokens = request.cachedTokens ?? 0;
+      turn.reloadTokens = request.cachedReloadTokens;
+    }
+  }
+
+  onFinished(finished: readonly Request[]): void {
+    for (const request of finished) {
+      const where = this.byRequest.get(request.id);
+      if (!where) continue;
+      this.byRequest.delete(request.id);
+      const program = this.live[where.program] as LiveProgram;
+      const turn = program.outcome.turns[where.turn] as TurnOutcome;
+      turn.firstTokenS = request.firstTokenS;
+      turn.finishS = request.finishS;
+      turn.preemptions = request.numPreemptions;
+      const spec = program.spec.turns[where.turn] as SimTurn;
+      const nextTurn = where.turn + 1;
+      if (nextTurn >= program.spec.turns.length) {
+        program.outcome.finishS = request.finishS;
+        continue;
+      }
+      const toolS = spec.toolS ?? 0;
+      if (Number.isFinite(toolS)) {
+        this.events.push((request.finishS ?? this.clock.nowS()) + toolS, {
+          kind: "arrive",
+          program: where.program,
+          turn: nextTurn,
+        });
+      }
+    }
+  }
+
+  private turnOf(request: Request): TurnOutcome | undefined {
+    const where = this.byRequest.get(request.id);
+    if (!where) return undefined;
+    return (this.live[where.program] as LiveProgram).outcome.turns[where.turn];
+  }
+
+  private deliver(event: SimEvent): void {
+    const scheduler = this.scheduler;
     if (event.kind === "abort") {
       if (scheduler.abort(event.requestId)) {
-        const where = byRequest.get(event.requestId);
-        const program = live[event.program] as LiveProgram;
+        const program = this.live[event.program] as LiveProgram;
         program.outcome.aborted = true;
-        if (where) (program.outcome.turns[where.turn] as TurnOutcome).aborted = true;
-        byRequest.delete(event.requestId);
+        const turn = this.turnOf({ id: event.requestId } as Request);
+        if (turn) turn.aborted = true;
+        this.byRequest.delete(event.requestId);
       }
       return;
     }
-    const program = live[event.program] as LiveProgram;
+    const program = this.live[event.program] as LiveProgram;
     const turn = program.spec.turns[event.turn] as SimTurn;
     const requestId = `${event.program}:${program.spec.id}#${event.turn}`;
     const content = program.conversation.nextTurn(
@@ -133,7 +209,7 @@ export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunO
       turn.cached,
       Math.max(1, turn.output),
     );
-    const nowS = clock.nowS();
+    const nowS = this.clock.nowS();
     program.outcome.turns.push({
       arrivalS: nowS,
       admittedS: null,
@@ -154,84 +230,36 @@ export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunO
       toolHint: turn.tool,
       content,
     });
-    byRequest.set(requestId, { program: event.program, turn: event.turn });
+    this.byRequest.set(requestId, { program: event.program, turn: event.turn });
     const abort = program.spec.abortTurnAfterS;
     if (abort && abort.turn === event.turn) {
-      events.push(nowS + abort.afterS, { kind: "abort", requestId, program: event.program });
-    }
-  };
-
-  let steps = 0;
-  for (;;) {
-    while ((events.peekKey() ?? Number.POSITIVE_INFINITY) <= clock.nowS()) deliver(events.pop() as SimEvent);
-    if (clock.nowS() >= horizonS) break;
-    if (!scheduler.hasUnfinishedRequests()) {
-      // An idle engine still wakes when a pin's TTL ends, so memory is released on time.
-      const next = events.peekKey();
-      const expiryS = scheduler.nextPinExpiryS();
-      if (expiryS !== null && expiryS <= (next ?? Number.POSITIVE_INFINITY) && expiryS < horizonS) {
-        clock.advanceTo(Math.max(clock.nowS(), expiryS));
-        scheduler.expireDuePins();
-        continue;
-      }
-      if (next === undefined) break;
-      clock.advanceTo(Math.min(next, horizonS));
-      continue;
-    }
-    const plan = scheduler.schedule();
-    if (plan.chunks.length === 0) {
-      // Nothing to execute, but schedule() may have ended requests itself (a sequence that outgrew the
-      // pool): update() reports them, and their programs go on.
-      const { finished } = scheduler.update(plan, { durationS: 0 });
-      if (finished.length > 0) {
-        onFinished(finished);
-        continue;
-      }
-      // Everything running was just preempted: the next plan admits again. Otherwise nothing can ever run.
-      if (plan.preempted.length > 0) continue;
-      throw new SimulationStalledError(clock.nowS(), scheduler.numWaiting);
-    }
-    for (const request of plan.admitted) {
-      const where = byRequest.get(request.id);
-      if (!where) continue;
-      const turn = (live[where.program] as LiveProgram).outcome.turns[where.turn] as TurnOutcome;
-      turn.admittedS ??= plan.nowS;
-      turn.hitTokens = request.hitTokens;
-      turn.reloadTokens = request.reloadTokens;
-    }
-    const durationS = options.stepTimeS(plan);
-    clock.advanceTo(clock.nowS() + durationS);
-    const { finished } = scheduler.update(plan, { durationS });
-    steps++;
-    options.onStep?.(plan, durationS);
-    onFinished(finished);
-  }
-  return { programs: live.map((p) => p.outcome), steps, endS: clock.nowS() };
-
-  function onFinished(finished: readonly Request[]): void {
-    for (const request of finished) {
-      const where = byRequest.get(request.id);
-      if (!where) continue;
-      byRequest.delete(request.id);
-      const program = live[where.program] as LiveProgram;
-      const turn = program.outcome.turns[where.turn] as TurnOutcome;
-      turn.firstTokenS = request.firstTokenS;
-      turn.finishS = request.finishS;
-      turn.preemptions = request.numPreemptions;
-      const spec = program.spec.turns[where.turn] as SimTurn;
-      const nextTurn = where.turn + 1;
-      if (nextTurn >= program.spec.turns.length) {
-        program.outcome.finishS = request.finishS;
-        continue;
-      }
-      const toolS = spec.toolS ?? 0;
-      if (Number.isFinite(toolS)) {
-        events.push((request.finishS ?? clock.nowS()) + toolS, {
-          kind: "arrive",
-          program: where.program,
-          turn: nextTurn,
-        });
-      }
+      this.events.push(nowS + abort.afterS, { kind: "abort", requestId, program: event.program });
     }
   }
+}
+
+/**
+ * Simulates programs on the shared step loop: the production scheduler (blocks, pins, priorities) with a
+ * latency model as the executor and timed arrivals, tool calls and aborts as the outside world.
+ */
+export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunOptions): SimRunResult {
+  const { scheduler, clock } = options;
+  const programs = new SimulatedPrograms(
+    specs,
+    scheduler,
+    clock,
+    options.horizonS ?? Number.POSITIVE_INFINITY,
+    options.blockSizeTokens,
+    options.seedSalt ?? 0,
+  );
+  const executor = new LatencyModelExecutor(clock, options.stepTimeS);
+  const loop = new StepLoop(scheduler, clock, programs, executor, {
+    onStep: (plan, result) => {
+      programs.onStep(plan);
+      options.onStep?.(plan, result.durationS);
+    },
+    onFinished: (finished) => programs.onFinished(finished),
+  });
+  runStepLoop(loop);
+  return { programs: programs.live.map((p) => p.outcome), steps: loop.counters.steps, endS: clock.nowS() };
 }

@@ -72,6 +72,7 @@ export class KvCacheManager {
     request.numStoredBlocks = (match.gpuTokens + match.tierTokens) / this.blockSizeTokens;
     request.hitTokens = match.gpuTokens;
     request.reloadTokens = match.tierTokens;
+    request.reloadTier = match.tierTokens > 0 ? match.tier : null;
     if (match.tierTokens > 0 && match.tier !== null) {
       if (!this.allocateSlots(request, match.tierTokens))
         throw new Error("admission was not checked for space");

@@ -8,7 +8,7 @@ import type { RecorderEvent } from "../recorder/events.js";
 import type { EventRecorder } from "../recorder/recorder.js";
 import type { Request } from "../request.js";
 import { Scheduler } from "../scheduler.js";
-import type { SampledToken, StepPlan } from "../step-plan.js";
+import type { KvRelease, SampledToken, StepPlan } from "../step-plan.js";
 
 /** Keeps every recorder event in memory. */
 export class CapturingRecorder implements EventRecorder {
@@ -113,7 +113,12 @@ export function addRequest(scheduler: Scheduler, id: string, promptTokens: numbe
 export interface StepOutcome {
   readonly plan: StepPlan;
   readonly finished: readonly Request[];
+  /** KV released since the previous step's plan: the previous update's releases, then this plan's */
+  readonly released: readonly KvRelease[];
 }
+
+/** Releases each scheduler's last update() made, reported with the next step. */
+const releasedByUpdate = new WeakMap<Scheduler, readonly KvRelease[]>();
 
 /**
  * One engine step: schedule, advance the clock by `durationS`, update. Requests listed in `stops` stop
@@ -130,9 +135,11 @@ export function step(
   const sampled = Array.isArray(stops)
     ? new Map(stops.map((id) => [id, { stop: true }]))
     : (stops as ReadonlyMap<string, SampledToken>);
-  const { finished } = scheduler.update(plan, { durationS, sampled });
+  const { finished, kvChanges } = scheduler.update(plan, { durationS, sampled });
   scheduler.checkInvariants();
-  return { plan, finished };
+  const released = [...(releasedByUpdate.get(scheduler) ?? []), ...plan.released];
+  releasedByUpdate.set(scheduler, kvChanges.released);
+  return { plan, finished, released };
 }
 
 /** Steps until nothing is live (at most maxSteps); returns every finished request in order. */
