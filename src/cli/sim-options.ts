@@ -89,11 +89,11 @@ export function addSimOptions(command: Command, defaults: { policies: string; pr
     )
     .option(
       "--cpu-offload-gb <gb>",
-      "CPU RAM offload tier for every policy (0: only policies that need one, 200 GB)",
+      "CPU RAM offload tier in GiB for every policy (0: only policies that need one, 200 GiB)",
       nonNegativeNumber,
       0,
     )
-    .option("--disk-offload-gb <gb>", "disk offload tier below the CPU tier", nonNegativeNumber, 0)
+    .option("--disk-offload-gb <gb>", "disk offload tier below the CPU tier (GiB)", nonNegativeNumber, 0)
     .option("--kv-cache-tokens <n>", "cap the KV pool (0: what the GPU memory holds)", nonNegativeNumber, 0)
     .option("--token-scale <f>", "scale every token count", positiveNumber, 1)
     .option("--tool-time-scale <f>", "scale every tool time", positiveNumber, 1)

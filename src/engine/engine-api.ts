@@ -94,7 +94,7 @@ export interface EngineService {
   readonly modelId: string;
   /** context window of one sequence */
   readonly maxContextTokens: number;
-  /** where KV lives, for the start-up banner (e.g. "16128 KV tokens, RAM tier 4 GB") */
+  /** where KV lives, for the start-up banner (e.g. "16128 KV tokens, RAM tier 4 GiB") */
   readonly kvSummary: string;
   /** Renders a chat with the model's template, ending with the assistant's generation prompt. */
   renderChat(messages: readonly ChatTurn[]): string;

@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
+import { GIB } from "../core/kv/offload-tiers.js";
 import { FileSink } from "../core/recorder/file-sink.js";
 import { Recorder } from "../core/recorder/recorder.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
@@ -10,7 +11,6 @@ import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
 import { devices, type KvCacheType } from "./native/llama-native.js";
 
-const GB = 1024 ** 3;
 const CPU_ENGINE_DEFAULT_OFFLOAD_GB = 4;
 
 /** Options of `continuum serve` for the llama.cpp engine (vLLM-style names where vLLM has one). */
@@ -127,8 +127,8 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
     if (policy.needsOffload && cpuGb <= 0 && diskGb <= 0) cpuGb = 2;
     const fromProfile = await profileCosts(options.profilePath, runner.kvBytesPerToken);
     const tiers: EngineTierOptions = {
-      cpuBytes: Math.floor(cpuGb * GB),
-      diskBytes: Math.floor(diskGb * GB),
+      cpuBytes: Math.floor(cpuGb * GIB),
+      diskBytes: Math.floor(diskGb * GIB),
       diskDir: options.diskOffloadDir ?? null,
       ...(fromProfile ? { cpuBandwidthBps: fromProfile.cpuBps, diskBandwidthBps: fromProfile.diskBps } : {}),
     };

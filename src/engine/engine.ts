@@ -1,12 +1,17 @@
 import { type Clock, RealClock } from "../core/clock.js";
 import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
-import type { TierConfig } from "../core/kv/offload-tiers.js";
+import { GIB, tierConfigs } from "../core/kv/offload-tiers.js";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { SchedulingPolicy } from "../core/policy.js";
 import type { EventRecorder } from "../core/recorder/recorder.js";
 import type { Request } from "../core/request.js";
 import { RequestRejectedError, Scheduler } from "../core/scheduler.js";
-import { type LoopEnvironment, runStepLoopAsync, StepLoop } from "../core/step-loop.js";
+import {
+  type LoopEnvironment,
+  runStepLoopAsync,
+  StepLoop,
+  type StepLoopCounters,
+} from "../core/step-loop.js";
 import type { KvChanges, SampledToken, ScheduledChunk, StepPlan, StepResult } from "../core/step-plan.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
@@ -179,29 +184,20 @@ export class Engine implements EngineService {
     const tierOpts = options.tiers ?? {};
     const cpuBytes = Math.max(0, Math.floor(tierOpts.cpuBytes ?? 0));
     const diskBytes = Math.max(0, Math.floor(tierOpts.diskBytes ?? 0));
-    const tierConfigs: TierConfig[] = [];
-    if (cpuBytes > 0) {
-      tierConfigs.push({
-        name: "cpu",
-        capacityBytes: cpuBytes,
-        reloadBandwidthBps: tierOpts.cpuBandwidthBps ?? DEFAULT_CPU_BANDWIDTH_BPS,
-      });
-    }
-    if (diskBytes > 0) {
-      tierConfigs.push({
-        name: "disk",
-        capacityBytes: diskBytes,
-        reloadBandwidthBps: tierOpts.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
-      });
-    }
-    const gb = (bytes: number) => `${Number((bytes / 1024 ** 3).toFixed(2))} GB`;
+    const tiers = tierConfigs({
+      cpuBytes,
+      diskBytes,
+      cpuBandwidthBps: tierOpts.cpuBandwidthBps ?? DEFAULT_CPU_BANDWIDTH_BPS,
+      diskBandwidthBps: tierOpts.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
+    });
+    const gib = (bytes: number) => `${Number((bytes / GIB).toFixed(2))} GiB`;
     this.kvSummary = [
       `${numBlocks * b} KV tokens`,
-      ...(cpuBytes > 0 ? [`RAM tier ${gb(cpuBytes)}`] : []),
-      ...(diskBytes > 0 ? [`disk tier ${gb(diskBytes)}`] : []),
+      ...(cpuBytes > 0 ? [`RAM tier ${gib(cpuBytes)}`] : []),
+      ...(diskBytes > 0 ? [`disk tier ${gib(diskBytes)}`] : []),
     ].join(", ");
     this.tierStore =
-      tierConfigs.length > 0
+      tiers.length > 0
         ? new KvTierStore({ cpuBytes, diskBytes, diskDir: tierOpts.diskDir ?? null, blockSizeTokens: b })
         : null;
 
@@ -213,7 +209,7 @@ export class Engine implements EngineService {
         maxNumBatchedTokens: options.maxNumBatchedTokens ?? 512,
         maxNumSeqs,
         kvBytesPerToken: runner.kvBytesPerToken,
-        tiers: tierConfigs,
+        tiers,
         costs: options.costs ?? defaultCostModel(runner.kvBytesPerToken, tierOpts),
         ...(options.ttl ? { ttl: options.ttl } : {}),
       },
@@ -334,6 +330,11 @@ export class Engine implements EngineService {
       pinsCreated: s.stats.pinsCreated,
       pinsExpired: s.stats.pinsExpired,
     };
+  }
+
+  /** The step loop's own counters: steps, idle waits, and the waits that ended to expire a pin. */
+  get loopCounters(): Readonly<StepLoopCounters> {
+    return this.stepLoop.counters;
   }
 
   /** KV mapping counters (prefix sharing, take-overs, restores, recomputes, evictions). */

@@ -220,7 +220,7 @@ describe("engine over llama.cpp (built-in tiny model)", {
       assert.equal(e.runner.maxSeqs, 18);
       assert.equal(e.scheduler.maxNumSeqs, 2);
       assert.ok(e.scheduler.kv.tiers, "a CPU engine gets a RAM tier by default");
-      assert.match(e.kvSummary, /^\d+ KV tokens, RAM tier 4 GB$/);
+      assert.match(e.kvSummary, /^\d+ KV tokens, RAM tier 4 GiB$/);
       assert.ok(e.maxContextTokens <= 1024);
       const r = await run(
         e,

@@ -2,7 +2,7 @@ import { renameSync, writeFileSync } from "node:fs";
 import { summarize } from "../analysis/stats.js";
 import { VirtualClock } from "../core/clock.js";
 import { quadraticCostModel } from "../core/cost-model.js";
-import type { TierConfig } from "../core/kv/offload-tiers.js";
+import { GIB, type TierConfig, tierConfigs } from "../core/kv/offload-tiers.js";
 import { type EventRecorder, MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Scheduler } from "../core/scheduler.js";
 import type { StepPlan } from "../core/step-plan.js";
@@ -133,7 +133,6 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const usage: UsageSample[] = [];
   const expectedEndS = (spec.arrivalsS[spec.arrivalsS.length - 1] ?? 0) * 1.5 + 60;
   let nextSampleS = 0;
-  const pool = scheduler.kv.pool;
   const result = runSimulation(specs, {
     scheduler,
     clock,
@@ -146,7 +145,11 @@ export function simulatePoint(spec: PointSpec): PointResult {
       if (nowS < nextSampleS) return;
       nextSampleS = nowS + expectedEndS / USAGE_SAMPLES;
       const pinnedBlocks = scheduler.numPinnedTokens / engine.blockSizeTokens;
-      usage.push({ timeS: nowS, used: pool.usageFraction(), pinned: pinnedBlocks / pool.numBlocks });
+      usage.push({
+        timeS: nowS,
+        used: scheduler.kvUsageFraction(),
+        pinned: pinnedBlocks / scheduler.numKvBlocks,
+      });
     },
   });
   if (log && spec.recordPath) {
@@ -170,23 +173,13 @@ class TeeRecorder implements EventRecorder {
 }
 
 function offloadTiers(profile: HardwareProfile, engine: EngineOptions, needsOffload: boolean): TierConfig[] {
-  const cpuGb = engine.cpuOffloadGb > 0 ? engine.cpuOffloadGb : needsOffload ? engine.defaultOffloadGb : 0;
-  const tiers: TierConfig[] = [];
-  if (cpuGb > 0) {
-    tiers.push({
-      name: "cpu",
-      capacityBytes: cpuGb * 1e9,
-      reloadBandwidthBps: profile.cpuOffloadBandwidthBps,
-    });
-  }
-  if (engine.diskOffloadGb > 0) {
-    tiers.push({
-      name: "disk",
-      capacityBytes: engine.diskOffloadGb * 1e9,
-      reloadBandwidthBps: profile.diskBandwidthBps,
-    });
-  }
-  return tiers;
+  const cpuGib = engine.cpuOffloadGb > 0 ? engine.cpuOffloadGb : needsOffload ? engine.defaultOffloadGb : 0;
+  return tierConfigs({
+    cpuBytes: cpuGib * GIB,
+    diskBytes: engine.diskOffloadGb * GIB,
+    cpuBandwidthBps: profile.cpuOffloadBandwidthBps,
+    diskBandwidthBps: profile.diskBandwidthBps,
+  });
 }
 
 function distribution(xs: readonly number[]): Distribution {

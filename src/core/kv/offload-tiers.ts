@@ -9,6 +9,28 @@ export interface TierConfig {
   readonly reloadBandwidthBps: number;
 }
 
+/** Bytes in one GiB: tier sizes are given in GiB everywhere (as vLLM's --cpu-offload-gb). */
+export const GIB = 1024 ** 3;
+
+export interface TierSizes {
+  readonly cpuBytes: number;
+  readonly diskBytes: number;
+  readonly cpuBandwidthBps: number;
+  readonly diskBandwidthBps: number;
+}
+
+/** The scheduler's tier list for a RAM and a disk tier (either may be 0 = absent), fastest first. */
+export function tierConfigs(sizes: TierSizes): TierConfig[] {
+  const tiers: TierConfig[] = [];
+  if (sizes.cpuBytes > 0) {
+    tiers.push({ name: "cpu", capacityBytes: sizes.cpuBytes, reloadBandwidthBps: sizes.cpuBandwidthBps });
+  }
+  if (sizes.diskBytes > 0) {
+    tiers.push({ name: "disk", capacityBytes: sizes.diskBytes, reloadBandwidthBps: sizes.diskBandwidthBps });
+  }
+  return tiers;
+}
+
 /** One offload tier: an LRU set of block hashes (the blocks' KV lives in CPU RAM or on disk). */
 class Tier {
   private readonly lru: LruHashSet;
