@@ -266,7 +266,7 @@ describe("Scheduler: aborts", () => {
     assert.equal(scheduler.abort("nope"), false);
     assert.equal(scheduler.kv.pool.numFreeBlocks, 8);
     scheduler.checkInvariants();
-    const { plan, released } = step(scheduler, clock);
+    const { released } = step(scheduler, clock);
     assert.deepEqual(
       released.map((r) => [r.requestId, r.reason, r.tokens]),
       [["A", "aborted", 41]],

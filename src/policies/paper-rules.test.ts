@@ -157,7 +157,7 @@ describe("Sec. 5.2 deadlock prevention: sacrificing pins", () => {
     assert.equal(scheduler.numPinnedPrograms, 1);
     // A 127-token turn of P that shares nothing with its pin needs all 8 blocks.
     const p1 = addRequest(scheduler, "P1", 127, { programId: "P", isLastStep: true });
-    const { plan, released } = step(scheduler, clock);
+    const { released } = step(scheduler, clock);
     assert.deepEqual(
       released.map((r) => [r.programId, r.reason]),
       [["P", "victim"]],
