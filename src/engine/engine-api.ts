@@ -65,6 +65,9 @@ export interface EngineMetrics {
   readonly pinnedPrograms: number;
   /** fraction of KV blocks in use (running + pinned) */
   readonly kvUsage: number;
+  /** KV block size in tokens, and the pool's blocks (vLLM's cache_config_info) */
+  readonly kvBlockSizeTokens: number;
+  readonly kvBlocks: number;
   readonly prefixQueryTokens: number;
   readonly prefixHitTokens: number;
   readonly preemptions: number;

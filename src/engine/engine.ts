@@ -324,6 +324,8 @@ export class Engine implements EngineService {
       waiting: s.numWaiting,
       pinnedPrograms: s.numPinnedPrograms,
       kvUsage: s.kvUsageFraction(),
+      kvBlockSizeTokens: this.blockSizeTokens,
+      kvBlocks: s.numKvBlocks,
       prefixQueryTokens: s.stats.prefixQueryTokens,
       prefixHitTokens: s.stats.prefixHitTokens,
       preemptions: s.stats.preemptions,

@@ -3,8 +3,10 @@
  * cumulative counters are read from `engine.metrics()` at scrape time; latency histograms are observed
  * as requests finish. One registry per server, so several servers (tests) never collide.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Histogram, Registry } from "prom-client";
 import type { EngineService, FinishReason, GenerateEvent } from "../engine/engine-api.js";
+import { scrapedCounter, scrapedGauge } from "./scraped-metrics.js";
+import { registerVllmGauges } from "./vllm-metrics.js";
 
 type DoneEvent = Extract<GenerateEvent, { type: "done" }>;
 
@@ -30,28 +32,9 @@ export class ServerMetrics {
     const registers = [this.registry];
     this.registry.setDefaultLabels({ model_name: engine.modelId });
     const gauge = (name: string, help: string, read: () => number) =>
-      new Gauge({
-        name,
-        help,
-        registers,
-        collect() {
-          this.set(read());
-        },
-      });
-    // The engine reports running totals; a counter advances by what they grew since the last scrape.
-    const total = (name: string, help: string, read: () => number) => {
-      let last = 0;
-      return new Counter({
-        name,
-        help,
-        registers,
-        collect() {
-          const now = read();
-          if (now > last) this.inc(now - last);
-          last = Math.max(last, now);
-        },
-      });
-    };
+      scrapedGauge(registers, name, help, read);
+    const total = (name: string, help: string, read: () => number) =>
+      scrapedCounter(registers, name, help, read);
     const m = () => engine.metrics();
     gauge("continuum:num_requests_running", "Requests in model execution batches.", () => m().running);
     gauge("continuum:num_requests_waiting", "Requests waiting to be processed.", () => m().waiting);
@@ -82,6 +65,8 @@ export class ServerMetrics {
       "KV pins released because their TTL passed.",
       () => m().pinsExpired,
     );
+
+    registerVllmGauges(registers, m);
 
     this.ttft = new Histogram({
       name: "continuum:time_to_first_token_seconds",

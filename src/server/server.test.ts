@@ -577,7 +577,64 @@ describe("robustness", () => {
   });
 });
 
+/** Prometheus text format: `# HELP`/`# TYPE` lines, then `name{label="v",...} value` samples. */
+function parseExposition(text: string): Map<string, { labels: string; value: number }[]> {
+  const samples = new Map<string, { labels: string; value: number }[]>();
+  const types = new Set<string>();
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    const type = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$/.exec(line);
+    if (type) {
+      types.add(type[1] as string);
+      continue;
+    }
+    if (line.startsWith("# HELP ")) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? (\S+)$/.exec(
+      line,
+    );
+    assert.ok(m, `not a Prometheus sample line: ${line}`);
+    const name = m[1] as string;
+    const family = name.replace(/_(bucket|sum|count)$/, "");
+    assert.ok(types.has(name) || types.has(family), `sample before its # TYPE: ${line}`);
+    const value = Number(m[3]);
+    assert.ok(!Number.isNaN(value), line);
+    samples.set(name, [...(samples.get(name) ?? []), { labels: m[2] ?? "", value }]);
+  }
+  return samples;
+}
+
 describe("metrics", () => {
+  test("the vllm: series routers scrape exist, parse, and agree with the continuum: ones", async () => {
+    await withServer(
+      { metrics: { running: 3, waiting: 5, kvUsage: 0.375, prefixQueryTokens: 200, prefixHitTokens: 50 } },
+      {},
+      async (t) => {
+        const samples = parseExposition(await (await fetch(`${t.url}/metrics`)).text());
+        const one = (name: string) => {
+          const found = samples.get(name);
+          assert.ok(found && found.length === 1, `${name}: ${JSON.stringify(found)}`);
+          return found[0] as { labels: string; value: number };
+        };
+        for (const [vllm, ours] of [
+          ["vllm:num_requests_running", "continuum:num_requests_running"],
+          ["vllm:num_requests_waiting", "continuum:num_requests_waiting"],
+          ["vllm:kv_cache_usage_perc", "continuum:kv_cache_usage_perc"],
+          ["vllm:gpu_cache_usage_perc", "continuum:kv_cache_usage_perc"],
+          ["vllm:gpu_prefix_cache_queries_total", "continuum:prefix_cache_queries_total"],
+          ["vllm:gpu_prefix_cache_hits_total", "continuum:prefix_cache_hits_total"],
+        ] as const) {
+          assert.equal(one(vllm).value, one(ours).value, vllm);
+        }
+        assert.equal(one("vllm:num_requests_waiting").value, 5);
+        assert.equal(one("vllm:gpu_prefix_cache_hit_rate").value, 0.25);
+        const info = one("vllm:cache_config_info");
+        assert.equal(info.value, 1);
+        assert.match(info.labels, /block_size="16"/);
+        assert.match(info.labels, /num_gpu_blocks="1024"/);
+      },
+    );
+  });
+
   test("Prometheus exposition with vLLM-parallel names", async () => {
     await withServer(
       {

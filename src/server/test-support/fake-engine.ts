@@ -130,6 +130,8 @@ export class FakeEngine implements EngineService {
       waiting: 0,
       pinnedPrograms: 0,
       kvUsage: 0,
+      kvBlockSizeTokens: 16,
+      kvBlocks: 1024,
       prefixQueryTokens: 0,
       prefixHitTokens: 0,
       preemptions: 0,

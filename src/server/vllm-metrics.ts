@@ -1,0 +1,50 @@
+/**
+ * The `vllm:` series that inference routers scrape to place requests, exported beside our own
+ * `continuum:` names so an unmodified router treats a Continuum replica like a vLLM one:
+ * - the Gateway API Inference Extension endpoint picker (llm-d): `vllm:num_requests_waiting`,
+ *   `vllm:num_requests_running`, `vllm:kv_cache_usage_perc` (older builds `vllm:gpu_cache_usage_perc`),
+ *   `vllm:cache_config_info{block_size,num_gpu_blocks}`
+ *   (kubernetes-sigs/gateway-api-inference-extension, docs/proposals/003-model-server-protocol);
+ * - the vLLM production-stack router: the gauges above plus `vllm:gpu_prefix_cache_hits_total`,
+ *   `vllm:gpu_prefix_cache_queries_total`, `vllm:gpu_prefix_cache_hit_rate`
+ *   (vllm-project/production-stack, src/vllm_router/stats/engine_stats.py).
+ * KV usage counts pinned blocks as used: a pinned program's KV is not free for a new program.
+ */
+import { Gauge, type Registry } from "prom-client";
+import type { EngineMetrics } from "../engine/engine-api.js";
+import { scrapedCounter, scrapedGauge } from "./scraped-metrics.js";
+
+export function registerVllmGauges(registers: Registry[], read: () => EngineMetrics): void {
+  const gauge = (name: string, help: string, value: (m: EngineMetrics) => number) =>
+    scrapedGauge(registers, name, help, () => value(read()));
+  const total = (name: string, help: string, value: (m: EngineMetrics) => number) =>
+    scrapedCounter(registers, name, help, () => value(read()));
+  gauge("vllm:num_requests_running", "Requests in model execution batches.", (m) => m.running);
+  gauge("vllm:num_requests_waiting", "Requests waiting to be processed.", (m) => m.waiting);
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage, pinned blocks included (1 = 100%).", (m) => m.kvUsage);
+  gauge(
+    "vllm:gpu_cache_usage_perc",
+    "KV-cache usage (older name of vllm:kv_cache_usage_perc).",
+    (m) => m.kvUsage,
+  );
+  gauge("vllm:gpu_prefix_cache_hit_rate", "Prefix-cache hit rate over all queries (tokens).", (m) =>
+    m.prefixQueryTokens > 0 ? m.prefixHitTokens / m.prefixQueryTokens : 0,
+  );
+  total(
+    "vllm:gpu_prefix_cache_queries_total",
+    "Prefix-cache queries, in tokens.",
+    (m) => m.prefixQueryTokens,
+  );
+  total("vllm:gpu_prefix_cache_hits_total", "Prefix-cache hits, in tokens.", (m) => m.prefixHitTokens);
+  new Gauge({
+    name: "vllm:cache_config_info",
+    help: "Information of the KV cache configuration (value 1, the configuration in labels).",
+    labelNames: ["block_size", "num_gpu_blocks"],
+    registers,
+    collect() {
+      const m = read();
+      this.reset();
+      this.set({ block_size: String(m.kvBlockSizeTokens), num_gpu_blocks: String(m.kvBlocks) }, 1);
+    },
+  });
+}
