@@ -25,24 +25,40 @@ function booleanHeader(raw: string, name: string): boolean {
 }
 
 /**
- * Program fields from the body (`job_id` as the fork's clients send it, or `program_id`) and the
- * headers `X-Program-Id` / `X-Last-Step`. The body wins over headers; `job_id` and `program_id` that
- * disagree are an error.
+ * Where a program id may come from, in precedence order: the body's `job_id` (the authors' fork),
+ * `program_id`, `session_id` and `session_params.session_id` (the vLLM router), then the headers
+ * `X-Program-Id` and `X-Session-ID` (vLLM router, llm-d). The HAProxy configuration of
+ * `continuum cluster` hashes on the same order.
+ */
+function programIdSources(body: CommonBody, header: HeaderReader): [string, string | null][] {
+  return [
+    ["job_id", idOf(body.job_id)],
+    ["program_id", idOf(body.program_id)],
+    ["session_id", idOf(body.session_id)],
+    ["session_params.session_id", idOf(body.session_params?.session_id)],
+    ["X-Program-Id", idOf(header("x-program-id"))],
+    ["X-Session-ID", idOf(header("x-session-id"))],
+  ];
+}
+
+/**
+ * Program fields from the body and the headers (see programIdSources); any two sources that name
+ * different programs are an error. `is_last_step` in the body wins over the `X-Last-Step` header.
  */
 export function programFields(body: CommonBody, header: HeaderReader): ProgramFields {
-  const jobId = idOf(body.job_id);
-  const programId = idOf(body.program_id);
-  if (jobId !== null && programId !== null && jobId !== programId) {
+  const given = programIdSources(body, header).filter((s): s is [string, string] => s[1] !== null);
+  const first = given[0];
+  const conflict = given.find(([, id]) => id !== first?.[1]);
+  if (first && conflict) {
     throw ApiError.badRequest(
-      `job_id (${JSON.stringify(jobId)}) and program_id (${JSON.stringify(programId)}) disagree`,
+      `${first[0]} (${JSON.stringify(first[1])}) and ${conflict[0]} (${JSON.stringify(conflict[1])}) name different programs`,
       "program_id",
     );
   }
-  const headerId = header("x-program-id");
   const headerLast = header("x-last-step");
   const hint = body.this_func_call?.trim();
   return {
-    programId: jobId ?? programId ?? idOf(headerId),
+    programId: first?.[1] ?? null,
     isLastStep:
       body.is_last_step ?? (headerLast === undefined ? false : booleanHeader(headerLast, "X-Last-Step")),
     toolHint: hint ? hint : null,

@@ -95,6 +95,11 @@ const common = {
   // Agent-program fields, top-level as the CacheTTL fork and its clients (extra_body) send them.
   job_id: z.union([z.string(), z.number()]).nullish(),
   program_id: z.union([z.string(), z.number()]).nullish(),
+  session_id: z.union([z.string(), z.number()]).nullish(),
+  session_params: z
+    .object({ session_id: z.union([z.string(), z.number()]).nullish() })
+    .passthrough()
+    .nullish(),
   is_last_step: z.boolean().nullish(),
   this_func_call: z.string().nullish(),
   /** accepted for compatibility with the fork's protocol; the server tracks it itself */

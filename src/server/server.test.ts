@@ -328,11 +328,37 @@ describe("program fields", () => {
       assert.equal(r.programId, "p-9");
       r = await send({}, { "X-Program-Id": "hdr-1", "X-Last-Step": "true" });
       assert.deepEqual([r.programId, r.isLastStep], ["hdr-1", true]);
-      r = await send({ job_id: "body" }, { "X-Program-Id": "hdr" });
-      assert.equal(r.programId, "body", "the body wins over headers");
+      r = await send({ session_id: "s-1" });
+      assert.equal(r.programId, "s-1");
+      r = await send({ session_params: { session_id: 42 } });
+      assert.equal(r.programId, "42");
+      r = await send({}, { "X-Session-ID": "router-7" });
+      assert.equal(r.programId, "router-7");
+      r = await send({ job_id: "same" }, { "X-Program-Id": "same", "X-Session-ID": "same" });
+      assert.equal(r.programId, "same", "sources that agree are one program");
       r = await send({});
       assert.deepEqual([r.programId, r.isLastStep, r.toolHint], [null, false, null]);
     });
+  });
+});
+
+test("two sources naming different programs are a 400 that names both", async () => {
+  await withServer({}, {}, async (t) => {
+    for (const [extra, headers, names] of [
+      [{ job_id: "body" }, { "X-Program-Id": "hdr" }, /job_id .* X-Program-Id/],
+      [{ session_id: "a" }, { "X-Session-ID": "b" }, /session_id .* X-Session-ID/],
+      [
+        { program_id: "p", session_params: { session_id: "q" } },
+        {},
+        /program_id .* session_params\.session_id/,
+      ],
+    ] as const) {
+      const response = await t.post("/v1/chat/completions", chat(extra), headers);
+      assert.equal(response.status, 400);
+      const body = (await response.json()) as { error: { message: string; param: string } };
+      assert.match(body.error.message, names);
+      assert.equal(body.error.param, "program_id");
+    }
   });
 });
 
