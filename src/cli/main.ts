@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { analyzeCommand } from "./analyze-command.js";
 import { benchCommand } from "./bench-command.js";
+import { clusterCommand } from "./cluster-command.js";
 import { policiesCommand } from "./policies-command.js";
 import { profileCommand } from "./profile-command.js";
 import { reproduceCommand } from "./reproduce-command.js";
@@ -12,6 +13,7 @@ const program = new Command("continuum")
   .showHelpAfterError()
   .enablePositionalOptions()
   .addCommand(serveCommand())
+  .addCommand(clusterCommand())
   .addCommand(profileCommand())
   .addCommand(policiesCommand())
   .addCommand(simulateCommand())

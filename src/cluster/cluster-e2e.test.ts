@@ -1,0 +1,118 @@
+/**
+ * `continuum cluster` end to end: 3 replicas of the built-in tiny model behind HAProxy on 127.0.0.1.
+ * 12 agent programs of 4 turns (half name their program by header, half by the body's job_id): every
+ * returning turn finds its program's KV on the replica that served the previous turn; then one replica
+ * is killed while turns are in flight: its programs finish on the others, every request gets exactly
+ * one answer, and the cluster stops cleanly.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { describe, test } from "node:test";
+import { llamaSkip } from "../server/test-support/llama-server.js";
+import { haproxyMissing, type RunningCluster, startCluster } from "./cluster.js";
+
+const skip = llamaSkip || haproxyMissing("haproxy") || false;
+const PROGRAMS = 12;
+const PORT = 18400 + (process.pid % 500) * 4;
+
+interface Turn {
+  readonly status: number;
+  readonly cachedTokens: number;
+  readonly text: string;
+}
+
+async function turn(
+  cluster: RunningCluster,
+  program: number,
+  messages: object[],
+  last: boolean,
+): Promise<Turn> {
+  const byHeader = program % 2 === 0;
+  const id = `agent-${program}`;
+  const response = await fetch(`${cluster.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(byHeader ? { "X-Program-Id": id } : {}) },
+    body: JSON.stringify({
+      model: "continuum-tiny",
+      messages,
+      max_tokens: 6,
+      temperature: 0,
+      is_last_step: last,
+      ...(byHeader ? {} : { job_id: id }),
+    }),
+  });
+  const body = (await response.json()) as {
+    choices?: { message: { content: string } }[];
+    usage?: { prompt_tokens_details?: { cached_tokens?: number } };
+  };
+  return {
+    status: response.status,
+    cachedTokens: body.usage?.prompt_tokens_details?.cached_tokens ?? 0,
+    text: body.choices?.[0]?.message.content ?? "",
+  };
+}
+
+describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip }, () => {
+  test("program-sticky turns, failover when a replica dies, exactly one answer each, clean stop", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
+    const lines: string[] = [];
+    const cluster = await startCluster({
+      replicas: 3,
+      port: PORT,
+      host: "127.0.0.1",
+      serveArgs: ["--builtin-model", "tiny", "--threads", "1", "--cpu-offload-gb", "0"],
+      haproxy: "haproxy",
+      configDir: dir,
+      devices: [],
+      command: [process.execPath, "--import", "tsx", resolve("src/cli/main.ts")],
+      log: (line) => lines.push(line),
+      startTimeoutMs: 120_000,
+      stopTimeoutMs: 20_000,
+    });
+    try {
+      const conversations = Array.from({ length: PROGRAMS }, (_, p) => [
+        { role: "system", content: `You are agent ${p}. Reply with a bash block.` },
+        { role: "user", content: `Task ${p}: list the files of project ${p * 7}.` },
+      ]);
+      const results: Turn[][] = conversations.map(() => []);
+      const runTurn = async (p: number, t: number) => {
+        const messages = conversations[p] as object[];
+        const answer = await turn(cluster, p, messages, t === 3);
+        (results[p] as Turn[]).push(answer);
+        messages.push({ role: "assistant", content: answer.text });
+        messages.push({ role: "user", content: `Output of turn ${t}: ok. Next step.` });
+      };
+      for (const t of [0, 1]) await Promise.all(conversations.map((_, p) => runTurn(p, t)));
+      // turn 3 goes out, and a replica dies under it
+      const third = Promise.all(conversations.map((_, p) => runTurn(p, 2)));
+      const victim = cluster.replicas[1];
+      assert.ok(victim);
+      victim.process.kill("SIGKILL");
+      await third;
+      await Promise.all(conversations.map((_, p) => runTurn(p, 3)));
+
+      for (const [p, turns] of results.entries()) {
+        assert.deepEqual(
+          turns.map((r) => r.status),
+          [200, 200, 200, 200],
+          `program ${p}: one answer per request`,
+        );
+        assert.ok((turns[1] as Turn).cachedTokens > 0, `program ${p}: turn 2 reused turn 1's KV`);
+        assert.ok((turns[3] as Turn).cachedTokens > 0, `program ${p}: turn 4 reused turn 3's KV`);
+      }
+      assert.equal(await victim.exited, null, "the victim was killed");
+    } finally {
+      await cluster.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+    for (const replica of cluster.replicas.filter((r) => r.name !== "r2")) {
+      assert.equal(
+        await replica.exited,
+        0,
+        `${replica.name} drained and exited cleanly: ${lines.join("\n")}`,
+      );
+    }
+  });
+});
