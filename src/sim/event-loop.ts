@@ -89,19 +89,23 @@ export class LatencyModelExecutor implements Executor<StepResult> {
   }
 }
 
+/** Picks the scheduler (replica) a new request of a program goes to. */
+export type RequestRoute = (programId: string, turn: number) => Scheduler;
+
 /**
- * The simulated world around the scheduler: program arrivals, tool calls (a program sleeps tool_s after a
- * turn, then sends the next one) and client aborts, as timed events on the virtual clock; it keeps each
- * program's outcome.
+ * The simulated world around the scheduler(s): program arrivals, tool calls (a program sleeps tool_s
+ * after a turn, then sends the next one) and client aborts, as timed events on the virtual clock; it
+ * keeps each program's outcome. Each request goes where `route` says (one scheduler, or a cluster's
+ * router).
  */
-class SimulatedPrograms implements LoopEnvironment<boolean> {
+export class SimulatedPrograms implements LoopEnvironment<boolean> {
   readonly live: LiveProgram[];
   private readonly events = new MinHeap<SimEvent>();
-  private readonly byRequest = new Map<string, { program: number; turn: number }>();
+  private readonly byRequest = new Map<string, { program: number; turn: number; scheduler: Scheduler }>();
 
   constructor(
     specs: readonly SimProgramSpec[],
-    private readonly scheduler: Scheduler,
+    private readonly route: RequestRoute,
     private readonly clock: VirtualClock,
     private readonly horizonS: number,
     blockSizeTokens: number,
@@ -189,9 +193,9 @@ class SimulatedPrograms implements LoopEnvironment<boolean> {
   }
 
   private deliver(event: SimEvent): void {
-    const scheduler = this.scheduler;
     if (event.kind === "abort") {
-      if (scheduler.abort(event.requestId)) {
+      const scheduler = this.byRequest.get(event.requestId)?.scheduler;
+      if (scheduler?.abort(event.requestId)) {
         const program = this.live[event.program] as LiveProgram;
         program.outcome.aborted = true;
         const turn = this.turnOf({ id: event.requestId } as Request);
@@ -221,16 +225,18 @@ class SimulatedPrograms implements LoopEnvironment<boolean> {
       promptTokens: turn.input,
       aborted: false,
     });
+    const programId = `${event.program}:${program.spec.id}`;
+    const scheduler = this.route(programId, event.turn);
     scheduler.addRequest({
       requestId,
-      programId: `${event.program}:${program.spec.id}`,
+      programId,
       promptTokens: turn.input,
       maxOutputTokens: Math.max(1, turn.output),
       isLastStep: event.turn === program.spec.turns.length - 1,
       toolHint: turn.tool,
       content,
     });
-    this.byRequest.set(requestId, { program: event.program, turn: event.turn });
+    this.byRequest.set(requestId, { program: event.program, turn: event.turn, scheduler });
     const abort = program.spec.abortTurnAfterS;
     if (abort && abort.turn === event.turn) {
       this.events.push(nowS + abort.afterS, { kind: "abort", requestId, program: event.program });
@@ -246,7 +252,7 @@ export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunO
   const { scheduler, clock } = options;
   const programs = new SimulatedPrograms(
     specs,
-    scheduler,
+    () => scheduler,
     clock,
     options.horizonS ?? Number.POSITIVE_INFINITY,
     options.blockSizeTokens,
