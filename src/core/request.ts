@@ -1,3 +1,4 @@
+import { NO_HINTS, type RetentionHints } from "./client-hints.js";
 import type { TierName } from "./kv/offload-tiers.js";
 import type { TokenContent } from "./kv/token-content.js";
 import type { Program } from "./program.js";
@@ -17,6 +18,8 @@ export interface RequestSpec {
   /** Tool the client says this turn calls (wins over parsing the output). */
   readonly toolHint?: string | null;
   readonly content: TokenContent;
+  /** the client's word on how long this turn's KV is worth keeping */
+  readonly retentionHints?: RetentionHints;
 }
 
 /** One LLM call in flight. Mutable state is owned by the scheduler; everyone else reads it. */
@@ -30,6 +33,7 @@ export class Request {
   readonly isLastStep: boolean;
   readonly toolHint: string | null;
   readonly content: TokenContent;
+  readonly retentionHints: RetentionHints;
   readonly arrivalS: number;
   readonly turnIndex: number;
   /** global arrival order; final tie-break of every priority */
@@ -83,6 +87,7 @@ export class Request {
     this.isLastStep = spec.isLastStep || spec.programId === null;
     this.toolHint = spec.toolHint ?? null;
     this.content = spec.content;
+    this.retentionHints = spec.retentionHints ?? NO_HINTS;
     this.arrivalS = arrivalS;
     this.turnIndex = program.numArrived;
     this.sequenceNumber = sequenceNumber;

@@ -1,3 +1,4 @@
+import { applyRetentionHints } from "./client-hints.js";
 import type { Clock } from "./clock.js";
 import type { CostModel } from "./cost-model.js";
 import { BlockPool } from "./kv/block-pool.js";
@@ -286,6 +287,18 @@ export class Scheduler {
       this.tracker.forgetProgram(program.id);
     }
     this.forgetIfIdle(program);
+    return true;
+  }
+
+  /**
+   * The client ends a program without a turn (a router's finish-session call): its pin goes at once and
+   * its id is forgotten once nothing of it is in flight. False for a program that is not live.
+   */
+  endProgramById(programId: string): boolean {
+    const program = this.programs.get(programId);
+    if (!program || program.ended) return false;
+    if (program.pin) this.releasePin(program, "last_step");
+    this.endProgram(program);
     return true;
   }
 
@@ -648,7 +661,10 @@ export class Scheduler {
     }
     this.ctx.runningKvTokens = this.runningKvTokens();
     this.ctx.numRunning = this.running.length;
-    const retention = this.policy.retain(request, program, tool ?? UNKNOWN_TOOL, this.ctx);
+    const retention = applyRetentionHints(
+      this.policy.retain(request, program, tool ?? UNKNOWN_TOOL, this.ctx),
+      request.retentionHints,
+    );
     // A turn that outlives its program's last step (overlapping requests) has no next turn to pin for.
     if (retention.kind === "pin" && retention.ttlS > 0 && !program.ended) {
       this.pin(request, program, retention.ttlS, nowS);

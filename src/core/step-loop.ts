@@ -98,9 +98,10 @@ export class StepLoop<X extends Executor = Executor, E extends LoopEnvironment =
         const expiryS = finiteOrNull(scheduler.nextPinExpiryS());
         if (expiryS !== null && expiryS <= nowS) {
           scheduler.expireDuePins();
-          this.executor.applyKvChanges?.(scheduler.takeKvChanges());
           continue;
         }
+        // changes made while no plan was built (expired pins, aborts, ended programs) reach the executor
+        this.executor.applyKvChanges?.(scheduler.takeKvChanges());
         const eventS = this.env.nextEventS();
         this.counters.waits++;
         if (expiryS !== null && (eventS === null || expiryS <= eventS)) this.counters.pinExpiryWakes++;

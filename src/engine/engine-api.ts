@@ -3,6 +3,7 @@
  * the core scheduler over a model runner (llama.cpp, or a fake one in tests). Neither sees the other's
  * internals.
  */
+import type { RetentionHints } from "../core/client-hints.js";
 
 export interface SamplingParams {
   /** <= 0 means greedy */
@@ -27,6 +28,8 @@ export interface GenerateRequest {
   readonly isLastStep: boolean;
   /** client-declared tool of this turn (`this_func_call`), wins over parsing the output */
   readonly toolHint: string | null;
+  /** the client's TTL bound and expected tool duration for this turn's KV (default: none) */
+  readonly retentionHints?: RetentionHints;
   /** fully rendered prompt text (chat template already applied) */
   readonly prompt: string;
   readonly sampling: SamplingParams;
@@ -109,6 +112,11 @@ export interface EngineService {
    */
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent>;
   metrics(): EngineMetrics;
+  /**
+   * Ends an agent program without a turn (a router's finish-session): its pinned KV is released at
+   * once. False when no live program has that id.
+   */
+  endProgram(programId: string): boolean;
   /** Stops taking requests, finishes in-flight ones, flushes the recorder. */
   shutdown(): Promise<void>;
 }

@@ -77,6 +77,24 @@ describe("engine over the fake runner", () => {
     assert.ok(chatDone.text.length > 10 && chatDone.text.endsWith("."));
   });
 
+  test("endProgram releases a pinned program's KV at once, in the scheduler and in the slots", async () => {
+    await withEngine({ policy: fixedTtlPolicy(60) }, async (engine) => {
+      await run(
+        engine,
+        request("t0", "a turn before a tool call", { programId: "job", sampling: { maxTokens: 4 } }),
+      );
+      assert.equal(engine.scheduler.numPinnedPrograms, 1);
+      assert.equal(engine.kv.slots.filter((s) => s.pinned).length, 1);
+      assert.equal(engine.endProgram("job"), true);
+      assert.equal(engine.endProgram("job"), false, "already ended");
+      assert.equal(engine.endProgram("nobody"), false);
+      assert.equal(engine.scheduler.numPinnedPrograms, 0);
+      for (let i = 0; i < 50 && engine.kv.slots.some((s) => s.pinned); i++) await sleep(5);
+      assert.equal(engine.kv.slots.filter((s) => s.pinned).length, 0, "the idle loop released the slot");
+      assert.equal(engine.metrics().kvUsage, 0);
+    });
+  });
+
   test("abort ends the stream and frees the request's KV", async () => {
     await withEngine({ policy: "vllm", stepDelayMs: 1, reply: () => "y".repeat(5000) }, async (engine) => {
       const controller = new AbortController();

@@ -294,6 +294,7 @@ export class Engine implements EngineService {
         maxOutputTokens: Math.min(sampling.maxTokens, this.maxContextTokens - ids.length),
         isLastStep: spec.isLastStep,
         toolHint: spec.toolHint,
+        ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
         content,
       });
     } catch (error) {
@@ -315,6 +316,13 @@ export class Engine implements EngineService {
     });
     this.wake();
     return channel;
+  }
+
+  endProgram(programId: string): boolean {
+    const ended = this.scheduler.endProgramById(programId);
+    // an idle loop hands the released pin to the KV mapping before it sleeps again
+    if (ended) this.wake();
+    return ended;
   }
 
   metrics(): EngineMetrics {

@@ -165,6 +165,14 @@ export function createApp(options: AppOptions): ContinuumApp {
       })),
     }),
   );
+  // A router's finish-session: the program's pinned KV is released now, not when its TTL runs out.
+  app.delete("/v1/programs/:id", (c) => {
+    const id = c.req.param("id");
+    if (!engine.endProgram(id)) {
+      throw new ApiError(404, `no live program ${JSON.stringify(id)}`, "invalid_request_error", "not_found");
+    }
+    return c.json({ id, object: "program", deleted: true });
+  });
   app.get("/health", (c) => (draining ? c.body(null, 503) : c.body(null, 200)));
   app.get("/metrics", async (c) => {
     const text = await metrics.exposition();

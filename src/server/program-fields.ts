@@ -1,3 +1,4 @@
+import type { RetentionHints } from "../core/client-hints.js";
 import { ApiError } from "./errors.js";
 import type { CommonBody } from "./schemas.js";
 
@@ -7,6 +8,25 @@ export interface ProgramFields {
   readonly programId: string | null;
   readonly isLastStep: boolean;
   readonly toolHint: string | null;
+  readonly retentionHints: RetentionHints;
+}
+
+const SECONDS_PER_UNIT: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
+
+/** A cache-control TTL ("30s", "5m", "1h" or seconds) in seconds; an ephemeral mark alone: no bound. */
+function ttlSeconds(ttl: string | number | null | undefined): number | null {
+  if (ttl === null || ttl === undefined) return null;
+  if (typeof ttl === "number") return ttl;
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(ttl) as RegExpExecArray;
+  return Number(m[1]) * (SECONDS_PER_UNIT[m[2] as string] as number);
+}
+
+function retentionHints(body: CommonBody): RetentionHints {
+  const control = body.cache_control ?? body.nvext?.cache_control ?? null;
+  return {
+    ttlS: control ? ttlSeconds(control.ttl) : null,
+    expectedToolS: body.expected_tool_duration_s ?? null,
+  };
 }
 
 type HeaderReader = (name: string) => string | undefined;
@@ -62,5 +82,6 @@ export function programFields(body: CommonBody, header: HeaderReader): ProgramFi
     isLastStep:
       body.is_last_step ?? (headerLast === undefined ? false : booleanHeader(headerLast, "X-Last-Step")),
     toolHint: hint ? hint : null,
+    retentionHints: retentionHints(body),
   };
 }

@@ -7,6 +7,17 @@ import { z } from "zod";
 const textPart = z.object({ type: z.string(), text: z.string().optional() });
 const content = z.union([z.string(), z.array(textPart)]).nullish();
 
+/** `{"type": "ephemeral", "ttl": "30s" | "5m" | "1h" | seconds}` */
+const cacheControl = z.object({
+  type: z.literal("ephemeral"),
+  ttl: z
+    .union([
+      z.number().min(0),
+      z.string().regex(/^\d+(\.\d+)?(ms|s|m|h)$/, 'a duration such as "30s", "5m" or "1h"'),
+    ])
+    .nullish(),
+});
+
 const toolCall = z.object({
   id: z.string().optional(),
   type: z.literal("function").optional(),
@@ -102,6 +113,11 @@ const common = {
     .nullish(),
   is_last_step: z.boolean().nullish(),
   this_func_call: z.string().nullish(),
+  // Retention hints: Anthropic-style cache control (Dynamo's agentic cache control has the same shape,
+  // under `nvext`), and how long the client expects the tool call after this turn to take.
+  cache_control: cacheControl.nullish(),
+  nvext: z.object({ cache_control: cacheControl.nullish() }).passthrough().nullish(),
+  expected_tool_duration_s: z.number().min(0).nullish(),
   /** accepted for compatibility with the fork's protocol; the server tracks it itself */
   last_func_call: z.string().nullish(),
 };

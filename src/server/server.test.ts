@@ -342,6 +342,49 @@ describe("program fields", () => {
   });
 });
 
+test("retention hints: cache_control (top level or nvext) and an expected tool duration reach the engine", async () => {
+  await withServer({}, {}, async (t) => {
+    const send = async (extra: Record<string, unknown>) => {
+      const response = await t.post("/v1/chat/completions", chat({ job_id: "j", ...extra }));
+      assert.equal(response.status, 200, await response.clone().text());
+      await response.json();
+      return t.engine.requests.at(-1)?.retentionHints;
+    };
+    assert.deepEqual(await send({ cache_control: { type: "ephemeral", ttl: "30s" } }), {
+      ttlS: 30,
+      expectedToolS: null,
+    });
+    assert.deepEqual(await send({ nvext: { cache_control: { type: "ephemeral", ttl: "5m" } } }), {
+      ttlS: 300,
+      expectedToolS: null,
+    });
+    assert.deepEqual(await send({ cache_control: { type: "ephemeral" }, expected_tool_duration_s: 12 }), {
+      ttlS: null,
+      expectedToolS: 12,
+    });
+    assert.deepEqual(await send({}), { ttlS: null, expectedToolS: null });
+    const bad = await t.post(
+      "/v1/chat/completions",
+      chat({ cache_control: { type: "ephemeral", ttl: "soon" } }),
+    );
+    assert.equal(bad.status, 400);
+    await bad.json();
+  });
+});
+
+test("DELETE /v1/programs/{id} ends a live program (a router's finish-session); unknown ids are 404", async () => {
+  await withServer({}, {}, async (t) => {
+    await (await t.post("/v1/chat/completions", chat({ job_id: "agent-1" }))).json();
+    const ended = await fetch(`${t.url}/v1/programs/agent-1`, { method: "DELETE" });
+    assert.equal(ended.status, 200);
+    assert.deepEqual(await ended.json(), { id: "agent-1", object: "program", deleted: true });
+    assert.deepEqual(t.engine.endedPrograms, ["agent-1"]);
+    const again = await fetch(`${t.url}/v1/programs/agent-1`, { method: "DELETE" });
+    assert.equal(again.status, 404);
+    assert.equal(((await again.json()) as { error: { code: string } }).error.code, "not_found");
+  });
+});
+
 test("two sources naming different programs are a 400 that names both", async () => {
   await withServer({}, {}, async (t) => {
     for (const [extra, headers, names] of [

@@ -48,6 +48,8 @@ export class FakeEngine implements EngineService {
   readonly requests: GenerateRequest[] = [];
   readonly aborted: string[] = [];
   readonly finished: string[] = [];
+  /** programs ended by endProgram(), in order */
+  readonly endedPrograms: string[] = [];
   shutdownCalls = 0;
   private running = 0;
   private readonly lastContext = new Map<string, string[]>();
@@ -122,6 +124,14 @@ export class FakeEngine implements EngineService {
     } finally {
       this.running--;
     }
+  }
+
+  endProgram(programId: string): boolean {
+    if (!this.requests.some((r) => r.programId === programId) || this.endedPrograms.includes(programId)) {
+      return false;
+    }
+    this.endedPrograms.push(programId);
+    return true;
   }
 
   metrics(): EngineMetrics {
