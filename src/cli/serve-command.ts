@@ -4,6 +4,7 @@ import type { LlamaEngineOptions } from "../engine/engine-factory.js";
 import { BUILTIN_PRESETS, type BuiltinPreset } from "../engine/gguf/index.js";
 import type { KvCacheType } from "../engine/native/llama-native.js";
 import { isPolicyName, POLICY_NAMES, type PolicyName } from "../policies/index.js";
+import { type AgentCheck, startAgentCheck } from "../server/agent-check.js";
 import { type RunningServer, startServer } from "../server/server.js";
 import { nonNegativeNumber, positiveInt } from "./sim-options.js";
 
@@ -33,6 +34,8 @@ export interface ServeCliOptions {
   flashAttn: boolean;
   kvCacheDtype?: KvCacheType;
   gpuLayers?: number | "all" | "auto";
+  drainTimeout: number;
+  agentPort?: number;
 }
 
 const KV_CACHE_TYPES: readonly KvCacheType[] = ["f16", "f32", "bf16", "q8_0", "q4_0"];
@@ -130,19 +133,36 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
   log(`  ${engine.kvSummary}`);
-  if (run.handleSignals ?? true) installSignalHandlers(server, log);
+  const agent =
+    o.agentPort === undefined
+      ? null
+      : await startAgentCheck(o.host, o.agentPort, () => server.api.drainingPrograms || server.api.draining);
+  if (agent) log(`  HAProxy agent check on ${o.host}:${agent.port}`);
+  if (run.handleSignals ?? true) installSignalHandlers(server, agent, o.drainTimeout, log);
   return server;
 }
 
-function installSignalHandlers(server: RunningServer, log: (line: string) => void): void {
+function installSignalHandlers(
+  server: RunningServer,
+  agent: AgentCheck | null,
+  drainTimeoutS: number,
+  log: (line: string) => void,
+): void {
   let stopping = false;
-  const stop = (signal: NodeJS.Signals) => {
+  const stop = async (signal: NodeJS.Signals) => {
     if (stopping) {
       log(`continuum serve: ${signal} again, exiting without draining`);
       process.exit(1);
     }
     stopping = true;
-    log(`continuum serve: ${signal}, draining in-flight requests`);
+    log(
+      `continuum serve: ${signal}, serving the programs already here (at most ${drainTimeoutS} s), refusing new ones`,
+    );
+    const allEnded = await server.drainPrograms(drainTimeoutS * 1000);
+    log(
+      `continuum serve: ${allEnded ? "every program ended" : "drain timeout"}, draining in-flight requests`,
+    );
+    await agent?.close();
     server.close().then(
       () => {
         log("continuum serve: stopped");
@@ -155,8 +175,8 @@ function installSignalHandlers(server: RunningServer, log: (line: string) => voi
       },
     );
   };
-  process.on("SIGTERM", stop);
-  process.on("SIGINT", stop);
+  process.on("SIGTERM", (signal) => void stop(signal));
+  process.on("SIGINT", (signal) => void stop(signal));
 }
 
 export function serveCommand(): Command {
@@ -212,6 +232,13 @@ export function serveCommand(): Command {
     .option("--no-flash-attn", "disable flash attention")
     .addOption(new Option("--kv-cache-dtype <type>", "KV cache element type").choices(KV_CACHE_TYPES))
     .option("--gpu-layers <n>", "layers offloaded to a GPU backend: a number, all or auto", gpuLayers)
+    .option(
+      "--drain-timeout <s>",
+      "on SIGTERM, serve the programs already here (refusing new ones) for at most this long, then stop",
+      nonNegativeNumber,
+      30,
+    )
+    .option("--agent-port <port>", "answer HAProxy's agent check on this port (ready / drain)", port)
     .action(async (o: ServeCliOptions) => {
       await runServe(o);
     });

@@ -15,7 +15,7 @@ import { haproxyMissing, type RunningCluster, startCluster } from "./cluster.js"
 
 const skip = llamaSkip || haproxyMissing("haproxy") || false;
 const PROGRAMS = 12;
-const PORT = 18400 + (process.pid % 500) * 4;
+const PORT = 18400 + (process.pid % 500) * 16;
 
 interface Turn {
   readonly status: number;
@@ -54,23 +54,44 @@ async function turn(
   };
 }
 
+async function threeReplicas(port: number, dir: string, lines: string[]): Promise<RunningCluster> {
+  return startCluster({
+    replicas: 3,
+    port,
+    host: "127.0.0.1",
+    serveArgs: [
+      "--builtin-model",
+      "tiny",
+      "--threads",
+      "1",
+      "--cpu-offload-gb",
+      "0",
+      "--drain-timeout",
+      "60",
+    ],
+    haproxy: "haproxy",
+    configDir: dir,
+    devices: [],
+    command: [process.execPath, "--import", "tsx", resolve("src/cli/main.ts")],
+    log: (line) => lines.push(line),
+    startTimeoutMs: 120_000,
+    stopTimeoutMs: 20_000,
+  });
+}
+
+/** Requests a replica finished, from its own /metrics. */
+async function finishedOn(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let n = 0;
+  for (const m of text.matchAll(/^continuum:request_success_total\{[^}]*\} (\S+)$/gm)) n += Number(m[1]);
+  return n;
+}
+
 describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip }, () => {
   test("program-sticky turns, failover when a replica dies, exactly one answer each, clean stop", async () => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
     const lines: string[] = [];
-    const cluster = await startCluster({
-      replicas: 3,
-      port: PORT,
-      host: "127.0.0.1",
-      serveArgs: ["--builtin-model", "tiny", "--threads", "1", "--cpu-offload-gb", "0"],
-      haproxy: "haproxy",
-      configDir: dir,
-      devices: [],
-      command: [process.execPath, "--import", "tsx", resolve("src/cli/main.ts")],
-      log: (line) => lines.push(line),
-      startTimeoutMs: 120_000,
-      stopTimeoutMs: 20_000,
-    });
+    const cluster = await threeReplicas(PORT, dir, lines);
     try {
       const conversations = Array.from({ length: PROGRAMS }, (_, p) => [
         { role: "system", content: `You are agent ${p}. Reply with a bash block.` },
@@ -113,6 +134,61 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
         0,
         `${replica.name} drained and exited cleanly: ${lines.join("\n")}`,
       );
+    }
+  });
+
+  test("a replica told to stop drains: it keeps its programs to their end, new programs go elsewhere", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
+    const lines: string[] = [];
+    const cluster = await threeReplicas(PORT + 8, dir, lines);
+    try {
+      const conversation = (p: number) => [
+        { role: "system", content: `You are agent ${p}. Reply with a bash block.` },
+        { role: "user", content: `Task ${p}: find the failing test in module ${p * 11}.` },
+      ];
+      const old = Array.from({ length: 9 }, (_, p) => conversation(p));
+      const results: Turn[][] = old.map(() => []);
+      const runTurn = async (p: number, t: number, last: boolean) => {
+        const messages = old[p] as object[];
+        const answer = await turn(cluster, p, messages, last);
+        (results[p] as Turn[]).push(answer);
+        messages.push({ role: "assistant", content: answer.text });
+        messages.push({ role: "user", content: `Output of step ${t}: 1 failed. Go on.` });
+      };
+      for (const t of [0, 1]) await Promise.all(old.map((_, p) => runTurn(p, t, false)));
+
+      const drained = cluster.replicas[0];
+      assert.ok(drained);
+      drained.process.kill("SIGTERM");
+      await new Promise((r) => setTimeout(r, 2_500)); // HAProxy's agent check (every second) sees "drain"
+      const before = await finishedOn(drained.url);
+      const fresh = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => turn(cluster, 100 + i, conversation(100 + i), true)),
+      );
+      assert.deepEqual(
+        fresh.map((r) => r.status),
+        [200, 200, 200, 200, 200, 200],
+      );
+      assert.equal(
+        await finishedOn(drained.url),
+        before,
+        "no new program was served by the draining replica",
+      );
+
+      for (const t of [2, 3]) await Promise.all(old.map((_, p) => runTurn(p, t, t === 3)));
+      for (const [p, turns] of results.entries()) {
+        assert.deepEqual(
+          turns.map((r) => r.status),
+          [200, 200, 200, 200],
+        );
+        for (const k of [1, 2, 3])
+          assert.ok((turns[k] as Turn).cachedTokens > 0, `program ${p} turn ${k + 1} kept its KV`);
+      }
+      // its programs ended: the drained replica stops by itself, cleanly
+      assert.equal(await drained.exited, 0, lines.filter((l) => l.startsWith("[r1]")).join("\n"));
+    } finally {
+      await cluster.stop();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

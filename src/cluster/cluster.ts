@@ -100,6 +100,11 @@ async function stopProcess(child: ChildProcess, exited: Promise<unknown>, timeou
   clearTimeout(timer);
 }
 
+/** Replica i (1-based) serves on port + i and answers HAProxy's agent check on port + replicas + i. */
+function agentPortOf(o: ClusterOptions, i: number): number {
+  return o.port + o.replicas + i;
+}
+
 export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
   const missing = haproxyMissing(o.haproxy);
   if (missing) throw new Error(missing);
@@ -121,7 +126,17 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
       const device = o.devices[i - 1];
       const child = spawn(
         executable,
-        [...prefixArgs, "serve", ...o.serveArgs, "--host", "127.0.0.1", "--port", String(port)],
+        [
+          ...prefixArgs,
+          "serve",
+          ...o.serveArgs,
+          "--host",
+          "127.0.0.1",
+          "--port",
+          String(port),
+          "--agent-port",
+          String(agentPortOf(o, i)),
+        ],
         {
           stdio: ["ignore", "pipe", "pipe"],
           env: device === undefined ? process.env : { ...process.env, CUDA_VISIBLE_DEVICES: device },
@@ -143,7 +158,12 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
     haproxyConfig({
       host: o.host,
       port: o.port,
-      replicas: replicas.map((r, i) => ({ name: r.name, host: "127.0.0.1", port: o.port + i + 1 })),
+      replicas: replicas.map((r, i) => ({
+        name: r.name,
+        host: "127.0.0.1",
+        port: o.port + i + 1,
+        agentPort: agentPortOf(o, i + 1),
+      })),
       bufferBytes: 1 << 20,
       checkIntervalMs: 1000,
     }),

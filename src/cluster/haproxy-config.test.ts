@@ -11,7 +11,7 @@ const HAPROXY = spawnSync("haproxy", ["-v"]).status === 0;
 const config = haproxyConfig({
   host: "127.0.0.1",
   port: 8000,
-  replicas: [1, 2, 3].map((i) => ({ name: `r${i}`, host: "127.0.0.1", port: 8000 + i })),
+  replicas: [1, 2, 3].map((i) => ({ name: `r${i}`, host: "127.0.0.1", port: 8000 + i, agentPort: 8003 + i })),
   bufferBytes: 1 << 20,
   checkIntervalMs: 1000,
 });
@@ -25,12 +25,24 @@ describe("haproxyConfig", () => {
     assert.match(config, /^ {4}use_backend by_program if \{ var\(txn\.program\) -m found \}$/m);
     assert.match(config, /^backend least_loaded\n {4}balance leastconn$/m);
     for (const i of [1, 2, 3]) {
-      assert.match(config, new RegExp(`^ {4}server r${i} 127\\.0\\.0\\.1:800${i}$`, "m"));
+      assert.match(
+        config,
+        new RegExp(
+          `^ {4}server r${i} 127\\.0\\.0\\.1:800${i} agent-check agent-addr 127\\.0\\.0\\.1 agent-port ${8003 + i}$`,
+          "m",
+        ),
+      );
       assert.match(
         config,
         new RegExp(`^ {4}server r${i} 127\\.0\\.0\\.1:800${i} track by_program/r${i}$`, "m"),
       );
     }
+  });
+
+  test("a program stays on its replica (stick table), also while that replica drains", () => {
+    assert.match(config, /^ {4}stick on var\(txn\.program\)$/m);
+    assert.match(config, /^ {4}http-check expect rstatus \^\(200\|503\)\$$/m);
+    assert.match(config, /^ {4}retry-on conn-failure empty-response response-timeout 503$/m);
   });
 
   test("the program id is read body first, then headers, as the server reads it", () => {

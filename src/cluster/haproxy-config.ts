@@ -1,15 +1,18 @@
 /**
  * The HAProxy configuration `continuum cluster` runs: every turn of an agent program goes to the
- * replica holding its KV (consistent hashing on the program id, read where clients put it), requests
- * without a program id go to the least-loaded replica, health checks take a dead replica out, and a
- * request that met a dead replica is retried on another one (it was never answered, so it is answered
- * exactly once).
+ * replica holding its KV (consistent hashing on the program id, read where clients put it, then a stick
+ * table), requests without a program id go to the least-loaded replica, health checks take a dead
+ * replica out, a draining replica (its agent says "drain") gets no new program but keeps its own, and a
+ * request that met a dead or draining replica is retried on another one (it was never answered, so it
+ * is answered exactly once).
  */
 
 export interface HaproxyReplica {
   readonly name: string;
   readonly host: string;
   readonly port: number;
+  /** the replica's agent-check port (`serve --agent-port`): it says "drain" while draining */
+  readonly agentPort?: number;
 }
 
 export interface HaproxyOptions {
@@ -47,7 +50,11 @@ export function haproxyConfig(o: HaproxyOptions): string {
       ? `    http-request set-var(txn.program) ${source}`
       : `    http-request set-var(txn.program) ${source} if !{ var(txn.program) -m found }`,
   );
-  const servers = o.replicas.map((r) => `    server ${r.name} ${bindAddress(r.host, r.port)}`);
+  const servers = o.replicas.map(
+    (r) =>
+      `    server ${r.name} ${bindAddress(r.host, r.port)}` +
+      (r.agentPort === undefined ? "" : ` agent-check agent-addr ${r.host} agent-port ${r.agentPort}`),
+  );
   const tracked = o.replicas.map(
     (r) => `    server ${r.name} ${bindAddress(r.host, r.port)} track by_program/${r.name}`,
   );
@@ -68,7 +75,7 @@ export function haproxyConfig(o: HaproxyOptions): string {
     // a replica that died before answering: try again, elsewhere
     "    retries 3",
     "    option redispatch 1",
-    "    retry-on conn-failure empty-response response-timeout",
+    "    retry-on conn-failure empty-response response-timeout 503",
     "",
     "frontend continuum",
     `    bind ${bindAddress(o.host, o.port)}`,
@@ -81,9 +88,13 @@ export function haproxyConfig(o: HaproxyOptions): string {
     "backend by_program",
     "    balance hash var(txn.program)",
     "    hash-type consistent",
+    // a program placed on a replica stays there, also while that replica drains (weight 0)
+    "    stick-table type string len 256 size 1m expire 2h",
+    "    stick on var(txn.program)",
     "    option httpchk GET /health",
-    "    http-check expect status 200",
-    `    default-server check inter ${o.checkIntervalMs} fall 2 rise 2`,
+    // 503 is a draining replica: alive, serving its programs; its agent says drain
+    "    http-check expect rstatus ^(200|503)$",
+    `    default-server check inter ${o.checkIntervalMs} fall 2 rise 2 agent-inter ${o.checkIntervalMs}`,
     ...servers,
     "",
     "backend least_loaded",

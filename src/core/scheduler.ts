@@ -187,6 +187,12 @@ export class Scheduler {
     return this.kv.pool.numBlocks;
   }
 
+  /** A program whose turns this scheduler serves and that has not ended. */
+  hasLiveProgram(programId: string): boolean {
+    const program = this.programs.get(programId);
+    return program !== undefined && !program.ended;
+  }
+
   get numLivePrograms(): number {
     return this.programs.size;
   }

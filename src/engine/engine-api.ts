@@ -87,6 +87,7 @@ export class EngineRejection extends Error {
       | "invalid_request"
       | "overloaded"
       | "shutting_down"
+      | "draining"
       | "duplicate_request",
     /** seconds a client should wait before retrying (overloaded) */
     readonly retryAfterS: number | null = null,
@@ -117,6 +118,13 @@ export interface EngineService {
    * once. False when no live program has that id.
    */
   endProgram(programId: string): boolean;
+  /**
+   * Drain for a balancer: from now on only turns of programs already here are taken (new programs get
+   * a "draining" rejection and go to another replica); the rest is served as usual.
+   */
+  drainPrograms(): void;
+  /** programs that live here: turns in flight, pinned, or between turns of a program not yet ended */
+  readonly numLivePrograms: number;
   /** Stops taking requests, finishes in-flight ones, flushes the recorder. */
   shutdown(): Promise<void>;
 }

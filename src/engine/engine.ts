@@ -154,6 +154,7 @@ export class Engine implements EngineService {
   private readonly loop: Promise<void>;
   private wakeUp: (() => void) | null = null;
   private closing = false;
+  private drainingPrograms = false;
   private stopping = false;
   private shutdownPromise: Promise<void> | null = null;
   private fatal: Error | null = null;
@@ -252,6 +253,15 @@ export class Engine implements EngineService {
 
   generate(spec: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
     if (this.closing) throw new EngineRejection("the engine is shutting down", "shutting_down");
+    if (
+      this.drainingPrograms &&
+      (spec.programId === null || !this.scheduler.hasLiveProgram(spec.programId))
+    ) {
+      throw new EngineRejection(
+        "this replica is draining: it serves only programs it already holds; send new programs elsewhere",
+        "draining",
+      );
+    }
     if (this.fatal) throw this.fatal;
     const sampling = spec.sampling;
     if (!Number.isInteger(sampling.maxTokens) || sampling.maxTokens < 1) {
@@ -316,6 +326,14 @@ export class Engine implements EngineService {
     });
     this.wake();
     return channel;
+  }
+
+  drainPrograms(): void {
+    this.drainingPrograms = true;
+  }
+
+  get numLivePrograms(): number {
+    return this.scheduler.numLivePrograms;
   }
 
   endProgram(programId: string): boolean {

@@ -36,6 +36,12 @@ export interface ContinuumApp {
   /** From now on, new requests get 503 (a graceful shutdown is under way). */
   startDraining(): void;
   readonly draining: boolean;
+  /**
+   * From now on only turns of programs already here are served (the engine refuses new programs), and
+   * /health says "draining" so balancers place new programs elsewhere.
+   */
+  startDrainingPrograms(): void;
+  readonly drainingPrograms: boolean;
 }
 
 const OPEN_PATHS = new Set(["/health", "/metrics"]);
@@ -62,6 +68,7 @@ export function createApp(options: AppOptions): ContinuumApp {
   const apiKeyDigest = options.apiKey ? digest(options.apiKey) : null;
   const logError = options.logError ?? ((message: string) => process.stderr.write(`${message}\n`));
   let draining = false;
+  let drainingPrograms = false;
 
   const ctx: RequestContext = {
     engine,
@@ -173,7 +180,10 @@ export function createApp(options: AppOptions): ContinuumApp {
     }
     return c.json({ id, object: "program", deleted: true });
   });
-  app.get("/health", (c) => (draining ? c.body(null, 503) : c.body(null, 200)));
+  app.get("/health", (c) => {
+    if (draining) return c.body(null, 503);
+    return drainingPrograms ? c.json({ status: "draining" }, 503) : c.body(null, 200);
+  });
   app.get("/metrics", async (c) => {
     const text = await metrics.exposition();
     return c.body(text, 200, { "Content-Type": metrics.contentType });
@@ -188,6 +198,13 @@ export function createApp(options: AppOptions): ContinuumApp {
     },
     get draining() {
       return draining;
+    },
+    startDrainingPrograms() {
+      drainingPrograms = true;
+      engine.drainPrograms();
+    },
+    get drainingPrograms() {
+      return drainingPrograms;
     },
   };
 }

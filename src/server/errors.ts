@@ -44,6 +44,7 @@ const REJECTIONS: Readonly<
   duplicate_request: { status: 409, type: "invalid_request_error", defaultRetryS: null },
   overloaded: { status: 429, type: "rate_limit_error", defaultRetryS: 1 },
   shutting_down: { status: 503, type: "service_unavailable_error", defaultRetryS: 5 },
+  draining: { status: 503, type: "service_unavailable_error", defaultRetryS: 1 },
 };
 
 function zodParam(error: ZodError): string | null {

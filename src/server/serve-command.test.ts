@@ -108,7 +108,8 @@ describe("continuum serve process", () => {
       const body = (await (await response).json()) as { choices: { message: { content: string } }[] };
       assert.equal(body.choices[0]!.message.content, "one two three");
       assert.equal(await exited, 0);
-      assert.match(stdout, /SIGTERM, draining/);
+      assert.match(stdout, /SIGTERM, serving the programs already here/);
+      assert.match(stdout, /every program ended, draining in-flight requests/);
       assert.match(stdout, /engine shutdown after 1 finished request\(s\)/);
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL");

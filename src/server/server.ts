@@ -30,6 +30,12 @@ export interface RunningServer {
    * close the remaining connections. Idempotent.
    */
   close(options?: CloseOptions): Promise<void>;
+  /**
+   * A balancer-friendly first stage of shutdown: new programs are refused (they go to other replicas)
+   * while turns of the programs already here are served, until none is left or `timeoutMs` passes.
+   * Resolves true when every program ended in time. close() follows.
+   */
+  drainPrograms(timeoutMs: number): Promise<boolean>;
 }
 
 function urlHost(host: string): string {
@@ -79,7 +85,18 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     }
   };
 
+  const drainPrograms = async (timeoutMs: number): Promise<boolean> => {
+    api.startDrainingPrograms();
+    const deadline = performance.now() + timeoutMs;
+    while (options.engine.numLivePrograms > 0 || api.inflight.size > 0) {
+      if (performance.now() >= deadline) return false;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return true;
+  };
+
   return {
+    drainPrograms,
     url: `http://${urlHost(host)}:${port}`,
     host,
     port,

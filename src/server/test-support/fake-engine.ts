@@ -74,6 +74,8 @@ export class FakeEngine implements EngineService {
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
     const rejection = this.options.reject?.(request) ?? null;
     if (rejection) throw rejection;
+    const known = request.programId !== null && this.requests.some((r) => r.programId === request.programId);
+    if (this.drainingPrograms && !known) throw new EngineRejection("draining", "draining");
     this.requests.push(request);
     return this.run(request, signal);
   }
@@ -124,6 +126,18 @@ export class FakeEngine implements EngineService {
     } finally {
       this.running--;
     }
+  }
+
+  drainingPrograms = false;
+
+  drainPrograms(): void {
+    this.drainingPrograms = true;
+  }
+
+  get numLivePrograms(): number {
+    const live = new Set(this.requests.map((r) => r.programId).filter((id) => id !== null));
+    for (const id of this.endedPrograms) live.delete(id);
+    return live.size;
   }
 
   endProgram(programId: string): boolean {

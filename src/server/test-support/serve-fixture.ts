@@ -18,6 +18,7 @@ await runServe(
     port: 0,
     servedModelName: [],
     flashAttn: true,
+    drainTimeout: 30,
   },
   { createEngine: () => engine },
 );
