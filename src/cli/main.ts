@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import { analyzeCommand } from "./analyze-command.js";
+import { analyzeStepsCommand } from "./analyze-steps-command.js";
 import { benchCommand } from "./bench-command.js";
 import { clusterCommand } from "./cluster-command.js";
 import { policiesCommand } from "./policies-command.js";
@@ -20,7 +21,8 @@ const program = new Command("continuum")
   .addCommand(sweepCommand())
   .addCommand(reproduceCommand())
   .addCommand(benchCommand())
-  .addCommand(analyzeCommand());
+  .addCommand(analyzeCommand())
+  .addCommand(analyzeStepsCommand());
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`continuum: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -35,6 +35,7 @@ export interface ServeCliOptions {
   kvCacheDtype?: KvCacheType;
   gpuLayers?: number | "all" | "auto";
   drainTimeout: number;
+  stepLog?: string;
   agentPort?: number;
 }
 
@@ -86,6 +87,7 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
     kvCacheType: o.kvCacheDtype,
     gpuLayers: o.gpuLayers,
     recordPath: o.record,
+    stepLogPath: o.stepLog,
     profilePath: o.profile,
     maxWaiting: o.maxWaiting,
   };
@@ -222,6 +224,7 @@ export function serveCommand(): Command {
     )
     .option("--record <path>", "record per-program scheduling events (written at shutdown)")
     .option("--profile <file>", "a `continuum profile` JSON feeding the TTL cost model")
+    .option("--step-log <file>", "write one JSON line per engine step (`continuum analyze-steps` reads it)")
     .option(
       "--max-waiting <n>",
       "queued requests beyond which new ones get 429 (engine default 1024)",

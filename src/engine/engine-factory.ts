@@ -10,6 +10,7 @@ import { Engine, type EngineTierOptions } from "./engine.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
 import { devices, type KvCacheType } from "./native/llama-native.js";
+import { stepLogFile } from "./step-log.js";
 
 const CPU_ENGINE_DEFAULT_OFFLOAD_GB = 4;
 
@@ -56,6 +57,8 @@ export interface LlamaEngineOptions {
   readonly gpuLayers?: number | "all" | "auto";
   /** `--record <path>`: per-program event log, written to <path>.jsonl at shutdown (atomic rename). */
   readonly recordPath?: string;
+  /** one JSON line per engine step (`continuum analyze-steps` prices them with a profile) */
+  readonly stepLogPath?: string;
   /** `--profile <file>`: a `continuum profile` JSON; its prefill curve and bandwidths feed the TTL model. */
   readonly profilePath?: string;
   /** `--max-waiting`: queued requests beyond which new ones get 429 (default 1024). */
@@ -145,6 +148,7 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
       ...(options.ttl ? { ttl: options.ttl } : {}),
       ...(options.maxWaiting ? { maxWaiting: options.maxWaiting } : {}),
       ...(recorder ? { recorder } : {}),
+      ...(options.stepLogPath ? { stepLog: stepLogFile(options.stepLogPath) } : {}),
     });
   } catch (error) {
     await runner.close();

@@ -30,6 +30,7 @@ import { type KvSlotStats, KvSlots } from "./kv-slots.js";
 import { KvTierStore } from "./kv-tier-store.js";
 import { type ModelRunner, RunnerBatch, type RunnerSampling } from "./model-runner.js";
 import { OutputText } from "./output-text.js";
+import type { StepLogFile } from "./step-log.js";
 
 /** RAM and disk tiers for KV the engine drops from the pool (both optional). */
 export interface EngineTierOptions {
@@ -60,6 +61,8 @@ export interface EngineOptions {
   readonly maxWaiting?: number;
   readonly recorder?: EventRecorder;
   readonly clock?: Clock;
+  /** one record per executed step (`serve --step-log`) */
+  readonly stepLog?: StepLogFile;
   /** close the runner at shutdown (default true) */
   readonly closeRunner?: boolean;
 }
@@ -144,6 +147,7 @@ export class Engine implements EngineService {
   readonly runner: ModelRunner;
   private readonly clock: Clock;
   private readonly recorder: EventRecorder | null;
+  private readonly stepLog: StepLogFile | null;
   private readonly tierStore: KvTierStore | null;
   private readonly blockSizeTokens: number;
   private readonly maxWaiting: number;
@@ -167,6 +171,7 @@ export class Engine implements EngineService {
     this.modelId = runner.modelId;
     this.clock = options.clock ?? new RealClock();
     this.recorder = options.recorder ?? null;
+    this.stepLog = options.stepLog ?? null;
     this.closeRunner = options.closeRunner ?? true;
     this.maxWaiting = options.maxWaiting ?? 1024;
     const b = options.blockSizeTokens ?? 16;
@@ -428,6 +433,8 @@ export class Engine implements EngineService {
    */
   private async execute(plan: StepPlan): Promise<StepResult> {
     const t0 = performance.now();
+    const startS = this.clock.nowS();
+    const restoredBefore = this.kv.stats.restoredTokens;
     this.kv.apply(plan);
     let computeS = 0;
     const sampled = new Map<string, SampledToken>();
@@ -469,6 +476,14 @@ export class Engine implements EngineService {
       this.failStep(plan, error);
     }
     const durationS = (performance.now() - t0) / 1000;
+    this.stepLog?.log({
+      t: startS,
+      wallS: durationS,
+      computeS,
+      planned: plan.chunks.map((c) => [c.numTokens, c.contextTokens] as const),
+      ran: inBatch.map(({ chunk, rows }) => [rows, chunk.startToken + chunk.numTokens - rows] as const),
+      restoredTokens: this.kv.stats.restoredTokens - restoredBefore,
+    });
     this.loopStats.steps++;
     this.loopStats.stepWallS += durationS;
     this.loopStats.computeS += computeS;
@@ -619,6 +634,7 @@ export class Engine implements EngineService {
     await this.loop;
     this.kv.clear();
     await this.tierStore?.close();
+    await this.stepLog?.close();
     try {
       await this.recorder?.close();
     } finally {

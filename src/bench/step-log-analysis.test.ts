@@ -1,0 +1,87 @@
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+import { createFakeEngine } from "../engine/fake-model-runner.js";
+import { stepLogFile } from "../engine/step-log.js";
+import { fixedTtlPolicy, request, run } from "../engine/test-support/engine-helpers.js";
+import type { LatencyModel } from "../sim/hardware/step-latency.js";
+import { analyzeSteps, readStepLog, stepKind } from "./step-log-analysis.js";
+
+/** 1 ms per step plus 0.1 ms per token. */
+const linear: LatencyModel = {
+  name: "linear",
+  stepS: (chunks) => 0.001 + chunks.reduce((a, c) => a + c.numTokens, 0) * 1e-4,
+  prefillS: (tokens) => 0.001 + tokens * 1e-4,
+};
+
+describe("step log analysis", () => {
+  test("each step is priced as planned and as run; the ratios split the error by cause", () => {
+    const totals = analyzeSteps(
+      [
+        { t: 0, wallS: 0.004, computeS: 0.002, planned: [[1, 100]], ran: [[1, 100]], restoredTokens: 0 },
+        // a prefill whose 80-token prefix the engine no longer held: it ran 100 rows, 20 were planned
+        { t: 1, wallS: 0.02, computeS: 0.012, planned: [[20, 80]], ran: [[100, 0]], restoredTokens: 0 },
+      ],
+      linear,
+    );
+    assert.deepEqual(
+      totals.map((t) => t.kind),
+      ["decode", "prefill", "all"],
+    );
+    const [decode, prefill, all] = totals;
+    assert.ok(decode && prefill && all);
+    assert.ok(Math.abs(decode.pricedPlannedS - 0.0011) < 1e-12);
+    assert.ok(Math.abs(prefill.pricedPlannedS - 0.003) < 1e-12);
+    assert.ok(Math.abs(prefill.pricedRanS - 0.011) < 1e-12, "the recompute is priced too");
+    assert.equal(all.steps, 2);
+    assert.ok(Math.abs(all.wallS - 0.024) < 1e-12);
+    assert.equal(
+      stepKind({
+        t: 0,
+        wallS: 0,
+        computeS: 0,
+        planned: [
+          [1, 5],
+          [30, 0],
+        ],
+        ran: [],
+        restoredTokens: 0,
+      }),
+      "mixed",
+    );
+    assert.equal(
+      stepKind({ t: 0, wallS: 0, computeS: 0, planned: [[30, 0]], ran: [], restoredTokens: 64 }),
+      "restore",
+    );
+  });
+
+  test("the engine logs every step: the plan, and the rows it ran where it had to recompute", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-steps-"));
+    const path = join(dir, "steps.jsonl");
+    const engine = createFakeEngine({ policy: fixedTtlPolicy(60), stepLog: stepLogFile(path) });
+    try {
+      const prompt = "x".repeat(200);
+      const sampling = { maxTokens: 3, ignoreEos: true };
+      const first = await run(engine, request("a0", prompt, { programId: "a", sampling }));
+      // the engine loses the pinned sequence: the next turn's hit is recomputed, and the log shows it
+      for (const slot of engine.kv.slots) if (slot.owner === null) engine.kv.drop(slot);
+      await run(
+        engine,
+        request("a1", `${prompt}${first.done.text}y`, { programId: "a", isLastStep: true, sampling }),
+      );
+    } finally {
+      await engine.shutdown();
+    }
+    const records = readStepLog(path);
+    assert.equal(records.length, engine.loopStats.steps);
+    const planned = records.reduce((a, r) => a + r.planned.reduce((b, [n]) => b + n, 0), 0);
+    const ran = records.reduce((a, r) => a + r.ran.reduce((b, [n]) => b + n, 0), 0);
+    assert.equal(ran - planned, engine.kvStats().recomputedTokens);
+    assert.ok(engine.kvStats().recomputedTokens >= 192);
+    assert.ok(records.every((r) => r.wallS >= r.computeS));
+    assert.match(await readFile(path, "utf8"), /"planned":\[\[/);
+    await rm(dir, { recursive: true, force: true });
+  });
+});
