@@ -41,9 +41,11 @@ import {
   readGgufInfo,
 } from "../engine/gguf/index.js";
 import type { BatchedBenchRow } from "../engine/profile/batched-bench.js";
+import { loadEngineProfile } from "../sim/hardware/engine-profile.js";
 import { generateWorkload } from "../workload/generators.js";
 import { loadTrace, serializeTraceJsonl, type TraceProgram, type TraceTurn } from "../workload/trace.js";
 import { scaleTokens } from "../workload/transforms.js";
+import { analyzeSteps, readStepLog, type StepKindTotals } from "./step-log-analysis.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const SHARED_TRACE = resolve(ROOT, "..", "shared", "traces", "swe-agent-lm32b.jsonl");
@@ -382,6 +384,7 @@ async function withContinuum<T>(
   model: string,
   profile: string,
   body: (s: Server) => Promise<T>,
+  stepLog?: string,
 ) {
   const port = await freePort();
   const argv = [
@@ -398,6 +401,7 @@ async function withContinuum<T>(
     policy,
     "--profile",
     profile,
+    ...(stepLog ? ["--step-log", stepLog] : []),
     "--host",
     HOST,
     "--port",
@@ -663,8 +667,9 @@ if (!args["no-trial"] && seqsList.length > 1) {
 }
 log(`continuum --max-num-seqs ${maxNumSeqs}`);
 
-// 6. the replays
+// 6. the replays (each Continuum run logs its engine steps: where the simulator's price and the engine part)
 const runs: RunRecord[] = [];
+const stepSplits: { load: string; policy: string; totals: StepKindTotals[] }[] = [];
 for (const load of loads) {
   const record = (server: string, result: BenchResult) => {
     runs.push({ load: load.name, jps: load.jps, programs: load.programs, server, result });
@@ -681,12 +686,20 @@ for (const load of loads) {
     ),
   );
   for (const policy of policies) {
+    const stepLog = join(outDir, `steps-${load.name}-${policy}.jsonl`);
     record(
       `continuum ${policy}`,
-      await withContinuum(policy, maxNumSeqs, modelPath, profilePath, (s) =>
-        runBench(s, load.jps, load.programs, `${load.name}-continuum-${policy}`),
+      await withContinuum(
+        policy,
+        maxNumSeqs,
+        modelPath,
+        profilePath,
+        (s) => runBench(s, load.jps, load.programs, `${load.name}-continuum-${policy}`),
+        stepLog,
       ),
     );
+    const profile = loadEngineProfile(JSON.parse(await readFile(profilePath, "utf8")));
+    stepSplits.push({ load: load.name, policy, totals: analyzeSteps(readStepLog(stepLog), profile.latency) });
   }
 }
 
@@ -748,6 +761,7 @@ const results = {
   raw,
   runs: runs.map((r) => ({ ...r, result: pick(r.result) })),
   sims,
+  stepSplits,
 };
 await writeFile(join(outDir, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
 const block = renderResults(results);
@@ -877,6 +891,31 @@ function renderResults(r: Results): string {
         lines.push(
           `| ${sim.load} | ${p.policy} | ${f(real.result.jct.mean)} | ${f(p.jct.mean)} | ${f(err * 100, 1)}% | ` +
             `${f(real.result.jct.p95)} | ${f(p.jct.p95)} |`,
+        );
+      }
+    }
+  }
+  if (r.stepSplits.length > 0) {
+    const x = (a: number, b: number) => (b > 0 ? `${f(a / b)}x` : "n/a");
+    lines.push("");
+    lines.push("### Where the simulator and the engine part, step by step");
+    lines.push("");
+    lines.push(
+      "Every engine step of the runs above, priced by the profile (`continuum analyze-steps`): as the plan " +
+        'the simulator sees ("plan") and as the rows the engine ran ("ran", recomputes included). ' +
+        "wall/compute is the loop outside the model, compute/ran the latency model's error on the work done, " +
+        "ran/plan the work the simulator does not see, wall/plan all of it.",
+    );
+    lines.push("");
+    lines.push(
+      "| load | policy | step kind | steps | wall s | wall/compute | compute/ran | ran/plan | wall/plan |",
+    );
+    lines.push("|---|---|---|---:|---:|---:|---:|---:|---:|");
+    for (const split of r.stepSplits) {
+      for (const t of split.totals) {
+        lines.push(
+          `| ${split.load} | ${split.policy} | ${t.kind} | ${t.steps} | ${f(t.wallS)} | ${x(t.wallS, t.computeS)} | ` +
+            `${x(t.computeS, t.pricedRanS)} | ${x(t.pricedRanS, t.pricedPlannedS)} | ${x(t.wallS, t.pricedPlannedS)} |`,
         );
       }
     }
