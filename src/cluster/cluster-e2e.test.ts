@@ -10,7 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, test } from "node:test";
-import { llamaSkip } from "../server/test-support/llama-server.js";
+import { llamaSkip } from "../cli/test-support/llama-server.js";
 import { haproxyMissing, type RunningCluster, startCluster } from "./cluster.js";
 
 const skip = llamaSkip || haproxyMissing("haproxy") || false;

@@ -2,16 +2,16 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import { createPolicy, POLICY_NAMES } from "../policies/index.js";
-import { RequestRejectedError } from "./scheduler.js";
-import { contentOf } from "./test-support/drive.js";
-import { testScheduler } from "./test-support/harness.js";
 import {
   assertWholePoolFits,
   checkedRun,
   layOut,
   type ProgramDraft,
   TOOLS,
-} from "./test-support/sim-check.js";
+} from "../sim/test-support/sim-check.js";
+import { RequestRejectedError } from "./scheduler.js";
+import { contentOf } from "./test-support/drive.js";
+import { testScheduler } from "./test-support/harness.js";
 
 /**
  * Randomized safety properties of the scheduler under every policy. An "event" is one request arrival,

@@ -1,11 +1,11 @@
 import { readFile } from "node:fs/promises";
 import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
 import { GIB } from "../core/kv/offload-tiers.js";
+import { parseEngineProfile, prefillQuadraticOf } from "../core/profile/engine-profile-format.js";
 import { FileSink } from "../core/recorder/file-sink.js";
 import { Recorder } from "../core/recorder/recorder.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
-import { loadEngineProfile } from "../sim/hardware/engine-profile.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
@@ -73,12 +73,12 @@ async function profileCosts(
   kvBytesPerToken: number,
 ): Promise<{ costs: CostModel; cpuBps: number; diskBps: number } | null> {
   if (!path) return null;
-  const profile = loadEngineProfile(JSON.parse(await readFile(path, "utf8")) as unknown);
-  const cpuBps = profile.cpuOffloadBandwidthBps;
-  const diskBps = profile.diskBandwidthBps;
+  const profile = parseEngineProfile(JSON.parse(await readFile(path, "utf8")) as unknown);
+  const cpuBps = profile.offload.cpuBandwidthBps;
+  const diskBps = profile.offload.diskBandwidthBps;
   return {
     costs: quadraticCostModel({
-      prefillQuadratic: profile.prefillQuadratic,
+      prefillQuadratic: prefillQuadraticOf(profile),
       kvBytesPerToken,
       reloadBandwidthBps: { cpu: cpuBps, disk: diskBps },
     }),

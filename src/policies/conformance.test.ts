@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Rng } from "../core/rng.js";
-import { checkedRun, layOut, randomDrafts } from "../core/test-support/sim-check.js";
+import { checkedRun, layOut, randomDrafts } from "../sim/test-support/sim-check.js";
 import { POLICY_NAMES } from "./index.js";
 
 /**

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { llamaSkip, startLlamaServer } from "./test-support/llama-server.js";
+import { llamaSkip, startLlamaServer } from "../cli/test-support/llama-server.js";
 
 const FLAGS = [
   "--scheduling-policy",

@@ -11,8 +11,13 @@ import type {
   ChatCompletionCreateParamsNonStreaming,
   ChatCompletionCreateParamsStreaming,
 } from "openai/resources/chat/completions";
+import {
+  type LlamaServer,
+  llamaSkip,
+  startLlamaServer,
+  withExtraBody,
+} from "../cli/test-support/llama-server.js";
 import type { RecorderEvent } from "../core/recorder/events.js";
-import { type LlamaServer, llamaSkip, startLlamaServer, withExtraBody } from "./test-support/llama-server.js";
 
 const messages = [
   { role: "system" as const, content: "Respond with ONLY a ```bash``` block." },

@@ -22,15 +22,15 @@ import type {
   ChatCompletionCreateParamsStreaming,
   ChatCompletionMessageParam,
 } from "openai/resources/chat/completions";
-import type { RecorderEvent } from "../core/recorder/events.js";
-import { COLD_START_SAMPLES } from "../core/ttl/ttl-model.js";
 import {
   type LlamaServer,
   llamaSkip,
   sleep,
   startLlamaServer,
   withExtraBody,
-} from "./test-support/llama-server.js";
+} from "../cli/test-support/llama-server.js";
+import type { RecorderEvent } from "../core/recorder/events.js";
+import { COLD_START_SAMPLES } from "../core/ttl/ttl-model.js";
 
 const BLOCK = 16;
 const MAX_TOKENS = 8;

@@ -81,7 +81,7 @@ describe("continuum serve", () => {
 
 describe("continuum serve process", () => {
   test("SIGTERM drains the in-flight request, shuts the engine down, exits 0", async () => {
-    const fixture = fileURLToPath(new URL("./test-support/serve-fixture.ts", import.meta.url));
+    const fixture = fileURLToPath(new URL("../cli/test-support/serve-fixture.ts", import.meta.url));
     const child = spawn(process.execPath, ["--import", "tsx", fixture], {
       stdio: ["ignore", "pipe", "pipe"],
     });

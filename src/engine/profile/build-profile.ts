@@ -1,6 +1,6 @@
 /**
  * Turns the raw measurements of measure.ts into a `continuum-profile` v1 document (docs/profile-format.md,
- * src/sim/hardware/engine-profile.ts). Pure: no native code, unit-tested on synthetic numbers.
+ * src/core/profile/engine-profile-format.ts). Pure: no native code, unit-tested on synthetic numbers.
  *
  * Step-cost convention (what the simulator's EngineProfileLatencyModel assumes):
  * - every engine step pays the engine loop's own cost (`engineOverheadS`, measured with a real Engine) on
@@ -18,13 +18,13 @@
  *   sequence (model compute + the engine loop's cost); the simulator prices chunks from them when present.
  */
 import { readFileSync } from "node:fs";
-import { fitQuadratic } from "../../core/ttl/prefill-reload.js";
 import {
   ENGINE_PROFILE_FORMAT,
   ENGINE_PROFILE_VERSION,
   type EngineProfileJson,
   engineProfileSchema,
-} from "../../sim/hardware/engine-profile.js";
+} from "../../core/profile/engine-profile-format.js";
+import { fitQuadratic } from "../../core/profile/quadratic.js";
 import type {
   DecodeSample,
   EngineOverheadSample,

@@ -3,13 +3,13 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { runProfileCommand } from "../../cli/profile-command.js";
 import { loadEngineProfile } from "../../sim/hardware/engine-profile.js";
 import { ensureBuiltinModel } from "../gguf/index.js";
 import { LlamaModelRunner } from "../llama-model-runner.js";
 import { RunnerBatch } from "../model-runner.js";
 import { isNativeAvailable } from "../native/llama-native.js";
 import { median, prefillSequence } from "./measure.js";
+import { measureProfileToFile } from "./profile-file.js";
 import { planFor, QUICK_PLAN } from "./run-profile.js";
 
 const native = isNativeAvailable();
@@ -36,7 +36,7 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
   it("writes a profile that loads and predicts a fresh measurement within a loose band", async () => {
     const out = join(dir, "nested", "tiny.json");
     const lines: string[] = [];
-    const file = await runProfileCommand(
+    const file = await measureProfileToFile(
       {
         quick: true,
         threads: 1,

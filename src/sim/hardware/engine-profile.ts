@@ -1,61 +1,8 @@
-import { z } from "zod";
+import { parseEngineProfile, prefillQuadraticOf } from "../../core/profile/engine-profile-format.js";
+import type { Quadratic } from "../../core/profile/quadratic.js";
 import { DecodeTable } from "./decode-table.js";
 import type { HardwareProfile } from "./profiles.js";
-import { fitQuadratic, type Quadratic } from "./quadratic-fit.js";
-import {
-  chunkedPrefillS,
-  DEFAULT_PREFILL_CHUNK_TOKENS,
-  type LatencyModel,
-  type StepAccumulator,
-  type StepChunk,
-} from "./step-latency.js";
-
-export const ENGINE_PROFILE_FORMAT = "continuum-profile";
-export const ENGINE_PROFILE_VERSION = 1;
-
-const seconds = z.number().nonnegative();
-const positive = z.number().positive();
-
-/** The file `continuum profile` writes (docs/profile-format.md). */
-export const engineProfileSchema = z.object({
-  format: z.literal(ENGINE_PROFILE_FORMAT),
-  version: z.literal(ENGINE_PROFILE_VERSION),
-  device: z.string().min(1),
-  model: z.string().min(1),
-  threads: z.number().int().positive(),
-  kvBytesPerToken: positive,
-  kvCapacityTokens: z.number().int().positive(),
-  prefill: z.object({
-    points: z.array(z.object({ tokens: z.number().int().positive(), seconds })).min(1),
-    quadratic: z.object({ a: z.number(), b: z.number(), c: z.number() }).optional(),
-    /** optional: steps prefilling `tokens` new tokens after `contextTokens` of the same sequence */
-    chunks: z
-      .array(
-        z.object({
-          tokens: z.number().int().positive(),
-          contextTokens: z.number().int().nonnegative(),
-          seconds,
-        }),
-      )
-      .min(1)
-      .optional(),
-  }),
-  decode: z.object({
-    points: z
-      .array(
-        z.object({
-          batch: z.number().int().positive(),
-          contextTokens: z.number().int().nonnegative(),
-          seconds,
-        }),
-      )
-      .min(1),
-  }),
-  stepOverheadS: seconds,
-  offload: z.object({ cpuBandwidthBps: positive, diskBandwidthBps: positive }),
-});
-
-export type EngineProfileJson = z.infer<typeof engineProfileSchema>;
+import { AccumulatingLatencyModel, type StepAccumulator } from "./step-latency.js";
 
 /**
  * Step times for the real engine, from its measured profile:
@@ -66,9 +13,8 @@ export type EngineProfileJson = z.infer<typeof engineProfileSchema>;
  * - the decodes of a step cost what the decode table says for their count and mean context, fixed
  *   per-step cost included; a step with no decodes pays stepOverheadS instead.
  */
-export class EngineProfileLatencyModel implements LatencyModel {
+export class EngineProfileLatencyModel extends AccumulatingLatencyModel {
   readonly name: string;
-  private readonly ownAccumulator: StepAccumulator;
 
   constructor(
     name: string,
@@ -78,23 +24,8 @@ export class EngineProfileLatencyModel implements LatencyModel {
     /** measured single-chunk steps as a (tokens, context) grid, or null to use the quadratic */
     private readonly chunks: DecodeTable | null = null,
   ) {
+    super();
     this.name = name;
-    this.ownAccumulator = this.newAccumulator();
-  }
-
-  stepS(chunks: readonly StepChunk[]): number {
-    const acc = this.ownAccumulator;
-    acc.beginStep();
-    // indexed: no iterator object per call (stepS runs ~10^6 times per sweep)
-    for (let i = 0; i < chunks.length; i++) {
-      const chunk = chunks[i]!;
-      acc.addChunk(chunk.numTokens, chunk.contextTokens);
-    }
-    return acc.endStepS();
-  }
-
-  prefillS(tokens: number, chunkTokens: number = DEFAULT_PREFILL_CHUNK_TOKENS): number {
-    return chunkedPrefillS(this.ownAccumulator, tokens, chunkTokens);
   }
 
   newAccumulator(): StepAccumulator {
@@ -136,21 +67,8 @@ export class EngineProfileLatencyModel implements LatencyModel {
 
 /** Reads a parsed profile file (unknown JSON) into a HardwareProfile; throws naming every bad field. */
 export function loadEngineProfile(json: unknown): HardwareProfile {
-  const header = z.object({ format: z.unknown(), version: z.unknown() }).partial().safeParse(json);
-  if (header.success && header.data.format !== ENGINE_PROFILE_FORMAT) {
-    throw new Error(
-      `not a continuum profile: format is ${JSON.stringify(header.data.format)}, expected "${ENGINE_PROFILE_FORMAT}"`,
-    );
-  }
-  if (header.success && header.data.version !== ENGINE_PROFILE_VERSION) {
-    throw new Error(
-      `unsupported continuum profile version ${JSON.stringify(header.data.version)}: this build reads version ${ENGINE_PROFILE_VERSION}`,
-    );
-  }
-  const parsed = engineProfileSchema.safeParse(json);
-  if (!parsed.success) throw new Error(`invalid continuum profile:\n${z.prettifyError(parsed.error)}`);
-  const profile = parsed.data;
-  const quadratic = profile.prefill.quadratic ?? fitPrefillPoints(profile.prefill.points);
+  const profile = parseEngineProfile(json);
+  const quadratic = prefillQuadraticOf(profile);
   const name = `${profile.device} x${profile.threads} / ${profile.model} (measured)`;
   return {
     id: `engine/${profile.device}/${profile.model}`,
@@ -180,16 +98,4 @@ export function loadEngineProfile(json: unknown): HardwareProfile {
     diskBandwidthBps: profile.offload.diskBandwidthBps,
     prefillQuadratic: quadratic,
   };
-}
-
-function fitPrefillPoints(points: readonly { tokens: number; seconds: number }[]): Quadratic {
-  if (new Set(points.map((p) => p.tokens)).size < 3) {
-    throw new Error(
-      "invalid continuum profile: prefill.quadratic is missing and prefill.points has fewer than 3 distinct token counts to fit it from",
-    );
-  }
-  return fitQuadratic(
-    points.map((p) => p.tokens),
-    points.map((p) => p.seconds),
-  );
 }

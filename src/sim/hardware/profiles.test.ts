@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { evalQuadratic } from "../../core/profile/quadratic.js";
 import {
   getProfile,
   listProfiles,
   PREFILL_PROFILE_CHUNK_TOKENS,
   PREFILL_PROFILE_TOKENS,
 } from "./profiles.js";
-import { evalQuadratic } from "./quadratic-fit.js";
 import type { StepChunk } from "./step-latency.js";
 
 const KIB = 1024;

@@ -1,6 +1,6 @@
+import { fitQuadratic, type Quadratic } from "../../core/profile/quadratic.js";
 import { GPUS, type GpuId } from "./gpu-specs.js";
 import { kvBytesPerToken, MODELS, type ModelId } from "./model-specs.js";
-import { fitQuadratic, type Quadratic } from "./quadratic-fit.js";
 import { RooflineLatencyModel } from "./roofline-model.js";
 import { rooflineSpecFor } from "./roofline-spec.js";
 import type { LatencyModel } from "./step-latency.js";
@@ -43,7 +43,7 @@ export function fitPrefillQuadratic(latency: LatencyModel): Quadratic {
   const seconds = PREFILL_PROFILE_TOKENS.map((tokens) =>
     latency.prefillS(tokens, PREFILL_PROFILE_CHUNK_TOKENS),
   );
-  return fitQuadratic(PREFILL_PROFILE_TOKENS, seconds);
+  return fitQuadratic(PREFILL_PROFILE_TOKENS.map((x, i) => ({ x, y: seconds[i] as number })));
 }
 
 /** A profile whose prefillQuadratic is fitted on first read and then kept. */

@@ -1,10 +1,4 @@
-import {
-  chunkedPrefillS,
-  DEFAULT_PREFILL_CHUNK_TOKENS,
-  type LatencyModel,
-  type StepAccumulator,
-  type StepChunk,
-} from "./step-latency.js";
+import { AccumulatingLatencyModel, type StepAccumulator, type StepChunk } from "./step-latency.js";
 
 /** Every number the analytic model uses, per GPU of a tensor-parallel group (see roofline-spec.ts). */
 export interface RooflineSpec {
@@ -114,30 +108,14 @@ function keyLayers(k: Coefficients, keys: number): number {
  * smoothly to the compute bound of the batched tokens) + LM head + attention (prefill by FLOPs, decode
  * by KV bytes) + tensor-parallel all-reduces. O(chunks) per step with no allocation.
  */
-export class RooflineLatencyModel implements LatencyModel {
+export class RooflineLatencyModel extends AccumulatingLatencyModel {
   readonly name: string;
   private readonly coefficients: Coefficients;
-  private readonly ownAccumulator: RooflineAccumulator;
 
   constructor(readonly spec: RooflineSpec) {
+    super();
     this.name = spec.name;
     this.coefficients = coefficientsOf(spec);
-    this.ownAccumulator = new RooflineAccumulator(this.coefficients);
-  }
-
-  stepS(chunks: readonly StepChunk[]): number {
-    const acc = this.ownAccumulator;
-    acc.beginStep();
-    // indexed: no iterator object per call (stepS runs ~10^6 times per sweep)
-    for (let i = 0; i < chunks.length; i++) {
-      const chunk = chunks[i]!;
-      acc.addChunk(chunk.numTokens, chunk.contextTokens);
-    }
-    return acc.endStepS();
-  }
-
-  prefillS(tokens: number, chunkTokens: number = DEFAULT_PREFILL_CHUNK_TOKENS): number {
-    return chunkedPrefillS(this.ownAccumulator, tokens, chunkTokens);
   }
 
   newAccumulator(): StepAccumulator {

@@ -70,3 +70,34 @@ export function chunkedPrefillS(
   }
   return totalS;
 }
+
+/**
+ * A latency model defined by its accumulator: stepS and prefillS price through one accumulator of the
+ * model's own (so a model instance is not for concurrent use; sweeps give each worker its own).
+ */
+export abstract class AccumulatingLatencyModel implements LatencyModel {
+  abstract readonly name: string;
+  private own: StepAccumulator | null = null;
+
+  abstract newAccumulator(): StepAccumulator;
+
+  private get accumulator(): StepAccumulator {
+    this.own ??= this.newAccumulator();
+    return this.own;
+  }
+
+  stepS(chunks: readonly StepChunk[]): number {
+    const acc = this.accumulator;
+    acc.beginStep();
+    // indexed: no iterator object per call (stepS runs ~10^6 times per sweep)
+    for (let i = 0; i < chunks.length; i++) {
+      const chunk = chunks[i] as StepChunk;
+      acc.addChunk(chunk.numTokens, chunk.contextTokens);
+    }
+    return acc.endStepS();
+  }
+
+  prefillS(tokens: number, chunkTokens: number = DEFAULT_PREFILL_CHUNK_TOKENS): number {
+    return chunkedPrefillS(this.accumulator, tokens, chunkTokens);
+  }
+}

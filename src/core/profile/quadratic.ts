@@ -1,32 +1,12 @@
-/** The paper's PrefillReload(r): seconds to re-create a request's KV cache in GPU memory after eviction. */
-export interface PrefillReloadProfile {
-  /** seconds to prefill `tokens` from scratch: a*tokens^2 + b*tokens + c (fit from measurements) */
-  prefillQuadratic: { a: number; b: number; c: number };
-  kvBytesPerToken: number;
-  /** bytes per second moving KV back from each offload tier */
-  reloadBandwidthBps: { cpu?: number; disk?: number };
+/** y = a x^2 + b x + c: the prefill-time curve of a profile (x = tokens, y = seconds). */
+export interface Quadratic {
+  a: number;
+  b: number;
+  c: number;
 }
 
-/** Where the evicted KV cache would live: nowhere (recompute) or an offload tier. */
-export type KvLocation = "none" | "cpu" | "disk";
-
-export function prefillReloadS(
-  profile: PrefillReloadProfile,
-  contextTokens: number,
-  whereIfEvicted: KvLocation,
-): number {
-  if (!Number.isFinite(contextTokens) || contextTokens < 0) {
-    throw new RangeError(`contextTokens must be a finite number >= 0, got ${contextTokens}`);
-  }
-  if (whereIfEvicted !== "none") {
-    const bandwidthBps = profile.reloadBandwidthBps[whereIfEvicted];
-    if (bandwidthBps !== undefined && bandwidthBps > 0 && Number.isFinite(bandwidthBps)) {
-      return (contextTokens * profile.kvBytesPerToken) / bandwidthBps;
-    }
-  }
-  const { a, b, c } = profile.prefillQuadratic;
-  // A fitted curve can dip below zero near 0 tokens; a negative cost would make pinning look harmful.
-  return Math.max(0, (a * contextTokens + b) * contextTokens + c);
+export function evalQuadratic(q: Quadratic, x: number): number {
+  return (q.a * x + q.b) * x + q.c;
 }
 
 /**
@@ -35,11 +15,7 @@ export function prefillReloadS(
  * equations: raw token counts (x⁴ ~ 1e20), or two sizes measured close together, would otherwise leave
  * too few significant digits.
  */
-export function fitQuadratic(points: readonly { x: number; y: number }[]): {
-  a: number;
-  b: number;
-  c: number;
-} {
+export function fitQuadratic(points: readonly { x: number; y: number }[]): Quadratic {
   if (points.length === 0) throw new RangeError("fitQuadratic needs at least one point");
   let minX = Number.POSITIVE_INFINITY;
   let maxX = Number.NEGATIVE_INFINITY;

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
+import type { TierConfig } from "../../core/kv/offload-tiers.js";
+import type { Rng } from "../../core/rng.js";
+import type { Scheduler } from "../../core/scheduler.js";
+import { linearStepTimeS, testScheduler } from "../../core/test-support/harness.js";
 import { createPolicy } from "../../policies/index.js";
-import type { SimProgramSpec, SimRunResult, SimTurn } from "../../sim/event-loop.js";
-import { runSimulation } from "../../sim/event-loop.js";
-import type { TierConfig } from "../kv/offload-tiers.js";
-import type { Rng } from "../rng.js";
-import type { Scheduler } from "../scheduler.js";
-import { linearStepTimeS, testScheduler } from "./harness.js";
+import type { SimProgramSpec, SimRunResult, SimTurn } from "../event-loop.js";
+import { runSimulation } from "../event-loop.js";
 
 export const BLOCK_SIZE = 16;
 export const TOOLS = ["ls", "pytest", "grep", "python"] as const;

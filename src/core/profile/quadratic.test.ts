@@ -1,44 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { fitQuadratic, type PrefillReloadProfile, prefillReloadS } from "./prefill-reload.js";
-
-const profile: PrefillReloadProfile = {
-  prefillQuadratic: { a: 1e-9, b: 1e-4, c: 0.02 },
-  kvBytesPerToken: 131_072,
-  reloadBandwidthBps: { cpu: 20e9 },
-};
+import { evalQuadratic, fitQuadratic } from "./quadratic.js";
 
 function close(actual: number, expected: number, rel = 1e-6, abs = 1e-12): boolean {
   return Math.abs(actual - expected) <= Math.max(abs, rel * Math.abs(expected));
 }
-
-describe("prefillReloadS", () => {
-  it("recomputes with the prefill curve when nothing was offloaded", () => {
-    // 1e-9·1e8 + 1e-4·1e4 + 0.02 = 0.1 + 1 + 0.02
-    assert.ok(close(prefillReloadS(profile, 10_000, "none"), 1.12));
-  });
-
-  it("reloads offloaded KV at the tier's bandwidth", () => {
-    // 10k tokens × 128 KiB = 1.31 GB over 20 GB/s
-    assert.ok(close(prefillReloadS(profile, 10_000, "cpu"), (10_000 * 131_072) / 20e9));
-  });
-
-  it("falls back to prefill for a tier it has no bandwidth for", () => {
-    assert.equal(prefillReloadS(profile, 10_000, "disk"), prefillReloadS(profile, 10_000, "none"));
-    const zeroBandwidth = { ...profile, reloadBandwidthBps: { cpu: 0 } };
-    assert.equal(prefillReloadS(zeroBandwidth, 10_000, "cpu"), prefillReloadS(profile, 10_000, "none"));
-  });
-
-  it("never reports a negative cost from a curve fitted below zero near 0 tokens", () => {
-    const dipping = { ...profile, prefillQuadratic: { a: 0, b: 1e-4, c: -0.05 } };
-    assert.equal(prefillReloadS(dipping, 10, "none"), 0);
-  });
-
-  it("rejects a context size that is not a finite non-negative number", () => {
-    for (const bad of [-1, Number.NaN]) assert.throws(() => prefillReloadS(profile, bad, "none"), RangeError);
-  });
-});
 
 describe("fitQuadratic", () => {
   it("recovers the coefficients of exact measurements at token-count scale", () => {
@@ -110,5 +77,18 @@ describe("fitQuadratic", () => {
   it("rejects no points or non-finite points", () => {
     assert.throws(() => fitQuadratic([]), RangeError);
     assert.throws(() => fitQuadratic([{ x: 1, y: Number.NaN }]), RangeError);
+  });
+
+  it("minimises squared error through noisy points", () => {
+    const xs = [0, 1, 2, 3];
+    const ys = [1, 0, 1, 0];
+    const best = fitQuadratic(xs.map((x, i) => ({ x, y: ys[i] as number })));
+    const sse = (q: typeof best) =>
+      xs.reduce((sum, x, i) => sum + (evalQuadratic(q, x) - (ys[i] ?? 0)) ** 2, 0);
+    for (const nudge of [1e-3, -1e-3]) {
+      assert.ok(sse(best) < sse({ ...best, a: best.a + nudge }));
+      assert.ok(sse(best) < sse({ ...best, b: best.b + nudge }));
+      assert.ok(sse(best) < sse({ ...best, c: best.c + nudge }));
+    }
   });
 });

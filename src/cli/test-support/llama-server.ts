@@ -7,13 +7,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { runServe, serveCommand } from "../../cli/serve-command.js";
 import type { RecorderEvent } from "../../core/recorder/events.js";
 import { readEventLog } from "../../core/recorder/read-event-log.js";
 import type { Engine } from "../../engine/engine.js";
 import { createLlamaEngine } from "../../engine/engine-factory.js";
 import { isNativeAvailable } from "../../engine/native/llama-native.js";
-import type { RunningServer } from "../server.js";
+import type { RunningServer } from "../../server/server.js";
+import { runServe, serveCommand } from "../serve-command.js";
 
 /** Why the llama-backed tests cannot run here, or false. */
 export const llamaSkip: string | false =

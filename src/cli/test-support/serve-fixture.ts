@@ -1,6 +1,7 @@
 /** `continuum serve` over a FakeEngine, for the SIGTERM test: a child process that drains on the signal. */
-import { runServe } from "../../cli/serve-command.js";
-import { FakeEngine } from "./fake-engine.js";
+
+import { FakeEngine } from "../../server/test-support/fake-engine.js";
+import { runServe } from "../serve-command.js";
 
 class LoggingFakeEngine extends FakeEngine {
   override async shutdown(): Promise<void> {
