@@ -1,4 +1,5 @@
 /** Bench runs as a text table and as the simulator's HTML report (runs side by side). */
+import { JCT_HEAD, jctCells } from "../analysis/jct-columns.js";
 import { renderReportHtml } from "../analysis/report-html.js";
 import { formatTextTable } from "../analysis/text-table.js";
 import { type BenchRun, completedJcts } from "./bench-metrics.js";
@@ -11,32 +12,10 @@ export function formatErrors(errors: Readonly<Record<string, number>>): string {
 }
 
 export function formatBenchTable(runs: readonly BenchRun[]): string {
-  const head = [
-    "run",
-    "jps",
-    "done",
-    "meanJCT",
-    "p50",
-    "p90",
-    "p95",
-    "p99",
-    "thr(jps)",
-    "TTFTp50",
-    "turnp50",
-    "cached",
-    "promptMAE",
-    "errors",
-  ];
+  const head = ["run", ...JCT_HEAD, "TTFTp50", "turnp50", "cached", "promptMAE", "errors"];
   const rows = runs.map((r) => [
     r.label,
-    String(r.jps),
-    `${r.completed}/${r.programs}`,
-    f(r.jct.mean),
-    f(r.jct.p50),
-    f(r.jct.p90),
-    f(r.jct.p95),
-    f(r.jct.p99),
-    f(r.throughput_jps, 4),
+    ...jctCells(r, 2),
     r.ttft.count === 0 ? "-" : f(r.ttft.p50, 3),
     f(r.turn_latency.p50, 3),
     r.cached_tokens_reported === false ? "n/a" : f(r.cached_token_ratio, 3),

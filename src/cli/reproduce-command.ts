@@ -5,6 +5,7 @@ import { buildFigure, FIGURE_IDS, type Figure, panelRatios } from "../sim/figure
 import type { PointResult } from "../sim/simulate.js";
 import { runSweep } from "../sim/sweep.js";
 import { positiveInt } from "./sim-options.js";
+import { reportRunOf } from "./sim-output.js";
 
 function range(xs: readonly number[]): string {
   const finite = xs.filter(Number.isFinite);
@@ -86,16 +87,7 @@ export function reproduceCommand(): Command {
           const runs = figure.panels.flatMap((panel) =>
             panel.jobs.map((j) => {
               const r = results[offset++] as PointResult;
-              return {
-                label: `${panel.title} | ${r.policy}`,
-                jps: j.x,
-                jct: r.jct,
-                throughputJps: r.throughput_jps,
-                hitRatio: r.hit_ratio,
-                completed: r.completed,
-                programs: r.programs,
-                jcts: r.jcts,
-              };
+              return reportRunOf(`${panel.title} | ${r.policy}`, j.x, r);
             }),
           );
           writeFileSync(

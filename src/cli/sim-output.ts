@@ -1,6 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { SingleBar } from "cli-progress";
-import { renderReportHtml } from "../analysis/report-html.js";
+import { JCT_HEAD, jctCells } from "../analysis/jct-columns.js";
+import { type ReportRun, renderReportHtml } from "../analysis/report-html.js";
 import { formatTextTable } from "../analysis/text-table.js";
 import type { PointJob } from "../sim/point-job.js";
 import type { PointResult } from "../sim/simulate.js";
@@ -31,37 +32,30 @@ export function toJsonResult(r: PointResult) {
 const fmt = (x: number, digits = 1) => x.toFixed(digits);
 
 export function formatTable(results: readonly PointResult[]): string {
-  const head = [
-    "policy",
-    "jps",
-    "done",
-    "meanJCT",
-    "p50",
-    "p90",
-    "p95",
-    "p99",
-    "thr(jps)",
-    "hit",
-    "queue(s)",
-    "preempt",
-    "pins",
-  ];
+  const head = ["policy", ...JCT_HEAD, "hit", "queue(s)", "preempt", "pins"];
   const rows = results.map((r) => [
     r.policy,
-    String(r.jps),
-    `${r.completed}/${r.programs}`,
-    fmt(r.jct.mean),
-    fmt(r.jct.p50),
-    fmt(r.jct.p90),
-    fmt(r.jct.p95),
-    fmt(r.jct.p99),
-    fmt(r.throughput_jps, 4),
+    ...jctCells(r, 1),
     fmt(r.hit_ratio, 3),
     fmt(r.queue_delay.mean, 2),
     String(r.preemptions),
     String(r.pins.created),
   ]);
   return formatTextTable(head, rows);
+}
+
+/** A simulation point as a run of the HTML report. */
+export function reportRunOf(label: string, jps: number, r: PointResult): ReportRun {
+  return {
+    label,
+    jps,
+    jct: r.jct,
+    throughputJps: r.throughput_jps,
+    hitRatio: r.hit_ratio,
+    completed: r.completed,
+    programs: r.programs,
+    jcts: r.jcts,
+  };
 }
 
 /** Runs the jobs with a progress bar (stderr), then prints the table or JSON and writes the report. */
@@ -97,14 +91,7 @@ export async function runAndPrint(
       title,
       settings,
       runs: results.map((r) => ({
-        label: r.policy,
-        jps: r.jps,
-        jct: r.jct,
-        throughputJps: r.throughput_jps,
-        hitRatio: r.hit_ratio,
-        completed: r.completed,
-        programs: r.programs,
-        jcts: r.jcts,
+        ...reportRunOf(r.policy, r.jps, r),
         kvUsage: r.kv_usage,
         extra: {
           preemptions: r.preemptions,

@@ -43,9 +43,6 @@ export interface SchedulingPolicy {
   /** Retention of a finished request that is not its program's last. */
   retain(request: Request, program: Program, tool: string, ctx: PolicyContext): Retention;
 
-  /** A measured tool duration (next arrival minus previous finish of one program). */
-  onToolSample?(tool: string, durationS: number): void;
-
   /** Order of pin sacrifice under memory pressure: larger rank is unpinned first. */
   pinVictimRank(program: Program): number;
 

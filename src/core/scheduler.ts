@@ -253,10 +253,7 @@ export class Scheduler {
       this.programs.set(programId, program);
     }
     const sample = this.tracker.onRequestArrived(programId, nowS);
-    if (sample) {
-      this.ttl.tools.record(sample.tool, sample.durationS);
-      this.policy.onToolSample?.(sample.tool, sample.durationS);
-    }
+    if (sample) this.ttl.tools.record(sample.tool, sample.durationS);
     const request = new Request(spec, program, nowS, this.nextSequenceNumber++);
     request.arrivedEvicted = program.numArrived > 0 && program.pin === null;
     program.numArrived++;

@@ -9,7 +9,6 @@ const FORK_PIN_S = 2.0;
  * Under pressure it sacrifices the pin with the latest end time.
  */
 export function createContinuumHeuristicPolicy(): SchedulingPolicy {
-  const sums = new Map<string, { totalS: number; count: number }>();
   return {
     name: "continuum-heuristic",
     description: "The authors' fork: fixed 2 s pin when the tool's mean time <= 2 s, bash first-word parser",
@@ -17,15 +16,8 @@ export function createContinuumHeuristicPolicy(): SchedulingPolicy {
     toolParser: "fork",
     dynamicPriorities: false,
     prioritize: pinnedThenProgramFcfs,
-    onToolSample(tool, durationS) {
-      const entry = sums.get(tool) ?? { totalS: 0, count: 0 };
-      entry.totalS += durationS;
-      entry.count++;
-      sums.set(tool, entry);
-    },
-    retain(_request, _program, tool) {
-      const entry = sums.get(tool);
-      const meanS = entry ? entry.totalS / entry.count : 0;
+    retain(_request, _program, tool, ctx) {
+      const meanS = ctx.ttl.tools.meanS(tool) ?? 0;
       return meanS <= FORK_PIN_S ? { kind: "pin", ttlS: FORK_PIN_S } : FREE;
     },
     pinVictimRank: (program) => program.pin?.expiresS ?? 0,

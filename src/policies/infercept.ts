@@ -11,14 +11,6 @@ const PRIOR_TOOL_S = 1.0;
  * by their program's original arrival.
  */
 export function createInferceptPolicy(): SchedulingPolicy {
-  const sums = new Map<string, { totalS: number; count: number }>();
-  let globalTotalS = 0;
-  let globalCount = 0;
-  const expectedToolS = (tool: string) => {
-    const entry = sums.get(tool);
-    if (entry) return entry.totalS / entry.count;
-    return globalCount > 0 ? globalTotalS / globalCount : PRIOR_TOOL_S;
-  };
   return {
     name: "infercept",
     description: "InferCept: preserve / swap / discard by least memory waste; FCFS by original arrival",
@@ -26,18 +18,11 @@ export function createInferceptPolicy(): SchedulingPolicy {
     toolParser: "paper",
     dynamicPriorities: false,
     prioritize: programFcfs,
-    onToolSample(tool, durationS) {
-      const entry = sums.get(tool) ?? { totalS: 0, count: 0 };
-      entry.totalS += durationS;
-      entry.count++;
-      sums.set(tool, entry);
-      globalTotalS += durationS;
-      globalCount++;
-    },
     retain(request, _program, tool, ctx) {
       const tokens = request.numComputedTokens;
       const batchTokens = ctx.runningKvTokens + tokens;
-      const preserveWaste = expectedToolS(tool) * tokens;
+      const expectedToolS = ctx.ttl.tools.meanS(tool) ?? ctx.ttl.tools.globalMeanS() ?? PRIOR_TOOL_S;
+      const preserveWaste = expectedToolS * tokens;
       const discardWaste = ctx.costs.prefillS(tokens) * batchTokens;
       const swapWaste = ctx.offloadTier
         ? 2 * ctx.costs.reloadS(tokens, ctx.offloadTier) * batchTokens * ASYNC_SWAP_FACTOR

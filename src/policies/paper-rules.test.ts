@@ -316,23 +316,21 @@ describe("baseline retention rules", () => {
     clock.advanceTo(clock.nowS() + 1.5);
     assert.equal(finishTurn(logged, "Q1", { programId: "Q", toolHint: "ls" }), 2, "mean 1.5 s");
     // The boundary: a mean of exactly 2 s still pins.
-    policy.onToolSample?.("cat", 1);
-    policy.onToolSample?.("cat", 3);
+    logged.scheduler.ttl.tools.record("cat", 1);
+    logged.scheduler.ttl.tools.record("cat", 3);
     assert.equal(finishTurn(logged, "R0", { toolHint: "cat" }), 2);
-    policy.onToolSample?.("cat", 2.5);
+    logged.scheduler.ttl.tools.record("cat", 2.5);
     assert.equal(finishTurn(logged, "R1", { toolHint: "cat" }), null, "mean 2.17 s");
   });
 
   it("continuum-heuristic reads the tool with the fork's parser: `cd /x && pytest` is cd", () => {
     const output = "Let me run the tests.\n```bash\ncd /x && pytest\n```\n";
-    const cdSlow = createContinuumHeuristicPolicy();
-    cdSlow.onToolSample?.("cd", 5);
-    const a = loggedScheduler(cdSlow, { numBlocks: 16 });
+    const a = loggedScheduler(createContinuumHeuristicPolicy(), { numBlocks: 16 });
+    a.scheduler.ttl.tools.record("cd", 5);
     assert.equal(finishTurn(a, "r", { toolHint: null, text: output }), null);
 
-    const pytestSlow = createContinuumHeuristicPolicy();
-    pytestSlow.onToolSample?.("pytest", 5);
-    const b = loggedScheduler(pytestSlow, { numBlocks: 16 });
+    const b = loggedScheduler(createContinuumHeuristicPolicy(), { numBlocks: 16 });
+    b.scheduler.ttl.tools.record("pytest", 5);
     assert.equal(finishTurn(b, "r", { toolHint: null, text: output }), 2);
   });
 
@@ -354,11 +352,10 @@ describe("baseline retention rules", () => {
   it("infercept preserves only when preserving wastes the least memory-time", () => {
     // 64 tokens alone: preserve = E[tool] * 64; discard = prefill(64) * 64 = 0.41; swap (CPU tier)
     // = 2 * reload(64) * 64 * 0.1 = 8.4e-4.
-    const noTier = createInferceptPolicy();
-    const a = loggedScheduler(noTier, { numBlocks: 16 });
+    const a = loggedScheduler(createInferceptPolicy(), { numBlocks: 16 });
     assert.equal(finishTurn(a, "r0", { toolHint: "ls" }), null, "prior 1 s: 64 > 0.41");
-    noTier.onToolSample?.("ls", 0.001);
-    noTier.onToolSample?.("pytest", 0.01);
+    a.scheduler.ttl.tools.record("ls", 0.001);
+    a.scheduler.ttl.tools.record("pytest", 0.01);
     assert.equal(finishTurn(a, "r1", { toolHint: "ls" }), Number.POSITIVE_INFINITY);
     assert.equal(finishTurn(a, "r2", { toolHint: "pytest" }), null, "0.64 > 0.41");
     // The preserved KV has no TTL: it is still there much later.
@@ -366,10 +363,9 @@ describe("baseline retention rules", () => {
     a.scheduler.schedule();
     assert.equal(a.scheduler.numPinnedPrograms, 1);
 
-    const withTier = createInferceptPolicy();
-    const b = loggedScheduler(withTier, { numBlocks: 16, tiers: CPU_TIER });
-    withTier.onToolSample?.("ls", 0.001);
-    withTier.onToolSample?.("echo", 1e-6);
+    const b = loggedScheduler(createInferceptPolicy(), { numBlocks: 16, tiers: CPU_TIER });
+    b.scheduler.ttl.tools.record("ls", 0.001);
+    b.scheduler.ttl.tools.record("echo", 1e-6);
     assert.equal(finishTurn(b, "r1", { toolHint: "ls" }), null, "a cheap swap wins");
     assert.equal(finishTurn(b, "r2", { toolHint: "echo" }), Number.POSITIVE_INFINITY);
   });

@@ -1,11 +1,10 @@
 import type { Context } from "hono";
-import type { GenerateRequest } from "../engine/engine-api.js";
 import { chatTurns } from "./chat-render.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import {
   type AppEnv,
   type DoneEvent,
-  Generation,
+  type Generation,
   type GenerationDeps,
   openAIFinishReason,
   openAIUsage,
@@ -14,9 +13,9 @@ import {
   sseResponse,
   unixSeconds,
 } from "./generation.js";
-import { programFields } from "./program-fields.js";
-import { forcedToolGrammar, responseFormatGrammar, samplingParams } from "./sampling.js";
+import { forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
 import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
+import { startGeneration } from "./start-generation.js";
 import { type ParsedToolCall, parseToolCalls, ToolCallStreamGate, type ToolSpec } from "./tool-calls.js";
 
 export interface RequestContext extends GenerationDeps {
@@ -125,22 +124,14 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
     );
   }
   const prompt = ctx.engine.renderChat(chatTurns(body.messages, tools.rendered));
-  const promptTokens = ctx.engine.countTokens(prompt);
-  const sampling = samplingParams(
+  const { requestId, generation } = await startGeneration(
+    c,
+    ctx,
     body,
+    prompt,
     body.max_completion_tokens ?? body.max_tokens,
-    promptTokens,
-    ctx.engine.maxContextTokens,
     tools.grammar ?? formatGrammar,
   );
-  const requestId = ctx.newRequestId(c);
-  const request: GenerateRequest = {
-    requestId,
-    ...programFields(body, (name) => c.req.header(name)),
-    prompt,
-    sampling,
-  };
-  const generation = await Generation.start(ctx, c, request);
   const meta = { id: `chatcmpl-${requestId}`, created: unixSeconds(), model };
   if (body.stream) {
     const frames = streamFrames(generation, meta, tools, body.stream_options?.include_usage ?? false);

@@ -1,10 +1,8 @@
 import type { Context } from "hono";
-import type { GenerateRequest } from "../engine/engine-api.js";
 import { checkModel, type RequestContext, readJsonBody } from "./chat-completions.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import {
   type AppEnv,
-  Generation,
   openAIFinishReason,
   openAIUsage,
   SSE_DONE,
@@ -12,9 +10,9 @@ import {
   sseResponse,
   unixSeconds,
 } from "./generation.js";
-import { programFields } from "./program-fields.js";
-import { responseFormatGrammar, samplingParams } from "./sampling.js";
+import { responseFormatGrammar } from "./sampling.js";
 import { completionSchema } from "./schemas.js";
+import { startGeneration } from "./start-generation.js";
 
 /** OpenAI's (and vLLM's) default for text completions; chat completions may fill the context. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
@@ -29,18 +27,14 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   if (body.suffix) throw ApiError.badRequest("suffix is not supported", "suffix", "unsupported_value");
   if ((body.best_of ?? 1) !== 1) throw ApiError.badRequest("only best_of=1 is supported", "best_of");
   const prompt = typeof body.prompt === "string" ? body.prompt : body.prompt[0]!;
-  const promptTokens = ctx.engine.countTokens(prompt);
-  const grammar = responseFormatGrammar(body.response_format);
-  const maxTokens = body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS;
-  const sampling = samplingParams(body, maxTokens, promptTokens, ctx.engine.maxContextTokens, grammar);
-  const requestId = ctx.newRequestId(c);
-  const request: GenerateRequest = {
-    requestId,
-    ...programFields(body, (name) => c.req.header(name)),
+  const { requestId, generation } = await startGeneration(
+    c,
+    ctx,
+    body,
     prompt,
-    sampling,
-  };
-  const generation = await Generation.start(ctx, c, request);
+    body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
+    responseFormatGrammar(body.response_format),
+  );
   const meta = { id: `cmpl-${requestId}`, object: "text_completion", created: unixSeconds(), model };
   const echo = body.echo ? prompt : "";
 

@@ -8,6 +8,8 @@ export const MAX_TOOL_NAME_CHARS = 256;
 interface ToolRecord {
   durations: EmpiricalDurations;
   recorded: number;
+  /** sum of every sample ever recorded (the window forgets; the fork's plain mean does not) */
+  totalS: number;
 }
 
 export interface ToolHistoryOptions {
@@ -24,6 +26,7 @@ export class ToolHistory {
   private readonly byTool = new Map<string, ToolRecord>();
   private readonly all: EmpiricalDurations;
   private recordedTotal = 0;
+  private totalS = 0;
 
   constructor(opts: ToolHistoryOptions = {}) {
     this.sampleWindow = opts.sampleWindow ?? 4096;
@@ -40,12 +43,25 @@ export class ToolHistory {
     const key = this.keyFor(tool);
     let entry = this.byTool.get(key);
     if (entry === undefined) {
-      entry = { durations: new EmpiricalDurations(this.sampleWindow), recorded: 0 };
+      entry = { durations: new EmpiricalDurations(this.sampleWindow), recorded: 0, totalS: 0 };
       this.byTool.set(key, entry);
     }
     entry.durations.add(durationS);
     entry.recorded++;
+    entry.totalS += durationS;
     this.recordedTotal++;
+    this.totalS += durationS;
+  }
+
+  /** Plain mean of every sample ever recorded for `tool`'s bucket; undefined before the first. */
+  meanS(tool: string): number | undefined {
+    const entry = this.byTool.get(this.keyFor(tool));
+    return entry ? entry.totalS / entry.recorded : undefined;
+  }
+
+  /** Plain mean of every sample ever recorded, across tools; undefined before the first. */
+  globalMeanS(): number | undefined {
+    return this.recordedTotal > 0 ? this.totalS / this.recordedTotal : undefined;
   }
 
   /** Window of the bucket `tool`'s samples go to (OVERFLOW_TOOL once the limit is reached); undefined if none yet. */

@@ -6,6 +6,7 @@
  * leftmost), and characters without a token fall back to byte tokens. Lets the project count tokens
  * and check tokenization properties without loading the engine.
  */
+import { BinaryHeap } from "../../core/binary-heap.js";
 import { SPACE_MARK, TokenType, type Vocab } from "./vocab.js";
 
 export interface TokenizeOptions {
@@ -29,46 +30,9 @@ interface Bigram {
   size: number;
 }
 
-/** Binary heap: higher score first, then smaller left index (llama.cpp's llm_bigram_spm ordering). */
-class BigramQueue {
-  private readonly h: Bigram[] = [];
-  get size(): number {
-    return this.h.length;
-  }
-  private first(a: Bigram, b: Bigram): boolean {
-    return a.score > b.score || (a.score === b.score && a.left < b.left);
-  }
-  push(x: Bigram): void {
-    const h = this.h;
-    h.push(x);
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.first(h[i]!, h[p]!)) break;
-      [h[i], h[p]] = [h[p]!, h[i]!];
-      i = p;
-    }
-  }
-  pop(): Bigram {
-    const h = this.h;
-    const top = h[0]!;
-    const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.first(h[l]!, h[m]!)) m = l;
-        if (r < h.length && this.first(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
-      }
-    }
-    return top;
-  }
+/** Higher score first, then smaller left index (llama.cpp's llm_bigram_spm ordering). */
+function bigramQueue(): BinaryHeap<Bigram> {
+  return new BinaryHeap<Bigram>((a, b) => a.score > b.score || (a.score === b.score && a.left < b.left));
 }
 
 const encoder = new TextEncoder();
@@ -167,7 +131,7 @@ export class SpmTokenizer {
       next: i + 1 < chars.length ? i + 1 : -1,
     }));
     if (syms.length === 0) return;
-    const queue = new BigramQueue();
+    const queue = bigramQueue();
     const tryAdd = (left: number, right: number): void => {
       if (left === -1 || right === -1) return;
       const l = syms[left]!;
@@ -178,7 +142,7 @@ export class SpmTokenizer {
     };
     for (let i = 1; i < syms.length; i++) tryAdd(i - 1, i);
     while (queue.size > 0) {
-      const bg = queue.pop();
+      const bg = queue.pop() as Bigram;
       const l = syms[bg.left]!;
       const r = syms[bg.right]!;
       if (l.end === l.start || r.end === r.start || r.end - l.start !== bg.size || l.next !== bg.right)

@@ -10,6 +10,7 @@
  * character, so token boundaries always fall before every word-initial space and around every
  * newline: appending text after a newline or a special token never changes the tokens before it.
  */
+import { BinaryHeap } from "../../core/binary-heap.js";
 import { CODE_WORDS, ENGLISH_WORDS, SYMBOL_PIECES, TECH_WORDS } from "./vocab-words.js";
 
 /** tokenizer.ggml.token_type values (llama_token_type). */
@@ -128,44 +129,9 @@ function trainingSegments(): Map<string, number> {
   return freq;
 }
 
-/** Max-heap of [count, pair key] ordered by count desc, then key asc (deterministic ties). */
-class PairHeap {
-  private readonly items: [number, string][] = [];
-
-  private before(a: [number, string], b: [number, string]): boolean {
-    return a[0] > b[0] || (a[0] === b[0] && a[1] < b[1]);
-  }
-  push(item: [number, string]): void {
-    const h = this.items;
-    h.push(item);
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.before(h[i]!, h[p]!)) break;
-      [h[i], h[p]] = [h[p]!, h[i]!];
-      i = p;
-    }
-  }
-  pop(): [number, string] | undefined {
-    const h = this.items;
-    const top = h[0];
-    const last = h.pop();
-    if (h.length > 0 && last) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.before(h[l]!, h[m]!)) m = l;
-        if (r < h.length && this.before(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
-      }
-    }
-    return top;
-  }
+/** Pairs by count desc, then key asc (deterministic ties). */
+function pairHeap(): BinaryHeap<[number, string]> {
+  return new BinaryHeap<[number, string]>((a, b) => a[0] > b[0] || (a[0] === b[0] && a[1] < b[1]));
 }
 
 const SEP = "\u0001";
@@ -180,7 +146,7 @@ function trainMerges(segments: Map<string, number>, maxMerges: number, known: Se
   }
   const pairCount = new Map<string, number>();
   const pairWords = new Map<string, Set<number>>();
-  const heap = new PairHeap();
+  const heap = pairHeap();
   const bump = (key: string, delta: number, word: number, touched: Set<string>): void => {
     pairCount.set(key, (pairCount.get(key) ?? 0) + delta);
     touched.add(key);

@@ -1,0 +1,30 @@
+/** The JCT columns every run table shares (simulation points, bench runs): one definition. */
+export interface JctRow {
+  readonly jps: number;
+  readonly completed: number;
+  readonly programs: number;
+  readonly jct: {
+    readonly mean: number;
+    readonly p50: number;
+    readonly p90: number;
+    readonly p95: number;
+    readonly p99: number;
+  };
+  readonly throughput_jps: number;
+}
+
+export const JCT_HEAD: readonly string[] = ["jps", "done", "meanJCT", "p50", "p90", "p95", "p99", "thr(jps)"];
+
+export function jctCells(r: JctRow, digits: number): string[] {
+  const f = (x: number, d = digits) => x.toFixed(d);
+  return [
+    String(r.jps),
+    `${r.completed}/${r.programs}`,
+    f(r.jct.mean),
+    f(r.jct.p50),
+    f(r.jct.p90),
+    f(r.jct.p95),
+    f(r.jct.p99),
+    f(r.throughput_jps, 4),
+  ];
+}
