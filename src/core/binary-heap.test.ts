@@ -25,7 +25,7 @@ describe("BinaryHeap", () => {
     fc.assert(
       fc.property(fc.array(fc.integer({ min: 0, max: 5 })), (keys) => {
         const heap = new MinHeap<number>();
-        keys.forEach((k, i) => heap.push(k, i));
+        for (const [i, k] of keys.entries()) heap.push(k, i);
         const out: number[] = [];
         while (heap.size > 0) out.push(heap.pop() as number);
         const expected = keys.map((k, i) => [k, i] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
