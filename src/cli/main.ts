@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { analyzeCommand } from "./analyze-command.js";
 import { analyzeStepsCommand } from "./analyze-steps-command.js";
 import { benchCommand } from "./bench-command.js";
+import { capacityCommand } from "./capacity-command.js";
 import { clusterCommand } from "./cluster-command.js";
 import { policiesCommand } from "./policies-command.js";
 import { profileCommand } from "./profile-command.js";
@@ -19,6 +20,7 @@ const program = new Command("continuum")
   .addCommand(policiesCommand())
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())
+  .addCommand(capacityCommand())
   .addCommand(reproduceCommand())
   .addCommand(benchCommand())
   .addCommand(analyzeCommand())

@@ -15,6 +15,10 @@ export interface PolicyContext {
   /** KV tokens held by running requests (InferCept's "memory of the batch") */
   readonly runningKvTokens: number;
   readonly numRunning: number;
+  /** tokens the KV pool holds in all */
+  readonly kvCapacityTokens: number;
+  /** the programs the scheduler knows (running, waiting, pinned, or between turns and not forgotten) */
+  programs(): Iterable<Program>;
 }
 
 /** What happens to a finished non-last request's KV. */
@@ -45,6 +49,16 @@ export interface SchedulingPolicy {
 
   /** Order of pin sacrifice under memory pressure: larger rank is unpinned first. */
   pinVictimRank(program: Program): number;
+
+  /**
+   * May the first turn of a new program start now? A policy can hold new programs back while the programs
+   * already admitted need the memory. Asked only while something is running, so a refusal never stalls
+   * the scheduler. Default: always.
+   */
+  admitsNewProgram?(request: Request, program: Program, ctx: PolicyContext): boolean;
+
+  /** A program ended: its last step finished, or the client ended it (DELETE /v1/programs). */
+  onProgramEnded?(program: Program): void;
 
   /** May `waiting` (stuck at the head of the queue) preempt `running` to get in? Default: never. */
   preemptsForAdmission?(

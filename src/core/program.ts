@@ -23,6 +23,8 @@ export class Program {
   attainedServiceS = 0;
   lastFinishS: number | null = null;
   ended = false;
+  /** tokens of the program's conversation so far: its latest turn's prompt, plus the output once it ran */
+  contextTokens = 0;
 
   constructor(id: string, firstArrivalS: number) {
     this.id = id;

@@ -157,6 +157,8 @@ export class Scheduler {
       offloadTier: tiers ? (tiers.names[0] ?? null) : null,
       runningKvTokens: 0,
       numRunning: 0,
+      kvCapacityTokens: config.numBlocks * blockSizeTokens,
+      programs: () => this.programs.values(),
     };
   }
 
@@ -255,6 +257,7 @@ export class Scheduler {
     const sample = this.tracker.onRequestArrived(programId, nowS);
     if (sample) this.ttl.tools.record(sample.tool, sample.durationS);
     const request = new Request(spec, program, nowS, this.nextSequenceNumber++);
+    program.contextTokens = Math.max(program.contextTokens, spec.promptTokens);
     request.arrivedEvicted = program.numArrived > 0 && program.pin === null;
     program.numArrived++;
     program.numWaiting++;
@@ -465,6 +468,7 @@ export class Scheduler {
       const head = this.waiting.peek();
       if (!head) return;
       if (this.stillBlocked(head)) return;
+      if (this.holdsBackNewProgram(head)) return;
       if (this.kv.blocksFor(head.numTokens) > this.kv.pool.numBlocks) {
         this.dropOversizedHead(head, nowS);
         continue;
@@ -489,6 +493,14 @@ export class Scheduler {
       budget.tokens -= numTokens;
       chunks.push(this.chunkFor(head, numTokens));
     }
+  }
+
+  /** The policy keeps a new program's first turn waiting (never while nothing runs: no stall). */
+  private holdsBackNewProgram(head: Request): boolean {
+    const gate = this.policy.admitsNewProgram;
+    if (!gate || head.turnIndex !== 0 || head.numAdmissions > 0 || this.running.length === 0) return false;
+    this.ctx.numRunning = this.running.length;
+    return !gate.call(this.policy, head, head.program, this.ctx);
   }
 
   /** Same head as last time, no more free blocks, no pin to give up: the lookup would fail again. */
@@ -642,6 +654,7 @@ export class Scheduler {
     program.numRunning--;
     program.numFinished++;
     program.lastFinishS = nowS;
+    program.contextTokens = Math.max(program.contextTokens, request.numTokens);
     request.status = "finished";
     request.finishReason = reason;
     request.finishS = nowS;
@@ -793,6 +806,7 @@ export class Scheduler {
 
   private endProgram(program: Program): void {
     program.ended = true;
+    this.policy.onProgramEnded?.(program);
     this.ttl.memoryfulness.observeFinishedProgram(program.numFinished);
     this.tracker.forgetProgram(program.id);
     this.forgetIfIdle(program);

@@ -1,6 +1,11 @@
 import type { SchedulingPolicy } from "../core/policy.js";
 import { createAutellixPolicy } from "./autellix.js";
 import { createCacheTtlPolicy } from "./cachettl.js";
+import {
+  ADAPTIVE_DEFAULTS,
+  type AdaptiveOptions,
+  createCacheTtlAdaptivePolicy,
+} from "./cachettl-adaptive.js";
 import { createContinuumHeuristicPolicy } from "./continuum-heuristic.js";
 import { createInferceptPolicy } from "./infercept.js";
 import { createProgramFcfsPolicy } from "./program-fcfs.js";
@@ -18,7 +23,19 @@ const FACTORIES = {
   infercept: createInferceptPolicy,
   cachettl: () => createCacheTtlPolicy({ offload: false }),
   "cachettl-offload": () => createCacheTtlPolicy({ offload: true }),
+  "cachettl-adaptive": () => createCacheTtlAdaptivePolicy(),
+  // ablations: each of cachettl-adaptive's choices changed in turn
+  "cachettl-adaptive:no-admission": () => adaptiveVariant({ admission: "off" }, "no-admission"),
+  "cachettl-adaptive:current-context": () => adaptiveVariant({ admission: "current" }, "current-context"),
+  "cachettl-adaptive:expected-final": () =>
+    adaptiveVariant({ admission: "expected-final" }, "expected-final"),
+  "cachettl-adaptive:every-active": () => adaptiveVariant({ counts: "every-active" }, "every-active"),
+  "cachettl-adaptive:p90-pins": () => adaptiveVariant({ ttl: "tool-p90" }, "p90-pins"),
 } satisfies Record<string, () => SchedulingPolicy>;
+
+function adaptiveVariant(change: Partial<AdaptiveOptions>, suffix: string): SchedulingPolicy {
+  return createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ...change }, `cachettl-adaptive:${suffix}`);
+}
 
 export type PolicyName = keyof typeof FACTORIES;
 export const POLICY_NAMES = Object.keys(FACTORIES) as PolicyName[];

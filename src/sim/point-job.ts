@@ -31,6 +31,8 @@ export interface PointJob {
   readonly engine: EngineOptions;
   /** directory for per-point scheduler event logs (same format as `continuum serve --record`) */
   readonly recordDir?: string;
+  /** stop simulating this long after the last arrival (programs still running stay unfinished) */
+  readonly horizonAfterLastArrivalS?: number;
 }
 
 export function resolveHardware(hardware: HardwareOptions): HardwareProfile {
@@ -50,27 +52,49 @@ function loadTraceCached(path: string) {
   return programs;
 }
 
-/** Same job, same bytes out: the workload is rebuilt from the seed, never shared mutable state. */
-export function runPointJob(job: PointJob): PointResult {
-  const { workload } = job;
-  const built = buildWorkload({
+/** A program's context never outgrows the model's window nor the KV pool the run is given. */
+export function maxContextOf(profile: HardwareProfile, engine: EngineOptions): number {
+  return engine.kvCapacityTokens > 0
+    ? Math.min(profile.maxContextTokens, engine.kvCapacityTokens)
+    : profile.maxContextTokens;
+}
+
+/** The programs and arrivals of a workload at a rate, rebuilt from the seed. */
+export function buildJobWorkload(
+  workload: WorkloadOptions,
+  jps: number,
+  seed: number,
+  maxContextTokens?: number,
+) {
+  return buildWorkload({
     trace: workload.trace ? loadTraceCached(workload.trace) : undefined,
     kind: workload.kind,
     programs: workload.programs,
-    jps: job.jps,
-    seed: job.seed,
+    jps,
+    seed,
     tokenScale: workload.tokenScale,
     toolTimeScale: workload.toolTimeScale,
     turnRepeat: workload.turnRepeat,
+    maxContextTokens,
   });
+}
+
+/** Same job, same bytes out: the workload is rebuilt from the seed, never shared mutable state. */
+export function runPointJob(job: PointJob): PointResult {
+  const profile = resolveHardware(job.hardware);
+  const built = buildJobWorkload(job.workload, job.jps, job.seed, maxContextOf(profile, job.engine));
   return simulatePoint({
     policy: job.policy,
     programs: built.programs,
     arrivalsS: built.arrivalsS,
-    profile: resolveHardware(job.hardware),
+    profile,
     engine: job.engine,
     jps: job.jps,
     seed: new Rng(job.seed).int(1, 1 << 30),
+    horizonS:
+      job.horizonAfterLastArrivalS === undefined
+        ? undefined
+        : (built.arrivalsS[built.arrivalsS.length - 1] ?? 0) + job.horizonAfterLastArrivalS,
     recordPath: job.recordDir ? recordPathFor(job.recordDir, job) : undefined,
   });
 }

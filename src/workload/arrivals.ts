@@ -59,6 +59,8 @@ export interface WorkloadSpec {
   toolTimeScale?: number | undefined;
   /** see repeatTurns (default 1) */
   turnRepeat?: number | undefined;
+  /** generated programs never grow past this many tokens after token scaling (the model's context) */
+  maxContextTokens?: number | undefined;
 }
 
 export interface Workload {
@@ -81,7 +83,15 @@ export function buildWorkload(spec: WorkloadSpec): Workload {
   let programs =
     spec.trace !== undefined
       ? samplePrograms(spec.trace, spec.programs, sampleRng)
-      : generateWorkload({ kind: spec.kind!, programs: spec.programs, seed: sampleRng.int(0, 2 ** 32 - 1) });
+      : generateWorkload({
+          kind: spec.kind!,
+          programs: spec.programs,
+          seed: sampleRng.int(0, 2 ** 32 - 1),
+          maxContextTokens:
+            spec.maxContextTokens === undefined
+              ? undefined
+              : Math.floor(spec.maxContextTokens / (spec.tokenScale ?? 1)),
+        });
   if ((spec.turnRepeat ?? 1) !== 1) programs = repeatTurns(programs, spec.turnRepeat!);
   if ((spec.tokenScale ?? 1) !== 1) programs = scaleTokens(programs, spec.tokenScale!);
   if ((spec.toolTimeScale ?? 1) !== 1) programs = scaleToolTime(programs, spec.toolTimeScale!);

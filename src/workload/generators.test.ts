@@ -59,6 +59,14 @@ describe("generateWorkload", () => {
     }
   });
 
+  it("never grows a program past the model's context when given one", () => {
+    const capped = generateWorkload({ kind: "bfcl", programs: 500, seed: 2, maxContextTokens: 131_072 });
+    const longest = Math.max(...capped.flatMap((p) => p.turns.map((t) => t.input + t.output)));
+    assert.ok(longest <= 131_072, `${longest}`);
+    const uncapped = generateWorkload({ kind: "bfcl", programs: 500, seed: 2 });
+    assert.ok(Math.max(...uncapped.flatMap((p) => p.turns.map((t) => t.input + t.output))) > 131_072);
+  });
+
   it("is deterministic for a seed and differs across seeds", () => {
     const a = generateWorkload({ kind: "swe-bench", programs: 50, seed: 1 });
     assert.deepEqual(generateWorkload({ kind: "swe-bench", programs: 50, seed: 1 }), a);

@@ -114,6 +114,8 @@ export interface GenerateOptions {
   kind: WorkloadKind;
   programs: number;
   seed: number;
+  /** no program's final context exceeds this (the serving model's context window); default: no cap */
+  maxContextTokens?: number | undefined;
 }
 
 /**
@@ -121,9 +123,15 @@ export interface GenerateOptions {
  * prompt + output + the tool's observation, and all of the previous prompt + output is reusable.
  * Tool times and final contexts are drawn lognormal and then matched to the published mean and std
  * over the whole workload: with a tail as heavy as SWE-bench's tool times (std 3.8× the mean), the std
- * of even 20,000 draws misses by ±20%.
+ * of even 20,000 draws misses by ±20%. With a context cap, programs drawn longer end at the cap, so a
+ * heavy-tailed workload (BFCL: mean 93k, std 69k tokens) comes out shorter than published under a 128k model.
  */
-export function generateWorkload({ kind, programs, seed }: GenerateOptions): TraceProgram[] {
+export function generateWorkload({
+  kind,
+  programs,
+  seed,
+  maxContextTokens,
+}: GenerateOptions): TraceProgram[] {
   const profile = WORKLOAD_PROFILES[kind];
   const rng = new Rng(seed);
   const shapeRng = rng.fork();
@@ -131,11 +139,12 @@ export function generateWorkload({ kind, programs, seed }: GenerateOptions): Tra
 
   const turnCounts = Array.from({ length: programs }, () => sampleTurnCount(shapeRng, profile.turns));
   const { mean, std } = profile.finalContextTokens;
+  const cap = maxContextTokens ?? Number.POSITIVE_INFINITY;
   const contexts = matchMeanStd(
     turnCounts.map(() => shapeRng.lognormal(mean, std)),
     mean,
     std,
-  );
+  ).map((tokens) => Math.min(tokens, cap));
   const drafts = turnCounts.map((turnCount, i) => ({
     turnCount,
     ...programTokens(shapeRng, profile, turnCount, contexts[i]!),

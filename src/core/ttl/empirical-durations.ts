@@ -54,6 +54,13 @@ export class EmpiricalDurations {
     this.sorted.insert(durationS);
   }
 
+  /** The q-quantile of the held samples (nearest rank); undefined when there are none. */
+  quantile(q: number): number | undefined {
+    const n = this.sorted.size;
+    if (n === 0) return undefined;
+    return this.sorted.at(Math.min(n - 1, Math.max(0, Math.ceil(q * n) - 1)));
+  }
+
   /** Fraction of held samples ≤ tauS (0 when there are none). */
   cdf(tauS: number): number {
     const n = this.sorted.size;

@@ -37,6 +37,17 @@ export class SortedDurations {
     return this.count;
   }
 
+  /** The k-th smallest sample (0-based); undefined when there are not k + 1. O(n / blockSize). */
+  at(k: number): number | undefined {
+    if (k < 0 || k >= this.count) return undefined;
+    let rest = k;
+    for (const block of this.blocks) {
+      if (rest < block.len) return block.values[rest];
+      rest -= block.len;
+    }
+    return undefined;
+  }
+
   /** x must be a number (not NaN); EmpiricalDurations validates before calling. */
   insert(x: number): void {
     this.count++;

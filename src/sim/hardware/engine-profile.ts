@@ -94,6 +94,7 @@ export function loadEngineProfile(json: unknown): HardwareProfile {
     ),
     kvBytesPerToken: profile.kvBytesPerToken,
     kvCapacityTokens: profile.kvCapacityTokens,
+    maxContextTokens: profile.kvCapacityTokens,
     cpuOffloadBandwidthBps: profile.offload.cpuBandwidthBps,
     diskBandwidthBps: profile.offload.diskBandwidthBps,
     prefillQuadratic: quadratic,

@@ -15,6 +15,8 @@ export interface ModelShape {
   /** layers attending only to the last slidingWindowTokens keys; the rest attend to everything */
   readonly slidingWindowLayers: number;
   readonly slidingWindowTokens: number;
+  /** the context window: the longest prompt plus output the model serves */
+  readonly contextTokens: number;
 }
 
 export const LLAMA_3_1_8B: ModelShape = {
@@ -29,6 +31,7 @@ export const LLAMA_3_1_8B: ModelShape = {
   totalParams: 8.03e9,
   slidingWindowLayers: 0,
   slidingWindowTokens: 0,
+  contextTokens: 131_072,
 };
 
 export const LLAMA_3_1_70B: ModelShape = {
@@ -43,6 +46,7 @@ export const LLAMA_3_1_70B: ModelShape = {
   totalParams: 70.55e9,
   slidingWindowLayers: 0,
   slidingWindowTokens: 0,
+  contextTokens: 131_072,
 };
 
 // Gemma 3 interleaves five 1024-token sliding-window layers with one global layer: 40 local + 8 global.
@@ -59,6 +63,7 @@ export const GEMMA_3_12B: ModelShape = {
   totalParams: 12.19e9,
   slidingWindowLayers: 40,
   slidingWindowTokens: 1024,
+  contextTokens: 131_072,
 };
 
 /** Not shipped as a profile: the shape behind Vidur's H100 calibration data. */
@@ -74,6 +79,7 @@ export const LLAMA_2_7B: ModelShape = {
   totalParams: 6.74e9,
   slidingWindowLayers: 0,
   slidingWindowTokens: 0,
+  contextTokens: 4096,
 };
 
 export const MODELS: Readonly<Record<ModelId, ModelShape>> = {

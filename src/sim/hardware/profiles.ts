@@ -15,6 +15,8 @@ export interface HardwareProfile {
   readonly kvBytesPerToken: number;
   /** tokens of KV the instance holds on its GPUs */
   readonly kvCapacityTokens: number;
+  /** the longest prompt plus output one program can reach: the model's context window, at most the KV pool */
+  readonly maxContextTokens: number;
   /** GPU-to-host KV copy bandwidth of the whole instance (each GPU of a TP group uses its own link) */
   readonly cpuOffloadBandwidthBps: number;
   readonly diskBandwidthBps: number;
@@ -75,6 +77,7 @@ function buildProfile(gpuId: GpuId, modelId: ModelId): HardwareProfile {
     latency: new RooflineLatencyModel(rooflineSpecFor(gpu, shape, tp)),
     kvBytesPerToken: kvBytes,
     kvCapacityTokens: Math.floor(kvBytesPerGpu / (kvBytes / tp)),
+    maxContextTokens: Math.min(shape.contextTokens, Math.floor(kvBytesPerGpu / (kvBytes / tp))),
     cpuOffloadBandwidthBps: gpu.cpuOffloadBandwidthBps * tp,
     diskBandwidthBps: DISK_BANDWIDTH_BPS,
   });

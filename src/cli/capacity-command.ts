@@ -1,0 +1,114 @@
+import { writeFileSync } from "node:fs";
+import { Command } from "commander";
+import { renderCapacityHtml } from "../analysis/capacity-report.js";
+import { formatTextTable } from "../analysis/text-table.js";
+import { type CapacityResult, measureCapacity } from "../sim/capacity.js";
+import { resolveHardware } from "../sim/point-job.js";
+import { runSweep } from "../sim/sweep.js";
+import {
+  addSimOptions,
+  describeSettings,
+  engineOf,
+  hardwareOf,
+  positiveInt,
+  positiveNumber,
+  type SimCliOptions,
+  workloadOf,
+} from "./sim-options.js";
+
+interface CapacityCliOptions extends SimCliOptions {
+  seeds: number;
+  sloFactor: number;
+  tolerance: number;
+}
+
+/** Baselines a policy of ours is compared with, with and without a CPU tier (issue #13's "same memory"). */
+const BASELINES = [
+  "vllm",
+  "program-fcfs",
+  "static-ttl",
+  "continuum-heuristic",
+  "autellix",
+  "cachettl",
+  "vllm-offload",
+  "infercept",
+  "cachettl-offload",
+];
+
+function table(r: CapacityResult): string {
+  const rows = r.results.map((p) => [
+    p.policy,
+    p.sustainable_jps.toFixed(4),
+    (p.sustainable_jps / r.bound_jps).toFixed(2),
+    p.sustainable_by_seed.map((x) => x.toFixed(4)).join(" "),
+    p.light_jct_s.toFixed(1),
+    p.jct_at_ref_s.toFixed(1),
+    p.p99_jct_at_ref_s.toFixed(1),
+  ]);
+  return [
+    formatTextTable(
+      ["policy", "sustainable", "/ceiling", "per seed", "light JCT s", "JCT@ref s", "p99@ref s"],
+      rows,
+    ),
+    `physical ceiling ${r.bound_jps.toFixed(4)} jobs/s; reference load ${r.ref_jps.toFixed(4)} jobs/s (0.8 x vllm's sustainable); SLO mean JCT <= ${r.slo_jct_s.toFixed(1)} s`,
+  ].join("\n");
+}
+
+export function capacityCommand(): Command {
+  const command = new Command("capacity")
+    .description(
+      "sustainable load per policy: the largest arrival rate whose mean JCT stays within slo-factor x the light-load mean JCT (bisection, median over seeds), beside the physical ceiling",
+    )
+    .option("--seeds <k>", "seeds per policy (seed, seed+1, ...); the median decides", positiveInt, 3)
+    .option(
+      "--slo-factor <f>",
+      "mean JCT bound as a multiple of vllm's light-load mean JCT",
+      positiveNumber,
+      3,
+    )
+    .option("--tolerance <f>", "relative precision of the bisection", positiveNumber, 0.02);
+  addSimOptions(command, { policies: "vllm,program-fcfs,cachettl", programs: 500 });
+  return command.action(async (o: CapacityCliOptions) => {
+    const settings = [
+      ...describeSettings(o),
+      `SLO: mean JCT <= ${o.sloFactor} x vllm's light-load mean JCT; ${o.seeds} seeds; bisection to ${o.tolerance * 100}%`,
+    ];
+    for (const s of settings) process.stderr.write(`# ${s}\n`);
+    const startMs = performance.now();
+    const result = await measureCapacity({
+      template: { workload: workloadOf(o), hardware: hardwareOf(o), engine: engineOf(o) },
+      policies: o.policies,
+      seeds: Array.from({ length: o.seeds }, (_, i) => o.seed + i),
+      sloFactor: o.sloFactor,
+      tolerance: o.tolerance,
+      profile: resolveHardware(hardwareOf(o)),
+      run: (jobs) => runSweep(jobs, { threads: o.threads }),
+      onProgress: (line) =>
+        process.stderr.write(`# [${((performance.now() - startMs) / 1000).toFixed(0)} s] ${line}\n`),
+    });
+    process.stderr.write(
+      `# ${result.points} simulation points in ${((performance.now() - startMs) / 1000).toFixed(1)} s\n`,
+    );
+    if (o.json) {
+      const { results, ref_jps, bound_jps, light_jps, reference_light_jct_s, slo_jct_s } = result;
+      process.stdout.write(
+        `${JSON.stringify({ results, ref_jps, bound_jps, light_jps, reference_light_jct_s, slo_jct_s }, null, 2)}\n`,
+      );
+    } else process.stdout.write(`${table(result)}\n`);
+    if (o.report !== false) {
+      const path = o.report === "continuum-report.html" ? "continuum-capacity.html" : o.report;
+      writeFileSync(
+        path,
+        renderCapacityHtml({
+          title: "continuum capacity",
+          settings,
+          rows: result.results,
+          boundJps: result.bound_jps,
+          refJps: result.ref_jps,
+          baselines: BASELINES.filter((b) => !b.startsWith("cachettl-adaptive")),
+        }),
+      );
+      process.stderr.write(`# report written to ${path}\n`);
+    }
+  });
+}

@@ -1,0 +1,132 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { addRequest, loggedScheduler, step, tokenRange } from "../core/test-support/drive.js";
+import {
+  ADAPTIVE_DEFAULTS,
+  type AdaptiveOptions,
+  createCacheTtlAdaptivePolicy,
+  FinalContexts,
+} from "./cachettl-adaptive.js";
+
+describe("FinalContexts", () => {
+  it("E[F | F >= c] is the mean of the finished programs that got at least to c", () => {
+    const finals = new FinalContexts();
+    for (const f of [100, 200, 300, 400]) finals.add(f);
+    assert.equal(finals.expectedFinal(50), 250);
+    assert.equal(finals.expectedFinal(200), 300);
+    assert.equal(finals.expectedFinal(301), 400);
+    assert.equal(finals.expectedFinal(500), 500, "past every finished program: it counts as it is");
+    finals.add(1000);
+    assert.equal(finals.expectedFinal(450), 1000, "a new sample is seen by the next estimate");
+  });
+
+  it("forgets the oldest programs once its window is full", () => {
+    const finals = new FinalContexts();
+    finals.add(1_000_000);
+    for (let i = 0; i < 4096; i++) finals.add(10);
+    assert.equal(finals.size, 4096);
+    assert.equal(finals.expectedFinal(1), 10);
+  });
+});
+
+/** 20 blocks of 16 tokens: 320 tokens of KV. */
+const NUM_BLOCKS = 20;
+const A_CONTEXT = tokenRange(201, 500_000);
+const A_RETURN = { programId: "A", isLastStep: true, sequence: [...A_CONTEXT, ...tokenRange(10, 600_000)] };
+
+/**
+ * Program A has finished a 200-token turn and is off in a tool call, pinned for its return (the queueing
+ * CacheTTL has observed makes its TTL ~2.3 s) unless `pinA` is false (then nothing is known and it is not
+ * pinned); R is running. Then B's first turn arrives: its 64 tokens fit beside R in free memory, but A, R
+ * and B together do not.
+ */
+function crowdedScheduler(change: Partial<AdaptiveOptions> = {}, pinA = true) {
+  const logged = loggedScheduler(createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ...change }), {
+    numBlocks: NUM_BLOCKS,
+  });
+  const { scheduler, clock } = logged;
+  if (pinA) scheduler.ttl.queueing.observe(10);
+  addRequest(scheduler, "A0", 200, { programId: "A", sequence: A_CONTEXT });
+  step(scheduler, clock);
+  assert.equal(scheduler.numPinnedPrograms, pinA ? 1 : 0);
+  addRequest(scheduler, "R0", 64, { programId: "R", maxOutputTokens: 100, isLastStep: true });
+  step(scheduler, clock);
+  addRequest(scheduler, "B0", 64, { programId: "B", maxOutputTokens: 100, isLastStep: true });
+  return logged;
+}
+
+const p90Pins = () => createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl: "tool-p90" });
+
+const admittedIds = (outcome: ReturnType<typeof step>) => outcome.plan.admitted.map((r) => r.id);
+
+describe("cachettl-adaptive admission", () => {
+  it("holds a new program back while the programs holding KV need the memory", () => {
+    const { scheduler, clock } = crowdedScheduler();
+    for (let i = 0; i < 5; i++) assert.deepEqual(admittedIds(step(scheduler, clock)), []);
+    addRequest(scheduler, "A1", 210, A_RETURN);
+    assert.deepEqual(admittedIds(step(scheduler, clock)), ["A1"], "A's return finds its context");
+    assert.equal(scheduler.stats.prefixHitTokens, 192, "12 full blocks of A's context were kept");
+    assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"], "B starts once A has ended");
+  });
+
+  it("does not count a program whose KV the policy let go, unless told to count every active one", () => {
+    const unpinned = crowdedScheduler({}, false);
+    assert.deepEqual(admittedIds(step(unpinned.scheduler, unpinned.clock)), ["B0"]);
+    const everyActive = crowdedScheduler({ counts: "every-active" }, false);
+    assert.deepEqual(admittedIds(step(everyActive.scheduler, everyActive.clock)), []);
+  });
+
+  it("without admission control (the ablation) the new program starts at once", () => {
+    const { scheduler, clock } = crowdedScheduler({ admission: "off" });
+    assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"]);
+  });
+
+  it("sizes a program by what finished programs that got as far grew to", () => {
+    const run = (admission: AdaptiveOptions["admission"]) => {
+      const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, admission });
+      const { scheduler, clock } = loggedScheduler(policy, { numBlocks: NUM_BLOCKS });
+      for (let i = 0; i < 10; i++) {
+        addRequest(scheduler, `done${i}`, 200, { isLastStep: true });
+        step(scheduler, clock);
+      }
+      addRequest(scheduler, "R0", 80, { programId: "R", maxOutputTokens: 100, isLastStep: true });
+      step(scheduler, clock);
+      addRequest(scheduler, "B0", 80, { programId: "B", isLastStep: true });
+      return admittedIds(step(scheduler, clock));
+    };
+    // R and B reach ~201 tokens each: 402 at the end, (80 + 201) / 2 = 140.5 each on average over their
+    // lives, 80 each today; the pool holds 320.
+    assert.deepEqual(run("expected-final"), [], "counted at their final size, they do not fit");
+    assert.deepEqual(run("lifetime-mean"), ["B0"], "on average over their lives, they do");
+    assert.deepEqual(run("current"), ["B0"]);
+  });
+
+  it("never stalls an idle scheduler, and never holds back a returning turn", () => {
+    const { scheduler, clock } = crowdedScheduler();
+    scheduler.abort("R0");
+    assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"], "nothing runs: B starts");
+    addRequest(scheduler, "C0", 100, { programId: "C" });
+    assert.deepEqual(admittedIds(step(scheduler, clock)), [], "A, B and C would not fit");
+    addRequest(scheduler, "A1", 210, A_RETURN);
+    assert.deepEqual(admittedIds(step(scheduler, clock)), ["A1"]);
+  });
+});
+
+describe("cachettl-adaptive:p90-pins", () => {
+  it("pins a turn ending in a tool call until the tool's 90th-percentile duration", () => {
+    const { scheduler, clock, log } = loggedScheduler(p90Pins(), { numBlocks: 20 });
+    for (let i = 1; i <= 20; i++) scheduler.ttl.tools.record("pytest", i);
+    addRequest(scheduler, "A0", 64, { programId: "A", toolHint: "pytest" });
+    step(scheduler, clock);
+    assert.equal(log.ofKind("pinned").at(-1)?.ttlS, 18);
+  });
+
+  it("uses every tool's durations while the tool has fewer than 20 samples", () => {
+    const { scheduler, clock, log } = loggedScheduler(p90Pins(), { numBlocks: 20 });
+    for (let i = 1; i <= 10; i++) scheduler.ttl.tools.record("pytest", 100 * i);
+    for (let i = 1; i <= 10; i++) scheduler.ttl.tools.record("ls", i);
+    addRequest(scheduler, "A0", 64, { programId: "A", toolHint: "pytest" });
+    step(scheduler, clock);
+    assert.equal(log.ofKind("pinned").at(-1)?.ttlS, 800, "p90 of all 20 samples; pytest's own would be 900");
+  });
+});

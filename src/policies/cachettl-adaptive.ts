@@ -1,0 +1,155 @@
+import { FREE, type PolicyContext, type SchedulingPolicy } from "../core/policy.js";
+import type { Program } from "../core/program.js";
+import type { Request } from "../core/request.js";
+import { prefillReloadS } from "./context-cost.js";
+import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
+
+/**
+ * cachettl-adaptive: CacheTTL (program-level FCFS, cost-model TTL pins, pins sacrificed before anything
+ * else under memory pressure) plus working-set admission.
+ *
+ * A new program's first turn starts only while the programs whose KV the scheduler keeps (a turn running or
+ * queued, or a pin held for the next turn) fit the KV pool at the size they will occupy on average over
+ * the rest of their lives. Agent contexts grow every turn: a pool filled by programs' early turns runs out
+ * later, and then pins are sacrificed, running requests preempted and whole contexts re-prefilled, so
+ * every program slows down together and throughput falls past the load cliff. The average remaining
+ * footprint of a program at context c is (c + E[F | F >= c]) / 2, F being a finished program's final
+ * context (growth taken as linear): the mean final context of finished programs that got at least as far.
+ * Programs between turns without a pin do not count: the policy has already let their KV go.
+ *
+ * The ablation variants (`cachettl-adaptive:...` in the registry) change one choice each.
+ */
+export interface AdaptiveOptions {
+  /**
+   * how admission sizes a program at context c: its mean remaining footprint (c + E[F|F>=c]) / 2, its
+   * expected final context E[F|F>=c], its current context c, or no admission control
+   */
+  readonly admission: "lifetime-mean" | "expected-final" | "current" | "off";
+  /** which admitted programs count: those the scheduler keeps KV for, or every one that has not ended */
+  readonly counts: "holding-memory" | "every-active";
+  /** pin for CacheTTL's cost-model TTL (eq. 2), or until the tool's 90th-percentile duration */
+  readonly ttl: "cachettl" | "tool-p90";
+}
+
+export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
+  admission: "lifetime-mean",
+  counts: "holding-memory",
+  ttl: "cachettl",
+};
+
+/** Finished programs remembered for E[F | F >= c]; older ones are forgotten first. */
+const FINAL_CONTEXT_WINDOW = 4096;
+/** Below this many finished programs the growth estimate is not trusted: programs count as they are. */
+const MIN_FINISHED_PROGRAMS = 10;
+const PIN_QUANTILE = 0.9;
+/** a tool's own distribution is used once it has this many samples (CacheTTL's per-tool threshold uses K) */
+const MIN_TOOL_SAMPLES = 20;
+
+/** Final context sizes of finished programs: a sorted window with prefix sums for conditional means. */
+export class FinalContexts {
+  private readonly arrival: number[] = [];
+  private sorted: number[] = [];
+  private prefix: Float64Array | null = null;
+
+  get size(): number {
+    return this.arrival.length;
+  }
+
+  add(tokens: number): void {
+    this.arrival.push(tokens);
+    insertSorted(this.sorted, tokens);
+    if (this.arrival.length > FINAL_CONTEXT_WINDOW) {
+      const oldest = this.arrival.shift() as number;
+      this.sorted.splice(lowerBound(this.sorted, oldest), 1);
+    }
+    this.prefix = null;
+  }
+
+  /** E[F | F >= c]; c itself when no finished program got that far. */
+  expectedFinal(c: number): number {
+    const n = this.sorted.length;
+    const from = lowerBound(this.sorted, c);
+    if (from >= n) return c;
+    if (!this.prefix) {
+      this.prefix = new Float64Array(n + 1);
+      for (let i = 0; i < n; i++)
+        this.prefix[i + 1] = (this.prefix[i] as number) + (this.sorted[i] as number);
+    }
+    return ((this.prefix[n] as number) - (this.prefix[from] as number)) / (n - from);
+  }
+}
+
+function lowerBound(xs: readonly number[], x: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((xs[mid] as number) < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function insertSorted(xs: number[], x: number): void {
+  xs.splice(lowerBound(xs, x), 0, x);
+}
+
+/** A program that started a turn and has not ended: it will come back for its context. */
+function isActive(program: Program): boolean {
+  return !program.ended && (program.numRunning > 0 || program.numFinished > 0);
+}
+
+/** An active program that holds or is about to claim KV: a turn in flight, or a pin kept for its next turn. */
+function holdsMemory(program: Program): boolean {
+  return isActive(program) && (program.numRunning > 0 || program.numWaiting > 0 || program.pin !== null);
+}
+
+export function createCacheTtlAdaptivePolicy(
+  options: AdaptiveOptions = ADAPTIVE_DEFAULTS,
+  name = "cachettl-adaptive",
+): SchedulingPolicy {
+  const finals = new FinalContexts();
+  const footprint = (tokens: number) => {
+    if (options.admission === "current" || finals.size < MIN_FINISHED_PROGRAMS) return tokens;
+    const final = finals.expectedFinal(tokens);
+    return options.admission === "expected-final" ? final : (tokens + final) / 2;
+  };
+
+  const toolP90S = (tool: string, ctx: PolicyContext): number | null => {
+    const own = ctx.ttl.tools.forTool(tool);
+    const durations = own && own.size >= MIN_TOOL_SAMPLES ? own : ctx.ttl.tools.global;
+    return durations.quantile(PIN_QUANTILE) ?? null;
+  };
+
+  const policy: SchedulingPolicy = {
+    name,
+    description:
+      "ours: CacheTTL + a new program starts only while the programs holding KV fit at their mean remaining footprint",
+    needsOffload: false,
+    toolParser: "paper",
+    dynamicPriorities: false,
+    prioritize: pinnedThenProgramFcfs,
+    retain(request, _program, tool, ctx) {
+      const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
+      if (options.ttl === "cachettl") return paper.ttlS > 0 ? { kind: "pin", ttlS: paper.ttlS } : FREE;
+      const ttlS = toolP90S(tool, ctx) ?? paper.ttlS;
+      return ttlS > 0 ? { kind: "pin", ttlS } : FREE;
+    },
+    pinVictimRank: latestProgramFirst,
+    onProgramEnded(program) {
+      finals.add(program.contextTokens);
+    },
+  };
+  const counted = options.counts === "every-active" ? isActive : holdsMemory;
+  if (options.admission !== "off") {
+    policy.admitsNewProgram = (request: Request, program: Program, ctx: PolicyContext) => {
+      let workingSet = footprint(request.promptTokens);
+      for (const other of ctx.programs()) {
+        if (other !== program && counted(other)) workingSet += footprint(other.contextTokens);
+        if (workingSet > ctx.kvCapacityTokens) return false;
+      }
+      return true;
+    };
+  }
+  return policy;
+}

@@ -1,0 +1,193 @@
+/**
+ * Capacity, not anecdotes: the largest arrival rate a policy sustains (mean JCT within `sloFactor` x the
+ * light-load mean JCT), found by bisection and taken as the median over seeds, beside the physical
+ * ceiling of the hardware. Ratios past a load cliff depend on run length and seed; sustainable load does
+ * not.
+ */
+import type { TraceProgram } from "../workload/trace.js";
+import type { HardwareProfile } from "./hardware/profiles.js";
+import { buildJobWorkload, maxContextOf, type PointJob } from "./point-job.js";
+import type { EngineOptions, PointResult } from "./simulate.js";
+
+/** Runs a batch of points (a worker-thread sweep in production) and returns results in job order. */
+export type PointRunner = (jobs: readonly PointJob[]) => Promise<PointResult[]>;
+
+export interface CapacityOptions {
+  /** the job template: workload, hardware, engine, seed (policy and jps are set per point) */
+  readonly template: Omit<PointJob, "policy" | "jps" | "seed" | "horizonAfterLastArrivalS">;
+  readonly policies: readonly string[];
+  readonly seeds: readonly number[];
+  readonly sloFactor: number;
+  /** relative width at which bisection stops */
+  readonly tolerance: number;
+  readonly profile: HardwareProfile;
+  readonly run: PointRunner;
+  readonly onProgress?: (line: string) => void;
+}
+
+export interface PolicyCapacity {
+  readonly policy: string;
+  readonly sustainable_jps: number;
+  /** the sustainable load found for each seed */
+  readonly sustainable_by_seed: readonly number[];
+  readonly light_jct_s: number;
+  readonly jct_at_ref_s: number;
+  readonly p99_jct_at_ref_s: number;
+}
+
+export interface CapacityResult {
+  readonly results: readonly PolicyCapacity[];
+  readonly ref_jps: number;
+  readonly bound_jps: number;
+  readonly light_jps: number;
+  /** the reference every policy's SLO is measured against: vllm's mean JCT at light_jps (median of seeds) */
+  readonly reference_light_jct_s: number;
+  readonly slo_jct_s: number;
+  readonly points: number;
+}
+
+/** The policy whose light-load JCT and 0.8 x sustainable load anchor the comparison. */
+export const REFERENCE_POLICY = "vllm";
+/** Light load, as a fraction of the physical ceiling: programs rarely overlap. */
+const LIGHT_FRACTION_OF_BOUND = 0.02;
+
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}
+
+/**
+ * The rate at which the accelerator would never idle if no prefill were ever repeated: each program's
+ * unavoidable work is the prefill of each turn's new tokens after the context it already has and the
+ * decode of its output in full batches, priced by the simulator's latency model. No policy can sustain
+ * more; a policy near it wastes nothing.
+ */
+export function physicalBoundJps(
+  programs: readonly TraceProgram[],
+  profile: HardwareProfile,
+  engine: EngineOptions,
+): number {
+  const latency = profile.latency;
+  const chunk = engine.maxNumBatchedTokens;
+  const batch = engine.maxNumSeqs;
+  let workS = 0;
+  for (const program of programs) {
+    let context = 0;
+    for (const turn of program.turns) {
+      const prompt = Math.max(turn.input, context);
+      workS += Math.max(0, latency.prefillS(prompt, chunk) - latency.prefillS(context, chunk));
+      const midContext = prompt + turn.output / 2;
+      const decodes = Array.from({ length: batch }, () => ({ numTokens: 1, contextTokens: midContext }));
+      workS += (turn.output * latency.stepS(decodes)) / batch;
+      context = prompt + turn.output;
+    }
+  }
+  return workS > 0 ? programs.length / workS : Number.POSITIVE_INFINITY;
+}
+
+/** A point violates the SLO when even the lower bound of its mean JCT is past it. */
+function verdict(result: PointResult, sloJctS: number): "met" | "violated" | "unknown" {
+  if (result.completed === result.programs) return result.jct.mean <= sloJctS ? "met" : "violated";
+  return result.jct_floor_mean_s > sloJctS ? "violated" : "unknown";
+}
+
+interface Bracket {
+  readonly policy: string;
+  readonly seed: number;
+  lo: number;
+  hi: number;
+}
+
+export async function measureCapacity(o: CapacityOptions): Promise<CapacityResult> {
+  let points = 0;
+  const progress = o.onProgress ?? (() => {});
+  const job = (policy: string, jps: number, seed: number, horizonS?: number): PointJob => ({
+    ...o.template,
+    policy,
+    jps,
+    seed,
+    ...(horizonS === undefined ? {} : { horizonAfterLastArrivalS: horizonS }),
+  });
+  const run = async (jobs: PointJob[]) => {
+    points += jobs.length;
+    return o.run(jobs);
+  };
+
+  const built = buildJobWorkload(
+    o.template.workload,
+    1,
+    o.seeds[0] ?? 1,
+    maxContextOf(o.profile, o.template.engine),
+  );
+  const boundJps = physicalBoundJps(built.programs, o.profile, o.template.engine);
+  const lightJps = boundJps * LIGHT_FRACTION_OF_BOUND;
+  progress(`physical ceiling ${boundJps.toFixed(4)} jobs/s; light load ${lightJps.toFixed(4)} jobs/s`);
+
+  const policies = o.policies.includes(REFERENCE_POLICY) ? o.policies : [REFERENCE_POLICY, ...o.policies];
+  const light = await run(policies.flatMap((p) => o.seeds.map((s) => job(p, lightJps, s))));
+  const lightOf = (policy: string) => {
+    const p = policies.indexOf(policy);
+    return median(light.slice(p * o.seeds.length, (p + 1) * o.seeds.length).map((r) => r.jct.mean));
+  };
+  const referenceLightJctS = lightOf(REFERENCE_POLICY);
+  const sloJctS = o.sloFactor * referenceLightJctS;
+  progress(
+    `light-load mean JCT (${REFERENCE_POLICY}) ${referenceLightJctS.toFixed(2)} s; SLO ${sloJctS.toFixed(2)} s`,
+  );
+
+  // Past the cliff a point can stop early: once even the lower bound of its mean JCT is past the SLO,
+  // the verdict is certain. A point left uncertain is simulated to its end.
+  const horizonS = 4 * sloJctS;
+  // A policy already past the SLO at light load sustains nothing; the physical ceiling is never sustained.
+  const brackets: Bracket[] = policies.flatMap((policy, p) =>
+    o.seeds.map((seed, k) => {
+      const lightMet = (light[p * o.seeds.length + k] as PointResult).jct.mean <= sloJctS;
+      return { policy, seed, lo: lightMet ? lightJps : 0, hi: lightMet ? boundJps : 0 };
+    }),
+  );
+  for (let round = 1; ; round++) {
+    const open = brackets.filter((b) => b.hi - b.lo > o.tolerance * b.hi);
+    if (open.length === 0) break;
+    const mids = open.map((b) => (b.lo + b.hi) / 2);
+    let results = await run(open.map((b, i) => job(b.policy, mids[i] as number, b.seed, horizonS)));
+    const unknown = results.flatMap((r, i) => (verdict(r, sloJctS) === "unknown" ? [i] : []));
+    if (unknown.length > 0) {
+      const exact = await run(unknown.map((i) => job(open[i]!.policy, mids[i] as number, open[i]!.seed)));
+      results = results.map((r, i) => {
+        const k = unknown.indexOf(i);
+        return k >= 0 ? (exact[k] as PointResult) : r;
+      });
+    }
+    results.forEach((r, i) => {
+      const b = open[i] as Bracket;
+      if (verdict(r, sloJctS) === "met") b.lo = mids[i] as number;
+      else b.hi = mids[i] as number;
+    });
+    progress(`bisection round ${round}: ${open.length} brackets narrowed`);
+  }
+
+  const sustainable = (policy: string) => brackets.filter((b) => b.policy === policy).map((b) => b.lo);
+  const refJps = 0.8 * median(sustainable(REFERENCE_POLICY));
+  const atRef = await run(o.policies.flatMap((p) => o.seeds.map((s) => job(p, refJps, s))));
+  const results = o.policies.map((policy, p) => {
+    const mine = atRef.slice(p * o.seeds.length, (p + 1) * o.seeds.length);
+    return {
+      policy,
+      sustainable_jps: median(sustainable(policy)),
+      sustainable_by_seed: sustainable(policy),
+      light_jct_s: lightOf(policy),
+      jct_at_ref_s: median(mine.map((r) => r.jct.mean)),
+      p99_jct_at_ref_s: median(mine.map((r) => r.jct.p99)),
+    };
+  });
+  return {
+    results,
+    ref_jps: refJps,
+    bound_jps: boundJps,
+    light_jps: lightJps,
+    reference_light_jct_s: referenceLightJctS,
+    slo_jct_s: sloJctS,
+    points,
+  };
+}
