@@ -3,7 +3,7 @@ import { Command } from "commander";
 import { renderCapacityHtml } from "../analysis/capacity-report.js";
 import { formatTextTable } from "../analysis/text-table.js";
 import { type CapacityResult, measureCapacity } from "../sim/capacity.js";
-import { resolveHardware } from "../sim/point-job.js";
+import { resolveHardware, validateJobInputs } from "../sim/point-job.js";
 import { runSweep } from "../sim/sweep.js";
 import {
   addSimOptions,
@@ -69,6 +69,7 @@ export function capacityCommand(): Command {
     .option("--tolerance <f>", "relative precision of the bisection", positiveNumber, 0.02);
   addSimOptions(command, { policies: "vllm,program-fcfs,cachettl", programs: 500 });
   return command.action(async (o: CapacityCliOptions) => {
+    validateJobInputs(workloadOf(o), hardwareOf(o), engineOf(o));
     const settings = [
       ...describeSettings(o),
       `SLO: mean JCT <= ${o.sloFactor} x vllm's light-load mean JCT; ${o.seeds} seeds; bisection to ${o.tolerance * 100}%`,

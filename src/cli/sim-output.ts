@@ -3,10 +3,10 @@ import { SingleBar } from "cli-progress";
 import { JCT_HEAD, jctCells } from "../analysis/jct-columns.js";
 import { type ReportRun, renderReportHtml } from "../analysis/report-html.js";
 import { formatTextTable } from "../analysis/text-table.js";
-import type { PointJob } from "../sim/point-job.js";
+import { type PointJob, validateJobInputs } from "../sim/point-job.js";
 import type { PointResult } from "../sim/simulate.js";
 import { runSweep, type SweepProgress } from "../sim/sweep.js";
-import { describeSettings, type SimCliOptions } from "./sim-options.js";
+import { describeSettings, engineOf, hardwareOf, type SimCliOptions, workloadOf } from "./sim-options.js";
 
 /** The stable JSON shape of simulate/sweep (times in seconds). */
 export function toJsonResult(r: PointResult) {
@@ -64,6 +64,7 @@ export async function runAndPrint(
   jobs: readonly PointJob[],
   title: string,
 ): Promise<PointResult[]> {
+  validateJobInputs(workloadOf(o), hardwareOf(o), engineOf(o));
   const settings = describeSettings(o);
   for (const s of settings) process.stderr.write(`# ${s}\n`);
   process.stderr.write(`# policies ${o.policies.join(", ")}; ${jobs.length} simulation points\n`);

@@ -43,6 +43,24 @@ export function resolveHardware(hardware: HardwareOptions): HardwareProfile {
 
 const traceCache = new Map<string, ReturnType<typeof parseTraceJsonl>>();
 
+/**
+ * Fails on inputs no point could run with, before any header or worker: an unknown GPU or model, a bad
+ * profile or trace file (named with its line), a KV pool larger than the GPU's memory holds.
+ */
+export function validateJobInputs(
+  workload: WorkloadOptions,
+  hardware: HardwareOptions,
+  engine: EngineOptions,
+) {
+  const profile = resolveHardware(hardware);
+  if (engine.kvCapacityTokens > profile.kvCapacityTokens) {
+    throw new Error(
+      `--kv-cache-tokens ${engine.kvCapacityTokens} is more than ${profile.id} holds: at most ${profile.kvCapacityTokens} tokens of KV fit its memory`,
+    );
+  }
+  if (workload.trace) loadTraceCached(workload.trace);
+}
+
 function loadTraceCached(path: string) {
   let programs = traceCache.get(path);
   if (!programs) {

@@ -1,9 +1,12 @@
 import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import { toJsonResult } from "../cli/sim-output.js";
 import type { TraceProgram } from "../workload/trace.js";
 import { getProfile } from "./hardware/profiles.js";
-import { type PointJob, runPointJob } from "./point-job.js";
+import { type PointJob, runPointJob, validateJobInputs } from "./point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions, simulatePoint } from "./simulate.js";
 import { runSweep } from "./sweep.js";
 
@@ -150,5 +153,38 @@ describe("simulate", () => {
       aborts,
     );
     assert.equal(result.completed, 8, "the two aborted programs end, the others finish");
+  });
+});
+
+describe("inputs are checked before any point runs", () => {
+  const hardware = { gpu: "h100", model: "llama-3.1-8b" } as const;
+  const workload = {
+    kind: "swe-bench",
+    programs: 5,
+    tokenScale: 1,
+    toolTimeScale: 1,
+    turnRepeat: 1,
+  } as const;
+
+  it("a KV pool larger than the GPU's memory holds is an error naming the flag and the limit", () => {
+    assert.throws(
+      () => validateJobInputs(workload, hardware, { ...DEFAULT_ENGINE_OPTIONS, kvCapacityTokens: 1e6 }),
+      /--kv-cache-tokens 1000000 is more than h100\/llama-3.1-8b holds: at most 464696 tokens/,
+    );
+    validateJobInputs(workload, hardware, { ...DEFAULT_ENGINE_OPTIONS, kvCapacityTokens: 400_000 });
+  });
+
+  it("a bad trace names its file and line", () => {
+    const dir = mkdtempSync(join(tmpdir(), "continuum-trace-"));
+    const path = join(dir, "bad.jsonl");
+    writeFileSync(
+      path,
+      '{"id":"a","turns":[{"input":10,"cached":0,"output":5,"tool":null,"tool_s":null}]}\n{"id":\n',
+    );
+    assert.throws(
+      () =>
+        validateJobInputs({ ...workload, kind: undefined, trace: path }, hardware, DEFAULT_ENGINE_OPTIONS),
+      (e: Error) => e.message.startsWith(`${path}:2: invalid JSON`),
+    );
   });
 });
