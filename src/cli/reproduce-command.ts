@@ -1,7 +1,14 @@
 import { writeFileSync } from "node:fs";
 import { Command } from "commander";
 import { renderReportHtml } from "../analysis/report-html.js";
-import { buildFigure, FIGURE_IDS, type Figure, panelRatios } from "../sim/figures.js";
+import {
+  buildFigure,
+  FIGURE_IDS,
+  type Figure,
+  panelComparisons,
+  panelRatios,
+  TIE_TOLERANCE,
+} from "../sim/figures.js";
 import type { PointResult } from "../sim/simulate.js";
 import { runSweep } from "../sim/sweep.js";
 import { positiveInt } from "./sim-options.js";
@@ -13,11 +20,17 @@ function range(xs: readonly number[]): string {
   return `${Math.min(...finite).toFixed(2)}-${Math.max(...finite).toFixed(2)}x`;
 }
 
+function listOrNone(xs: readonly number[]): string {
+  return xs.length === 0 ? "none" : xs.join(", ");
+}
+
 function printFigure(figure: Figure, results: readonly PointResult[]): string[] {
   const lines = [`== ${figure.title}`, `paper: ${figure.paperClaim}`];
   let offset = 0;
   const allJct: number[] = [];
   const allThroughput: number[] = [];
+  let losses = 0;
+  const losers = new Set<string>();
   for (const panel of figure.panels) {
     const slice = results.slice(offset, offset + panel.jobs.length);
     offset += panel.jobs.length;
@@ -42,9 +55,26 @@ function printFigure(figure: Figure, results: readonly PointResult[]): string[] 
         ` (lightest ${ratios[0]?.jctRatio.toFixed(2)}x, heaviest ${ratios[ratios.length - 1]?.jctRatio.toFixed(2)}x),` +
         ` throughput ratio ${range(ratios.map((r) => r.throughputRatio))}`,
     );
+    const { comparisons, tiedXs } = panelComparisons(panel, slice, figure.metric);
+    for (const c of comparisons) {
+      lines.push(
+        `   ${c.policy}/${panel.ours}: ${range(c.ratios.map((r) => r.ratio))}; ${panel.ours} wins at ${listOrNone(c.wins)}, loses at ${listOrNone(c.losses)}`,
+      );
+      losses += c.losses.length;
+      if (c.losses.length > 0) losers.add(c.policy);
+    }
+    if (tiedXs.length > 0)
+      lines.push(
+        `   every policy within ${TIE_TOLERANCE * 100}% of every other at ${panel.xLabel} ${tiedXs.join(", ")}: a tie, the figure shows nothing there`,
+      );
   }
   lines.push(
     `ours overall: ${figure.metric} JCT ${range(allJct)} lower than the baseline, throughput ${range(allThroughput)}`,
+  );
+  lines.push(
+    losses === 0
+      ? "ours loses to no policy at any point"
+      : `ours LOSES at ${losses} point(s), to ${[...losers].join(", ")}`,
   );
   lines.push("(* = some programs unfinished at the end of the run)");
   return lines;

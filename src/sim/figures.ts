@@ -269,3 +269,49 @@ export function panelRatios(
     };
   });
 }
+
+/** Relative spread under which two JCTs count as a tie (the noise of one seed at light load). */
+export const TIE_TOLERANCE = 0.02;
+
+export interface Comparison {
+  readonly policy: string;
+  /** per x value: this policy's JCT / ours (> 1: ours is faster) */
+  readonly ratios: readonly { readonly x: number; readonly ratio: number }[];
+  readonly wins: readonly number[];
+  readonly losses: readonly number[];
+}
+
+/**
+ * Ours against every other policy of the panel, point by point, with the loads where ours wins and where it
+ * loses, so a summary cannot read as a win while some baseline beats ours; and the loads where every
+ * policy is within TIE_TOLERANCE of every other (the figure shows nothing there).
+ */
+export function panelComparisons(
+  panel: Panel,
+  results: readonly PointResult[],
+  metric: Figure["metric"],
+): { comparisons: Comparison[]; tiedXs: number[] } {
+  const xs = [...new Set(panel.jobs.map((j) => j.x))];
+  const policies = [...new Set(panel.jobs.map((j) => j.job.policy))];
+  const at = (x: number, policy: string) =>
+    metricOf(
+      results[panel.jobs.findIndex((j) => j.x === x && j.job.policy === policy)] as PointResult,
+      metric,
+    );
+  const comparisons = policies
+    .filter((p) => p !== panel.ours)
+    .map((policy) => {
+      const ratios = xs.map((x) => ({ x, ratio: at(x, policy) / at(x, panel.ours) }));
+      return {
+        policy,
+        ratios,
+        wins: ratios.filter((r) => r.ratio > 1 + TIE_TOLERANCE).map((r) => r.x),
+        losses: ratios.filter((r) => r.ratio < 1 - TIE_TOLERANCE).map((r) => r.x),
+      };
+    });
+  const tiedXs = xs.filter((x) => {
+    const values = policies.map((p) => at(x, p));
+    return Math.max(...values) <= (1 + TIE_TOLERANCE) * Math.min(...values);
+  });
+  return { comparisons, tiedXs };
+}
