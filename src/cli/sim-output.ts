@@ -25,6 +25,7 @@ export function toJsonResult(r: PointResult) {
     prefill_tokens_saved: r.prefill_tokens_saved,
     reload_tokens: r.reload_tokens,
     pins: r.pins,
+    ttl: r.ttl,
     steps: r.steps,
   };
 }

@@ -71,6 +71,17 @@ describe("simulate", () => {
     assert.notEqual(a, c);
   });
 
+  it("reports what the TTL machinery did: which rule set each TTL, eta, T and the TTLs given", () => {
+    const ours = runPointJob(job("cachettl", 0.5));
+    const { decisions } = ours.ttl;
+    assert.ok(decisions.default + decisions.global + decisions.tool >= ours.pins.created);
+    assert.ok(decisions.default > 0, "the first decisions come before K tool samples");
+    assert.ok(ours.ttl.eta >= 0 && ours.ttl.eta <= 1);
+    if (ours.pins.created > 0) assert.ok(ours.ttl.pinned_ttl_s.mean > 0);
+    const vllm = runPointJob(job("vllm", 0.5));
+    assert.deepEqual(vllm.ttl.decisions, { default: 0, global: 0, tool: 0 }, "vllm never asks the cost model");
+  });
+
   it("returns sweep results in job order whatever the worker threads finish first", async () => {
     const jobs = [job("vllm", 0.5), job("cachettl", 0.5), job("vllm", 1), job("cachettl", 1)];
     const threaded = await runSweep(jobs, { threads: 2 });

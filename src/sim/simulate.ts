@@ -84,6 +84,17 @@ export interface PointResult {
   prefill_tokens_saved: number;
   reload_tokens: number;
   pins: { created: number; reused: number; expired: number; sacrificed: number; duration: Distribution };
+  /**
+   * What CacheTTL's TTL machinery saw and did by the end of the run: eta (memoryfulness), T (mean queueing
+   * delay, s), how many TTLs each rule set (T_default before K tool samples, the global CDF, the tool's own
+   * CDF), and the TTLs pins were given (s). Policies that never ask the cost model show zero decisions.
+   */
+  ttl: {
+    eta: number;
+    queueing_s: number;
+    decisions: { default: number; global: number; tool: number };
+    pinned_ttl_s: Distribution;
+  };
   steps: number;
   /** per-program JCTs (seconds) in program order, for CDFs */
   jcts: number[];
@@ -240,20 +251,29 @@ function summarizePoint(
       sacrificed: stats.pinsSacrificed,
       duration: distribution(pins.durationsS),
     },
+    ttl: {
+      eta: scheduler.ttl.memoryfulness.eta(),
+      queueing_s: scheduler.ttl.queueing.meanS(),
+      decisions: { ...scheduler.ttl.decisionsBySource },
+      pinned_ttl_s: distribution(pins.ttlsS),
+    },
     steps,
     jcts,
     kv_usage: usage,
   };
 }
 
-/** Tracks only pin lifetimes: the full recorder would cost a JSON line per event in a sweep. */
+/** Tracks only pin lifetimes and TTLs: the full recorder would cost a JSON line per event in a sweep. */
 class PinDurationRecorder implements EventRecorder {
   readonly durationsS: number[] = [];
+  readonly ttlsS: number[] = [];
   private readonly pinnedAtS = new Map<string, number>();
 
   record(event: Parameters<EventRecorder["record"]>[0]): void {
-    if (event.kind === "pinned") this.pinnedAtS.set(event.programId, event.timeS);
-    else if (event.kind === "unpinned") {
+    if (event.kind === "pinned") {
+      this.pinnedAtS.set(event.programId, event.timeS);
+      this.ttlsS.push(event.ttlS);
+    } else if (event.kind === "unpinned") {
       const startS = this.pinnedAtS.get(event.programId);
       if (startS !== undefined) this.durationsS.push(event.timeS - startS);
       this.pinnedAtS.delete(event.programId);

@@ -37,6 +37,8 @@ export class TtlEstimator {
   readonly tools: ToolHistory;
   readonly memoryfulness = new MemoryfulnessEstimator();
   readonly queueing: QueueingDelayWindow;
+  /** how many TTLs each rule of the cold-start ladder has set */
+  readonly decisionsBySource: Record<TtlSource, number> = { default: 0, global: 0, tool: 0 };
   private readonly coldStartSamples: number;
 
   constructor(opts: TtlEstimatorOptions = {}) {
@@ -50,6 +52,12 @@ export class TtlEstimator {
 
   /** eq. 2 with the paper's cold-start ladder: |S| <= K -> T_default(B with eta = 1); |S[f]| <= K -> global CDF; else the tool's CDF. B = T*eta + prefillReloadS. */
   decide(inputs: TtlInputs): TtlDecision {
+    const decision = this.chooseTtl(inputs);
+    this.decisionsBySource[decision.source]++;
+    return decision;
+  }
+
+  private chooseTtl(inputs: TtlInputs): TtlDecision {
     const { prefillReloadS } = inputs;
     if (!Number.isFinite(prefillReloadS) || prefillReloadS < 0) {
       throw new RangeError(`prefillReloadS must be a finite number of seconds >= 0, got ${prefillReloadS}`);
