@@ -40,6 +40,12 @@ export interface SchedulingPolicy {
   readonly toolParser: "paper" | "fork";
   /** priorities move with time, so the waiting queue is re-sorted every step */
   readonly dynamicPriorities: boolean;
+  /**
+   * With dynamicPriorities: the time (s) at which a waiting request's priority next changes with the clock
+   * alone, Infinity if never. Given, the scheduler re-prioritizes a waiting request only then or when its
+   * program's attained service moves, instead of every waiting request at every step.
+   */
+  nextPriorityChangeS?(request: Request, program: Program, nowS: number): number;
 
   /** Sets request.priority (lexicographic, smaller runs first; arrival order breaks ties). */
   prioritize(request: Request, program: Program, ctx: PolicyContext): void;

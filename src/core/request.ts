@@ -39,6 +39,8 @@ export class Request {
   /** global arrival order; final tie-break of every priority */
   readonly sequenceNumber: number;
 
+  /** when the scheduler will next re-prioritize this waiting request (policies with timed priorities) */
+  priorityTimerS = Number.POSITIVE_INFINITY;
   status: RequestStatus = "waiting";
   finishReason: FinishReason | null = null;
   /** tokens of the sequence (prompt + output) whose KV is computed or loaded */

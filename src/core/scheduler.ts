@@ -117,6 +117,10 @@ export class Scheduler {
   private readonly recorder: EventRecorder | null;
   private readonly tracker = new ToolCallTracker();
   private readonly waiting = new WaitingQueue();
+  /** waiting requests by the time their priority changes (policies with nextPriorityChangeS) */
+  private readonly priorityTimers = new MinHeap<Request>();
+  /** programs with a waiting request whose attained service moved this step */
+  private readonly serviceMoved = new Set<Program>();
   private readonly running: Request[] = [];
   private readonly programs = new Map<string, Program>();
   private readonly pinned = new Set<Program>();
@@ -316,7 +320,10 @@ export class Scheduler {
     if (this.stats.steps % SWEEP_EVERY_STEPS === 0) this.forgetIdlePrograms(nowS);
     this.expirePins(nowS);
     this.compactPinVictims();
-    if (this.policy.dynamicPriorities) this.refreshAllPriorities();
+    if (this.policy.dynamicPriorities) {
+      if (this.policy.nextPriorityChangeS) this.refreshDuePriorities(nowS);
+      else this.refreshAllPriorities();
+    }
 
     const chunks: ScheduledChunk[] = [];
     const preempted: Request[] = [];
@@ -355,6 +362,7 @@ export class Scheduler {
       this.kv.cacheFullBlocks(request);
       const program = request.program;
       program.attainedServiceS += result.durationS;
+      if (program.numWaiting > 0 && this.policy.nextPriorityChangeS) this.serviceMoved.add(program);
       if (!chunk.samples) continue;
       request.numOutputTokens++;
       if (request.firstTokenS === null) request.firstTokenS = nowS;
@@ -823,6 +831,25 @@ export class Scheduler {
   private enqueue(request: Request, program: Program): void {
     this.policy.prioritize(request, program, this.ctx);
     this.waiting.insert(request);
+    const changesAtS =
+      this.policy.nextPriorityChangeS?.(request, program, this.ctx.nowS) ?? Number.POSITIVE_INFINITY;
+    request.priorityTimerS = changesAtS;
+    if (changesAtS < Number.POSITIVE_INFINITY) this.priorityTimers.push(changesAtS, request);
+  }
+
+  /** Re-prioritizes the waiting requests whose time has come, and those whose program's service moved. */
+  private refreshDuePriorities(nowS: number): void {
+    for (const program of this.serviceMoved) this.reprioritizeProgram(program);
+    this.serviceMoved.clear();
+    for (let atS = this.priorityTimers.peekKey(); atS !== undefined && atS <= nowS; ) {
+      const request = this.priorityTimers.pop() as Request;
+      const due = atS;
+      atS = this.priorityTimers.peekKey();
+      // A request that left the queue or was re-queued since has a newer timer (or none).
+      if (request.status !== "waiting" || request.priorityTimerS !== due) continue;
+      this.waiting.remove(request);
+      this.enqueue(request, request.program);
+    }
   }
 
   private reprioritizeProgram(program: Program): void {

@@ -31,11 +31,11 @@ export function createAutellixPolicy(options: AutellixOptions = {}): SchedulingP
     }
     return numQueues - 1;
   };
-  const levelOf = (request: Request, program: Program, nowS: number) => {
-    const waitedS = nowS - request.arrivalS;
-    const starving = waitedS / Math.max(program.attainedServiceS, 1e-3) >= beta && waitedS > 0;
-    return starving ? 0 : queueOf(program);
-  };
+  // A request starves once it has waited beta x its program's attained service.
+  const starvesAtS = (request: Request, program: Program) =>
+    request.arrivalS + beta * Math.max(program.attainedServiceS, 1e-3);
+  const levelOf = (request: Request, program: Program, nowS: number) =>
+    nowS >= starvesAtS(request, program) ? 0 : queueOf(program);
   return {
     name: options.offload ? "autellix-offload" : "autellix",
     description: options.offload
@@ -49,6 +49,10 @@ export function createAutellixPolicy(options: AutellixOptions = {}): SchedulingP
       request.priority[0] = 0;
       request.priority[1] = levelOf(request, program, ctx.nowS);
       request.priority[2] = request.arrivalS;
+    },
+    nextPriorityChangeS(request, program, nowS) {
+      const atS = starvesAtS(request, program);
+      return atS > nowS ? atS : Number.POSITIVE_INFINITY;
     },
     retain: () => FREE,
     pinVictimRank: latestProgramFirst,

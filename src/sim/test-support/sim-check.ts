@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { TierConfig } from "../../core/kv/offload-tiers.js";
+import type { SchedulingPolicy } from "../../core/policy.js";
 import type { Rng } from "../../core/rng.js";
 import type { Scheduler } from "../../core/scheduler.js";
 import { linearStepTimeS, testScheduler } from "../../core/test-support/harness.js";
@@ -128,8 +129,11 @@ function tiersFor(config: RunConfig, needsOffload: boolean): TierConfig[] | unde
  * TTL, pins expire, and a request needing the whole pool must get in (sacrificing whatever pins remain).
  * Afterwards every block is free and every arrived request finished or was aborted.
  */
-export function checkedRun(specs: readonly SimProgramSpec[], config: RunConfig): RunReport {
-  const policy = createPolicy(config.policy);
+export function checkedRun(
+  specs: readonly SimProgramSpec[],
+  config: RunConfig,
+  policy: SchedulingPolicy = createPolicy(config.policy),
+): RunReport {
   const { scheduler, clock } = testScheduler(policy, {
     numBlocks: config.numBlocks,
     maxNumBatchedTokens: config.maxNumBatchedTokens,
