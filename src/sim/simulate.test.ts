@@ -79,7 +79,11 @@ describe("simulate", () => {
     assert.ok(ours.ttl.eta >= 0 && ours.ttl.eta <= 1);
     if (ours.pins.created > 0) assert.ok(ours.ttl.pinned_ttl_s.mean > 0);
     const vllm = runPointJob(job("vllm", 0.5));
-    assert.deepEqual(vllm.ttl.decisions, { default: 0, global: 0, tool: 0 }, "vllm never asks the cost model");
+    assert.deepEqual(
+      vllm.ttl.decisions,
+      { default: 0, global: 0, tool: 0 },
+      "vllm never asks the cost model",
+    );
   });
 
   it("returns sweep results in job order whatever the worker threads finish first", async () => {
