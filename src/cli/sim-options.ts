@@ -1,5 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { isPolicyName, POLICY_NAMES } from "../policies/index.js";
+import { ROUTER_NAMES, type RouterName } from "../sim/cluster.js";
 import type { HardwareOptions, PointJob, WorkloadOptions } from "../sim/point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions } from "../sim/simulate.js";
 
@@ -17,6 +18,8 @@ export interface SimCliOptions {
   cpuOffloadGb: number;
   diskOffloadGb: number;
   kvCacheTokens: number;
+  replicas: number;
+  router: RouterName;
   tokenScale: number;
   toolTimeScale: number;
   turnRepeat: number;
@@ -95,6 +98,17 @@ export function addSimOptions(command: Command, defaults: { policies: string; pr
     )
     .option("--disk-offload-gb <gb>", "disk offload tier below the CPU tier (GiB)", nonNegativeNumber, 0)
     .option("--kv-cache-tokens <n>", "cap the KV pool (0: what the GPU memory holds)", nonNegativeNumber, 0)
+    .option(
+      "--replicas <n>",
+      "engine replicas (each with the whole --hardware) behind --router",
+      positiveInt,
+      1,
+    )
+    .addOption(
+      new Option("--router <name>", "how requests are spread over replicas")
+        .choices([...ROUTER_NAMES])
+        .default(DEFAULT_ENGINE_OPTIONS.router),
+    )
     .option("--token-scale <f>", "scale every token count", positiveNumber, 1)
     .option("--tool-time-scale <f>", "scale every tool time", positiveNumber, 1)
     .option(
@@ -136,6 +150,8 @@ export function engineOf(o: SimCliOptions): EngineOptions {
     cpuOffloadGb: o.cpuOffloadGb,
     diskOffloadGb: o.diskOffloadGb,
     kvCapacityTokens: o.kvCacheTokens,
+    replicas: o.replicas,
+    router: o.router,
     defaultOffloadGb: o.hardware === "a100" ? 100 : 200,
   };
 }
@@ -163,5 +179,6 @@ export function describeSettings(o: SimCliOptions): string[] {
     `${o.programs} programs, seed ${o.seed}, token scale ${o.tokenScale}, tool-time scale ${o.toolTimeScale}, turn repeat ${o.turnRepeat}`,
     o.profile ? `engine profile ${o.profile}` : `hardware ${o.hardware} / ${o.model}`,
     `max-num-seqs ${o.maxNumSeqs}, max-num-batched-tokens ${o.maxNumBatchedTokens}, cpu offload ${o.cpuOffloadGb} GB, disk offload ${o.diskOffloadGb} GB, kv cap ${o.kvCacheTokens || "GPU memory"}`,
+    ...(o.replicas > 1 ? [`${o.replicas} replicas behind the ${o.router} router`] : []),
   ];
 }

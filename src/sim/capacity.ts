@@ -60,8 +60,8 @@ export function median(xs: readonly number[]): number {
 /**
  * The rate at which the accelerator would never idle if no prefill were ever repeated: each program's
  * unavoidable work is the prefill of each turn's new tokens after the context it already has and the
- * decode of its output in full batches, priced by the simulator's latency model. No policy can sustain
- * more; a policy near it wastes nothing.
+ * decode of its output in full batches, priced by the simulator's latency model, spread over every
+ * replica. No policy can sustain more; a policy near it wastes nothing.
  */
 export function physicalBoundJps(
   programs: readonly TraceProgram[],
@@ -83,7 +83,7 @@ export function physicalBoundJps(
       context = prompt + turn.output;
     }
   }
-  return workS > 0 ? programs.length / workS : Number.POSITIVE_INFINITY;
+  return workS > 0 ? (engine.replicas * programs.length) / workS : Number.POSITIVE_INFINITY;
 }
 
 /** A point violates the SLO when even the lower bound of its mean JCT is past it. */

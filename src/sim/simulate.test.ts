@@ -86,6 +86,20 @@ describe("simulate", () => {
     );
   });
 
+  it("replicas behind a router: more replicas serve the same load faster; sticky routing keeps KV reuse", () => {
+    const at = (replicas: number, router: EngineOptions["router"]) =>
+      runPointJob({ ...job("cachettl", 2), engine: { ...SMALL_POOL, replicas, router } });
+    const one = at(1, "sticky-least-loaded");
+    const sticky = at(3, "sticky-least-loaded");
+    const roundRobin = at(3, "round-robin");
+    for (const r of [one, sticky, roundRobin]) assert.equal(r.completed, r.programs);
+    assert.ok(sticky.jct.mean < one.jct.mean, `${sticky.jct.mean} vs ${one.jct.mean}`);
+    assert.ok(
+      sticky.hit_ratio > roundRobin.hit_ratio + 0.1,
+      `a program's turns meet its KV: ${sticky.hit_ratio} vs ${roundRobin.hit_ratio}`,
+    );
+  });
+
   it("returns sweep results in job order whatever the worker threads finish first", async () => {
     const jobs = [job("vllm", 0.5), job("cachettl", 0.5), job("vllm", 1), job("cachettl", 1)];
     const threaded = await runSweep(jobs, { threads: 2 });

@@ -8,6 +8,7 @@ import { Scheduler } from "../core/scheduler.js";
 import type { StepPlan } from "../core/step-plan.js";
 import { createPolicy } from "../policies/index.js";
 import type { TraceProgram } from "../workload/trace.js";
+import { createRouter, type RouterName, runClusterSimulation } from "./cluster.js";
 import { type ProgramOutcome, runSimulation, type SimProgramSpec } from "./event-loop.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
 import { stepAccumulatorFor } from "./hardware/step-latency.js";
@@ -22,6 +23,9 @@ export interface EngineOptions {
   readonly defaultOffloadGb: number;
   /** cap on KV pool tokens (0 = the hardware profile's capacity) */
   readonly kvCapacityTokens: number;
+  /** identical engine instances (each with the whole profile's GPUs) behind a router */
+  readonly replicas: number;
+  readonly router: RouterName;
 }
 
 export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
@@ -32,6 +36,8 @@ export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
   diskOffloadGb: 0,
   defaultOffloadGb: 200,
   kvCapacityTokens: 0,
+  replicas: 1,
+  router: "sticky-least-loaded",
 };
 
 export interface PointSpec {
@@ -106,29 +112,32 @@ const USAGE_SAMPLES = 200;
 /** Simulates one (policy, load) point with the real scheduler and a GPU latency model. */
 export function simulatePoint(spec: PointSpec): PointResult {
   const { profile, engine } = spec;
-  const policy = createPolicy(spec.policy);
   const clock = new VirtualClock();
   const pins = new PinDurationRecorder();
   const log = spec.recordPath ? new MemorySink() : null;
   const recorder: EventRecorder = log ? new TeeRecorder([pins, new Recorder(log)]) : pins;
-  const tiers = offloadTiers(profile, engine, policy.needsOffload);
   const capacityTokens = engine.kvCapacityTokens > 0 ? engine.kvCapacityTokens : profile.kvCapacityTokens;
-  const scheduler = new Scheduler(
-    {
-      numBlocks: Math.floor(capacityTokens / engine.blockSizeTokens),
-      blockSizeTokens: engine.blockSizeTokens,
-      maxNumBatchedTokens: engine.maxNumBatchedTokens,
-      maxNumSeqs: engine.maxNumSeqs,
-      kvBytesPerToken: profile.kvBytesPerToken,
-      tiers,
-      costs: quadraticCostModel({
-        prefillQuadratic: profile.prefillQuadratic,
+  // Each replica has its own policy: policies learn from what they schedule (tool times, program sizes).
+  const replica = () => {
+    const policy = createPolicy(spec.policy);
+    return new Scheduler(
+      {
+        numBlocks: Math.floor(capacityTokens / engine.blockSizeTokens),
+        blockSizeTokens: engine.blockSizeTokens,
+        maxNumBatchedTokens: engine.maxNumBatchedTokens,
+        maxNumSeqs: engine.maxNumSeqs,
         kvBytesPerToken: profile.kvBytesPerToken,
-        reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
-      }),
-    },
-    { clock, policy, recorder },
-  );
+        tiers: offloadTiers(profile, engine, policy.needsOffload),
+        costs: quadraticCostModel({
+          prefillQuadratic: profile.prefillQuadratic,
+          kvBytesPerToken: profile.kvBytesPerToken,
+          reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
+        }),
+      },
+      { clock, policy, recorder },
+    );
+  };
+  const schedulers = Array.from({ length: engine.replicas }, replica);
   const accumulator = stepAccumulatorFor(profile.latency);
   const stepTimeS = (plan: StepPlan) => {
     accumulator.beginStep();
@@ -149,31 +158,36 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const usage: UsageSample[] = [];
   const expectedEndS = (spec.arrivalsS[spec.arrivalsS.length - 1] ?? 0) * 1.5 + 60;
   let nextSampleS = 0;
-  const result = runSimulation(specs, {
-    scheduler,
+  const sampleUsage = () => {
+    const nowS = clock.nowS();
+    if (nowS < nextSampleS) return;
+    nextSampleS = nowS + expectedEndS / USAGE_SAMPLES;
+    let used = 0;
+    let pinned = 0;
+    for (const s of schedulers) {
+      used += s.kvUsageFraction();
+      pinned += s.numPinnedTokens / engine.blockSizeTokens / s.numKvBlocks;
+    }
+    usage.push({ timeS: nowS, used: used / schedulers.length, pinned: pinned / schedulers.length });
+  };
+  const common = {
     clock,
     blockSizeTokens: engine.blockSizeTokens,
     stepTimeS,
     seedSalt: spec.seed,
     horizonS: spec.horizonS,
-    onStep: () => {
-      const nowS = clock.nowS();
-      if (nowS < nextSampleS) return;
-      nextSampleS = nowS + expectedEndS / USAGE_SAMPLES;
-      const pinnedBlocks = scheduler.numPinnedTokens / engine.blockSizeTokens;
-      usage.push({
-        timeS: nowS,
-        used: scheduler.kvUsageFraction(),
-        pinned: pinnedBlocks / scheduler.numKvBlocks,
-      });
-    },
-  });
+    onStep: sampleUsage,
+  };
+  const result =
+    schedulers.length === 1
+      ? runSimulation(specs, { ...common, scheduler: schedulers[0] as Scheduler })
+      : runClusterSimulation(specs, { ...common, schedulers, router: createRouter(engine.router) });
   if (log && spec.recordPath) {
     // Simulated runs are bounded, so the log is kept in memory and written once, atomically.
     writeFileSync(`${spec.recordPath}.jsonl.tmp`, log.toJsonl());
     renameSync(`${spec.recordPath}.jsonl.tmp`, `${spec.recordPath}.jsonl`);
   }
-  return summarizePoint(spec, result.programs, result.endS, scheduler, pins, result.steps, usage);
+  return summarizePoint(spec, result.programs, result.endS, schedulers, pins, result.steps, usage);
 }
 
 class TeeRecorder implements EventRecorder {
@@ -207,7 +221,7 @@ function summarizePoint(
   spec: PointSpec,
   outcomes: readonly ProgramOutcome[],
   endS: number,
-  scheduler: Scheduler,
+  schedulers: readonly Scheduler[],
   pins: PinDurationRecorder,
   steps: number,
   usage: UsageSample[],
@@ -224,7 +238,19 @@ function summarizePoint(
   const ttfts = turns
     .filter((t) => t.firstTokenS !== null)
     .map((t) => (t.firstTokenS as number) - t.arrivalS);
-  const stats = scheduler.stats;
+  const sum = (of: (s: Scheduler) => number) => schedulers.reduce((total, s) => total + of(s), 0);
+  const meanOf = (of: (s: Scheduler) => number) => sum(of) / schedulers.length;
+  const stats = {
+    prefixQueryTokens: sum((s) => s.stats.prefixQueryTokens),
+    prefixHitTokens: sum((s) => s.stats.prefixHitTokens),
+    reloadTokens: sum((s) => s.stats.reloadTokens),
+    preemptions: sum((s) => s.stats.preemptions),
+    pinsCreated: sum((s) => s.stats.pinsCreated),
+    pinsReused: sum((s) => s.stats.pinsReused),
+    pinsExpired: sum((s) => s.stats.pinsExpired),
+    pinsSacrificed: sum((s) => s.stats.pinsSacrificed),
+  };
+  const decisions = (source: "default" | "global" | "tool") => sum((s) => s.ttl.decisionsBySource[source]);
   return {
     policy: spec.policy,
     jps: spec.jps,
@@ -252,9 +278,9 @@ function summarizePoint(
       duration: distribution(pins.durationsS),
     },
     ttl: {
-      eta: scheduler.ttl.memoryfulness.eta(),
-      queueing_s: scheduler.ttl.queueing.meanS(),
-      decisions: { ...scheduler.ttl.decisionsBySource },
+      eta: meanOf((s) => s.ttl.memoryfulness.eta()),
+      queueing_s: meanOf((s) => s.ttl.queueing.meanS()),
+      decisions: { default: decisions("default"), global: decisions("global"), tool: decisions("tool") },
       pinned_ttl_s: distribution(pins.ttlsS),
     },
     steps,
