@@ -25,6 +25,10 @@ export class Program {
   ended = false;
   /** tokens of the program's conversation so far: its latest turn's prompt, plus the output once it ran */
   contextTokens = 0;
+  /** seconds between turns during which none of its KV was held (no request in flight, no pin) */
+  unheldS = 0;
+  /** since when its KV is not held, while between turns without a pin */
+  unheldSinceS: number | null = null;
 
   constructor(id: string, firstArrivalS: number) {
     this.id = id;

@@ -261,7 +261,11 @@ export class Scheduler {
     const sample = this.tracker.onRequestArrived(programId, nowS);
     if (sample) this.ttl.tools.record(sample.tool, sample.durationS);
     const request = new Request(spec, program, nowS, this.nextSequenceNumber++);
-    program.contextTokens = Math.max(program.contextTokens, spec.promptTokens);
+    program.contextTokens = spec.promptTokens;
+    if (program.unheldSinceS !== null) {
+      program.unheldS += nowS - program.unheldSinceS;
+      program.unheldSinceS = null;
+    }
     request.arrivedEvicted = program.numArrived > 0 && program.pin === null;
     program.numArrived++;
     program.numWaiting++;
@@ -662,7 +666,7 @@ export class Scheduler {
     program.numRunning--;
     program.numFinished++;
     program.lastFinishS = nowS;
-    program.contextTokens = Math.max(program.contextTokens, request.numTokens);
+    program.contextTokens = request.numTokens;
     request.status = "finished";
     request.finishReason = reason;
     request.finishS = nowS;
@@ -692,7 +696,16 @@ export class Scheduler {
     // A turn that outlives its program's last step (overlapping requests) has no next turn to pin for.
     if (retention.kind === "pin" && retention.ttlS > 0 && !program.ended) {
       this.pin(request, program, retention.ttlS, nowS);
-    } else this.releaseRequestKv(request, "finished");
+    } else {
+      this.releaseRequestKv(request, "finished");
+      this.markUnheld(program, nowS);
+    }
+  }
+
+  private markUnheld(program: Program, nowS: number): void {
+    if (program.pin === null && program.numRunning === 0 && program.numWaiting === 0 && !program.ended) {
+      program.unheldSinceS = nowS;
+    }
   }
 
   private pin(request: Request, program: Program, ttlS: number, nowS: number): void {
@@ -744,6 +757,7 @@ export class Scheduler {
       reason,
     });
     if (program.numWaiting > 0) this.reprioritizeProgram(program);
+    this.markUnheld(program, this.clock.nowS());
     this.forgetIfIdle(program);
   }
 

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import type { VirtualClock } from "../core/clock.js";
+import type { Scheduler } from "../core/scheduler.js";
 import { addRequest, loggedScheduler, step, tokenRange } from "../core/test-support/drive.js";
 import {
   ADAPTIVE_DEFAULTS,
@@ -35,16 +37,21 @@ const A_CONTEXT = tokenRange(201, 500_000);
 const A_RETURN = { programId: "A", isLastStep: true, sequence: [...A_CONTEXT, ...tokenRange(10, 600_000)] };
 
 /**
- * Program A has finished a 200-token turn and is off in a tool call, pinned for its return (the queueing
- * CacheTTL has observed makes its TTL ~2.3 s) unless `pinA` is false (then nothing is known and it is not
- * pinned); R is running. Then B's first turn arrives: its 64 tokens fit beside R in free memory, but A, R
- * and B together do not.
+ * After `history`, program A finishes a 200-token turn and goes off in a tool call, pinned for its return
+ * (the queueing CacheTTL has observed makes its TTL ~2.3 s) unless `pinA` is false (then nothing is known
+ * and it is not pinned); R is running. Then B's first turn arrives: its 64 tokens fit beside R in free
+ * memory, but A, R and B together do not.
  */
-function crowdedScheduler(change: Partial<AdaptiveOptions> = {}, pinA = true) {
+function crowdedScheduler(
+  change: Partial<AdaptiveOptions> = {},
+  pinA = true,
+  history: (scheduler: Scheduler, clock: VirtualClock) => void = () => {},
+) {
   const logged = loggedScheduler(createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ...change }), {
     numBlocks: NUM_BLOCKS,
   });
   const { scheduler, clock } = logged;
+  history(scheduler, clock);
   if (pinA) scheduler.ttl.queueing.observe(10);
   addRequest(scheduler, "A0", 200, { programId: "A", sequence: A_CONTEXT });
   step(scheduler, clock);
@@ -69,11 +76,34 @@ describe("cachettl-adaptive admission", () => {
     assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"], "B starts once A has ended");
   });
 
-  it("does not count a program whose KV the policy let go, unless told to count every active one", () => {
+  it("counts a program off in a tool call without a pin: it will come back for its context", () => {
     const unpinned = crowdedScheduler({}, false);
-    assert.deepEqual(admittedIds(step(unpinned.scheduler, unpinned.clock)), ["B0"]);
-    const everyActive = crowdedScheduler({ counts: "every-active" }, false);
-    assert.deepEqual(admittedIds(step(everyActive.scheduler, everyActive.clock)), []);
+    assert.deepEqual(admittedIds(step(unpinned.scheduler, unpinned.clock)), []);
+    const holdingOnly = crowdedScheduler({ counts: "holding-memory" }, false);
+    assert.deepEqual(
+      admittedIds(step(holdingOnly.scheduler, holdingOnly.clock)),
+      ["B0"],
+      "the ablation that counts only KV held now lets B in",
+    );
+  });
+
+  it("weights programs by the share of their lives finished programs held KV", () => {
+    const run = (counts: AdaptiveOptions["counts"]) => {
+      const logged = crowdedScheduler({ counts }, false, (scheduler, clock) => {
+        // Ten programs that spent almost all their lives in a 10 s tool call, unpinned (held share ~0.2%).
+        for (let i = 0; i < 10; i++) {
+          const sequence = tokenRange(60, 700_000 + 1000 * i);
+          addRequest(scheduler, `idle${i}-0`, 40, { programId: `idle${i}`, sequence });
+          step(scheduler, clock);
+          clock.advanceTo(clock.nowS() + 10);
+          addRequest(scheduler, `idle${i}-1`, 50, { programId: `idle${i}`, isLastStep: true, sequence });
+          step(scheduler, clock);
+        }
+      });
+      return admittedIds(step(logged.scheduler, logged.clock));
+    };
+    assert.deepEqual(run("duty-weighted"), ["B0"], "A, R and B at 0.2% of their size fit");
+    assert.deepEqual(run("every-active"), [], "unweighted, they do not");
   });
 
   it("without admission control (the ablation) the new program starts at once", () => {

@@ -8,14 +8,16 @@ import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
  * cachettl-adaptive: CacheTTL (program-level FCFS, cost-model TTL pins, pins sacrificed before anything
  * else under memory pressure) plus working-set admission.
  *
- * A new program's first turn starts only while the programs whose KV the scheduler keeps (a turn running or
- * queued, or a pin held for the next turn) fit the KV pool at the size they will occupy on average over
- * the rest of their lives. Agent contexts grow every turn: a pool filled by programs' early turns runs out
- * later, and then pins are sacrificed, running requests preempted and whole contexts re-prefilled, so
- * every program slows down together and throughput falls past the load cliff. The average remaining
- * footprint of a program at context c is (c + E[F | F >= c]) / 2, F being a finished program's final
- * context (growth taken as linear): the mean final context of finished programs that got at least as far.
- * Programs between turns without a pin do not count: the policy has already let their KV go.
+ * A new program's first turn starts only while the programs already started (and not ended) fit the KV
+ * pool at the memory they are expected to hold over the rest of their lives. Agent contexts grow every
+ * turn: a pool filled by programs' early turns runs out later, and then pins are sacrificed, running
+ * requests preempted and whole contexts re-prefilled, so every program slows down together and throughput
+ * falls past the load cliff. A program at context c is counted at
+ *   held share x (c + E[F | F >= c]) / 2:
+ * (c + E[F | F >= c]) / 2 is its mean footprint over the rest of its life if it grows linearly to the mean
+ * final context of finished programs that got at least as far (F: a finished program's final context);
+ * the held share is the fraction of finished programs' lifetimes during which their KV was held (a turn
+ * in flight or a pin): a program off in a long tool call without a pin needs no memory meanwhile.
  *
  * The ablation variants (`cachettl-adaptive:...` in the registry) change one choice each.
  */
@@ -25,15 +27,18 @@ export interface AdaptiveOptions {
    * expected final context E[F|F>=c], its current context c, or no admission control
    */
   readonly admission: "lifetime-mean" | "expected-final" | "current" | "off";
-  /** which admitted programs count: those the scheduler keeps KV for, or every one that has not ended */
-  readonly counts: "holding-memory" | "every-active";
+  /**
+   * which started programs count: every one that has not ended, weighted by the held share; every one,
+   * unweighted; or only those whose KV is held right now
+   */
+  readonly counts: "duty-weighted" | "every-active" | "holding-memory";
   /** pin for CacheTTL's cost-model TTL (eq. 2), or until the tool's 90th-percentile duration */
   readonly ttl: "cachettl" | "tool-p90";
 }
 
 export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   admission: "lifetime-mean",
-  counts: "holding-memory",
+  counts: "duty-weighted",
   ttl: "cachettl",
 };
 
@@ -109,6 +114,10 @@ export function createCacheTtlAdaptivePolicy(
   name = "cachettl-adaptive",
 ): SchedulingPolicy {
   const finals = new FinalContexts();
+  // Share of finished programs' lifetimes during which their KV was held (a turn in flight or a pin).
+  let heldS = 0;
+  let lifetimeS = 0;
+  const heldShare = () => (finals.size >= MIN_FINISHED_PROGRAMS && lifetimeS > 0 ? heldS / lifetimeS : 1);
   const footprint = (tokens: number) => {
     if (options.admission === "current" || finals.size < MIN_FINISHED_PROGRAMS) return tokens;
     const final = finals.expectedFinal(tokens);
@@ -124,7 +133,7 @@ export function createCacheTtlAdaptivePolicy(
   const policy: SchedulingPolicy = {
     name,
     description:
-      "ours: CacheTTL + a new program starts only while the programs holding KV fit at their mean remaining footprint",
+      "ours: CacheTTL + a new program starts only while the started programs fit at the memory they are expected to hold",
     needsOffload: false,
     toolParser: "paper",
     dynamicPriorities: false,
@@ -138,15 +147,20 @@ export function createCacheTtlAdaptivePolicy(
     pinVictimRank: latestProgramFirst,
     onProgramEnded(program) {
       finals.add(program.contextTokens);
+      const lifeS = (program.lastFinishS ?? program.firstArrivalS) - program.firstArrivalS;
+      lifetimeS += lifeS;
+      heldS += Math.max(0, lifeS - program.unheldS);
     },
   };
-  const counted = options.counts === "every-active" ? isActive : holdsMemory;
+  const counted = options.counts === "holding-memory" ? holdsMemory : isActive;
   if (options.admission !== "off") {
     policy.admitsNewProgram = (request: Request, program: Program, ctx: PolicyContext) => {
+      const weight = options.counts === "duty-weighted" ? heldShare() : 1;
+      const capacity = ctx.kvCapacityTokens / weight;
       let workingSet = footprint(request.promptTokens);
       for (const other of ctx.programs()) {
         if (other !== program && counted(other)) workingSet += footprint(other.contextTokens);
-        if (workingSet > ctx.kvCapacityTokens) return false;
+        if (workingSet > capacity) return false;
       }
       return true;
     };

@@ -30,6 +30,7 @@ const FACTORIES = {
   "cachettl-adaptive:expected-final": () =>
     adaptiveVariant({ admission: "expected-final" }, "expected-final"),
   "cachettl-adaptive:every-active": () => adaptiveVariant({ counts: "every-active" }, "every-active"),
+  "cachettl-adaptive:holding-memory": () => adaptiveVariant({ counts: "holding-memory" }, "holding-memory"),
   "cachettl-adaptive:p90-pins": () => adaptiveVariant({ ttl: "tool-p90" }, "p90-pins"),
 } satisfies Record<string, () => SchedulingPolicy>;
 
