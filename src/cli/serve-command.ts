@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { EngineService } from "../engine/engine-api.js";
 import type { LlamaEngineOptions } from "../engine/engine-factory.js";
@@ -24,7 +25,8 @@ export interface ServeCliOptions {
   diskOffloadGb?: number;
   host: string;
   port: number;
-  apiKey?: string;
+  apiKey: string[];
+  apiKeysFile?: string;
   servedModelName: string[];
   record?: string;
   profile?: string;
@@ -61,6 +63,27 @@ function gpuLayers(value: string): number | "all" | "auto" {
   if (!Number.isInteger(n) || n < 0)
     throw new InvalidArgumentError(`expected a layer count, all or auto, got "${value}"`);
   return n;
+}
+
+/** Keys from --api-key, --api-keys-file, else CONTINUUM_API_KEY; none: an open server. */
+function apiKeysOf(o: ServeCliOptions): string[] {
+  const keys = [...o.apiKey];
+  if (o.apiKeysFile) {
+    let text: string;
+    try {
+      text = readFileSync(o.apiKeysFile, "utf8");
+    } catch (error) {
+      throw new Error(`--api-keys-file ${o.apiKeysFile}: ${(error as Error).message}`);
+    }
+    const fromFile = text
+      .split("\n")
+      .map((line) => line.trim())
+      .filter((line) => line !== "" && !line.startsWith("#"));
+    if (fromFile.length === 0) throw new Error(`--api-keys-file ${o.apiKeysFile} holds no key`);
+    keys.push(...fromFile);
+  }
+  const fromEnv = process.env["CONTINUUM_API_KEY"];
+  return keys.length === 0 && fromEnv ? [fromEnv] : keys;
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -121,7 +144,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       engine,
       host: o.host,
       port: o.port,
-      apiKey: o.apiKey ?? process.env["CONTINUUM_API_KEY"] ?? null,
+      apiKeys: apiKeysOf(o),
       servedModelNames: o.servedModelName.slice(1),
     });
   } catch (error) {
@@ -215,7 +238,13 @@ export function serveCommand(): Command {
     .option("--disk-offload-gb <gb>", "disk KV tier size (GiB; needs --disk-offload-dir)", nonNegativeNumber)
     .option("--host <host>", "address to bind", "127.0.0.1")
     .option("--port <port>", "port to listen on", port, 8000)
-    .option("--api-key <key>", "require Authorization: Bearer <key> on /v1 (default: env CONTINUUM_API_KEY)")
+    .option(
+      "--api-key <key>",
+      "require Authorization: Bearer <key> on /v1; repeat for several tenants, whose programs and cached KV never mix (default: env CONTINUUM_API_KEY)",
+      collect,
+      [],
+    )
+    .option("--api-keys-file <file>", "more API keys, one per line (a tenant each; # comments)")
     .option(
       "--served-model-name <name>",
       "model name clients use (repeatable; the first is the model id, the others aliases)",

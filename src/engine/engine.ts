@@ -1,6 +1,7 @@
 import { type Clock, RealClock } from "../core/clock.js";
 import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
 import { GIB, tierConfigs } from "../core/kv/offload-tiers.js";
+import { ROOT_HASH, saltedRootHash } from "../core/kv/prefix-hash.js";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { SchedulingPolicy } from "../core/policy.js";
 import type { EventRecorder } from "../core/recorder/recorder.js";
@@ -293,7 +294,11 @@ export class Engine implements EngineService {
         "prompt_too_long",
       );
     }
-    const content = new TokenIdContent(Array.from(ids), this.blockSizeTokens);
+    const content = new TokenIdContent(
+      Array.from(ids),
+      this.blockSizeTokens,
+      spec.cacheSalt ? saltedRootHash(spec.cacheSalt) : ROOT_HASH,
+    );
     const channel = new EventChannel<GenerateEvent>(() => this.abortRequest(spec.requestId));
     if (signal.aborted) {
       channel.push(this.abortedBeforeStart(ids.length));

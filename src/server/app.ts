@@ -3,7 +3,7 @@
  * models, health and Prometheus metrics. Every error leaves through one handler as OpenAI's error
  * body.
  */
-import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { EngineService } from "../engine/engine-api.js";
@@ -12,11 +12,15 @@ import { completions } from "./completions.js";
 import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
 import { type AppEnv, InflightRequests, unixSeconds } from "./generation.js";
 import { ServerMetrics } from "./metrics.js";
+import { scopeToTenant } from "./program-fields.js";
 
 export interface AppOptions {
   readonly engine: EngineService;
-  /** Bearer token required on /v1/*; null or empty: open */
-  readonly apiKey?: string | null;
+  /**
+   * Bearer tokens accepted on /v1/*, one per tenant (none: open). With two or more, each key is a tenant
+   * of its own: program ids and cached KV never cross tenants.
+   */
+  readonly apiKeys?: readonly string[];
   /** extra names clients may use for the model (the engine's id is always served) */
   readonly servedModelNames?: readonly string[];
   /** largest accepted request body (default 32 MiB) */
@@ -65,7 +69,11 @@ export function createApp(options: AppOptions): ContinuumApp {
     engine.modelId,
     ...(options.servedModelNames ?? []).filter((n) => n !== engine.modelId),
   ];
-  const apiKeyDigest = options.apiKey ? digest(options.apiKey) : null;
+  const keys = [...new Set(options.apiKeys ?? [])].filter((key) => key.length > 0);
+  // Looked up by SHA-256 digest: comparing digests leaks nothing useful about a key.
+  const tenantOfDigest = new Map(
+    keys.map((key, i) => [digest(key).toString("hex"), keys.length > 1 ? `tenant-${i + 1}` : null]),
+  );
   const logError = options.logError ?? ((message: string) => process.stderr.write(`${message}\n`));
   let draining = false;
   let drainingPrograms = false;
@@ -99,10 +107,11 @@ export function createApp(options: AppOptions): ContinuumApp {
   );
 
   app.use("*", async (c, next) => {
-    if (apiKeyDigest === null || OPEN_PATHS.has(c.req.path)) return next();
+    if (tenantOfDigest.size === 0 || OPEN_PATHS.has(c.req.path)) return next();
     const header = c.req.header("authorization") ?? "";
     const match = /^Bearer\s+(.+)$/i.exec(header.trim());
-    if (!match || !timingSafeEqual(digest(match[1]!), apiKeyDigest)) {
+    const tenant = match ? tenantOfDigest.get(digest(match[1] as string).toString("hex")) : undefined;
+    if (tenant === undefined) {
       throw new ApiError(
         401,
         "Incorrect or missing API key (send Authorization: Bearer <key>).",
@@ -110,6 +119,7 @@ export function createApp(options: AppOptions): ContinuumApp {
         "invalid_api_key",
       );
     }
+    c.set("tenant", tenant);
     return next();
   });
 
@@ -175,7 +185,8 @@ export function createApp(options: AppOptions): ContinuumApp {
   // A router's finish-session: the program's pinned KV is released now, not when its TTL runs out.
   app.delete("/v1/programs/:id", (c) => {
     const id = c.req.param("id");
-    if (!engine.endProgram(id)) {
+    const scoped = scopeToTenant(c.get("tenant") ?? null, id, null).programId as string;
+    if (!engine.endProgram(scoped)) {
       throw new ApiError(404, `no live program ${JSON.stringify(id)}`, "invalid_request_error", "not_found");
     }
     return c.json({ id, object: "program", deleted: true });

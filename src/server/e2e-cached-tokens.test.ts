@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import OpenAI from "openai";
 import { llamaSkip, startLlamaServer } from "../cli/test-support/llama-server.js";
 
 const FLAGS = [
@@ -83,6 +84,48 @@ describe("cached_tokens after the engine dropped a sequence (real engine, tiny m
       assert.equal(
         m["continuum:prefix_cache_queries_total"],
         sum((r) => r.promptTokens),
+      );
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("tenants: another API key's cached prompt is never reused, so cached_tokens cannot probe it", async () => {
+    const s = await startLlamaServer(
+      [...FLAGS, "--max-seq-slots", "4", "--api-key", "key-a", "--api-key", "key-b"],
+      {
+        apiKey: "key-a",
+      },
+    );
+    try {
+      const tenantB = new OpenAI({ baseURL: `${s.server.url}/v1`, apiKey: "key-b", maxRetries: 0 });
+      const cached = async (client: OpenAI, text: string, extra: object = {}) => {
+        const response = await client.completions.create({
+          model: s.model,
+          prompt: text,
+          max_tokens: 2,
+          temperature: 0,
+          ...extra,
+        });
+        return (
+          (response.usage as { prompt_tokens_details?: { cached_tokens?: number } }).prompt_tokens_details
+            ?.cached_tokens ?? 0
+        );
+      };
+      const secret = (pin: string) =>
+        `${prompt("payroll", 40)} the door code is ${pin} ${prompt("tail", 30)}`;
+      await cached(s.openai, secret("4721"));
+      assert.ok((await cached(s.openai, secret("4721"))) > 0, "A's own repeat reuses its KV");
+      // B's first guess finds nothing of A's; later guesses reuse B's own earlier text up to the digits,
+      // and the right guess no more than a wrong one.
+      assert.equal(await cached(tenantB, secret("1234")), 0);
+      const wrong = await cached(tenantB, secret("9999"));
+      const right = await cached(tenantB, secret("4721"));
+      assert.equal(right, wrong, "B learns nothing from cached_tokens");
+      assert.equal(
+        await cached(s.openai, secret("4721"), { cache_salt: "user-9" }),
+        0,
+        "cache_salt scopes reuse",
       );
     } finally {
       await s.close();

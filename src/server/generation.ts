@@ -54,7 +54,8 @@ export class InflightRequests {
 /** Hono environment of the API: node's request/response, and the exchange the server tracks. */
 export interface AppEnv {
   Bindings: Partial<HttpBindings>;
-  Variables: { exchange?: Exchange };
+  /** tenant: which API key the request came with (null on an open server) */
+  Variables: { exchange?: Exchange; tenant?: string | null };
 }
 
 export interface GenerationDeps {

@@ -156,7 +156,7 @@ describe("openai SDK", () => {
         reject: (r) =>
           r.prompt.includes("busy") ? new EngineRejection("queue full", "overloaded", 4) : null,
       },
-      { apiKey: "k" },
+      { apiKeys: ["k"] },
       async (t) => {
         await assert.rejects(
           client(t.url, "wrong").chat.completions.create({ model: "fake-model", messages }),

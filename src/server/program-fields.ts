@@ -1,6 +1,6 @@
 import type { RetentionHints } from "../core/client-hints.js";
 import { ApiError } from "./errors.js";
-import type { CommonBody } from "./schemas.js";
+import { type CommonBody, MAX_ID_CHARS } from "./schemas.js";
 
 /** Which agent program a request belongs to, and what its client declares about this turn. */
 export interface ProgramFields {
@@ -67,6 +67,13 @@ function programIdSources(body: CommonBody, header: HeaderReader): [string, stri
  */
 export function programFields(body: CommonBody, header: HeaderReader): ProgramFields {
   const given = programIdSources(body, header).filter((s): s is [string, string] => s[1] !== null);
+  const tooLong = given.find(([, id]) => id.length > MAX_ID_CHARS);
+  if (tooLong) {
+    throw ApiError.badRequest(
+      `${tooLong[0]} has ${tooLong[1].length} characters; program ids may have at most ${MAX_ID_CHARS}`,
+      tooLong[0],
+    );
+  }
   const first = given[0];
   const conflict = given.find(([, id]) => id !== first?.[1]);
   if (first && conflict) {
@@ -83,5 +90,22 @@ export function programFields(body: CommonBody, header: HeaderReader): ProgramFi
       body.is_last_step ?? (headerLast === undefined ? false : booleanHeader(headerLast, "X-Last-Step")),
     toolHint: hint ? hint : null,
     retentionHints: retentionHints(body),
+  };
+}
+
+/**
+ * Tenants never share programs or cached KV: the engine sees a program id and a prefix-cache salt scoped
+ * by the tenant (the API key the request came with), and the client's `cache_salt` scopes reuse further
+ * inside a tenant. An open server (no API keys) is one tenant and keeps ids as sent.
+ */
+export function scopeToTenant(
+  tenant: string | null,
+  programId: string | null,
+  cacheSalt: string | null | undefined,
+): { programId: string | null; cacheSalt: string | null } {
+  const salt = [tenant, cacheSalt].filter((part) => part !== null && part !== undefined).join("\u0000");
+  return {
+    programId: programId === null || tenant === null ? programId : `${tenant}/${programId}`,
+    cacheSalt: salt === "" ? null : salt,
   };
 }

@@ -84,6 +84,13 @@ export type ResponseFormatInput = z.infer<typeof responseFormat>;
 const nonNegativeInt = z.number().int().min(0);
 
 /** Sampling and program fields shared by both completion endpoints. */
+/** Longest program id or cache salt accepted: ids are kept per live program, so they must stay small. */
+export const MAX_ID_CHARS = 256;
+const programId = z.union([
+  z.string().max(MAX_ID_CHARS, `must be at most ${MAX_ID_CHARS} characters`),
+  z.number(),
+]);
+
 const common = {
   model: z.string().nullish(),
   stream: z.boolean().nullish(),
@@ -104,13 +111,10 @@ const common = {
   /** vLLM extension, sent by mini-swe-agent: keep generating through end-of-generation tokens */
   ignore_eos: z.boolean().nullish(),
   // Agent-program fields, top-level as the CacheTTL fork and its clients (extra_body) send them.
-  job_id: z.union([z.string(), z.number()]).nullish(),
-  program_id: z.union([z.string(), z.number()]).nullish(),
-  session_id: z.union([z.string(), z.number()]).nullish(),
-  session_params: z
-    .object({ session_id: z.union([z.string(), z.number()]).nullish() })
-    .passthrough()
-    .nullish(),
+  job_id: programId.nullish(),
+  program_id: programId.nullish(),
+  session_id: programId.nullish(),
+  session_params: z.object({ session_id: programId.nullish() }).passthrough().nullish(),
   is_last_step: z.boolean().nullish(),
   this_func_call: z.string().nullish(),
   // Retention hints: Anthropic-style cache control (Dynamo's agentic cache control has the same shape,
@@ -118,6 +122,8 @@ const common = {
   cache_control: cacheControl.nullish(),
   nvext: z.object({ cache_control: cacheControl.nullish() }).passthrough().nullish(),
   expected_tool_duration_s: z.number().min(0).nullish(),
+  /** vLLM's prefix-cache isolation: requests share cached KV only when their salts are equal */
+  cache_salt: z.string().min(1).max(MAX_ID_CHARS).nullish(),
   /** accepted for compatibility with the fork's protocol; the server tracks it itself */
   last_func_call: z.string().nullish(),
 };

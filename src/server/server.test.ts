@@ -624,7 +624,7 @@ describe("robustness", () => {
   });
 
   test("--api-key: Bearer required on /v1, /health and /metrics stay open", async () => {
-    await withServer({}, { apiKey: "sekrit" }, async (t) => {
+    await withServer({}, { apiKeys: ["sekrit"] }, async (t) => {
       const missing = await expectError(await t.post("/v1/chat/completions", chat()), 401);
       assert.equal(missing.error.code, "invalid_api_key");
       await expectError(await t.post("/v1/chat/completions", chat(), { Authorization: "Bearer nope" }), 401);
@@ -636,6 +636,48 @@ describe("robustness", () => {
       const metrics = await fetch(`${t.url}/metrics`);
       assert.equal(metrics.status, 200);
       await metrics.text();
+    });
+  });
+
+  test("several API keys are tenants: the same program id is another program, cached KV is salted apart", async () => {
+    await withServer({}, { apiKeys: ["key-a", "key-b"] }, async (t) => {
+      const as = (key: string, body: object) =>
+        t.post("/v1/chat/completions", { ...chat(), ...body }, { Authorization: `Bearer ${key}` });
+      for (const response of [
+        await as("key-a", { job_id: "build-7" }),
+        await as("key-b", { job_id: "build-7", is_last_step: true }),
+        await as("key-a", { job_id: "build-7", cache_salt: "user-1" }),
+      ]) {
+        assert.equal(response.status, 200);
+        await response.json();
+      }
+      const [a, b, aSalted] = t.engine.requests;
+      assert.notEqual(a?.programId, b?.programId, "B's last step cannot end A's program");
+      assert.equal(a?.programId, aSalted?.programId);
+      assert.equal(new Set([a?.cacheSalt, b?.cacheSalt, aSalted?.cacheSalt]).size, 3);
+      const deleted = await fetch(`${t.url}/v1/programs/build-7`, {
+        method: "DELETE",
+        headers: { Authorization: "Bearer key-b" },
+      });
+      assert.equal(deleted.status, 200, "B ends its own build-7");
+      assert.deepEqual(t.engine.endedPrograms, [b?.programId]);
+    });
+  });
+
+  test("program ids longer than 256 characters are refused with a 400 naming the field", async () => {
+    await withServer({}, {}, async (t) => {
+      const long = "x".repeat(257);
+      const inBody = await expectError(
+        await t.post("/v1/chat/completions", { ...chat(), job_id: long }),
+        400,
+      );
+      assert.match(inBody.error.message, /job_id/);
+      const inHeader = await expectError(
+        await t.post("/v1/chat/completions", chat(), { "X-Session-ID": long }),
+        400,
+      );
+      assert.match(inHeader.error.message, /X-Session-ID has 257 characters/);
+      assert.equal(t.engine.requests.length, 0);
     });
   });
 

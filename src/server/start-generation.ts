@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { GenerateRequest } from "../engine/engine-api.js";
 import type { RequestContext } from "./chat-completions.js";
 import { type AppEnv, Generation } from "./generation.js";
-import { programFields } from "./program-fields.js";
+import { programFields, scopeToTenant } from "./program-fields.js";
 import { samplingParams } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
 
@@ -21,9 +21,11 @@ export async function startGeneration(
   const promptTokens = ctx.engine.countTokens(prompt);
   const sampling = samplingParams(body, maxTokens, promptTokens, ctx.engine.maxContextTokens, grammar);
   const requestId = ctx.newRequestId(c);
+  const fields = programFields(body, (name) => c.req.header(name));
   const request: GenerateRequest = {
     requestId,
-    ...programFields(body, (name) => c.req.header(name)),
+    ...fields,
+    ...scopeToTenant(c.get("tenant") ?? null, fields.programId, body.cache_salt),
     prompt,
     sampling,
   };

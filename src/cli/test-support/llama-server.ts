@@ -36,7 +36,10 @@ export interface LlamaServer {
  * Starts `continuum serve --builtin-model tiny --threads 1 --port 0 --record <tmp> ...flags`.
  * Always pair with close() (in a finally).
  */
-export async function startLlamaServer(flags: readonly string[]): Promise<LlamaServer> {
+export async function startLlamaServer(
+  flags: readonly string[],
+  { apiKey = "unused" }: { apiKey?: string } = {},
+): Promise<LlamaServer> {
   const dir = await mkdtemp(join(tmpdir(), "continuum-e2e-"));
   const record = join(dir, "events.jsonl");
   const argv = [
@@ -70,7 +73,7 @@ export async function startLlamaServer(flags: readonly string[]): Promise<LlamaS
   const running: RunningServer = server;
   const openai = new OpenAI({
     baseURL: `${running.url}/v1`,
-    apiKey: "unused",
+    apiKey,
     maxRetries: 0,
     timeout: 30_000,
   });

@@ -18,6 +18,7 @@ await runServe(
     host: "127.0.0.1",
     port: 0,
     servedModelName: [],
+    apiKey: [],
     flashAttn: true,
     drainTimeout: 30,
   },

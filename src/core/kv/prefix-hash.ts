@@ -35,3 +35,10 @@ export function hashTokenBlock(
   for (let i = start; i < end; i++) h = extendHash(h, tokens[i] as number);
   return h === ROOT_HASH ? 1 : h;
 }
+
+/** A hash-chain root of its own for a salt: blocks under different salts never match. */
+export function saltedRootHash(salt: string): number {
+  let h = extendHash(ROOT_HASH, salt.length);
+  for (let i = 0; i < salt.length; i++) h = extendHash(h, salt.charCodeAt(i));
+  return h === ROOT_HASH ? 1 : h;
+}

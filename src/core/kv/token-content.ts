@@ -15,9 +15,11 @@ export class TokenIdContent implements TokenContent {
   private readonly tokens: number[];
   private readonly hashes: number[] = [];
 
+  /** rootHash: where the hash chain starts; a salted root keeps this content's blocks apart from others' */
   constructor(
     promptTokenIds: readonly number[],
     private readonly blockSizeTokens: number,
+    private readonly rootHash: number = ROOT_HASH,
   ) {
     this.tokens = promptTokenIds.slice();
   }
@@ -39,7 +41,7 @@ export class TokenIdContent implements TokenContent {
       const i = this.hashes.length;
       const end = (i + 1) * this.blockSizeTokens;
       if (end > this.tokens.length) throw new Error(`block ${i} is not full yet`);
-      const parent = i === 0 ? ROOT_HASH : (this.hashes[i - 1] as number);
+      const parent = i === 0 ? this.rootHash : (this.hashes[i - 1] as number);
       this.hashes.push(hashTokenBlock(parent, this.tokens, i * this.blockSizeTokens, end));
     }
     return this.hashes[index] as number;
