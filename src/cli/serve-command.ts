@@ -31,6 +31,7 @@ export interface ServeCliOptions {
   record?: string;
   profile?: string;
   maxWaiting?: number;
+  maxPrograms?: number;
   threads?: number;
   threadsBatch?: number;
   flashAttn: boolean;
@@ -113,6 +114,7 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
     stepLogPath: o.stepLog,
     profilePath: o.profile,
     maxWaiting: o.maxWaiting,
+    maxPrograms: o.maxPrograms,
   };
   for (const key of Object.keys(options)) if (options[key] === undefined) delete options[key];
   return options as LlamaEngineOptions;
@@ -256,7 +258,12 @@ export function serveCommand(): Command {
     .option("--step-log <file>", "write one JSON line per engine step (`continuum analyze-steps` reads it)")
     .option(
       "--max-waiting <n>",
-      "queued requests beyond which new ones get 429 (engine default 1024)",
+      "requests that free run slots cannot take, beyond which new ones get 429 (engine default 1024)",
+      positiveInt,
+    )
+    .option(
+      "--max-programs <n>",
+      "agent programs kept at most: idle ones are forgotten early to make room, then new ones get 429 (default 65536)",
       positiveInt,
     )
     .option("--threads <n>", "CPU threads for decoding", positiveInt)

@@ -467,3 +467,22 @@ describe("Scheduler: programs", () => {
     assert.equal(scheduler.kv.pool.numFreeBlocks, 4);
   });
 });
+
+describe("bounded program table", () => {
+  it("forgets idle programs early to make room, and refuses a new program when every one is live", () => {
+    const { scheduler, clock } = loggedScheduler(vllm(), { numBlocks: 40, maxPrograms: 3 });
+    addRequest(scheduler, "a0", 16, { programId: "A", maxOutputTokens: 50 });
+    addRequest(scheduler, "b0", 16, { programId: "B", maxOutputTokens: 50 });
+    addRequest(scheduler, "c0", 16, { programId: "C" });
+    step(scheduler, clock);
+    assert.equal(scheduler.hasLiveProgram("C"), true, "C finished its turn and waits for its tool");
+    addRequest(scheduler, "d0", 16, { programId: "D", maxOutputTokens: 50 });
+    assert.equal(scheduler.hasLiveProgram("C"), false, "idle C made room for D");
+    assert.throws(
+      () => addRequest(scheduler, "e0", 16, { programId: "E" }),
+      (e: unknown) => e instanceof RequestRejectedError && e.code === "too_many_programs",
+    );
+    addRequest(scheduler, "a1", 16, { programId: "A" });
+    scheduler.checkInvariants();
+  });
+});

@@ -38,6 +38,8 @@ export interface SchedulerConfig {
   readonly ttl?: TtlEstimatorOptions;
   /** programs idle (no pin, nothing in flight) this long are forgotten */
   readonly programIdleTimeoutS?: number;
+  /** programs the scheduler keeps at most; beyond, idle ones are forgotten early, then new ones refused */
+  readonly maxPrograms?: number;
 }
 
 export interface SchedulerDeps {
@@ -47,10 +49,12 @@ export interface SchedulerDeps {
 }
 
 /** A request the scheduler refuses at the door; the server maps it to a 4xx. */
+export const DEFAULT_MAX_PROGRAMS = 65_536;
+
 export class RequestRejectedError extends Error {
   constructor(
     message: string,
-    readonly code: "duplicate_request" | "prompt_too_long" | "invalid_request",
+    readonly code: "duplicate_request" | "prompt_too_long" | "invalid_request" | "too_many_programs",
   ) {
     super(message);
     this.name = "RequestRejectedError";
@@ -127,6 +131,7 @@ export class Scheduler {
   private readonly live = new Map<string, Request>();
   private readonly ctx: { -readonly [K in keyof PolicyContext]: PolicyContext[K] };
   private readonly programIdleTimeoutS: number;
+  private readonly maxPrograms: number;
   /** pins by sacrifice order (key = -rank); entries of released pins are skipped lazily */
   private pinVictims = new MinHeap<Pin>();
   /** the head that could not fit, and the free blocks then: nothing to retry until more are free */
@@ -154,6 +159,7 @@ export class Scheduler {
     this.clock = deps.clock;
     this.recorder = deps.recorder ?? null;
     this.programIdleTimeoutS = config.programIdleTimeoutS ?? 3600;
+    this.maxPrograms = config.maxPrograms ?? DEFAULT_MAX_PROGRAMS;
     this.ctx = {
       nowS: 0,
       ttl: this.ttl,
@@ -255,6 +261,7 @@ export class Scheduler {
       // An overlapping request of a program whose "last" step already finished: it is not over yet.
       program.ended = false;
     } else if (!program || program.ended) {
+      if (!program) this.makeRoomForProgram(nowS);
       program = new Program(programId, nowS);
       this.programs.set(programId, program);
     }
@@ -906,12 +913,24 @@ export class Scheduler {
     }
   }
 
-  private forgetIdlePrograms(nowS: number): void {
+  /** The program table is bounded: idle programs leave early to make room, else the new one is refused. */
+  private makeRoomForProgram(nowS: number): void {
+    if (this.programs.size < this.maxPrograms) return;
+    this.forgetIdlePrograms(nowS, 0);
+    if (this.programs.size >= this.maxPrograms) {
+      throw new RequestRejectedError(
+        `${this.programs.size} programs hold requests or pinned KV (the limit); retry when some end`,
+        "too_many_programs",
+      );
+    }
+  }
+
+  private forgetIdlePrograms(nowS: number, idleTimeoutS = this.programIdleTimeoutS): void {
     for (const program of this.programs.values()) {
       const idle = program.pin === null && program.numWaiting === 0 && program.numRunning === 0;
       // A program whose requests were all aborted never finished one: idle since it arrived.
       const lastActiveS = program.lastFinishS ?? program.firstArrivalS;
-      if (idle && nowS - lastActiveS > this.programIdleTimeoutS) {
+      if (idle && nowS - lastActiveS >= idleTimeoutS) {
         this.programs.delete(program.id);
         this.tracker.forgetProgram(program.id);
       }

@@ -90,7 +90,8 @@ export class EngineRejection extends Error {
       | "overloaded"
       | "shutting_down"
       | "draining"
-      | "duplicate_request",
+      | "duplicate_request"
+      | "too_many_programs",
     /** seconds a client should wait before retrying (overloaded) */
     readonly retryAfterS: number | null = null,
   ) {

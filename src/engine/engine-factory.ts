@@ -63,6 +63,8 @@ export interface LlamaEngineOptions {
   readonly profilePath?: string;
   /** `--max-waiting`: queued requests beyond which new ones get 429 (default 1024). */
   readonly maxWaiting?: number;
+  /** `--max-programs`: programs kept at most (default 65536). */
+  readonly maxPrograms?: number;
   /** TTL estimator knobs (tests, experiments). */
   readonly ttl?: TtlEstimatorOptions;
 }
@@ -147,6 +149,7 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
       ...(fromProfile ? { costs: fromProfile.costs } : {}),
       ...(options.ttl ? { ttl: options.ttl } : {}),
       ...(options.maxWaiting ? { maxWaiting: options.maxWaiting } : {}),
+      ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
       ...(recorder ? { recorder } : {}),
       ...(options.stepLogPath ? { stepLog: stepLogFile(options.stepLogPath) } : {}),
     });

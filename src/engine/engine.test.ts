@@ -273,6 +273,30 @@ describe("engine over the fake runner", () => {
     rejects(() => engine.generate(request("late", "late"), signal), "shutting_down");
   });
 
+  test("--max-waiting counts what free run slots cannot take: a burst on an idle engine is accepted", async () => {
+    const engine = createFakeEngine({ policy: "vllm", maxNumSeqs: 16, maxWaiting: 8, stepDelayMs: 2 });
+    const short = (user: string) => engine.renderChat([{ role: "user", content: user }]);
+    const burst = Array.from({ length: 12 }, (_, i) => run(engine, request(`burst${i}`, short(`q ${i}`))));
+    const results = await Promise.all(burst);
+    for (const r of results) assert.equal(r.done.finishReason, "stop");
+    await engine.shutdown();
+  });
+
+  test("the prompt the server counted is tokenized once", async () => {
+    const engine = createFakeEngine({ policy: "vllm", stepDelayMs: 1 });
+    const prompt = engine.renderChat([{ role: "user", content: "count me once" }]);
+    const tokenize = engine.runner.tokenize.bind(engine.runner);
+    let calls = 0;
+    engine.runner.tokenize = (text: string) => {
+      calls++;
+      return tokenize(text);
+    };
+    engine.countTokens(prompt);
+    await run(engine, request("once", prompt));
+    assert.equal(calls, 1);
+    await engine.shutdown();
+  });
+
   test("shutdown drains in-flight requests and writes the event log atomically", async () => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-engine-"));
     try {

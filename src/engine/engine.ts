@@ -60,6 +60,8 @@ export interface EngineOptions {
   readonly ttl?: TtlEstimatorOptions;
   /** waiting requests beyond which new ones are refused as overloaded (default 1024) */
   readonly maxWaiting?: number;
+  /** programs kept at most (default 65536): idle ones are forgotten early, then new ones get 429 */
+  readonly maxPrograms?: number;
   readonly recorder?: EventRecorder;
   readonly clock?: Clock;
   /** one record per executed step (`serve --step-log`) */
@@ -152,6 +154,7 @@ export class Engine implements EngineService {
   private readonly tierStore: KvTierStore | null;
   private readonly blockSizeTokens: number;
   private readonly maxWaiting: number;
+  private lastTokenized: { readonly text: string; readonly ids: Int32Array } | null = null;
   private readonly closeRunner: boolean;
   private readonly active = new Map<string, Active>();
   private readonly batch = new RunnerBatch(1024);
@@ -219,6 +222,7 @@ export class Engine implements EngineService {
         tiers,
         costs: options.costs ?? defaultCostModel(runner.kvBytesPerToken, tierOpts),
         ...(options.ttl ? { ttl: options.ttl } : {}),
+        ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
       },
       { clock: this.clock, policy, ...(this.recorder ? { recorder: this.recorder } : {}) },
     );
@@ -254,7 +258,16 @@ export class Engine implements EngineService {
   }
 
   countTokens(text: string): number {
-    return this.runner.tokenize(text).length;
+    const ids = this.runner.tokenize(text);
+    this.lastTokenized = { text, ids };
+    return ids.length;
+  }
+
+  /** The server counts a prompt's tokens just before queueing it: that tokenization is reused. */
+  private tokenizeOnce(text: string): Int32Array {
+    const last = this.lastTokenized;
+    this.lastTokenized = null;
+    return last !== null && last.text === text ? last.ids : this.runner.tokenize(text);
   }
 
   generate(spec: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
@@ -279,14 +292,16 @@ export class Engine implements EngineService {
     if (this.active.has(spec.requestId)) {
       throw new EngineRejection(`request id ${spec.requestId} is already in flight`, "duplicate_request");
     }
-    if (this.scheduler.numWaiting >= this.maxWaiting) {
+    // Requests that free run slots will take at the next step are not waiting for long: count the rest.
+    const freeRunSlots = Math.max(0, this.scheduler.maxNumSeqs - this.scheduler.numRunning);
+    if (this.scheduler.numWaiting - freeRunSlots >= this.maxWaiting) {
       throw new EngineRejection(
-        `${this.scheduler.numWaiting} requests are waiting`,
+        `${this.scheduler.numWaiting} requests are waiting for ${freeRunSlots} free run slots`,
         "overloaded",
         Math.min(60, Math.max(1, Math.ceil(this.recentE2eS))),
       );
     }
-    const ids = this.runner.tokenize(spec.prompt);
+    const ids = this.tokenizeOnce(spec.prompt);
     if (ids.length === 0) throw new EngineRejection("the prompt is empty", "invalid_request");
     if (ids.length >= this.maxContextTokens) {
       throw new EngineRejection(

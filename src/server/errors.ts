@@ -45,6 +45,7 @@ const REJECTIONS: Readonly<
   overloaded: { status: 429, type: "rate_limit_error", defaultRetryS: 1 },
   shutting_down: { status: 503, type: "service_unavailable_error", defaultRetryS: 5 },
   draining: { status: 503, type: "service_unavailable_error", defaultRetryS: 1 },
+  too_many_programs: { status: 429, type: "rate_limit_error", defaultRetryS: 5 },
 };
 
 function zodParam(error: ZodError): string | null {

@@ -664,6 +664,23 @@ describe("robustness", () => {
     });
   });
 
+  test("a prompt far beyond the context is refused before it is tokenized", async () => {
+    await withServer({ maxContextTokens: 1000 }, {}, async (t) => {
+      let counted = 0;
+      const count = t.engine.countTokens.bind(t.engine);
+      t.engine.countTokens = (text: string) => {
+        counted++;
+        return count(text);
+      };
+      const huge = await expectError(await t.post("/v1/completions", { prompt: "ab ".repeat(20_000) }), 400);
+      assert.equal(huge.error.code, "prompt_too_long");
+      assert.equal(counted, 0);
+      const fits = await t.post("/v1/completions", { prompt: "ab ".repeat(100) });
+      assert.equal(fits.status, 200);
+      await fits.json();
+    });
+  });
+
   test("program ids longer than 256 characters are refused with a 400 naming the field", async () => {
     await withServer({}, {}, async (t) => {
       const long = "x".repeat(257);

@@ -1,10 +1,17 @@
 import type { Context } from "hono";
 import type { GenerateRequest } from "../engine/engine-api.js";
 import type { RequestContext } from "./chat-completions.js";
+import { ApiError } from "./errors.js";
 import { type AppEnv, Generation } from "./generation.js";
 import { programFields, scopeToTenant } from "./program-fields.js";
 import { samplingParams } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
+
+/**
+ * Prompts above this many UTF-8 bytes per context token are refused untokenized: text runs 3-5 bytes per
+ * token, and the long tokens some vocabularies have for runs of spaces or symbols average far below it.
+ */
+const MAX_BYTES_PER_TOKEN = 32;
 
 /**
  * What chat and text completions share once the prompt is known: its length, the sampling parameters,
@@ -18,6 +25,16 @@ export async function startGeneration(
   maxTokens: number | null | undefined,
   grammar: string | null,
 ): Promise<{ requestId: string; generation: Generation }> {
+  // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
+  // (tokenizing a 30 MB prompt blocks the event loop for seconds).
+  const bytes = Buffer.byteLength(prompt, "utf8");
+  if (bytes > MAX_BYTES_PER_TOKEN * ctx.engine.maxContextTokens) {
+    throw ApiError.badRequest(
+      `the prompt has ${bytes} bytes; at most ${MAX_BYTES_PER_TOKEN} bytes per token of the model's ${ctx.engine.maxContextTokens}-token context are accepted`,
+      "messages",
+      "prompt_too_long",
+    );
+  }
   const promptTokens = ctx.engine.countTokens(prompt);
   const sampling = samplingParams(body, maxTokens, promptTokens, ctx.engine.maxContextTokens, grammar);
   const requestId = ctx.newRequestId(c);

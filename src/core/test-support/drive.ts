@@ -34,6 +34,7 @@ export interface TestSchedulerOptions {
   readonly tiers?: readonly TierConfig[];
   /** prefill seconds per token (linear cost); default 1e-4 as in harness.ts */
   readonly prefillSPerToken?: number;
+  readonly maxPrograms?: number;
 }
 
 /**
@@ -51,6 +52,7 @@ export function loggedScheduler(policy: SchedulingPolicy, options: TestScheduler
       maxNumSeqs: options.maxNumSeqs ?? 16,
       kvBytesPerToken: 1024,
       tiers: options.tiers,
+      ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
       costs: quadraticCostModel({
         prefillQuadratic: { a: 0, b: options.prefillSPerToken ?? 1e-4, c: 0 },
         kvBytesPerToken: 1024,
