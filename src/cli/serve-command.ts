@@ -27,6 +27,7 @@ export interface ServeCliOptions {
   port: number;
   apiKey: string[];
   apiKeysFile?: string;
+  allowedOrigins?: string[];
   servedModelName: string[];
   record?: string;
   profile?: string;
@@ -147,6 +148,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       host: o.host,
       port: o.port,
       apiKeys: apiKeysOf(o),
+      allowedOrigins: o.allowedOrigins ?? [],
       servedModelNames: o.servedModelName.slice(1),
     });
   } catch (error) {
@@ -247,6 +249,15 @@ export function serveCommand(): Command {
       [],
     )
     .option("--api-keys-file <file>", "more API keys, one per line (a tenant each; # comments)")
+    .option(
+      "--allowed-origins <origins>",
+      'browser origins allowed to call the API, comma-separated ("*": any); default: no CORS',
+      (value: string) =>
+        value
+          .split(",")
+          .map((origin) => origin.trim())
+          .filter((origin) => origin.length > 0),
+    )
     .option(
       "--served-model-name <name>",
       "model name clients use (repeatable; the first is the model id, the others aliases)",

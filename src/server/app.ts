@@ -6,6 +6,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { cors } from "hono/cors";
 import type { EngineService } from "../engine/engine-api.js";
 import { chatCompletions, type RequestContext } from "./chat-completions.js";
 import { completions } from "./completions.js";
@@ -21,6 +22,8 @@ export interface AppOptions {
    * of its own: program ids and cached KV never cross tenants.
    */
   readonly apiKeys?: readonly string[];
+  /** browser origins allowed to call the API (CORS, as vLLM's --allowed-origins); "*": any; none: no CORS */
+  readonly allowedOrigins?: readonly string[];
   /** extra names clients may use for the model (the engine's id is always served) */
   readonly servedModelNames?: readonly string[];
   /** largest accepted request body (default 32 MiB) */
@@ -106,6 +109,28 @@ export function createApp(options: AppOptions): ContinuumApp {
     ),
   );
 
+  const origins = options.allowedOrigins ?? [];
+  if (origins.length > 0) {
+    // Before authentication: a browser's preflight carries no Authorization header.
+    app.use(
+      "*",
+      cors({
+        origin: origins.includes("*") ? "*" : [...origins],
+        allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
+        allowHeaders: [
+          "Authorization",
+          "Content-Type",
+          "X-Request-Id",
+          "X-Program-Id",
+          "X-Session-ID",
+          "X-Last-Step",
+        ],
+        exposeHeaders: ["X-Request-Id", "Retry-After"],
+        maxAge: 600,
+      }),
+    );
+  }
+
   app.use("*", async (c, next) => {
     if (tenantOfDigest.size === 0 || OPEN_PATHS.has(c.req.path)) return next();
     const header = c.req.header("authorization") ?? "";
@@ -168,20 +193,29 @@ export function createApp(options: AppOptions): ContinuumApp {
 
   app.post("/v1/chat/completions", (c) => chatCompletions(c, ctx));
   app.post("/v1/completions", (c) => completions(c, ctx));
-  app.get("/v1/models", (c) =>
-    c.json({
-      object: "list",
-      data: modelNames.map((id) => ({
-        id,
-        object: "model",
-        created: unixSeconds(),
-        owned_by: "continuum",
-        root: engine.modelId,
-        parent: null,
-        max_model_len: engine.maxContextTokens,
-      })),
-    }),
-  );
+  const modelObject = (id: string) => ({
+    id,
+    object: "model",
+    created: unixSeconds(),
+    owned_by: "continuum",
+    root: engine.modelId,
+    parent: null,
+    max_model_len: engine.maxContextTokens,
+  });
+  app.get("/v1/models", (c) => c.json({ object: "list", data: modelNames.map(modelObject) }));
+  app.get("/v1/models/:id{.+}", (c) => {
+    const id = c.req.param("id");
+    if (!modelNames.includes(id)) {
+      throw new ApiError(
+        404,
+        `The model ${JSON.stringify(id)} does not exist; this server serves ${modelNames.map((n) => JSON.stringify(n)).join(", ")}`,
+        "invalid_request_error",
+        "model_not_found",
+        "model",
+      );
+    }
+    return c.json(modelObject(id));
+  });
   // A router's finish-session: the program's pinned KV is released now, not when its TTL runs out.
   app.delete("/v1/programs/:id", (c) => {
     const id = c.req.param("id");

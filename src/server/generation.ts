@@ -64,18 +64,20 @@ export interface GenerationDeps {
 }
 
 /**
- * One engine request, started and waited on until its first event, so that a rejection still
- * becomes an HTTP error status. Its events follow in `events()`; the client going away (request
- * signal, or the response stream cancelled) aborts it.
+ * One engine request. The engine refuses a request synchronously (an HTTP error status); a JSON response
+ * also waits for the first event here, while a stream starts at once so its headers go out before the
+ * request leaves the queue. Its events follow in `events()`; the client going away (request signal, or
+ * the response stream cancelled) aborts it, and an abort nobody saw the end of is still counted.
  */
 export class Generation {
   private released = false;
   private finished = false;
+  private abandonCounted = false;
 
   private constructor(
     private readonly deps: GenerationDeps,
     private readonly controller: AbortController,
-    private readonly first: IteratorResult<GenerateEvent>,
+    private readonly first: IteratorResult<GenerateEvent> | null,
     private readonly iterator: AsyncIterator<GenerateEvent>,
     private readonly detach: () => void,
   ) {}
@@ -84,6 +86,7 @@ export class Generation {
     deps: GenerationDeps,
     c: Context<AppEnv>,
     request: GenerateRequest,
+    waitForFirstEvent = true,
   ): Promise<Generation> {
     const controller = new AbortController();
     const exchange = c.get("exchange");
@@ -95,7 +98,7 @@ export class Generation {
     const detach = () => clientSignal.removeEventListener("abort", onClientGone);
     try {
       const iterator = deps.engine.generate(request, controller.signal)[Symbol.asyncIterator]();
-      const first = await iterator.next();
+      const first = waitForFirstEvent ? await iterator.next() : null;
       return new Generation(deps, controller, first, iterator, detach);
     } catch (error) {
       detach();
@@ -106,18 +109,33 @@ export class Generation {
 
   /** Stops the engine request (the client went away). */
   abort(reason = "client disconnected"): void {
-    if (!this.finished) this.controller.abort(new Error(reason));
+    if (this.finished) return;
+    this.controller.abort(new Error(reason));
+    this.countAbandoned();
+  }
+
+  private countAbandoned(): void {
+    if (this.abandonCounted) return;
+    this.abandonCounted = true;
+    this.deps.metrics.observeAbandoned();
   }
 
   /** The engine's events, first one included; ends the request however the loop is left. */
   async *events(): AsyncGenerator<GenerateEvent> {
     try {
-      let next = this.first;
+      let next = this.first ?? (await this.iterator.next());
+      let lastDeltaMs: number | null = null;
       while (!next.done) {
         const event = next.value;
+        if (event.type === "delta") {
+          const nowMs = performance.now();
+          if (lastDeltaMs !== null) this.deps.metrics.observeInterToken((nowMs - lastDeltaMs) / 1000);
+          lastDeltaMs = nowMs;
+        }
         if (event.type === "done") {
           this.finished = true;
-          this.deps.metrics.observeDone(event);
+          // A client that left was counted as an abort already.
+          if (!this.abandonCounted) this.deps.metrics.observeDone(event);
         }
         yield event;
         if (this.finished) return;
@@ -140,6 +158,7 @@ export class Generation {
     if (!this.finished) {
       this.controller.abort(new Error("response ended early"));
       this.iterator.return?.().catch(() => {});
+      this.countAbandoned();
     }
     this.detach();
   }

@@ -13,6 +13,10 @@ type DoneEvent = Extract<GenerateEvent, { type: "done" }>;
 const TTFT_BUCKETS = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640,
 ];
+// vLLM's buckets for time per output token and inter-token latency.
+const TOKEN_INTERVAL_BUCKETS = [
+  0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
+];
 const LATENCY_BUCKETS = [
   0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920,
 ];
@@ -20,6 +24,8 @@ const LATENCY_BUCKETS = [
 export class ServerMetrics {
   readonly registry = new Registry();
   private readonly ttft: Histogram;
+  private readonly tpot: Histogram;
+  private readonly interToken: Histogram;
   private readonly e2e: Histogram;
   private readonly queue: Histogram;
   private readonly promptTokens: Counter;
@@ -74,6 +80,18 @@ export class ServerMetrics {
       buckets: TTFT_BUCKETS,
       registers,
     });
+    this.tpot = new Histogram({
+      name: "continuum:request_time_per_output_token_seconds",
+      help: "Per request: time from the first output token to the last, over the tokens after the first (TPOT).",
+      buckets: TOKEN_INTERVAL_BUCKETS,
+      registers,
+    });
+    this.interToken = new Histogram({
+      name: "continuum:inter_token_latency_seconds",
+      help: "Time between consecutive streamed output pieces of a request.",
+      buckets: TOKEN_INTERVAL_BUCKETS,
+      registers,
+    });
     this.e2e = new Histogram({
       name: "continuum:e2e_request_latency_seconds",
       help: "End-to-end request latency.",
@@ -117,12 +135,24 @@ export class ServerMetrics {
 
   observeDone(done: DoneEvent): void {
     if (done.ttftS !== null) this.ttft.observe(done.ttftS);
+    if (done.ttftS !== null && done.usage.completionTokens > 1) {
+      this.tpot.observe((done.e2eS - done.ttftS) / (done.usage.completionTokens - 1));
+    }
     this.e2e.observe(done.e2eS);
     this.queue.observe(done.queueS);
     this.promptTokens.inc(done.usage.promptTokens);
     this.generationTokens.inc(done.usage.completionTokens);
     this.cachedTokens.inc(done.usage.cachedTokens);
     this.finished.inc({ finished_reason: done.finishReason satisfies FinishReason });
+  }
+
+  observeInterToken(seconds: number): void {
+    this.interToken.observe(seconds);
+  }
+
+  /** A request whose client left before its end was read (a stream closed while queued or generating). */
+  observeAbandoned(): void {
+    this.finished.inc({ finished_reason: "abort" satisfies FinishReason });
   }
 
   observeRejected(code: string): void {

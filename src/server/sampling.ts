@@ -65,13 +65,18 @@ export function samplingParams(
   }
   const maxTokens = requestedMaxTokens ?? room;
   if (maxTokens > room) {
+    // Name the field the client sent: chat clients may send OpenAI's newer max_completion_tokens.
+    const field =
+      (body as { max_completion_tokens?: number | null }).max_completion_tokens != null
+        ? "max_completion_tokens"
+        : "max_tokens";
     throw new ApiError(
       400,
       `This model's maximum context length is ${maxContextTokens} tokens; the prompt has ${promptTokens} tokens ` +
-        `and ${maxTokens} completion tokens were requested. Reduce the prompt or max_tokens.`,
+        `and ${maxTokens} completion tokens were requested. Reduce the prompt or ${field}.`,
       "invalid_request_error",
       "context_length_exceeded",
-      "max_tokens",
+      field,
     );
   }
   const topK = body.top_k ?? 0;

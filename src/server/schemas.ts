@@ -49,12 +49,34 @@ export const chatMessageSchema = z.discriminatedUnion("role", [
 ]);
 export type ChatMessageInput = z.infer<typeof chatMessageSchema>;
 
+/** Deepest JSON nesting accepted in a tool's parameters (real schemas nest a handful of levels). */
+export const MAX_SCHEMA_DEPTH = 64;
+
+/** How deep objects and arrays nest in a parsed JSON value, without recursion (so no stack overflow). */
+export function nestingDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop() as [unknown, number];
+    if (node === null || typeof node !== "object") continue;
+    deepest = Math.max(deepest, depth + 1);
+    if (deepest > MAX_SCHEMA_DEPTH) return deepest;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
 export const toolSchema = z.object({
   type: z.literal("function"),
   function: z.object({
     name: z.string().min(1),
     description: z.string().nullish(),
-    parameters: z.record(z.string(), z.unknown()).nullish(),
+    parameters: z
+      .record(z.string(), z.unknown())
+      .refine((schema) => nestingDepth(schema) <= MAX_SCHEMA_DEPTH, {
+        message: `nests deeper than ${MAX_SCHEMA_DEPTH} levels`,
+      })
+      .nullish(),
     strict: z.boolean().nullish(),
   }),
 });

@@ -681,6 +681,127 @@ describe("robustness", () => {
     });
   });
 
+  test("a tool whose parameters nest thousands of levels deep is a 400, never a 500", async () => {
+    await withServer({}, {}, async (t) => {
+      // Written as text: JSON.stringify itself cannot go this deep.
+      const levels = 20_000;
+      const deep = `${'{"type":"object","properties":{"x":'.repeat(levels)}{"type":"string"}${"}}".repeat(levels)}`;
+      for (const toolChoice of ["auto", "required"]) {
+        const body = await expectError(
+          await t.post(
+            "/v1/chat/completions",
+            `{"messages":[{"role":"user","content":"hi"}],"tool_choice":"${toolChoice}","tools":[{"type":"function","function":{"name":"f","parameters":${deep}}}]}`,
+          ),
+          400,
+        );
+        assert.match(body.error.message, /nests deeper than 64 levels/);
+      }
+    });
+  });
+
+  test("GET /v1/models/{id}: the served model, or a 404 naming what is served", async () => {
+    await withServer({}, { servedModelNames: ["alias/with-slash"] }, async (t) => {
+      const models = (await (await fetch(`${t.url}/v1/models`)).json()) as Json;
+      const id = models.data[0].id as string;
+      const one = (await (await fetch(`${t.url}/v1/models/${id}`)).json()) as Json;
+      assert.deepEqual({ ...one, created: 0 }, { ...models.data[0], created: 0 });
+      assert.equal(
+        ((await (await fetch(`${t.url}/v1/models/alias/with-slash`)).json()) as Json).id,
+        "alias/with-slash",
+      );
+      const missing = await expectError(await fetch(`${t.url}/v1/models/gpt-9`), 404, "model");
+      assert.equal(missing.error.code, "model_not_found");
+    });
+  });
+
+  test("an over-long completion names the field the client sent", async () => {
+    await withServer({ maxContextTokens: 100 }, {}, async (t) => {
+      const newer = await expectError(
+        await t.post("/v1/chat/completions", chat({ max_completion_tokens: 1000 })),
+        400,
+        "max_completion_tokens",
+      );
+      assert.match(newer.error.message, /Reduce the prompt or max_completion_tokens/);
+      await expectError(await t.post("/v1/chat/completions", chat({ max_tokens: 1000 })), 400, "max_tokens");
+    });
+  });
+
+  test("--allowed-origins: preflight and responses carry CORS headers for allowed origins only", async () => {
+    await withServer({}, { allowedOrigins: ["https://ui.example"], apiKeys: ["k"] }, async (t) => {
+      const preflight = await fetch(`${t.url}/v1/chat/completions`, {
+        method: "OPTIONS",
+        headers: {
+          Origin: "https://ui.example",
+          "Access-Control-Request-Method": "POST",
+          "Access-Control-Request-Headers": "authorization,content-type",
+        },
+      });
+      assert.equal(preflight.status, 204);
+      assert.equal(preflight.headers.get("access-control-allow-origin"), "https://ui.example");
+      assert.match(preflight.headers.get("access-control-allow-headers") ?? "", /Authorization/i);
+      const ok = await t.post("/v1/chat/completions", chat(), {
+        Authorization: "Bearer k",
+        Origin: "https://ui.example",
+      });
+      assert.equal(ok.headers.get("access-control-allow-origin"), "https://ui.example");
+      await ok.json();
+      const other = await t.post("/v1/chat/completions", chat(), {
+        Authorization: "Bearer k",
+        Origin: "https://evil.example",
+      });
+      assert.equal(other.headers.get("access-control-allow-origin"), null);
+      await other.json();
+    });
+    await withServer({}, {}, async (t) => {
+      const preflight = await fetch(`${t.url}/v1/chat/completions`, {
+        method: "OPTIONS",
+        headers: { Origin: "https://ui.example", "Access-Control-Request-Method": "POST" },
+      });
+      assert.equal(preflight.headers.get("access-control-allow-origin"), null, "no CORS unless allowed");
+      await preflight.text();
+    });
+  });
+
+  test("a queued stream gets its headers at once; a client that leaves it is counted as an abort", async () => {
+    await withServer({ reply: () => ["a ", "b ", "c"], delayMs: 3000 }, {}, async (t) => {
+      const controller = new AbortController();
+      const started = performance.now();
+      const streaming = fetch(`${t.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(chat({ stream: true })),
+        signal: controller.signal,
+      });
+      const headers = await streaming;
+      assert.equal(headers.status, 200);
+      assert.match(headers.headers.get("content-type") ?? "", /text\/event-stream/);
+      assert.ok(performance.now() - started < 2000, "headers long before the first token (3 s)");
+      controller.abort();
+      await headers.body?.cancel().catch(() => {});
+      let aborts = 0;
+      for (let i = 0; i < 50 && aborts === 0; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        const text = await (await fetch(`${t.url}/metrics`)).text();
+        aborts = Number(
+          /continuum:request_success_total\{[^}]*finished_reason="abort"[^}]*\} (\d+)/.exec(text)?.[1] ?? 0,
+        );
+      }
+      assert.equal(aborts, 1);
+    });
+  });
+
+  test("time per output token and inter-token latency histograms", async () => {
+    await withServer({ reply: () => ["a ", "b ", "c ", "d"], delayMs: 20 }, {}, async (t) => {
+      const response = await t.post("/v1/chat/completions", chat());
+      await response.json();
+      const text = await (await fetch(`${t.url}/metrics`)).text();
+      const count = (name: string) =>
+        Number(new RegExp(`^${name}_count(?:\\{[^}]*\\})? (\\d+)`, "m").exec(text)?.[1] ?? -1);
+      assert.equal(count("continuum:request_time_per_output_token_seconds"), 1);
+      assert.equal(count("continuum:inter_token_latency_seconds"), 3);
+    });
+  });
+
   test("program ids longer than 256 characters are refused with a 400 naming the field", async () => {
     await withServer({}, {}, async (t) => {
       const long = "x".repeat(257);

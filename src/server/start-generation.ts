@@ -46,5 +46,5 @@ export async function startGeneration(
     prompt,
     sampling,
   };
-  return { requestId, generation: await Generation.start(ctx, c, request) };
+  return { requestId, generation: await Generation.start(ctx, c, request, body.stream !== true) };
 }
