@@ -18,13 +18,37 @@ const cacheControl = z.object({
     .nullish(),
 });
 
+/** Deepest JSON nesting accepted in tool parameters and call arguments (real ones nest a handful of levels). */
+export const MAX_SCHEMA_DEPTH = 64;
+
+/** How deep objects and arrays nest in a parsed JSON value, without recursion (so no stack overflow). */
+export function nestingDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop() as [unknown, number];
+    if (node === null || typeof node !== "object") continue;
+    deepest = Math.max(deepest, depth + 1);
+    if (deepest > MAX_SCHEMA_DEPTH) return deepest;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
 const toolCall = z.object({
   id: z.string().optional(),
   type: z.literal("function").optional(),
   function: z.object({
     name: z.string().min(1),
-    /** a JSON string per OpenAI; some clients send the object itself */
-    arguments: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
+    /** a JSON string per OpenAI; some clients send the object itself (re-serialized into the prompt) */
+    arguments: z
+      .union([
+        z.string(),
+        z.record(z.string(), z.unknown()).refine((args) => nestingDepth(args) <= MAX_SCHEMA_DEPTH, {
+          message: `nests deeper than ${MAX_SCHEMA_DEPTH} levels`,
+        }),
+      ])
+      .optional(),
   }),
 });
 
@@ -48,23 +72,6 @@ export const chatMessageSchema = z.discriminatedUnion("role", [
   }),
 ]);
 export type ChatMessageInput = z.infer<typeof chatMessageSchema>;
-
-/** Deepest JSON nesting accepted in a tool's parameters (real schemas nest a handful of levels). */
-export const MAX_SCHEMA_DEPTH = 64;
-
-/** How deep objects and arrays nest in a parsed JSON value, without recursion (so no stack overflow). */
-export function nestingDepth(value: unknown): number {
-  let deepest = 0;
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop() as [unknown, number];
-    if (node === null || typeof node !== "object") continue;
-    deepest = Math.max(deepest, depth + 1);
-    if (deepest > MAX_SCHEMA_DEPTH) return deepest;
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return deepest;
-}
 
 export const toolSchema = z.object({
   type: z.literal("function"),

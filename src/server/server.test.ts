@@ -699,6 +699,42 @@ describe("robustness", () => {
     });
   });
 
+  test("tool-call arguments echoed back as an object nesting thousands of levels deep are a 400, never a 500", async () => {
+    await withServer({}, {}, async (t) => {
+      const levels = 20_000;
+      const deep = `${'{"a":'.repeat(levels)}1${"}".repeat(levels)}`;
+      const body = await expectError(
+        await t.post(
+          "/v1/chat/completions",
+          `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":${deep}}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]}`,
+        ),
+        400,
+      );
+      assert.match(body.error.message, /nests deeper than 64 levels/);
+      assert.equal(t.engine.requests.length, 0);
+      // Shallow object arguments are still rendered into the prompt.
+      const ok = await t.post(
+        "/v1/chat/completions",
+        chat({
+          messages: [
+            { role: "user", content: "hi" },
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [
+                { id: "c1", type: "function", function: { name: "f", arguments: { a: { b: 1 } } } },
+              ],
+            },
+            { role: "tool", tool_call_id: "c1", content: "ok" },
+          ],
+        }),
+      );
+      assert.equal(ok.status, 200);
+      await ok.json();
+      assert.match(t.engine.requests[0]?.prompt ?? "", /"arguments": \{"a":\{"b":1\}\}/);
+    });
+  });
+
   test("GET /v1/models/{id}: the served model, or a 404 naming what is served", async () => {
     await withServer({}, { servedModelNames: ["alias/with-slash"] }, async (t) => {
       const models = (await (await fetch(`${t.url}/v1/models`)).json()) as Json;
