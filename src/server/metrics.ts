@@ -6,16 +6,17 @@
 import { Counter, Histogram, Registry } from "prom-client";
 import type { EngineService, FinishReason, GenerateEvent } from "../engine/engine-api.js";
 import { scrapedCounter, scrapedGauge } from "./scraped-metrics.js";
-import { registerVllmGauges } from "./vllm-metrics.js";
+import {
+  registerVllmGauges,
+  registerVllmTokenLatency,
+  TOKEN_INTERVAL_BUCKETS,
+  type VllmTokenLatency,
+} from "./vllm-metrics.js";
 
 type DoneEvent = Extract<GenerateEvent, { type: "done" }>;
 
 const TTFT_BUCKETS = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640,
-];
-// vLLM's buckets for time per output token and inter-token latency.
-const TOKEN_INTERVAL_BUCKETS = [
-  0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
 ];
 const LATENCY_BUCKETS = [
   0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920,
@@ -26,6 +27,7 @@ export class ServerMetrics {
   private readonly ttft: Histogram;
   private readonly tpot: Histogram;
   private readonly interToken: Histogram;
+  private readonly vllmTokenLatency: VllmTokenLatency;
   private readonly e2e: Histogram;
   private readonly queue: Histogram;
   private readonly promptTokens: Counter;
@@ -73,6 +75,7 @@ export class ServerMetrics {
     );
 
     registerVllmGauges(registers, m);
+    this.vllmTokenLatency = registerVllmTokenLatency(registers);
 
     this.ttft = new Histogram({
       name: "continuum:time_to_first_token_seconds",
@@ -136,7 +139,9 @@ export class ServerMetrics {
   observeDone(done: DoneEvent): void {
     if (done.ttftS !== null) this.ttft.observe(done.ttftS);
     if (done.ttftS !== null && done.usage.completionTokens > 1) {
-      this.tpot.observe((done.e2eS - done.ttftS) / (done.usage.completionTokens - 1));
+      const tpot = (done.e2eS - done.ttftS) / (done.usage.completionTokens - 1);
+      this.tpot.observe(tpot);
+      this.vllmTokenLatency.observeRequestTpot(tpot);
     }
     this.e2e.observe(done.e2eS);
     this.queue.observe(done.queueS);
@@ -148,6 +153,7 @@ export class ServerMetrics {
 
   observeInterToken(seconds: number): void {
     this.interToken.observe(seconds);
+    this.vllmTokenLatency.observeInterToken(seconds);
   }
 
   /** A request whose client left before its end was read (a stream closed while queued or generating). */

@@ -838,6 +838,49 @@ describe("robustness", () => {
     });
   });
 
+  test("vLLM's token latency histograms: vllm:inter_token_latency_seconds and vllm:time_per_output_token_seconds per token, the request TPOT per request", async () => {
+    await withServer({ reply: () => ["a ", "b ", "c ", "d"], delayMs: 30 }, {}, async (t) => {
+      for (let i = 0; i < 2; i++) await (await t.post("/v1/chat/completions", chat())).json();
+      const text = await (await fetch(`${t.url}/metrics`)).text();
+      const series = (name: string, suffix: string) =>
+        Number(new RegExp(`^${name}_${suffix}(?:\\{[^}]*\\})? ([0-9.e+-]+)`, "m").exec(text)?.[1] ?? -1);
+      const buckets = (name: string) =>
+        [...text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"`, "gm"))].map((m) => m[1]);
+      const vllmBuckets = [
+        "0.01",
+        "0.025",
+        "0.05",
+        "0.075",
+        "0.1",
+        "0.15",
+        "0.2",
+        "0.3",
+        "0.4",
+        "0.5",
+        "0.75",
+        "1",
+        "2.5",
+        "5",
+        "7.5",
+        "10",
+        "20",
+        "40",
+        "80",
+        "+Inf",
+      ];
+      // Two requests of four pieces each: three intervals per request.
+      for (const name of ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"]) {
+        assert.equal(series(name, "count"), 6, name);
+        assert.ok(series(name, "sum") >= 6 * 0.025, `${name}: six intervals of about 30 ms`);
+        assert.deepEqual(buckets(name), vllmBuckets, name);
+      }
+      assert.equal(series("vllm:request_time_per_output_token_seconds", "count"), 2);
+      assert.ok(series("vllm:request_time_per_output_token_seconds", "sum") >= 2 * 0.025);
+      assert.deepEqual(buckets("vllm:request_time_per_output_token_seconds"), vllmBuckets);
+      assert.match(text, /^vllm:inter_token_latency_seconds_count\{model_name="fake-model"\} 6$/m);
+    });
+  });
+
   test("program ids longer than 256 characters are refused with a 400 naming the field", async () => {
     await withServer({}, {}, async (t) => {
       const long = "x".repeat(257);

@@ -9,8 +9,10 @@
  *   `vllm:gpu_prefix_cache_queries_total`, `vllm:gpu_prefix_cache_hit_rate`
  *   (vllm-project/production-stack, src/vllm_router/stats/engine_stats.py).
  * KV usage counts pinned blocks as used: a pinned program's KV is not free for a new program.
+ * Dashboards and autoscalers built for vLLM read its per-token latency histograms too (see
+ * registerVllmTokenLatency).
  */
-import { Gauge, type Registry } from "prom-client";
+import { Gauge, Histogram, type Registry } from "prom-client";
 import type { EngineMetrics } from "../engine/engine-api.js";
 import { scrapedCounter, scrapedGauge } from "./scraped-metrics.js";
 
@@ -47,4 +49,47 @@ export function registerVllmGauges(registers: Registry[], read: () => EngineMetr
       this.set({ block_size: String(m.kvBlockSizeTokens), num_gpu_blocks: String(m.kvBlocks) }, 1);
     },
   });
+}
+
+/** vLLM's buckets for time per output token and inter-token latency (seconds). */
+export const TOKEN_INTERVAL_BUCKETS = [
+  0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
+];
+
+export interface VllmTokenLatency {
+  /** the time between two consecutive output pieces of one request */
+  observeInterToken(seconds: number): void;
+  /** one finished request's mean time per output token after the first */
+  observeRequestTpot(seconds: number): void;
+}
+
+/**
+ * vLLM's token latency histograms, with its names and buckets: `vllm:inter_token_latency_seconds` and
+ * its older name `vllm:time_per_output_token_seconds` (vLLM observes both at every output token after
+ * the first, so they agree), and `vllm:request_time_per_output_token_seconds` once per request.
+ */
+export function registerVllmTokenLatency(registers: Registry[]): VllmTokenLatency {
+  const histogram = (name: string, help: string) =>
+    new Histogram({ name, help, buckets: TOKEN_INTERVAL_BUCKETS, registers });
+  const interToken = histogram(
+    "vllm:inter_token_latency_seconds",
+    "Histogram of inter-token latency in seconds.",
+  );
+  const perOutputToken = histogram(
+    "vllm:time_per_output_token_seconds",
+    "Histogram of time per output token in seconds (older name of vllm:inter_token_latency_seconds).",
+  );
+  const requestTpot = histogram(
+    "vllm:request_time_per_output_token_seconds",
+    "Histogram of time_per_output_token_seconds per request.",
+  );
+  return {
+    observeInterToken(seconds) {
+      interToken.observe(seconds);
+      perOutputToken.observe(seconds);
+    },
+    observeRequestTpot(seconds) {
+      requestTpot.observe(seconds);
+    },
+  };
 }
