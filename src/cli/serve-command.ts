@@ -7,7 +7,7 @@ import type { KvCacheType } from "../engine/native/llama-native.js";
 import { isPolicyName, POLICY_NAMES, type PolicyName } from "../policies/index.js";
 import { type AgentCheck, startAgentCheck } from "../server/agent-check.js";
 import { type RunningServer, startServer } from "../server/server.js";
-import { nonNegativeNumber, positiveInt } from "./sim-options.js";
+import { nonNegativeNumber, positiveInt, positiveNumber } from "./sim-options.js";
 
 /** Builds the engine for `serve` (the llama.cpp one; tests pass a fake). */
 export type EngineFactory = (options: LlamaEngineOptions) => Promise<EngineService> | EngineService;
@@ -28,6 +28,8 @@ export interface ServeCliOptions {
   apiKey: string[];
   apiKeysFile?: string;
   allowedOrigins?: string[];
+  /** MiB (commander defaults it to 32) */
+  maxBodyMb?: number;
   servedModelName: string[];
   record?: string;
   profile?: string;
@@ -121,6 +123,9 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
   return options as LlamaEngineOptions;
 }
 
+const MIB = 1024 * 1024;
+const DEFAULT_MAX_BODY_MB = 32;
+
 /** The llama.cpp engine factory, loaded on first use (other commands never need the native addon). */
 async function loadLlamaEngineFactory(): Promise<EngineFactory> {
   const { createLlamaEngine } = await import("../engine/engine-factory.js");
@@ -149,6 +154,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       port: o.port,
       apiKeys: apiKeysOf(o),
       allowedOrigins: o.allowedOrigins ?? [],
+      maxBodyBytes: Math.floor((o.maxBodyMb ?? DEFAULT_MAX_BODY_MB) * MIB),
       servedModelNames: o.servedModelName.slice(1),
     });
   } catch (error) {
@@ -257,6 +263,12 @@ export function serveCommand(): Command {
           .split(",")
           .map((origin) => origin.trim())
           .filter((origin) => origin.length > 0),
+    )
+    .option(
+      "--max-body-mb <mib>",
+      "largest request body accepted (MiB); larger ones get 413",
+      positiveNumber,
+      DEFAULT_MAX_BODY_MB,
     )
     .option(
       "--served-model-name <name>",

@@ -149,10 +149,16 @@ export function createApp(options: AppOptions): ContinuumApp {
   });
 
   // Admission: a draining server and a full one say so before reading the body.
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const admit = bodyLimit({
-    maxSize: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    maxSize: maxBodyBytes,
     onError: () => {
-      throw new ApiError(413, "request body is too large", "invalid_request_error", "request_too_large");
+      throw new ApiError(
+        413,
+        `request body is too large (at most ${maxBodyBytes} bytes are accepted)`,
+        "invalid_request_error",
+        "request_too_large",
+      );
     },
   });
   app.use("/v1/*", async (c, next) => {

@@ -79,6 +79,59 @@ describe("continuum serve", () => {
   });
 });
 
+test("--max-body-mb bounds request bodies (413 beyond it); the default stays 32 MiB", async () => {
+  const serveWith = async (argv: string[]) => {
+    let parsed: Record<string, unknown> = {};
+    const command = serveCommand()
+      .exitOverride()
+      .action((o: Record<string, unknown>) => {
+        parsed = o;
+      });
+    await command.parseAsync([...argv, "--port", "0"], { from: "user" });
+    const server = await runServe(parsed as never, {
+      createEngine: () => new FakeEngine(),
+      log: () => {},
+      handleSignals: false,
+    });
+    return { parsed, server };
+  };
+  const post = (url: string, padding: number) =>
+    fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      // An unknown field is ignored: only the body's size matters.
+      body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], padding: "x".repeat(padding) }),
+    });
+
+  const small = await serveWith(["--max-body-mb", "0.01"]);
+  try {
+    const tooLarge = await post(small.server.url, 20_000);
+    assert.equal(tooLarge.status, 413);
+    const error = ((await tooLarge.json()) as { error: { code: string; message: string } }).error;
+    assert.equal(error.code, "request_too_large");
+    assert.match(error.message, /at most 10485 bytes/);
+    const fits = await post(small.server.url, 5_000);
+    assert.equal(fits.status, 200);
+    await fits.json();
+  } finally {
+    await small.server.close();
+  }
+
+  const byDefault = await serveWith([]);
+  try {
+    assert.equal(byDefault.parsed["maxBodyMb"], 32);
+    const mib = await post(byDefault.server.url, 1024 * 1024);
+    assert.equal(mib.status, 200);
+    await mib.json();
+  } finally {
+    await byDefault.server.close();
+  }
+  const command = serveCommand()
+    .exitOverride()
+    .configureOutput({ writeErr: () => {} });
+  await assert.rejects(command.parseAsync(["--max-body-mb", "0"], { from: "user" }), /positive number/);
+});
+
 describe("continuum serve process", () => {
   test("SIGTERM drains the in-flight request, shuts the engine down, exits 0", async () => {
     const fixture = fileURLToPath(new URL("../cli/test-support/serve-fixture.ts", import.meta.url));
