@@ -184,7 +184,7 @@ function installSignalHandlers(
   log: (line: string) => void,
 ): void {
   let stopping = false;
-  const stop = async (signal: NodeJS.Signals) => {
+  const stop = async (signal: string) => {
     if (stopping) {
       log(`continuum serve: ${signal} again, exiting without draining`);
       process.exit(1);
@@ -212,7 +212,18 @@ function installSignalHandlers(
   };
   process.on("SIGTERM", (signal) => void stop(signal));
   process.on("SIGINT", (signal) => void stop(signal));
+  // A supervisor that dies without forwarding a signal (npx, a killed shell) leaves us re-parented: stop
+  // as on SIGTERM rather than run orphaned.
+  const parent = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(watch);
+    void stop("parent process exited");
+  }, PARENT_CHECK_MS);
+  watch.unref();
 }
+
+const PARENT_CHECK_MS = 1000;
 
 export function serveCommand(): Command {
   return new Command("serve")

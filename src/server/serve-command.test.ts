@@ -168,4 +168,41 @@ describe("continuum serve process", () => {
       if (child.exitCode === null) child.kill("SIGKILL");
     }
   });
+
+  test("when its parent process dies (npx killed, no signal forwarded) it drains and exits", async () => {
+    const fixture = fileURLToPath(new URL("../cli/test-support/serve-fixture.ts", import.meta.url));
+    // A shell starts the server in the background, prints its pid, and is then killed outright.
+    const shell = spawn(
+      "sh",
+      ["-c", `"${process.execPath}" --import tsx "${fixture}" > /dev/null 2>&1 & echo $!; sleep 600`],
+      {
+        stdio: ["ignore", "pipe", "ignore"],
+      },
+    );
+    const pid = await new Promise<number>((resolve) =>
+      shell.stdout.once("data", (data: Buffer) => resolve(Number(String(data).trim()))),
+    );
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.ok(alive(), "the server runs");
+      shell.kill("SIGKILL");
+      let stillAlive = true;
+      for (let i = 0; i < 100 && stillAlive; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        stillAlive = alive();
+      }
+      assert.equal(stillAlive, false, "the orphaned server stopped");
+    } finally {
+      if (alive()) process.kill(pid, "SIGKILL");
+      if (shell.exitCode === null) shell.kill("SIGKILL");
+    }
+  });
 });
