@@ -17,6 +17,8 @@ export interface PolicyContext {
   readonly numRunning: number;
   /** tokens the KV pool holds in all */
   readonly kvCapacityTokens: number;
+  /** tokens of KV the offload tiers hold in all (0 without a tier): evicted KV reloads from there */
+  readonly offloadCapacityTokens: number;
   /** the programs the scheduler knows (running, waiting, pinned, or between turns and not forgotten) */
   programs(): Iterable<Program>;
 }

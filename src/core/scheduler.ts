@@ -168,6 +168,10 @@ export class Scheduler {
       runningKvTokens: 0,
       numRunning: 0,
       kvCapacityTokens: config.numBlocks * blockSizeTokens,
+      offloadCapacityTokens: (config.tiers ?? []).reduce(
+        (tokens, tier) => tokens + Math.floor(tier.capacityBytes / config.kvBytesPerToken),
+        0,
+      ),
       programs: () => this.programs.values(),
     };
   }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { VirtualClock } from "../core/clock.js";
+import type { TierConfig } from "../core/kv/offload-tiers.js";
 import type { Scheduler } from "../core/scheduler.js";
 import { addRequest, loggedScheduler, step, tokenRange } from "../core/test-support/drive.js";
 import {
@@ -46,9 +47,11 @@ function crowdedScheduler(
   change: Partial<AdaptiveOptions> = {},
   pinA = true,
   history: (scheduler: Scheduler, clock: VirtualClock) => void = () => {},
+  tiers: TierConfig[] = [],
 ) {
   const logged = loggedScheduler(createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ...change }), {
     numBlocks: NUM_BLOCKS,
+    tiers,
   });
   const { scheduler, clock } = logged;
   history(scheduler, clock);
@@ -104,6 +107,12 @@ describe("cachettl-adaptive admission", () => {
     };
     assert.deepEqual(run("duty-weighted"), ["B0"], "A, R and B at 0.2% of their size fit");
     assert.deepEqual(run("every-active"), [], "unweighted, they do not");
+  });
+
+  it("with an offload tier the working set may spill into it (a reload, not a recompute)", () => {
+    const cpu: TierConfig = { name: "cpu", capacityBytes: 320 * 1024, reloadBandwidthBps: 1e9 };
+    const { scheduler, clock } = crowdedScheduler({}, true, undefined, [cpu]);
+    assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"]);
   });
 
   it("without admission control (the ablation) the new program starts at once", () => {

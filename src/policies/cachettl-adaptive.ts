@@ -18,6 +18,8 @@ import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
  * final context of finished programs that got at least as far (F: a finished program's final context);
  * the held share is the fraction of finished programs' lifetimes during which their KV was held (a turn
  * in flight or a pin): a program off in a long tool call without a pin needs no memory meanwhile.
+ * With an offload tier, the working set may fill the tier too: what spills there is reloaded, not
+ * recomputed, and the thrash admission prevents is recomputation.
  *
  * The ablation variants (`cachettl-adaptive:...` in the registry) change one choice each.
  */
@@ -156,7 +158,8 @@ export function createCacheTtlAdaptivePolicy(
   if (options.admission !== "off") {
     policy.admitsNewProgram = (request: Request, program: Program, ctx: PolicyContext) => {
       const weight = options.counts === "duty-weighted" ? heldShare() : 1;
-      const capacity = ctx.kvCapacityTokens / weight;
+      // KV pushed out to an offload tier comes back by a reload, not a recompute: the tier counts too.
+      const capacity = (ctx.kvCapacityTokens + ctx.offloadCapacityTokens) / weight;
       let workingSet = footprint(request.promptTokens);
       for (const other of ctx.programs()) {
         if (other !== program && counted(other)) workingSet += footprint(other.contextTokens);
