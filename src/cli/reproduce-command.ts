@@ -10,9 +10,9 @@ import {
   TIE_TOLERANCE,
 } from "../sim/figures.js";
 import type { PointResult } from "../sim/simulate.js";
-import { runSweep } from "../sim/sweep.js";
+import { runSweepSettled } from "../sim/sweep.js";
 import { positiveInt } from "./sim-options.js";
-import { reportRunOf } from "./sim-output.js";
+import { reportFailures, reportRunOf } from "./sim-output.js";
 
 function range(xs: readonly number[]): string {
   const finite = xs.filter(Number.isFinite);
@@ -24,7 +24,7 @@ function listOrNone(xs: readonly number[]): string {
   return xs.length === 0 ? "none" : xs.join(", ");
 }
 
-function printFigure(figure: Figure, results: readonly PointResult[]): string[] {
+function printFigure(figure: Figure, results: readonly (PointResult | undefined)[]): string[] {
   const lines = [`== ${figure.title}`, `paper: ${figure.paperClaim}`];
   let offset = 0;
   const allJct: number[] = [];
@@ -40,7 +40,8 @@ function printFigure(figure: Figure, results: readonly PointResult[]): string[] 
     lines.push([panel.xLabel.padEnd(12), ...policies.map((p) => p.padStart(17))].join(" "));
     for (const x of xs) {
       const cells = policies.map((policy) => {
-        const r = slice[panel.jobs.findIndex((j) => j.x === x && j.job.policy === policy)] as PointResult;
+        const r = slice[panel.jobs.findIndex((j) => j.x === x && j.job.policy === policy)];
+        if (!r) return "failed".padStart(17);
         const value = figure.metric === "mean" ? r.jct.mean : r.jct[figure.metric];
         const incomplete = r.completed < r.programs ? "*" : "";
         return `${value.toFixed(1)}${incomplete}`.padStart(17);
@@ -101,7 +102,7 @@ export function reproduceCommand(): Command {
           `# ${figure.title}: ${jobs.length} simulation points, ${o.programs} programs each, seed ${o.seed}\n`,
         );
         const startMs = performance.now();
-        const results = await runSweep(jobs, {
+        const { results, failures } = await runSweepSettled(jobs, {
           threads: o.threads,
           onProgress: (done, total) => {
             if (done % Math.max(1, Math.floor(total / 10)) === 0 || done === total) {
@@ -111,13 +112,14 @@ export function reproduceCommand(): Command {
             }
           },
         });
+        reportFailures(failures);
         process.stdout.write(`${printFigure(figure, results).join("\n")}\n`);
         if (o.report !== false) {
           let offset = 0;
           const runs = figure.panels.flatMap((panel) =>
-            panel.jobs.map((j) => {
-              const r = results[offset++] as PointResult;
-              return reportRunOf(`${panel.title} | ${r.policy}`, j.x, r);
+            panel.jobs.flatMap((j) => {
+              const r = results[offset++];
+              return r ? [reportRunOf(`${panel.title} | ${r.policy}`, j.x, r)] : [];
             }),
           );
           writeFileSync(

@@ -240,7 +240,7 @@ export function serveCommand(): Command {
       "--scheduling-policy <name>",
       `scheduling policy (${POLICY_NAMES.join(", ")})`,
       policyName,
-      "cachettl",
+      "cachettl-adaptive",
     )
     .option("--max-num-seqs <n>", "requests running at once (engine default 16)", positiveInt)
     .option("--max-num-batched-tokens <n>", "tokens per engine step (engine default 512)", positiveInt)

@@ -5,7 +5,7 @@ import { type ReportRun, renderReportHtml } from "../analysis/report-html.js";
 import { formatTextTable } from "../analysis/text-table.js";
 import { type PointJob, validateJobInputs } from "../sim/point-job.js";
 import type { PointResult } from "../sim/simulate.js";
-import { runSweep, type SweepProgress } from "../sim/sweep.js";
+import { type PointFailure, runSweepSettled, type SweepProgress } from "../sim/sweep.js";
 import { describeSettings, engineOf, hardwareOf, type SimCliOptions, workloadOf } from "./sim-options.js";
 
 /** The stable JSON shape of simulate/sweep (times in seconds). */
@@ -79,15 +79,20 @@ export async function runAndPrint(
     else if (total > 1) process.stderr.write(`# ${done}/${total} ${last.policy} @ ${last.jps} jobs/s done\n`);
   };
   const startMs = performance.now();
-  const results = await runSweep(jobs, { threads: o.threads, onProgress });
+  const outcome = await runSweepSettled(jobs, { threads: o.threads, onProgress });
   bar?.stop();
+  const results = outcome.results.filter((r): r is PointResult => r !== undefined);
+  reportFailures(outcome.failures);
   const wallS = (performance.now() - startMs) / 1000;
   const steps = results.reduce((sum, r) => sum + r.steps, 0);
   process.stderr.write(
     `# ${steps} simulated engine steps in ${wallS.toFixed(1)} s (${Math.round(steps / wallS)} steps/s)\n`,
   );
-  if (o.json) process.stdout.write(`${JSON.stringify({ results: results.map(toJsonResult) }, null, 2)}\n`);
-  else process.stdout.write(`${formatTable(results)}\n`);
+  if (o.json) {
+    const failures = outcome.failures.map(failureJson);
+    const json = { results: results.map(toJsonResult), ...(failures.length > 0 ? { failures } : {}) };
+    process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
+  } else process.stdout.write(`${formatTable(results)}\n`);
   if (o.report !== false) {
     const html = await renderReportHtml({
       title,
@@ -106,4 +111,23 @@ export async function runAndPrint(
     process.stderr.write(`# report written to ${o.report}\n`);
   }
   return results;
+}
+
+/** `policy@jps: first line of the error` on stderr for each failed point, and a failing exit code. */
+export function reportFailures(failures: readonly PointFailure[]): void {
+  for (const f of failures) {
+    process.stderr.write(`# FAILED ${f.job.policy} @ ${f.job.jps} jobs/s: ${firstLine(f.error)}\n`);
+  }
+  if (failures.length > 0) {
+    process.stderr.write(`# ${failures.length} point(s) failed; the others' results follow\n`);
+    process.exitCode = 1;
+  }
+}
+
+function failureJson(f: PointFailure) {
+  return { policy: f.job.policy, jps: f.job.jps, error: firstLine(f.error) };
+}
+
+function firstLine(text: string): string {
+  return text.split("\n", 1)[0] ?? text;
 }

@@ -97,7 +97,7 @@ function positive(value: number | undefined, fallback: number, name: string): nu
 
 /** Builds the llama.cpp engine `continuum serve` runs: model, one KV pool, scheduler, policy, recorder. */
 export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promise<Engine> {
-  const policy = createPolicy(options.policy ?? "cachettl");
+  const policy = createPolicy(options.policy ?? "cachettl-adaptive");
   const maxNumSeqs = positive(options.maxNumSeqs, 16, "maxNumSeqs");
   const maxNumBatchedTokens = positive(options.maxNumBatchedTokens, 512, "maxNumBatchedTokens");
   const kvCells = positive(options.kvCacheTokens, 16384, "kvCacheTokens");

@@ -279,23 +279,37 @@ function metricOf(r: PointResult, metric: Figure["metric"]): number {
   return metric === "mean" ? r.jct.mean : r.jct[metric];
 }
 
-/** Per x value: baseline JCT / ours JCT (> 1 means ours is faster) and the throughput ratio. */
+/** The result of `policy` at `x` in a panel's slice of results; undefined where that point failed. */
+function pointAt(
+  panel: Panel,
+  results: readonly (PointResult | undefined)[],
+  x: number,
+  policy: string,
+): PointResult | undefined {
+  return results[panel.jobs.findIndex((j) => j.x === x && j.job.policy === policy)];
+}
+
+/**
+ * Per x value: baseline JCT / ours JCT (> 1 means ours is faster) and the throughput ratio; x values where
+ * either point failed are left out.
+ */
 export function panelRatios(
   panel: Panel,
-  results: readonly PointResult[],
+  results: readonly (PointResult | undefined)[],
   metric: Figure["metric"],
 ): { x: number; jctRatio: number; throughputRatio: number }[] {
   const xs = [...new Set(panel.jobs.map((j) => j.x))];
-  return xs.map((x) => {
-    const at = (policy: string) =>
-      results[panel.jobs.findIndex((j) => j.x === x && j.job.policy === policy)] as PointResult;
-    const ours = at(panel.ours);
-    const base = at(panel.baseline);
-    return {
-      x,
-      jctRatio: metricOf(base, metric) / metricOf(ours, metric),
-      throughputRatio: ours.throughput_jps / base.throughput_jps,
-    };
+  return xs.flatMap((x) => {
+    const ours = pointAt(panel, results, x, panel.ours);
+    const base = pointAt(panel, results, x, panel.baseline);
+    if (!ours || !base) return [];
+    return [
+      {
+        x,
+        jctRatio: metricOf(base, metric) / metricOf(ours, metric),
+        throughputRatio: ours.throughput_jps / base.throughput_jps,
+      },
+    ];
   });
 }
 
@@ -317,20 +331,23 @@ export interface Comparison {
  */
 export function panelComparisons(
   panel: Panel,
-  results: readonly PointResult[],
+  results: readonly (PointResult | undefined)[],
   metric: Figure["metric"],
 ): { comparisons: Comparison[]; tiedXs: number[] } {
   const xs = [...new Set(panel.jobs.map((j) => j.x))];
   const policies = [...new Set(panel.jobs.map((j) => j.job.policy))];
-  const at = (x: number, policy: string) =>
-    metricOf(
-      results[panel.jobs.findIndex((j) => j.x === x && j.job.policy === policy)] as PointResult,
-      metric,
-    );
+  const at = (x: number, policy: string) => {
+    const r = pointAt(panel, results, x, policy);
+    return r ? metricOf(r, metric) : undefined;
+  };
   const comparisons = policies
     .filter((p) => p !== panel.ours)
     .map((policy) => {
-      const ratios = xs.map((x) => ({ x, ratio: at(x, policy) / at(x, panel.ours) }));
+      const ratios = xs.flatMap((x) => {
+        const theirs = at(x, policy);
+        const ours = at(x, panel.ours);
+        return theirs === undefined || ours === undefined ? [] : [{ x, ratio: theirs / ours }];
+      });
       return {
         policy,
         ratios,
@@ -340,7 +357,9 @@ export function panelComparisons(
     });
   const tiedXs = xs.filter((x) => {
     const values = policies.map((p) => at(x, p));
-    return Math.max(...values) <= (1 + TIE_TOLERANCE) * Math.min(...values);
+    if (values.some((v) => v === undefined)) return false;
+    const known = values as number[];
+    return Math.max(...known) <= (1 + TIE_TOLERANCE) * Math.min(...known);
   });
   return { comparisons, tiedXs };
 }

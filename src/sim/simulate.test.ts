@@ -8,7 +8,7 @@ import type { TraceProgram } from "../workload/trace.js";
 import { getProfile } from "./hardware/profiles.js";
 import { type PointJob, runPointJob, validateJobInputs } from "./point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions, simulatePoint } from "./simulate.js";
-import { runSweep } from "./sweep.js";
+import { runSweep, runSweepSettled } from "./sweep.js";
 
 const SMALL_POOL: EngineOptions = { ...DEFAULT_ENGINE_OPTIONS, kvCapacityTokens: 60_000, maxNumSeqs: 32 };
 
@@ -117,6 +117,22 @@ describe("simulate", () => {
         ["cachettl", 1],
       ],
     );
+  });
+
+  it("a point that fails is reported beside the others' results, which are kept", async () => {
+    const tooSmall: PointJob = { ...job("cachettl", 1), engine: { ...SMALL_POOL, kvCapacityTokens: 100 } };
+    const jobs = [job("vllm", 0.5), tooSmall, job("cachettl", 0.5)];
+    for (const threads of [1, 2]) {
+      const { results, failures } = await runSweepSettled(jobs, { threads });
+      assert.deepEqual(
+        results.map((r) => r?.policy),
+        ["vllm", undefined, "cachettl"],
+      );
+      assert.equal(failures.length, 1);
+      assert.equal(failures[0]?.index, 1);
+      assert.match(failures[0]?.error ?? "", /does not fit the KV pool of 96 tokens/);
+    }
+    await assert.rejects(runSweep(jobs, { threads: 1 }), /simulation point 1 failed/);
   });
 
   it("expires the pins of tools that never return, and the other programs finish", () => {

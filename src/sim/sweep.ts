@@ -10,27 +10,45 @@ const YOUNG_GENERATION_MB = 192;
 
 export type SweepProgress = (done: number, total: number, last: PointResult) => void;
 
-/**
- * Runs independent simulation points on worker threads (one per core) and returns results in job order,
- * so the output does not depend on which worker finished first.
- */
-export async function runSweep(
+/** A point whose simulation threw (e.g. a trace prompt larger than the KV pool); the other points still run. */
+export interface PointFailure {
+  readonly index: number;
+  readonly job: PointJob;
+  readonly error: string;
+}
+
+export interface SweepOutcome {
+  /** in job order; undefined where the point failed */
+  readonly results: readonly (PointResult | undefined)[];
+  readonly failures: readonly PointFailure[];
+}
+
+/** Runs every point, like runSweep, and a point that throws is reported beside the others' results. */
+export async function runSweepSettled(
   jobs: readonly PointJob[],
   options: { threads?: number; onProgress?: SweepProgress } = {},
-): Promise<PointResult[]> {
+): Promise<SweepOutcome> {
   const threads = Math.max(1, Math.min(options.threads ?? availableParallelism(), jobs.length));
-  const results = new Array<PointResult>(jobs.length);
+  const results = Array.from<PointResult | undefined>({ length: jobs.length });
+  const failures: PointFailure[] = [];
   let done = 0;
   const report = (index: number, result: PointResult) => {
     results[index] = result;
     done++;
     options.onProgress?.(done, jobs.length, result);
   };
+  const fail = (index: number, error: string) => {
+    failures.push({ index, job: jobs[index] as PointJob, error });
+  };
   if (threads === 1) {
     jobs.forEach((job, index) => {
-      report(index, runPointJob(job));
+      try {
+        report(index, runPointJob(job));
+      } catch (error) {
+        fail(index, error instanceof Error ? (error.stack ?? error.message) : String(error));
+      }
     });
-    return results;
+    return { results, failures: sortedByIndex(failures) };
   }
   const here = fileURLToPath(import.meta.url);
   const workerUrl = new URL(`./sweep-worker${extname(here)}`, import.meta.url);
@@ -53,20 +71,35 @@ export async function runSweep(
             worker.postMessage({ index, job: jobs[index] });
           };
           worker.on("message", (message: { index: number; result?: PointResult; error?: string }) => {
-            if (message.error !== undefined || !message.result) {
-              void worker.terminate();
-              reject(new Error(`simulation point ${message.index} failed: ${message.error}`));
-              return;
-            }
-            report(message.index, message.result);
+            if (message.result) report(message.index, message.result);
+            else fail(message.index, message.error ?? "unknown error");
             feed();
           });
+          // A worker that dies (out of memory, a crash outside a point) takes the sweep down with it.
           worker.on("error", reject);
           feed();
         }),
     ),
   );
-  return results;
+  return { results, failures: sortedByIndex(failures) };
+}
+
+/**
+ * Runs independent simulation points on worker threads (one per core) and returns results in job order,
+ * so the output does not depend on which worker finished first. Throws if any point fails.
+ */
+export async function runSweep(
+  jobs: readonly PointJob[],
+  options: { threads?: number; onProgress?: SweepProgress } = {},
+): Promise<PointResult[]> {
+  const { results, failures } = await runSweepSettled(jobs, options);
+  const first = failures[0];
+  if (first) throw new Error(`simulation point ${first.index} failed: ${first.error}`);
+  return results as PointResult[];
+}
+
+function sortedByIndex(failures: PointFailure[]): PointFailure[] {
+  return failures.sort((a, b) => a.index - b.index);
 }
 
 /** Running from TypeScript sources (tests, tsx), the worker registers tsx's loader before importing. */
