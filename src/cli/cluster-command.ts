@@ -9,6 +9,7 @@ interface ClusterCliOptions {
   haproxy: string;
   configDir: string;
   devices?: string;
+  maxConnections: number;
 }
 
 function basePort(value: string): number {
@@ -29,6 +30,12 @@ export function clusterCommand(): Command {
     .option("--haproxy <path>", "the haproxy binary", "haproxy")
     .option("--config-dir <dir>", "where the generated haproxy.cfg is written", "continuum-cluster")
     .option("--devices <list>", "GPU per replica, comma separated (sets CUDA_VISIBLE_DEVICES), e.g. 0,1,2")
+    .option(
+      "--max-connections <n>",
+      "connections HAProxy holds at once (each takes up to 2 MiB of buffers; see docs/scale-out.md)",
+      positiveInt,
+      4096,
+    )
     .argument("[serve-flags...]", "any `continuum serve` flag, given to every replica")
     .allowUnknownOption()
     .addHelpText(
@@ -47,6 +54,7 @@ export function clusterCommand(): Command {
         devices: o.devices ? o.devices.split(",").map((d) => d.trim()) : [],
         command: [process.execPath, ...process.execArgv, process.argv[1] as string],
         log,
+        maxConnections: o.maxConnections,
         startTimeoutMs: 600_000,
         stopTimeoutMs: 60_000,
       });

@@ -74,6 +74,7 @@ async function threeReplicas(port: number, dir: string, lines: string[]): Promis
     devices: [],
     command: [process.execPath, "--import", "tsx", resolve("src/cli/main.ts")],
     log: (line) => lines.push(line),
+    maxConnections: 4096,
     startTimeoutMs: 120_000,
     stopTimeoutMs: 20_000,
   });

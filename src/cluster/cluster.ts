@@ -30,6 +30,8 @@ export interface ClusterOptions {
   readonly log: (line: string) => void;
   /** how long replicas may take to answer /health (the first start may generate the built-in model) */
   readonly startTimeoutMs: number;
+  /** HAProxy's maxconn */
+  readonly maxConnections: number;
   /** how long stop() lets replicas drain before killing them */
   readonly stopTimeoutMs: number;
 }
@@ -165,6 +167,7 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
         agentPort: agentPortOf(o, i + 1),
       })),
       bufferBytes: 1 << 20,
+      maxConnections: o.maxConnections,
       checkIntervalMs: 1000,
     }),
   );

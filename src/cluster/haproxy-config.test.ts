@@ -13,6 +13,7 @@ const config = haproxyConfig({
   port: 8000,
   replicas: [1, 2, 3].map((i) => ({ name: `r${i}`, host: "127.0.0.1", port: 8000 + i, agentPort: 8003 + i })),
   bufferBytes: 1 << 20,
+  maxConnections: 20_000,
   checkIntervalMs: 1000,
 });
 
@@ -37,6 +38,10 @@ describe("haproxyConfig", () => {
         new RegExp(`^ {4}server r${i} 127\\.0\\.0\\.1:800${i} track by_program/r${i}$`, "m"),
       );
     }
+  });
+
+  test("holds as many connections as asked", () => {
+    assert.match(config, /^ {4}maxconn 20000$/m);
   });
 
   test("a program stays on its replica (stick table), also while that replica drains", () => {
