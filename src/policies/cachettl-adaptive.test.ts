@@ -90,6 +90,16 @@ describe("cachettl-adaptive admission", () => {
     );
   });
 
+  it("stops counting a program gone past the longest tool call seen (it went on elsewhere, or was abandoned)", () => {
+    const toolsUpTo20s = (scheduler: Scheduler) => {
+      for (let i = 1; i <= 20; i++) scheduler.ttl.tools.record("pytest", i);
+    };
+    const { scheduler, clock } = crowdedScheduler({}, false, toolsUpTo20s);
+    assert.deepEqual(admittedIds(step(scheduler, clock)), [], "A may still come back");
+    clock.advanceTo(clock.nowS() + 21);
+    assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"], "21 s after its turn, A no longer counts");
+  });
+
   it("weights programs by the share of their lives finished programs held KV", () => {
     const run = (counts: AdaptiveOptions["counts"]) => {
       const logged = crowdedScheduler({ counts }, false, (scheduler, clock) => {

@@ -111,6 +111,19 @@ function holdsMemory(program: Program): boolean {
   return isActive(program) && (program.numRunning > 0 || program.numWaiting > 0 || program.pin !== null);
 }
 
+/**
+ * An active program that holds no KV counts only until the longest tool call seen (this quantile of the
+ * tool durations) has passed since its last turn. A program gone longer most likely goes on elsewhere
+ * (another replica behind a balancer that does not keep programs together) or was abandoned without a
+ * last step (most clients never send one); counted forever, such programs would hold every new one back.
+ */
+const RETURN_QUANTILE = 0.99;
+
+function expectedBack(program: Program, nowS: number, returnWithinS: number): boolean {
+  if (holdsMemory(program)) return true;
+  return isActive(program) && (program.lastFinishS === null || nowS - program.lastFinishS <= returnWithinS);
+}
+
 export function createCacheTtlAdaptivePolicy(
   options: AdaptiveOptions = ADAPTIVE_DEFAULTS,
   name = "cachettl-adaptive",
@@ -154,10 +167,14 @@ export function createCacheTtlAdaptivePolicy(
       heldS += Math.max(0, lifeS - program.unheldS);
     },
   };
-  const counted = options.counts === "holding-memory" ? holdsMemory : isActive;
   if (options.admission !== "off") {
     policy.admitsNewProgram = (request: Request, program: Program, ctx: PolicyContext) => {
       const weight = options.counts === "duty-weighted" ? heldShare() : 1;
+      const returnWithinS = ctx.ttl.tools.global.quantile(RETURN_QUANTILE) ?? Number.POSITIVE_INFINITY;
+      const counted =
+        options.counts === "holding-memory"
+          ? holdsMemory
+          : (other: Program) => expectedBack(other, ctx.nowS, returnWithinS);
       // KV pushed out to an offload tier comes back by a reload, not a recompute: the tier counts too.
       const capacity = (ctx.kvCapacityTokens + ctx.offloadCapacityTokens) / weight;
       let workingSet = footprint(request.promptTokens);
