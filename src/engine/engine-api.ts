@@ -108,7 +108,11 @@ export interface EngineService {
   readonly kvSummary: string;
   /** Renders a chat with the model's template, ending with the assistant's generation prompt. */
   renderChat(messages: readonly ChatTurn[]): string;
-  countTokens(text: string): number;
+  /**
+   * A prompt's tokens, counted off the event loop (a long prompt takes a while to tokenize); generate() of
+   * the same prompt reuses them.
+   */
+  countPromptTokens(text: string): Promise<number>;
   /**
    * Queues a request and streams its output. Throws EngineRejection before the first event when the
    * request cannot be taken. Aborting the signal (client went away) ends the stream with finishReason

@@ -94,6 +94,8 @@ interface Active {
   done: boolean;
 }
 
+/** Requests counted at once whose tokens are kept for their generate() (others tokenize again). */
+const COUNTED_PROMPTS_KEPT = 32;
 const DEFAULT_CPU_BANDWIDTH_BPS = 4e9;
 /** a plan with nothing to run while work waits (never expected): look again this much later */
 const STALL_RETRY_S = 0.005;
@@ -154,7 +156,8 @@ export class Engine implements EngineService {
   private readonly tierStore: KvTierStore | null;
   private readonly blockSizeTokens: number;
   private readonly maxWaiting: number;
-  private lastTokenized: { readonly text: string; readonly ids: Int32Array } | null = null;
+  /** prompts counted and not yet queued, oldest first: generate() takes their tokens instead of tokenizing again */
+  private readonly counted = new Map<string, Int32Array>();
   private readonly closeRunner: boolean;
   private readonly active = new Map<string, Active>();
   private readonly batch = new RunnerBatch(1024);
@@ -258,16 +261,27 @@ export class Engine implements EngineService {
   }
 
   countTokens(text: string): number {
-    const ids = this.runner.tokenize(text);
-    this.lastTokenized = { text, ids };
+    return this.remember(text, this.runner.tokenize(text));
+  }
+
+  async countPromptTokens(text: string): Promise<number> {
+    return this.remember(text, await this.runner.tokenizeAsync(text));
+  }
+
+  private remember(text: string, ids: Int32Array): number {
+    this.counted.delete(text);
+    this.counted.set(text, ids);
+    if (this.counted.size > COUNTED_PROMPTS_KEPT)
+      this.counted.delete(this.counted.keys().next().value as string);
     return ids.length;
   }
 
   /** The server counts a prompt's tokens just before queueing it: that tokenization is reused. */
   private tokenizeOnce(text: string): Int32Array {
-    const last = this.lastTokenized;
-    this.lastTokenized = null;
-    return last !== null && last.text === text ? last.ids : this.runner.tokenize(text);
+    const ids = this.counted.get(text);
+    if (ids === undefined) return this.runner.tokenize(text);
+    this.counted.delete(text);
+    return ids;
   }
 
   generate(spec: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {

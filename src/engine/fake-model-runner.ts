@@ -155,6 +155,10 @@ export class FakeModelRunner implements ModelRunner {
     return Int32Array.from(Array.from(text, (c) => c.codePointAt(0) as number));
   }
 
+  async tokenizeAsync(text: string): Promise<Int32Array> {
+    return this.tokenize(text);
+  }
+
   tokenPiece(token: number): Uint8Array {
     if (token === FAKE_EOS) return new Uint8Array(0);
     return Buffer.from(String.fromCodePoint(token), "utf8");

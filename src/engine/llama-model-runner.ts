@@ -105,6 +105,10 @@ export class LlamaModelRunner implements ModelRunner {
     return this.model.tokenize(text, { addSpecial: true, parseSpecial: true });
   }
 
+  tokenizeAsync(text: string): Promise<Int32Array> {
+    return this.model.tokenizeAsync(text, { addSpecial: true, parseSpecial: true });
+  }
+
   tokenPiece(token: number): Uint8Array {
     let piece = this.pieces[token];
     if (piece === undefined) {

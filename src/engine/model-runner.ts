@@ -105,6 +105,8 @@ export interface ModelRunner {
 
   /** Prompt text -> token ids (BOS as the model wants, chat-template control tokens recognised). */
   tokenize(text: string): Int32Array;
+  /** The same as tokenize, without holding the event loop while it runs. */
+  tokenizeAsync(text: string): Promise<Int32Array>;
   /** Raw bytes of one token's text (may be part of a UTF-8 character; empty for control tokens). */
   tokenPiece(token: number): Uint8Array;
   isEog(token: number): boolean;

@@ -667,8 +667,8 @@ describe("robustness", () => {
   test("a prompt far beyond the context is refused before it is tokenized", async () => {
     await withServer({ maxContextTokens: 1000 }, {}, async (t) => {
       let counted = 0;
-      const count = t.engine.countTokens.bind(t.engine);
-      t.engine.countTokens = (text: string) => {
+      const count = t.engine.countPromptTokens.bind(t.engine);
+      t.engine.countPromptTokens = (text: string) => {
         counted++;
         return count(text);
       };

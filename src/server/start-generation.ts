@@ -35,7 +35,7 @@ export async function startGeneration(
       "prompt_too_long",
     );
   }
-  const promptTokens = ctx.engine.countTokens(prompt);
+  const promptTokens = await ctx.engine.countPromptTokens(prompt);
   const sampling = samplingParams(body, maxTokens, promptTokens, ctx.engine.maxContextTokens, grammar);
   const requestId = ctx.newRequestId(c);
   const fields = programFields(body, (name) => c.req.header(name));

@@ -296,6 +296,7 @@ Napi::Function Model::Define(Napi::Env env) {
                          InstanceMethod<&Model::Info>("info"),
                          InstanceMethod<&Model::Meta>("meta"),
                          InstanceMethod<&Model::Tokenize>("tokenize"),
+                         InstanceMethod<&Model::TokenizeAsync>("tokenizeAsync"),
                          InstanceMethod<&Model::TokenToPiece>("tokenToPiece"),
                          InstanceMethod<&Model::Detokenize>("detokenize"),
                          InstanceMethod<&Model::IsEog>("isEog"),
@@ -394,6 +395,36 @@ Napi::Value Model::Meta(const Napi::CallbackInfo& info) {
   return found ? Napi::Value(Napi::String::New(env, s)) : env.Null();
 }
 
+// The tokens of `text`; false (with `error` set) when llama.cpp cannot tokenize it. Reads the vocabulary only,
+// so it may run on a worker thread.
+static bool tokenizeText(const llama_vocab* vocab, const std::string& text, bool addSpecial, bool parseSpecial,
+                         std::vector<llama_token>* toks, std::string* error) {
+  toks->resize(text.size() + 8);
+  int32_t n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), toks->data(),
+                             static_cast<int32_t>(toks->size()), addSpecial, parseSpecial);
+  if (n == INT32_MIN) {
+    *error = "tokenization overflow";
+    return false;
+  }
+  if (n < 0) {
+    toks->resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), toks->data(),
+                       static_cast<int32_t>(toks->size()), addSpecial, parseSpecial);
+    if (n < 0) {
+      *error = "tokenization failed";
+      return false;
+    }
+  }
+  toks->resize(static_cast<size_t>(n));
+  return true;
+}
+
+static Napi::Int32Array int32ArrayOf(Napi::Env env, const std::vector<llama_token>& toks) {
+  Napi::Int32Array out = Napi::Int32Array::New(env, toks.size());
+  std::memcpy(out.Data(), toks.data(), toks.size() * sizeof(llama_token));
+  return out;
+}
+
 // tokenize(text, addSpecial, parseSpecial) -> Int32Array
 Napi::Value Model::Tokenize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -401,19 +432,56 @@ Napi::Value Model::Tokenize(const Napi::CallbackInfo& info) {
   const std::string text = argString(info, 0, "text");
   const bool addSpecial = info.Length() > 1 && info[1].ToBoolean().Value();
   const bool parseSpecial = info.Length() > 2 && info[2].ToBoolean().Value();
-  std::vector<llama_token> toks(text.size() + 8);
-  int32_t n = llama_tokenize(h.vocab, text.data(), static_cast<int32_t>(text.size()), toks.data(),
-                             static_cast<int32_t>(toks.size()), addSpecial, parseSpecial);
-  if (n == INT32_MIN) throwCoded(env, "LLAMA_TOKENIZE_FAILED", "tokenization overflow");
-  if (n < 0) {
-    toks.resize(static_cast<size_t>(-n));
-    n = llama_tokenize(h.vocab, text.data(), static_cast<int32_t>(text.size()), toks.data(),
-                       static_cast<int32_t>(toks.size()), addSpecial, parseSpecial);
-    if (n < 0) throwCoded(env, "LLAMA_TOKENIZE_FAILED", "tokenization failed");
+  std::vector<llama_token> toks;
+  std::string error;
+  if (!tokenizeText(h.vocab, text, addSpecial, parseSpecial, &toks, &error)) {
+    throwCoded(env, "LLAMA_TOKENIZE_FAILED", error);
   }
-  Napi::Int32Array out = Napi::Int32Array::New(env, static_cast<size_t>(n));
-  std::memcpy(out.Data(), toks.data(), static_cast<size_t>(n) * sizeof(llama_token));
-  return out;
+  return int32ArrayOf(env, toks);
+}
+
+// Tokenizes on a libuv worker thread: a long prompt does not hold the event loop. The worker shares the
+// model's handle, so the vocabulary outlives it.
+class TokenizeWorker : public Napi::AsyncWorker {
+ public:
+  TokenizeWorker(Napi::Env env, std::shared_ptr<ModelHandle> handle, std::string text, bool addSpecial,
+                 bool parseSpecial)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), handle_(std::move(handle)),
+        text_(std::move(text)), addSpecial_(addSpecial), parseSpecial_(parseSpecial) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    std::string error;
+    if (!tokenizeText(handle_->vocab, text_, addSpecial_, parseSpecial_, &toks_, &error)) SetError(error);
+  }
+  void OnOK() override {
+    deferred_.Resolve(int32ArrayOf(Env(), toks_));
+    handle_.reset();
+  }
+  void OnError(const Napi::Error& e) override {
+    deferred_.Reject(codedError(Env(), "LLAMA_TOKENIZE_FAILED", e.Message()).Value());
+    handle_.reset();
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<ModelHandle> handle_;
+  std::string text_;
+  bool addSpecial_;
+  bool parseSpecial_;
+  std::vector<llama_token> toks_;
+};
+
+// tokenizeAsync(text, addSpecial, parseSpecial) -> Promise<Int32Array>
+Napi::Value Model::TokenizeAsync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  live(env);
+  auto* worker = new TokenizeWorker(env, handle_, argString(info, 0, "text"),
+                                    info.Length() > 1 && info[1].ToBoolean().Value(),
+                                    info.Length() > 2 && info[2].ToBoolean().Value());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
 }
 
 static std::string pieceOf(const llama_vocab* vocab, llama_token token, bool special) {

@@ -72,6 +72,7 @@ class Model : public Napi::ObjectWrap<Model> {
   Napi::Value Info(const Napi::CallbackInfo& info);
   Napi::Value Meta(const Napi::CallbackInfo& info);
   Napi::Value Tokenize(const Napi::CallbackInfo& info);
+  Napi::Value TokenizeAsync(const Napi::CallbackInfo& info);
   Napi::Value TokenToPiece(const Napi::CallbackInfo& info);
   Napi::Value Detokenize(const Napi::CallbackInfo& info);
   Napi::Value IsEog(const Napi::CallbackInfo& info);

@@ -113,6 +113,21 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
     assert.equal(ctx.info.threadpool, true);
   });
 
+  test("tokenizeAsync gives tokenize's tokens and leaves the event loop running meanwhile", async () => {
+    const text = "the quick brown fox jumps over the lazy dog; ".repeat(6000);
+    let timerRuns = 0;
+    const ticker = setInterval(() => timerRuns++, 0);
+    let timerRunsWhenDone = -1;
+    const ids = await model.tokenizeAsync(text, { addSpecial: true, parseSpecial: true }).then((tokens) => {
+      timerRunsWhenDone = timerRuns;
+      return tokens;
+    });
+    clearInterval(ticker);
+    assert.deepEqual(ids, model.tokenize(text, { addSpecial: true, parseSpecial: true }));
+    // Tokenized on the calling thread, the promise would settle before any timer could run.
+    assert.ok(timerRunsWhenDone > 0, "timers ran while the prompt was tokenized");
+  });
+
   test("tokenize/detokenize round trip", () => {
     const spacePrefix = model.meta("tokenizer.ggml.add_space_prefix") === "true" ? " " : "";
     for (const text of [

@@ -232,6 +232,7 @@ interface RawModel {
   info(): ModelInfo;
   meta(key: string): string | null;
   tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
+  tokenizeAsync(text: string, addSpecial: boolean, parseSpecial: boolean): Promise<Int32Array>;
   tokenToPiece(token: number, special: boolean): Buffer;
   detokenize(tokens: Int32Array, removeSpecial: boolean, unparseSpecial: boolean): string;
   isEog(token: number): boolean;
@@ -453,6 +454,14 @@ export class LlamaModel {
   /** Text -> tokens. addSpecial: prepend BOS etc. as the model wants; parseSpecial: "<|im_start|>" -> control token. */
   tokenize(text: string, opts: { addSpecial?: boolean; parseSpecial?: boolean } = {}): Int32Array {
     return this.raw.tokenize(text, opts.addSpecial ?? false, opts.parseSpecial ?? false);
+  }
+
+  /** tokenize on a libuv worker thread: the event loop runs on meanwhile. */
+  tokenizeAsync(
+    text: string,
+    opts: { addSpecial?: boolean; parseSpecial?: boolean } = {},
+  ): Promise<Int32Array> {
+    return this.raw.tokenizeAsync(text, opts.addSpecial ?? false, opts.parseSpecial ?? false);
   }
 
   /** Raw bytes of one token's piece (may be a fragment of a UTF-8 character). */

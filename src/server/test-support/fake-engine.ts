@@ -66,6 +66,10 @@ export class FakeEngine implements EngineService {
     return words(text).length;
   }
 
+  async countPromptTokens(text: string): Promise<number> {
+    return this.countTokens(text);
+  }
+
   /** Resolves once `count` requests have arrived. */
   async waitForRequests(count: number): Promise<void> {
     while (this.requests.length < count) await new Promise((r) => setTimeout(r, 5));
