@@ -85,24 +85,18 @@ function isHeaderPath(p) {
   return HEADER_DIRS.some((d) => p.startsWith(`${d}/`));
 }
 
-/**
- * Makes sure the headers for `version` are in `<root>/.cache/llama-headers/<version>/` and returns
- * `{ dir, meta }`. Offline once done (and the npm cache makes a re-fetch offline too).
- */
-export function ensureLlamaHeaders({ root = ROOT, version, force = false, log = console.log } = {}) {
-  if (!version) {
-    const pkgDir = findLibPackageDir(root);
-    if (!pkgDir) throw new Error(`fetch-llama-headers: ${LIB_PACKAGE} is not installed (run npm ci)`);
-    version = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")).version;
-  }
-  const cacheRoot = join(root, ".cache", "llama-headers");
-  const dir = join(cacheRoot, version);
-  const metaPath = join(dir, "meta.json");
-  if (!force && existsSync(metaPath)) {
-    const meta = JSON.parse(readFileSync(metaPath, "utf8"));
-    if (meta.format === META_FORMAT && meta.nodeLlamaCppVersion === version) return { dir, meta };
-  }
+/** The installed prebuilt-binaries package's version (the llama.cpp release everything follows). */
+export function installedLibVersion(root = ROOT) {
+  const pkgDir = findLibPackageDir(root);
+  if (!pkgDir) throw new Error(`fetch-llama-headers: ${LIB_PACKAGE} is not installed (run npm ci)`);
+  return JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")).version;
+}
 
+/**
+ * `npm pack`s node-llama-cpp@`version` into `work`, checks it against the pinned sha512 and clones its
+ * llama.cpp bundle; returns the bare clone, the package's `llama/` dir and the integrity.
+ */
+export function unpackLlamaRelease(version, work, log = console.log) {
   const integrity = HEADER_TARBALL_INTEGRITY[version];
   if (!integrity) {
     throw new Error(
@@ -111,32 +105,49 @@ export function ensureLlamaHeaders({ root = ROOT, version, force = false, log = 
         `to HEADER_TARBALL_INTEGRITY in scripts/fetch-llama-headers.mjs`,
     );
   }
+  log(`fetch-llama-headers: npm pack ${HEADER_PACKAGE}@${version}`);
+  const packOut = JSON.parse(
+    npm(["pack", `${HEADER_PACKAGE}@${version}`, "--json", "--prefer-offline"], work),
+  );
+  const tgz = join(work, packOut[0].filename);
+  const actual = `sha512-${createHash("sha512").update(readFileSync(tgz)).digest("base64")}`;
+  if (actual !== integrity) {
+    throw new Error(
+      `fetch-llama-headers: ${HEADER_PACKAGE}@${version} tarball is ${actual}, expected ${integrity}`,
+    );
+  }
+  run("tar", ["-xzf", tgz, "-C", work, "package/package.json", "package/llama"]);
+  rmSync(tgz);
+  const llamaDir = join(work, "package", "llama");
+  const pkg = JSON.parse(readFileSync(join(work, "package", "package.json"), "utf8"));
+  if (pkg.version !== version)
+    throw new Error(`fetch-llama-headers: packed ${pkg.version}, wanted ${version}`);
+  const gitDir = join(work, "repo.git");
+  run("git", ["clone", "--quiet", "--bare", join(llamaDir, "gitRelease.bundle"), gitDir]);
+  return { gitDir, llamaDir, integrity };
+}
+
+/**
+ * Makes sure the headers for `version` are in `<root>/.cache/llama-headers/<version>/` and returns
+ * `{ dir, meta }`. Offline once done (and the npm cache makes a re-fetch offline too).
+ */
+export function ensureLlamaHeaders({ root = ROOT, version, force = false, log = console.log } = {}) {
+  version ??= installedLibVersion(root);
+  const cacheRoot = join(root, ".cache", "llama-headers");
+  const dir = join(cacheRoot, version);
+  const metaPath = join(dir, "meta.json");
+  if (!force && existsSync(metaPath)) {
+    const meta = JSON.parse(readFileSync(metaPath, "utf8"));
+    if (meta.format === META_FORMAT && meta.nodeLlamaCppVersion === version) return { dir, meta };
+  }
 
   mkdirSync(cacheRoot, { recursive: true });
   const work = mkdtempSync(join(cacheRoot, ".work-"));
   try {
-    log(`fetch-llama-headers: npm pack ${HEADER_PACKAGE}@${version}`);
-    const packOut = JSON.parse(
-      npm(["pack", `${HEADER_PACKAGE}@${version}`, "--json", "--prefer-offline"], work),
-    );
-    const tgz = join(work, packOut[0].filename);
-    const actual = `sha512-${createHash("sha512").update(readFileSync(tgz)).digest("base64")}`;
-    if (actual !== integrity) {
-      throw new Error(
-        `fetch-llama-headers: ${HEADER_PACKAGE}@${version} tarball is ${actual}, expected ${integrity}`,
-      );
-    }
-    run("tar", ["-xzf", tgz, "-C", work, "package/package.json", "package/llama"]);
-    rmSync(tgz);
-    const llamaDir = join(work, "package", "llama");
-    const pkg = JSON.parse(readFileSync(join(work, "package", "package.json"), "utf8"));
-    if (pkg.version !== version)
-      throw new Error(`fetch-llama-headers: packed ${pkg.version}, wanted ${version}`);
+    const { gitDir, llamaDir, integrity } = unpackLlamaRelease(version, work, log);
     const info = JSON.parse(readFileSync(join(llamaDir, "llama.cpp.info.json"), "utf8"));
     const release = JSON.parse(readFileSync(join(llamaDir, "binariesGithubRelease.json"), "utf8"));
 
-    const gitDir = join(work, "repo.git");
-    run("git", ["clone", "--quiet", "--bare", join(llamaDir, "gitRelease.bundle"), gitDir]);
     const git = (...args) => run("git", ["--git-dir", gitDir, ...args]);
     const head = git("rev-parse", "HEAD").trim();
     const llamaVersion = cmakeVersion(git("show", "HEAD:CMakeLists.txt"), "LLAMA", "CMakeLists.txt");

@@ -15,6 +15,7 @@ export type EngineFactory = (options: LlamaEngineOptions) => Promise<EngineServi
 export interface ServeCliOptions {
   model?: string;
   builtinModel: BuiltinPreset;
+  chatTemplate?: string;
   schedulingPolicy: PolicyName;
   maxNumSeqs?: number;
   maxNumBatchedTokens?: number;
@@ -90,6 +91,15 @@ function apiKeysOf(o: ServeCliOptions): string[] {
   return keys.length === 0 && fromEnv ? [fromEnv] : keys;
 }
 
+function chatTemplateOf(o: ServeCliOptions): string | undefined {
+  if (o.chatTemplate === undefined) return undefined;
+  try {
+    return readFileSync(o.chatTemplate, "utf8");
+  } catch (error) {
+    throw new Error(`--chat-template ${o.chatTemplate}: ${(error as Error).message}`);
+  }
+}
+
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
@@ -144,6 +154,7 @@ export interface RunServeOptions {
 export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): Promise<RunningServer> {
   const log = run.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const engineOptions = engineOptionsOf(o);
+  const chatTemplate = chatTemplateOf(o);
   const createEngine = run.createEngine ?? (await loadLlamaEngineFactory());
   const engine = await createEngine(engineOptions);
   let server: RunningServer;
@@ -156,6 +167,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       allowedOrigins: o.allowedOrigins ?? [],
       maxBodyBytes: Math.floor((o.maxBodyMb ?? DEFAULT_MAX_BODY_MB) * MIB),
       servedModelNames: o.servedModelName.slice(1),
+      ...(chatTemplate === undefined ? {} : { chatTemplate }),
     });
   } catch (error) {
     await engine.shutdown();
@@ -235,6 +247,10 @@ export function serveCommand(): Command {
       new Option("--builtin-model <preset>", "built-in model used without --model")
         .choices(Object.keys(BUILTIN_PRESETS))
         .default("small"),
+    )
+    .option(
+      "--chat-template <file>",
+      "Jinja chat template used instead of the model's own tokenizer.chat_template",
     )
     .option(
       "--scheduling-policy <name>",

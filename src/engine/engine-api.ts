@@ -64,6 +64,19 @@ export interface ChatTurn {
   readonly content: string;
 }
 
+/** The model's own Jinja chat template and the special tokens a template writes. */
+export interface ModelChatTemplate {
+  /** `tokenizer.chat_template`; null when the model has none */
+  readonly source: string | null;
+  readonly bosToken: string;
+  readonly eosToken: string;
+  /** tokenizing a prompt adds BOS itself (a template's leading BOS is then dropped) */
+  readonly addsBos: boolean;
+}
+
+/** A model without a template whose tokenizer adds no special tokens (test runners). */
+export const NO_CHAT_TEMPLATE: ModelChatTemplate = { source: null, bosToken: "", eosToken: "", addsBos: false };
+
 export interface EngineMetrics {
   readonly running: number;
   readonly waiting: number;
@@ -106,6 +119,7 @@ export interface EngineService {
   readonly maxContextTokens: number;
   /** where KV lives, for the start-up banner (e.g. "16128 KV tokens, RAM tier 4 GiB") */
   readonly kvSummary: string;
+  readonly chatTemplate: ModelChatTemplate;
   /** Renders a chat with the model's template, ending with the assistant's generation prompt. */
   renderChat(messages: readonly ChatTurn[]): string;
   /**

@@ -24,6 +24,7 @@ import {
   type FinishReason,
   type GenerateEvent,
   type GenerateRequest,
+  type ModelChatTemplate,
   type SamplingParams,
 } from "./engine-api.js";
 import { EventChannel } from "./event-channel.js";
@@ -254,6 +255,10 @@ export class Engine implements EngineService {
       stallRetryS: STALL_RETRY_S,
     });
     this.loop = this.run();
+  }
+
+  get chatTemplate(): ModelChatTemplate {
+    return this.runner.chatTemplate;
   }
 
   renderChat(messages: readonly ChatTurn[]): string {

@@ -10,6 +10,7 @@
  * anything else continues with hash-chosen letters and ends with EOS about one token in 48.
  */
 
+import { type ModelChatTemplate, NO_CHAT_TEMPLATE } from "./engine-api.js";
 import { Engine, type EngineOptions } from "./engine.js";
 import { renderChatML } from "./gguf/index.js";
 import {
@@ -108,6 +109,7 @@ export class FakeModelRunner implements ModelRunner {
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  readonly chatTemplate: ModelChatTemplate = NO_CHAT_TEMPLATE;
   /** execute() calls and rows, for tests */
   executeCalls = 0;
   executedRows = 0;

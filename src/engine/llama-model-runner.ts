@@ -1,5 +1,6 @@
 import { availableParallelism } from "node:os";
 import { basename } from "node:path";
+import type { ModelChatTemplate } from "./engine-api.js";
 import { renderChatML } from "./gguf/index.js";
 import type {
   ChatMessageIn,
@@ -46,6 +47,20 @@ export function defaultThreads(): number {
   return Math.max(1, availableParallelism() - 1);
 }
 
+function specialTokenText(model: LlamaModel, token: number | null): string {
+  return token === null ? "" : Buffer.from(model.tokenToPiece(token, { special: true })).toString("utf8");
+}
+
+function modelChatTemplate(model: LlamaModel): ModelChatTemplate {
+  const source = model.info.chatTemplate;
+  return {
+    source: source === "" ? null : source,
+    bosToken: specialTokenText(model, model.info.bos),
+    eosToken: specialTokenText(model, model.info.eos),
+    addsBos: model.info.addBos,
+  };
+}
+
 /**
  * ModelRunner over our llama.cpp addon: ONE context whose unified KV pool of `kvCells` cells is shared by
  * `maxSeqs` sequence slots, per-slot native samplers, and mixed decode batches of many sequences.
@@ -56,6 +71,7 @@ export class LlamaModelRunner implements ModelRunner {
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  readonly chatTemplate: ModelChatTemplate;
   /** native decode calls and their summed time, for overhead measurements */
   decodeCalls = 0;
   private readonly decodeBatch: DecodeBatch;
@@ -75,6 +91,7 @@ export class LlamaModelRunner implements ModelRunner {
     this.kvBytesPerToken = info.kvBytesPerToken ?? model.info.kvBytesPerTokenF16 ?? 0;
     this.decodeBatch = new DecodeBatch(info.nBatch);
     this.pieces = new Array(model.info.nVocab);
+    this.chatTemplate = modelChatTemplate(model);
   }
 
   static async open(options: LlamaRunnerOptions): Promise<LlamaModelRunner> {

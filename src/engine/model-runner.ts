@@ -1,3 +1,4 @@
+import type { ModelChatTemplate } from "./engine-api.js";
 /**
  * The executor interface the engine drives: a model with ONE pool of KV cells shared by numbered sequence
  * slots (llama.cpp's unified KV cache), a tokenizer, per-slot samplers, and batched decoding of many
@@ -110,6 +111,8 @@ export interface ModelRunner {
   /** Raw bytes of one token's text (may be part of a UTF-8 character; empty for control tokens). */
   tokenPiece(token: number): Uint8Array;
   isEog(token: number): boolean;
+  /** the model's Jinja chat template (GGUF `tokenizer.chat_template`) and special tokens */
+  readonly chatTemplate: ModelChatTemplate;
   /** The model's chat template over `messages`, ending with the assistant's generation prompt. */
   renderChat(messages: readonly ChatMessageIn[]): string;
 

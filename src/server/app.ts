@@ -9,6 +9,7 @@ import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import type { EngineService } from "../engine/engine-api.js";
 import { chatCompletions, type RequestContext } from "./chat-completions.js";
+import { serverChatTemplate } from "./chat-template.js";
 import { completions } from "./completions.js";
 import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
 import { type AppEnv, InflightRequests, unixSeconds } from "./generation.js";
@@ -26,6 +27,8 @@ export interface AppOptions {
   readonly allowedOrigins?: readonly string[];
   /** extra names clients may use for the model (the engine's id is always served) */
   readonly servedModelNames?: readonly string[];
+  /** Jinja chat template replacing the model's own (`--chat-template`) */
+  readonly chatTemplate?: string;
   /** largest accepted request body (default 32 MiB) */
   readonly maxBodyBytes?: number;
   /** requests in flight beyond which new ones get 429 (default: no limit; the engine may still refuse) */
@@ -85,6 +88,7 @@ export function createApp(options: AppOptions): ContinuumApp {
     engine,
     metrics,
     modelNames,
+    chatTemplate: serverChatTemplate(engine.chatTemplate, options.chatTemplate ?? null),
     newRequestId: (c) => {
       const given = c.req.header("x-request-id")?.trim();
       return given && given.length <= 128 ? given : randomUUID().replace(/-/g, "");

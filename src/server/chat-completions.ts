@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { chatTurns } from "./chat-render.js";
+import type { ChatTemplate } from "./chat-template.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import {
   type AppEnv,
@@ -16,11 +17,14 @@ import {
 import { forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
 import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
-import { type ParsedToolCall, parseToolCalls, ToolCallStreamGate, type ToolSpec } from "./tool-calls.js";
+import { parseToolCallsAs, type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
+import { type ParsedToolCall, ToolCallStreamGate, type ToolSpec } from "./tool-calls.js";
 
 export interface RequestContext extends GenerationDeps {
   /** model names a request may ask for (the engine's id first) */
   readonly modelNames: readonly string[];
+  /** the model's Jinja template; null: the engine's template over `chatTurns` */
+  readonly chatTemplate: ChatTemplate | null;
   readonly newRequestId: (c: Context<AppEnv>) => string;
 }
 
@@ -82,8 +86,9 @@ function toolCallsJson(calls: readonly ParsedToolCall[]) {
 function splitOutput(
   text: string,
   tools: ToolSetup,
+  format: ToolCallFormat,
 ): { content: string | null; calls: ParsedToolCall[]; contentEnd: number } {
-  const parsed = tools.parseFor.length > 0 ? parseToolCalls(text, tools.parseFor) : null;
+  const parsed = tools.parseFor.length > 0 ? parseToolCallsAs(format, text, tools.parseFor) : null;
   if (parsed === null) return { content: text, calls: [], contentEnd: text.length };
   const calls = tools.parallel ? [...parsed.calls] : parsed.calls.slice(0, 1);
   const content = text.slice(0, parsed.start).trim();
@@ -123,7 +128,10 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
       "response_format",
     );
   }
-  const prompt = ctx.engine.renderChat(chatTurns(body.messages, tools.rendered));
+  const prompt = ctx.chatTemplate
+    ? ctx.chatTemplate.render(body.messages, tools.rendered)
+    : ctx.engine.renderChat(chatTurns(body.messages, tools.rendered));
+  const format = ctx.chatTemplate?.format ?? "generic";
   const { requestId, generation } = await startGeneration(
     c,
     ctx,
@@ -134,12 +142,12 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   );
   const meta = { id: `chatcmpl-${requestId}`, created: unixSeconds(), model };
   if (body.stream) {
-    const frames = streamFrames(generation, meta, tools, body.stream_options?.include_usage ?? false);
+    const frames = streamFrames(generation, meta, tools, format, body.stream_options?.include_usage ?? false);
     return sseResponse(frames, () => generation.abort());
   }
   const done = await generation.done();
   if (done === null) throw new Error("the engine ended the request without a result");
-  const { content, calls } = splitOutput(done.text, tools);
+  const { content, calls } = splitOutput(done.text, tools, format);
   const message: Record<string, unknown> = { role: "assistant", content };
   if (calls.length > 0) message["tool_calls"] = toolCallsJson(calls);
   return c.json({
@@ -160,6 +168,7 @@ async function* streamFrames(
   generation: Generation,
   meta: ChunkMeta,
   tools: ToolSetup,
+  format: ToolCallFormat,
   includeUsage: boolean,
 ): AsyncGenerator<string> {
   const usageField = includeUsage ? { usage: null } : {};
@@ -170,7 +179,7 @@ async function* streamFrames(
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
       ...usageField,
     });
-  const gate = tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor) : null;
+  const gate = tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   let streamed = 0;
   try {
     yield chunk({ role: "assistant", content: "" });
@@ -181,7 +190,7 @@ async function* streamFrames(
         if (text.length > 0) yield chunk({ content: text });
         continue;
       }
-      const { calls, contentEnd } = splitOutput(event.text, tools);
+      const { calls, contentEnd } = splitOutput(event.text, tools, format);
       const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
       if (rest.length > 0) yield chunk({ content: rest });
       for (const [index, call] of calls.entries()) {

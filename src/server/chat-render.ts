@@ -10,7 +10,7 @@ import type { ChatMessageInput, ToolInput } from "./schemas.js";
 
 type Content = ChatMessageInput["content"];
 
-function contentText(content: Content, param: string): string {
+export function contentText(content: Content, param: string): string {
   if (content === null || content === undefined) return "";
   if (typeof content === "string") return content;
   return content

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { runServe, serveCommand } from "../cli/serve-command.js";
@@ -130,6 +133,49 @@ test("--max-body-mb bounds request bodies (413 beyond it); the default stays 32 
     .exitOverride()
     .configureOutput({ writeErr: () => {} });
   await assert.rejects(command.parseAsync(["--max-body-mb", "0"], { from: "user" }), /positive number/);
+});
+
+test("--chat-template FILE renders chat requests with that template; a missing file stops serve", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "continuum-chat-template-"));
+  try {
+    const file = join(dir, "template.jinja");
+    await writeFile(file, "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>");
+    let parsed: Record<string, unknown> = {};
+    const command = serveCommand()
+      .exitOverride()
+      .action((o: Record<string, unknown>) => {
+        parsed = o;
+      });
+    await command.parseAsync(["--chat-template", file, "--port", "0"], { from: "user" });
+    const engine = new FakeEngine();
+    const server = await runServe(parsed as never, {
+      createEngine: () => engine,
+      log: () => {},
+      handleSignals: false,
+    });
+    try {
+      const response = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+      });
+      assert.equal(response.status, 200);
+      await response.json();
+      assert.equal(engine.requests[0]!.prompt, "<user>hi<assistant>");
+    } finally {
+      await server.close();
+    }
+    await assert.rejects(
+      runServe({ ...parsed, chatTemplate: join(dir, "missing.jinja") } as never, {
+        createEngine: () => new FakeEngine(),
+        log: () => {},
+        handleSignals: false,
+      }),
+      /--chat-template .*missing\.jinja/,
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 describe("continuum serve process", () => {

@@ -248,8 +248,9 @@ export class ToolCallStreamGate {
   private sent = 0;
   private readonly markers: string[];
 
-  constructor(tools: readonly ToolSpec[]) {
-    this.markers = [HERMES_OPEN, PYTHON_TAG];
+  /** `markers`: where the model's own call format starts a call, besides the formats read here */
+  constructor(tools: readonly ToolSpec[], markers: readonly string[] = []) {
+    this.markers = [HERMES_OPEN, PYTHON_TAG, ...markers];
     if (bashTool(tools) !== null) this.markers.push(SHELL_FENCE);
   }
 

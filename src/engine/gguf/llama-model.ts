@@ -42,6 +42,8 @@ export interface LlamaSpec extends LlamaShape {
   rmsEps?: number;
   /** tokenizer.ggml.add_bos_token; default true (SentencePiece llama style). */
   addBos?: boolean;
+  /** tokenizer.chat_template; default the built-in ChatML template. */
+  chatTemplate?: string;
   /** Extra string/number metadata written under the given keys (uint32 for integers, else float32). */
   extraMetadata?: Record<string, string | number>;
 }
@@ -232,7 +234,7 @@ export async function generateLlamaGguf(path: string, spec: LlamaSpec): Promise<
   w.setBool("tokenizer.ggml.add_bos_token", spec.addBos ?? true);
   w.setBool("tokenizer.ggml.add_eos_token", false);
   w.setBool("tokenizer.ggml.add_space_prefix", true);
-  w.setString("tokenizer.chat_template", CHATML_TEMPLATE);
+  w.setString("tokenizer.chat_template", spec.chatTemplate ?? CHATML_TEMPLATE);
   w.setString("continuum.generator", "continuum-gguf");
   w.setUint32("continuum.generator_version", GENERATOR_VERSION);
   w.setUint32("continuum.seed", spec.seed >>> 0);

@@ -11,6 +11,8 @@ import {
   type EngineService,
   type GenerateEvent,
   type GenerateRequest,
+  type ModelChatTemplate,
+  NO_CHAT_TEMPLATE,
 } from "../../engine/engine-api.js";
 
 export interface FakeEngineOptions {
@@ -22,6 +24,8 @@ export interface FakeEngineOptions {
   /** refuse a request before its first event */
   readonly reject?: (request: GenerateRequest) => EngineRejection | null;
   readonly metrics?: Partial<EngineMetrics>;
+  /** the model's chat template as a real model's engine reports it (default: none) */
+  readonly chatTemplate?: ModelChatTemplate;
 }
 
 function words(text: string): string[] {
@@ -45,6 +49,7 @@ export class FakeEngine implements EngineService {
   readonly modelId = "fake-model";
   readonly maxContextTokens: number;
   readonly kvSummary = "fake KV";
+  readonly chatTemplate: ModelChatTemplate;
   readonly requests: GenerateRequest[] = [];
   readonly aborted: string[] = [];
   readonly finished: string[] = [];
@@ -56,6 +61,7 @@ export class FakeEngine implements EngineService {
 
   constructor(private readonly options: FakeEngineOptions = {}) {
     this.maxContextTokens = options.maxContextTokens ?? 4096;
+    this.chatTemplate = options.chatTemplate ?? NO_CHAT_TEMPLATE;
   }
 
   renderChat(messages: readonly ChatTurn[]): string {

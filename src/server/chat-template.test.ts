@@ -1,0 +1,366 @@
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import type { ModelChatTemplate } from "../engine/engine-api.js";
+import { CHATML_TEMPLATE, generateLlamaGguf } from "../engine/gguf/index.js";
+import { LlamaModelRunner } from "../engine/llama-model-runner.js";
+import { isNativeAvailable } from "../engine/native/llama-native.js";
+import { ChatTemplate, serverChatTemplate } from "./chat-template.js";
+import type { ChatMessageInput, ToolInput } from "./schemas.js";
+import { llamaTemplate } from "./test-support/llama-templates.js";
+import { type Json, withServer } from "./test-support/test-server.js";
+import { detectToolCallFormat, parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
+
+const supported = process.platform === "linux" && process.arch === "x64" && isNativeAvailable();
+
+const tools: ToolInput[] = [
+  {
+    type: "function",
+    function: {
+      name: "bash",
+      description: "Run a command",
+      parameters: {
+        type: "object",
+        properties: { command: { type: "string", description: "The command" } },
+        required: ["command"],
+      },
+    },
+  },
+];
+
+/** A turn that called a tool and got its result back; ids are Mistral's 9 alphanumerics. */
+const conversation: ChatMessageInput[] = [
+  { role: "system", content: "Fix the bug." },
+  { role: "user", content: "List the files." },
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: "a1b2c3d4e", type: "function", function: { name: "bash", arguments: '{"command":"ls"}' } },
+    ],
+  },
+  { role: "tool", tool_call_id: "a1b2c3d4e", content: "main.py" },
+];
+
+const TOOL_JSON =
+  '{"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": ' +
+  '{"type": "object", "properties": {"command": {"type": "string", "description": "The command"}}, ' +
+  '"required": ["command"]}}}';
+
+const QWEN_TOOLS =
+  "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
+  "You are provided with function signatures within <tools></tools> XML tags:\n" +
+  `<tools>\n${TOOL_JSON}\n</tools>\n\n` +
+  "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n" +
+  '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>';
+
+const QWEN_TURNS =
+  "<|im_start|>user\nList the files.<|im_end|>\n" +
+  '<|im_start|>assistant\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>\n' +
+  "<|im_start|>user\n<tool_response>\nmain.py\n</tool_response><|im_end|>\n" +
+  "<|im_start|>assistant\n";
+
+const LLAMA31_TOOL_JSON = [
+  "{",
+  '    "type": "function",',
+  '    "function": {',
+  '        "name": "bash",',
+  '        "description": "Run a command",',
+  '        "parameters": {',
+  '            "type": "object",',
+  '            "properties": {',
+  '                "command": {',
+  '                    "type": "string",',
+  '                    "description": "The command"',
+  "                }",
+  "            },",
+  '            "required": [',
+  '                "command"',
+  "            ]",
+  "        }",
+  "    }",
+  "}",
+].join("\n");
+
+const LLAMA31_PROMPT =
+  "<|start_header_id|>system<|end_header_id|>\n\n" +
+  "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" +
+  "Fix the bug.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" +
+  "Given the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\n" +
+  'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.Do not use variables.\n\n' +
+  `${LLAMA31_TOOL_JSON}\n\nList the files.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n` +
+  '{"name": "bash", "parameters": {"command": "ls"}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n' +
+  '"main.py"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n';
+
+interface Family {
+  /** llama.cpp's models/templates/<file>.jinja */
+  readonly file: string;
+  readonly format: ToolCallFormat;
+  /** the prompt of `conversation` with `tools`; the built-in vocabulary's BOS is <s>, its EOS <|im_end|> */
+  readonly prompt: string;
+  /** what the model would answer, in its own format */
+  readonly output: string;
+}
+
+const families: Family[] = [
+  {
+    file: "Qwen-Qwen2.5-7B-Instruct",
+    format: "hermes",
+    prompt: `<|im_start|>system\nFix the bug.\n\n${QWEN_TOOLS}<|im_end|>\n${QWEN_TURNS}`,
+    output: '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>',
+  },
+  {
+    file: "Qwen-Qwen3-0.6B",
+    format: "hermes",
+    prompt: `<|im_start|>system\nFix the bug.\n\n${QWEN_TOOLS}<|im_end|>\n${QWEN_TURNS}`,
+    output:
+      '<think>\nList them all.\n</think>\n\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>',
+  },
+  {
+    // The template's leading BOS is dropped: the tokenizer adds it.
+    file: "meta-llama-Llama-3.1-8B-Instruct",
+    format: "llama3",
+    prompt: LLAMA31_PROMPT,
+    output: '{"name": "bash", "parameters": {"command": "ls -la"}}',
+  },
+  {
+    // Llama 3.3 ships 3.1's template unchanged.
+    file: "meta-llama-Llama-3.3-70B-Instruct",
+    format: "llama3",
+    prompt: LLAMA31_PROMPT,
+    output: '{"name": "bash", "parameters": {"command": "ls -la"}}',
+  },
+  {
+    // Nemo puts the system message into the last user turn only, and ends tool calls with EOS.
+    file: "mistralai-Mistral-Nemo-Instruct-2407",
+    format: "mistral",
+    prompt:
+      `[AVAILABLE_TOOLS][${TOOL_JSON}][/AVAILABLE_TOOLS][INST]List the files.[/INST]` +
+      '[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}, "id": "a1b2c3d4e"}]<|im_end|>' +
+      '[TOOL_RESULTS]{"content": main.py, "call_id": "a1b2c3d4e"}[/TOOL_RESULTS]',
+    output: '[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls -la"}}]',
+  },
+  {
+    file: "Mistral-Small-3.2-24B-Instruct-2506",
+    format: "mistral",
+    prompt:
+      `[SYSTEM_PROMPT]Fix the bug.[/SYSTEM_PROMPT][AVAILABLE_TOOLS][${TOOL_JSON}][/AVAILABLE_TOOLS]` +
+      '[INST]List the files.[/INST][TOOL_CALLS]bash[CALL_ID]a1b2c3d4e[ARGS]{"command": "ls"}<|im_end|>' +
+      "[TOOL_RESULTS]a1b2c3d4e[TOOL_CONTENT]main.py[/TOOL_RESULTS]",
+    output: '[TOOL_CALLS]bash[ARGS]{"command": "ls -la"}',
+  },
+  {
+    file: "deepseek-ai-DeepSeek-V3.1",
+    format: "deepseek",
+    prompt:
+      "Fix the bug.<｜User｜>List the files.<｜Assistant｜><think></think>" +
+      '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>bash<｜tool▁sep｜>{"command": "ls"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>' +
+      "<｜end▁of▁sentence｜><｜tool▁output▁begin｜>main.py<｜tool▁output▁end｜>",
+    output:
+      '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>bash<｜tool▁sep｜>{"command": "ls -la"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+  },
+  {
+    file: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+    format: "deepseek",
+    prompt:
+      "Fix the bug.<｜User｜>List the files.<｜Assistant｜>" +
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>bash\n```json\n" +
+      '{"command": "ls"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>' +
+      "<｜Assistant｜><｜end▁of▁sentence｜>" +
+      "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>main.py<｜tool▁output▁end｜><｜tool▁outputs▁end｜>",
+    output:
+      "Listing.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>bash\n```json\n" +
+      '{"command": "ls -la"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+  },
+  {
+    file: "GLM-4.6",
+    format: "glm",
+    prompt:
+      `[gMASK]<sop><|system|>\n${QWEN_TOOLS.slice(0, QWEN_TOOLS.indexOf("For each"))}` +
+      "For each function call, output the function name and arguments within the following XML format:\n" +
+      "<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n" +
+      "<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n</tool_call>" +
+      "<|system|>\nFix the bug.<|user|>\nList the files.<|assistant|>\n<think></think>\n" +
+      "<tool_call>bash\n<arg_key>command</arg_key>\n<arg_value>ls</arg_value>\n</tool_call>" +
+      "<|observation|>\n<tool_response>\nmain.py\n</tool_response><|assistant|>",
+    output: "<tool_call>bash\n<arg_key>command</arg_key>\n<arg_value>ls -la</arg_value>\n</tool_call>",
+  },
+];
+
+describe("real models' chat templates from GGUF metadata", {
+  skip: supported ? false : "no llama.cpp addon",
+}, () => {
+  let dir: string;
+  const models = new Map<string, ModelChatTemplate>();
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "continuum-templates-"));
+    for (const family of families) {
+      const modelPath = join(dir, `${family.file}.gguf`);
+      await generateLlamaGguf(modelPath, {
+        contextLength: 256,
+        embeddingLength: 32,
+        blockCount: 1,
+        feedForwardLength: 64,
+        headCount: 2,
+        headCountKv: 1,
+        seed: 7,
+        weightType: "f32",
+        chatTemplate: llamaTemplate(family.file),
+      });
+      const runner = await LlamaModelRunner.open({ modelPath, kvCells: 256, maxSeqs: 1, threads: 1 });
+      models.set(family.file, runner.chatTemplate);
+      await runner.close();
+    }
+  });
+
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  for (const family of families) {
+    test(`${family.file}: the prompt as the template writes it, and a ${family.format} tool call read back`, async () => {
+      const model = models.get(family.file)!;
+      assert.equal(model.source, llamaTemplate(family.file));
+      assert.equal(detectToolCallFormat(model.source), family.format);
+      await withServer({ chatTemplate: model, reply: () => family.output }, {}, async (t) => {
+        const response = await t.post("/v1/chat/completions", { messages: conversation, tools });
+        const body: Json = await response.json();
+        assert.equal(response.status, 200, JSON.stringify(body));
+        assert.equal(t.engine.requests[0]!.prompt, family.prompt);
+        const choice = body.choices[0];
+        assert.equal(choice.finish_reason, "tool_calls");
+        assert.equal(choice.message.tool_calls.length, 1);
+        const call = choice.message.tool_calls[0];
+        assert.equal(call.function.name, "bash");
+        assert.deepEqual(JSON.parse(call.function.arguments), { command: "ls -la" });
+        // Mistral's templates refuse any other id when the call comes back in the next request.
+        if (family.format === "mistral") assert.match(call.id, /^[A-Za-z0-9]{9}$/);
+      });
+    });
+  }
+});
+
+function templateOf(file: string): ChatTemplate {
+  return new ChatTemplate(llamaTemplate(file), {
+    source: null,
+    bosToken: "<s>",
+    eosToken: "</s>",
+    addsBos: true,
+  });
+}
+
+describe("rendering with a model's template", () => {
+  for (const file of [
+    "Qwen-Qwen2.5-7B-Instruct",
+    "Qwen-Qwen3-0.6B",
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+  ]) {
+    test(`${file}: turn N+1's prompt extends turn N's prompt and output (its KV is reused)`, () => {
+      const template = templateOf(file);
+      const first = conversation.slice(0, 2);
+      const output = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>';
+      const turn1 = template.render(first, tools);
+      const turn2 = template.render(conversation, tools);
+      assert.ok(
+        turn2.startsWith(turn1 + output),
+        `${JSON.stringify(turn1 + output)}\n${JSON.stringify(turn2)}`,
+      );
+      assert.ok(turn2.length > (turn1 + output).length);
+    });
+  }
+
+  test("Hermes 3: turns in ChatML after its tool preamble, tool results under role tool", () => {
+    const prompt = templateOf("NousResearch-Hermes-3-Llama-3.1-8B-tool_use").render(conversation, tools);
+    assert.ok(prompt.startsWith("<|im_start|>system\nYou are a function calling AI model."), prompt);
+    assert.ok(
+      prompt.endsWith(
+        "<|im_start|>system\nFix the bug.<|im_end|>\n<|im_start|>user\nList the files.<|im_end|>\n" +
+          '<|im_start|>assistant\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>\n' +
+          "<|im_start|>tool\n<tool_response>\nmain.py\n</tool_response><|im_end|><|im_start|>assistant\n",
+      ),
+      prompt,
+    );
+  });
+
+  test("what a template refuses is a 400 naming the template's reason", async () => {
+    const gemma: ModelChatTemplate = {
+      source: llamaTemplate("google-gemma-2-2b-it"),
+      bosToken: "<bos>",
+      eosToken: "<eos>",
+      addsBos: true,
+    };
+    await withServer({ chatTemplate: gemma }, {}, async (t) => {
+      const ok = await t.post("/v1/chat/completions", { messages: [{ role: "user", content: "Hi" }] });
+      assert.equal(ok.status, 200);
+      await ok.json();
+      assert.equal(
+        t.engine.requests[0]!.prompt,
+        "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+      );
+      const refused = await t.post("/v1/chat/completions", { messages: conversation.slice(0, 2) });
+      assert.equal(refused.status, 400);
+      assert.match(((await refused.json()) as Json).error.message, /System role not supported/);
+    });
+  });
+
+  test("the built-in models' ChatML template keeps the engine's rendering; --chat-template overrides any", () => {
+    const builtin: ModelChatTemplate = {
+      source: CHATML_TEMPLATE,
+      bosToken: "<s>",
+      eosToken: "<|im_end|>",
+      addsBos: true,
+    };
+    assert.equal(serverChatTemplate(builtin, null), null);
+    assert.equal(serverChatTemplate({ ...builtin, source: null }, null), null);
+    const override = serverChatTemplate(
+      builtin,
+      "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}",
+    );
+    assert.equal(
+      override?.render(conversation.slice(0, 2), []),
+      "[system] Fix the bug.\n[user] List the files.\n",
+    );
+  });
+
+  test("parsing by format: Mistral's calls, several DeepSeek calls, GLM values typed by the schema", () => {
+    const specs = [
+      {
+        name: "edit",
+        parameters: { type: "object", properties: { line: { type: "integer" }, text: { type: "string" } } },
+      },
+    ];
+    const calls = (format: ToolCallFormat, output: string) =>
+      parseToolCallsAs(format, output, specs)?.calls.map((c) => [c.name, JSON.parse(c.arguments)]);
+    assert.deepEqual(
+      calls(
+        "mistral",
+        'Sure.[TOOL_CALLS][{"name": "edit", "arguments": {"line": 3}}, {"name": "edit", "arguments": {"line": 4}}]',
+      ),
+      [
+        ["edit", { line: 3 }],
+        ["edit", { line: 4 }],
+      ],
+    );
+    assert.deepEqual(
+      calls(
+        "deepseek",
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>edit<｜tool▁sep｜>{"line": 1}<｜tool▁call▁end｜><｜tool▁call▁begin｜>edit<｜tool▁sep｜>{"line": 2}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+      ),
+      [
+        ["edit", { line: 1 }],
+        ["edit", { line: 2 }],
+      ],
+    );
+    assert.deepEqual(
+      calls(
+        "glm",
+        "<tool_call>edit\n<arg_key>line</arg_key>\n<arg_value>12</arg_value>\n<arg_key>text</arg_key>\n<arg_value>42</arg_value>\n</tool_call>",
+      ),
+      [["edit", { line: 12, text: "42" }]],
+    );
+    assert.equal(parseToolCallsAs("mistral", "No call here.", specs), null);
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * A model's own Jinja chat template (`tokenizer.chat_template`, or `serve --chat-template FILE`),
+ * rendered as llama-server's `--jinja` does: OpenAI messages with their tool calls (arguments as
+ * objects) and tool results, the offered tools, `add_generation_prompt`, `bos_token` / `eos_token`.
+ */
+import { Template } from "@huggingface/jinja";
+import type { ModelChatTemplate } from "../engine/engine-api.js";
+import { CHATML_TEMPLATE } from "../engine/gguf/chat-template.js";
+import { contentText } from "./chat-render.js";
+import { ApiError } from "./errors.js";
+import type { ChatMessageInput, ToolInput } from "./schemas.js";
+import { detectToolCallFormat, type ToolCallFormat } from "./tool-call-formats.js";
+import { parseJsonLenient } from "./tool-calls.js";
+
+type TemplateMessage = Record<string, unknown>;
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Templates format arguments themselves (`| tojson`), so they get the object, as llama-server gives. */
+function argumentsObject(raw: string | Record<string, unknown> | undefined): unknown {
+  if (raw === undefined) return {};
+  if (typeof raw !== "string") return raw;
+  const parsed = parseJsonLenient(raw);
+  return isRecord(parsed) ? parsed : raw;
+}
+
+function templateMessages(messages: readonly ChatMessageInput[]): TemplateMessage[] {
+  const toolNames = new Map<string, string>();
+  return messages.map((message, i) => {
+    const content = contentText(message.content, `messages[${i}].content`);
+    switch (message.role) {
+      case "developer":
+        return { role: "system", content };
+      case "assistant": {
+        const calls = message.tool_calls ?? [];
+        if (calls.length === 0) return { role: "assistant", content };
+        return {
+          role: "assistant",
+          content,
+          tool_calls: calls.map((call) => {
+            if (call.id) toolNames.set(call.id, call.function.name);
+            return {
+              id: call.id ?? "",
+              type: "function",
+              function: { name: call.function.name, arguments: argumentsObject(call.function.arguments) },
+            };
+          }),
+        };
+      }
+      case "tool": {
+        const id = message.tool_call_id ?? "";
+        const name = message.name ?? toolNames.get(id);
+        return { role: "tool", content, tool_call_id: id, ...(name === undefined ? {} : { name }) };
+      }
+      default:
+        return { role: message.role, content };
+    }
+  });
+}
+
+export class ChatTemplate {
+  readonly format: ToolCallFormat;
+  private readonly template: Template;
+
+  constructor(
+    source: string,
+    private readonly model: ModelChatTemplate,
+  ) {
+    this.template = new Template(source);
+    this.format = detectToolCallFormat(source);
+  }
+
+  /** The prompt for a chat request, ending with the generation prompt. */
+  render(messages: readonly ChatMessageInput[], tools: readonly ToolInput[]): string {
+    const context: Record<string, unknown> = {
+      messages: templateMessages(messages),
+      add_generation_prompt: true,
+      bos_token: this.model.bosToken,
+      eos_token: this.model.eosToken,
+    };
+    if (tools.length > 0) context["tools"] = tools;
+    let prompt: string;
+    try {
+      prompt = this.template.render(context);
+    } catch (error) {
+      // Templates refuse what their model cannot take (raise_exception): roles out of order, bad ids.
+      throw ApiError.badRequest(`the model's chat template: ${(error as Error).message}`, "messages");
+    }
+    // The tokenizer adds BOS itself; a template's own BOS would make it twice (llama-server strips it too).
+    if (this.model.addsBos && this.model.bosToken !== "" && prompt.startsWith(this.model.bosToken)) {
+      prompt = prompt.slice(this.model.bosToken.length);
+    }
+    return prompt;
+  }
+}
+
+/**
+ * What chat requests are rendered with: the `--chat-template` override, else the model's own template;
+ * null (llama.cpp's template detection over the server's plain turns) when there is none, and for the
+ * built-in models, whose ChatML template that path already renders exactly.
+ */
+export function serverChatTemplate(model: ModelChatTemplate, override: string | null): ChatTemplate | null {
+  const source = override ?? model.source;
+  if (source === null || (override === null && source === CHATML_TEMPLATE)) return null;
+  return new ChatTemplate(source, model);
+}

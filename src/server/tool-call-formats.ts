@@ -1,0 +1,154 @@
+/**
+ * How a model writes tool calls, told from its chat template's text, and the parser for each way.
+ * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
+ * already reads; Mistral, DeepSeek and GLM write calls their own way and are parsed here first.
+ */
+import { randomBytes } from "node:crypto";
+import { jsonObjectsIn } from "../core/tools/json-objects.js";
+import { stripReasoning } from "../core/tools/parse-tool-call.js";
+import { asToolName } from "../core/tools/tool-name.js";
+import {
+  newToolCallId,
+  type ParsedToolCall,
+  parseJsonLenient,
+  parseToolCalls,
+  type ToolCallParse,
+  type ToolSpec,
+} from "./tool-calls.js";
+
+export type ToolCallFormat = "hermes" | "llama3" | "mistral" | "deepseek" | "glm" | "generic";
+
+const MISTRAL_CALLS = "[TOOL_CALLS]";
+const MISTRAL_ARGS = "[ARGS]";
+const MISTRAL_CALL_ID = "[CALL_ID]";
+const DEEPSEEK_CALLS = "<｜tool▁calls▁begin｜>";
+const DEEPSEEK_CALL = "<｜tool▁call▁begin｜>";
+// V3 / R1: `function<sep>name\n```json\n{...}\n```; V3.1 and later: `name<sep>{...}`
+const DEEPSEEK_BLOCK =
+  /<｜tool▁call▁begin｜>(?:function<｜tool▁sep｜>([^\n]+)\n```json\n([\s\S]*?)\n```|([^<\n]+?)<｜tool▁sep｜>([\s\S]*?))\s*(?:<｜tool▁call▁end｜>|$)/g;
+const GLM_BLOCK = /<tool_call>([^\n<]+)\n?((?:<arg_key>[\s\S]*?)?)(?:<\/tool_call>|$)/g;
+const GLM_ARG = /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)(?:<\/arg_value>|$)/g;
+
+/** The format a template teaches its model, by the markers its text writes. */
+export function detectToolCallFormat(template: string): ToolCallFormat {
+  if (template.includes(MISTRAL_CALLS)) return "mistral";
+  if (template.includes("tool▁call▁begin")) return "deepseek";
+  if (template.includes("<arg_key>")) return "glm";
+  if (template.includes("<tool_call>")) return "hermes";
+  if (template.includes("<|python_tag|>") || template.includes("<|start_header_id|>")) return "llama3";
+  return "generic";
+}
+
+/** Where a streamed output may start a call in this format (held back from content until known). */
+export function toolCallMarkers(format: ToolCallFormat): string[] {
+  if (format === "mistral") return [MISTRAL_CALLS];
+  if (format === "deepseek") return [DEEPSEEK_CALLS, DEEPSEEK_CALL];
+  return [];
+}
+
+const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+/** Mistral's templates accept only 9 alphanumerics as a call id, and clients echo ids back. */
+function mistralCallId(): string {
+  return [...randomBytes(9)].map((b) => ID_ALPHABET[b % ID_ALPHABET.length]).join("");
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function answerStart(output: string): number {
+  const answer = stripReasoning(output);
+  return output.endsWith(answer) ? output.length - answer.length : 0;
+}
+
+function call(id: string, rawName: unknown, args: unknown): ParsedToolCall | null {
+  const name = asToolName(rawName);
+  const parsed = typeof args === "string" ? parseJsonLenient(args) : (args ?? {});
+  return name !== null && isRecord(parsed) ? { id, name, arguments: JSON.stringify(parsed) } : null;
+}
+
+/**
+ * `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]` (Nemo) or `[TOOL_CALLS]name[ARGS]{...}` (Small
+ * 3.2, Devstral; a `[CALL_ID]id` may follow the name).
+ */
+function fromMistral(output: string): ToolCallParse | null {
+  const start = output.indexOf(MISTRAL_CALLS, answerStart(output));
+  if (start === -1) return null;
+  const calls: ParsedToolCall[] = [];
+  for (const segment of output.slice(start).split(MISTRAL_CALLS).slice(1)) {
+    const args = segment.indexOf(MISTRAL_ARGS);
+    if (args !== -1) {
+      const object = jsonObjectsIn(segment.slice(args)).next().value;
+      const parsed = call(mistralCallId(), segment.slice(0, args).split(MISTRAL_CALL_ID)[0], object);
+      if (parsed !== null) calls.push(parsed);
+      continue;
+    }
+    for (const object of jsonObjectsIn(segment)) {
+      const parsed = call(mistralCallId(), object["name"], object["arguments"]);
+      if (parsed !== null) calls.push(parsed);
+    }
+  }
+  return calls.length > 0 ? { start, calls } : null;
+}
+
+function fromDeepSeek(output: string): ToolCallParse | null {
+  const from = answerStart(output);
+  const calls: ParsedToolCall[] = [];
+  let first = -1;
+  for (const block of output.slice(from).matchAll(DEEPSEEK_BLOCK)) {
+    const parsed = call(newToolCallId(), block[1] ?? block[3], block[2] ?? block[4]);
+    if (parsed === null) continue;
+    if (first === -1) first = from + block.index;
+    calls.push(parsed);
+  }
+  if (calls.length === 0) return null;
+  const opened = output.lastIndexOf(DEEPSEEK_CALLS, first);
+  return { start: opened >= from ? opened : first, calls };
+}
+
+function propertyType(tools: readonly ToolSpec[], tool: string, param: string): unknown {
+  const properties = tools.find((t) => t.name === tool)?.parameters?.["properties"];
+  const schema = isRecord(properties) ? properties[param] : undefined;
+  return isRecord(schema) ? schema["type"] : undefined;
+}
+
+/** GLM 4.5+: `<tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>`. */
+function fromGlm(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
+  const from = answerStart(output);
+  const calls: ParsedToolCall[] = [];
+  let first = -1;
+  for (const block of output.slice(from).matchAll(GLM_BLOCK)) {
+    const name = asToolName(block[1]);
+    if (name === null) continue;
+    const args: Record<string, unknown> = {};
+    for (const [, key, raw] of block[2]!.matchAll(GLM_ARG)) {
+      // Strings are written bare; everything else as JSON.
+      const parsed = propertyType(tools, name, key!.trim()) === "string" ? undefined : parseJsonLenient(raw!);
+      args[key!.trim()] = parsed === undefined ? raw : parsed;
+    }
+    if (first === -1) first = from + block.index;
+    calls.push({ id: newToolCallId(), name, arguments: JSON.stringify(args) });
+  }
+  return calls.length > 0 ? { start: first, calls } : null;
+}
+
+/**
+ * The tool calls in `output` of a model whose template writes `format`; what the format's own parser
+ * does not find, the general one (`parseToolCalls`) still may.
+ */
+export function parseToolCallsAs(
+  format: ToolCallFormat,
+  output: string,
+  tools: readonly ToolSpec[],
+): ToolCallParse | null {
+  const own =
+    format === "mistral"
+      ? fromMistral(output)
+      : format === "deepseek"
+        ? fromDeepSeek(output)
+        : format === "glm"
+          ? fromGlm(output, tools)
+          : null;
+  return own ?? parseToolCalls(output, tools);
+}
