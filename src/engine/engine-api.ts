@@ -75,7 +75,12 @@ export interface ModelChatTemplate {
 }
 
 /** A model without a template whose tokenizer adds no special tokens (test runners). */
-export const NO_CHAT_TEMPLATE: ModelChatTemplate = { source: null, bosToken: "", eosToken: "", addsBos: false };
+export const NO_CHAT_TEMPLATE: ModelChatTemplate = {
+  source: null,
+  bosToken: "",
+  eosToken: "",
+  addsBos: false,
+};
 
 export interface EngineMetrics {
   readonly running: number;

@@ -10,8 +10,8 @@
  * anything else continues with hash-chosen letters and ends with EOS about one token in 48.
  */
 
-import { type ModelChatTemplate, NO_CHAT_TEMPLATE } from "./engine-api.js";
 import { Engine, type EngineOptions } from "./engine.js";
+import { type ModelChatTemplate, NO_CHAT_TEMPLATE } from "./engine-api.js";
 import { renderChatML } from "./gguf/index.js";
 import {
   type ChatMessageIn,

@@ -1,4 +1,3 @@
-import type { ModelChatTemplate } from "./engine-api.js";
 /**
  * The executor interface the engine drives: a model with ONE pool of KV cells shared by numbered sequence
  * slots (llama.cpp's unified KV cache), a tokenizer, per-slot samplers, and batched decoding of many
@@ -13,6 +12,8 @@ import type { ModelChatTemplate } from "./engine-api.js";
  * - execute() fails with an error whose `code` is "LLAMA_DECODE_NO_KV_SLOT" when the pool has fewer free
  *   cells than rows, and then changes nothing. The engine makes sure this never happens.
  */
+
+import type { ModelChatTemplate } from "./engine-api.js";
 
 export interface RunnerSampling {
   /** <= 0: greedy */

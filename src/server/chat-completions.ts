@@ -179,7 +179,8 @@ async function* streamFrames(
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
       ...usageField,
     });
-  const gate = tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
+  const gate =
+    tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   let streamed = 0;
   try {
     yield chunk({ role: "assistant", content: "" });
