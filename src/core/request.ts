@@ -20,6 +20,11 @@ export interface RequestSpec {
   readonly content: TokenContent;
   /** the client's word on how long this turn's KV is worth keeping */
   readonly retentionHints?: RetentionHints;
+  /**
+   * The request carries earlier turns of its program (a chat history with the model's answers): a
+   * returning turn even where the program was not seen before (another replica served its earlier turns).
+   */
+  readonly continuesProgram?: boolean;
 }
 
 /** One LLM call in flight. Mutable state is owned by the scheduler; everyone else reads it. */
@@ -36,6 +41,8 @@ export class Request {
   readonly retentionHints: RetentionHints;
   readonly arrivalS: number;
   readonly turnIndex: number;
+  /** a returning turn by the client's word, whatever this scheduler saw of its program */
+  readonly continuesProgram: boolean;
   /** global arrival order; final tie-break of every priority */
   readonly sequenceNumber: number;
 
@@ -92,6 +99,7 @@ export class Request {
     this.retentionHints = spec.retentionHints ?? NO_HINTS;
     this.arrivalS = arrivalS;
     this.turnIndex = program.numArrived;
+    this.continuesProgram = spec.continuesProgram ?? false;
     this.sequenceNumber = sequenceNumber;
   }
 

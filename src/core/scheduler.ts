@@ -521,7 +521,8 @@ export class Scheduler {
   /** The policy keeps a new program's first turn waiting (never while nothing runs: no stall). */
   private holdsBackNewProgram(head: Request): boolean {
     const gate = this.policy.admitsNewProgram;
-    if (!gate || head.turnIndex !== 0 || head.numAdmissions > 0 || this.running.length === 0) return false;
+    const returning = head.turnIndex !== 0 || head.continuesProgram;
+    if (!gate || returning || head.numAdmissions > 0 || this.running.length === 0) return false;
     this.ctx.numRunning = this.running.length;
     return !gate.call(this.policy, head, head.program, this.ctx);
   }

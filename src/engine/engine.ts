@@ -349,6 +349,7 @@ export class Engine implements EngineService {
         isLastStep: spec.isLastStep,
         toolHint: spec.toolHint,
         ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
+        continuesProgram: spec.continuesProgram ?? false,
         content,
       });
     } catch (error) {

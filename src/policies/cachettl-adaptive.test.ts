@@ -159,6 +159,19 @@ describe("cachettl-adaptive admission", () => {
     addRequest(scheduler, "A1", 210, A_RETURN);
     assert.deepEqual(admittedIds(step(scheduler, clock)), ["A1"]);
   });
+
+  it("never holds back a turn that says it continues a program seen elsewhere (another replica)", () => {
+    const { scheduler, clock } = crowdedScheduler();
+    scheduler.abort("B0");
+    addRequest(scheduler, "D3", 64, { programId: "D", maxOutputTokens: 100, continuesProgram: true });
+    assert.deepEqual(
+      admittedIds(step(scheduler, clock)),
+      ["D3"],
+      "D's history holds earlier turns: D starts",
+    );
+    addRequest(scheduler, "E0", 64, { programId: "E", maxOutputTokens: 100 });
+    assert.deepEqual(admittedIds(step(scheduler, clock)), [], "a first turn is still held");
+  });
 });
 
 describe("cachettl-adaptive:p90-pins", () => {

@@ -139,6 +139,7 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
     prompt,
     body.max_completion_tokens ?? body.max_tokens,
     tools.grammar ?? formatGrammar,
+    body.messages.some((m) => m.role === "assistant" || m.role === "tool"),
   );
   const meta = { id: `chatcmpl-${requestId}`, created: unixSeconds(), model };
   if (body.stream) {

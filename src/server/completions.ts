@@ -34,6 +34,7 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
     prompt,
     body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
     responseFormatGrammar(body.response_format),
+    false,
   );
   const meta = { id: `cmpl-${requestId}`, object: "text_completion", created: unixSeconds(), model };
   const echo = body.echo ? prompt : "";

@@ -15,7 +15,8 @@ const MAX_BYTES_PER_TOKEN = 32;
 
 /**
  * What chat and text completions share once the prompt is known: its length, the sampling parameters,
- * the program fields, and the generation queued on the engine.
+ * the program fields, and the generation queued on the engine. `continuesProgram`: the request carries
+ * earlier turns of its program.
  */
 export async function startGeneration(
   c: Context<AppEnv>,
@@ -24,6 +25,7 @@ export async function startGeneration(
   prompt: string,
   maxTokens: number | null | undefined,
   grammar: string | null,
+  continuesProgram: boolean,
 ): Promise<{ requestId: string; generation: Generation }> {
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
   // (tokenizing a 30 MB prompt blocks the event loop for seconds).
@@ -45,6 +47,7 @@ export async function startGeneration(
     ...scopeToTenant(c.get("tenant") ?? null, fields.programId, body.cache_salt),
     prompt,
     sampling,
+    continuesProgram,
   };
   return { requestId, generation: await Generation.start(ctx, c, request, body.stream !== true) };
 }
