@@ -4,6 +4,7 @@
  * body.
  */
 import { createHash, randomUUID } from "node:crypto";
+import { createRequire } from "node:module";
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
@@ -61,6 +62,14 @@ function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();
 }
 
+const SERVER_VERSION: string = createRequire(import.meta.url)("../../package.json").version;
+
+/** OpenAI's `system_fingerprint`: what answers, here the server's version, the model and its KV setup. */
+function systemFingerprint(engine: EngineService): string {
+  const config = `continuum ${SERVER_VERSION}\n${engine.modelId}\n${engine.kvSummary}`;
+  return `fp_${digest(config).toString("hex").slice(0, 10)}`;
+}
+
 function errorResponse(c: Context<AppEnv>, error: ApiError): Response {
   for (const [name, value] of Object.entries(errorHeaders(error))) c.header(name, value);
   return c.json(errorBody(error), error.status);
@@ -89,6 +98,7 @@ export function createApp(options: AppOptions): ContinuumApp {
     metrics,
     modelNames,
     chatTemplate: serverChatTemplate(engine.chatTemplate, options.chatTemplate ?? null),
+    systemFingerprint: systemFingerprint(engine),
     newRequestId: (c) => {
       const given = c.req.header("x-request-id")?.trim();
       return given && given.length <= 128 ? given : randomUUID().replace(/-/g, "");

@@ -18,13 +18,20 @@ import { forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
 import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
 import { parseToolCallsAs, type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
-import { type ParsedToolCall, ToolCallStreamGate, type ToolSpec } from "./tool-calls.js";
+import {
+  type ParsedToolCall,
+  parseTruncatedToolCall,
+  ToolCallStreamGate,
+  type ToolSpec,
+} from "./tool-calls.js";
 
 export interface RequestContext extends GenerationDeps {
   /** model names a request may ask for (the engine's id first) */
   readonly modelNames: readonly string[];
   /** the model's Jinja template; null: the engine's template over `chatTurns` */
   readonly chatTemplate: ChatTemplate | null;
+  /** `system_fingerprint` of every response and chunk */
+  readonly systemFingerprint: string;
   readonly newRequestId: (c: Context<AppEnv>) => string;
 }
 
@@ -59,7 +66,9 @@ function toolSetup(body: ChatCompletionBody): ToolSetup {
   }));
   const choice = body.tool_choice ?? (tools.length > 0 ? "auto" : "none");
   const parallel = body.parallel_tool_calls ?? true;
-  if (choice === "none") return { parseFor: [], rendered: [], grammar: null, parallel };
+  // The tools stay in the prompt (as models' own templates keep them): a program's final "none" turn
+  // then extends the prefix its earlier turns cached. Nothing is parsed as a call.
+  if (choice === "none") return { parseFor: [], rendered: tools, grammar: null, parallel };
   if (tools.length === 0)
     throw ApiError.badRequest(`tool_choice ${JSON.stringify(choice)} needs tools`, "tool_choice");
   if (choice === "auto") return { parseFor: specs, rendered: tools, grammar: null, parallel };
@@ -82,13 +91,19 @@ function toolCallsJson(calls: readonly ParsedToolCall[]) {
   }));
 }
 
-/** Content and tool calls of a finished output. */
+/**
+ * Content and tool calls of a finished output. A call cut off by max_tokens or the context (`truncated`)
+ * comes back as a call with the arguments generated so far, never as markup in the content.
+ */
 function splitOutput(
   text: string,
   tools: ToolSetup,
   format: ToolCallFormat,
+  truncated: boolean,
 ): { content: string | null; calls: ParsedToolCall[]; contentEnd: number } {
-  const parsed = tools.parseFor.length > 0 ? parseToolCallsAs(format, text, tools.parseFor) : null;
+  const parse = (output: string, specs: readonly ToolSpec[]) =>
+    parseToolCallsAs(format, output, specs) ?? (truncated ? parseTruncatedToolCall(output, specs) : null);
+  const parsed = tools.parseFor.length > 0 ? parse(text, tools.parseFor) : null;
   if (parsed === null) return { content: text, calls: [], contentEnd: text.length };
   const calls = tools.parallel ? [...parsed.calls] : parsed.calls.slice(0, 1);
   const content = text.slice(0, parsed.start).trim();
@@ -141,14 +156,19 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
     tools.grammar ?? formatGrammar,
     body.messages.some((m) => m.role === "assistant" || m.role === "tool"),
   );
-  const meta = { id: `chatcmpl-${requestId}`, created: unixSeconds(), model };
+  const meta = {
+    id: `chatcmpl-${requestId}`,
+    created: unixSeconds(),
+    model,
+    system_fingerprint: ctx.systemFingerprint,
+  };
   if (body.stream) {
     const frames = streamFrames(generation, meta, tools, format, body.stream_options?.include_usage ?? false);
     return sseResponse(frames, () => generation.abort());
   }
   const done = await generation.done();
   if (done === null) throw new Error("the engine ended the request without a result");
-  const { content, calls } = splitOutput(done.text, tools, format);
+  const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
   const message: Record<string, unknown> = { role: "assistant", content };
   if (calls.length > 0) message["tool_calls"] = toolCallsJson(calls);
   return c.json({
@@ -163,6 +183,7 @@ interface ChunkMeta {
   readonly id: string;
   readonly created: number;
   readonly model: string;
+  readonly system_fingerprint: string;
 }
 
 async function* streamFrames(
@@ -192,7 +213,7 @@ async function* streamFrames(
         if (text.length > 0) yield chunk({ content: text });
         continue;
       }
-      const { calls, contentEnd } = splitOutput(event.text, tools, format);
+      const { calls, contentEnd } = splitOutput(event.text, tools, format, event.finishReason !== "stop");
       const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
       if (rest.length > 0) yield chunk({ content: rest });
       for (const [index, call] of calls.entries()) {

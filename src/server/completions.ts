@@ -36,7 +36,13 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
     responseFormatGrammar(body.response_format),
     false,
   );
-  const meta = { id: `cmpl-${requestId}`, object: "text_completion", created: unixSeconds(), model };
+  const meta = {
+    id: `cmpl-${requestId}`,
+    object: "text_completion",
+    created: unixSeconds(),
+    model,
+    system_fingerprint: ctx.systemFingerprint,
+  };
   const echo = body.echo ? prompt : "";
 
   if (body.stream) {

@@ -569,6 +569,134 @@ describe("tool calls", () => {
   });
 });
 
+describe("a program's turns through an agent framework's loop", () => {
+  const tools = [
+    {
+      type: "function",
+      function: {
+        name: "run_shell",
+        description: "Run a shell command",
+        parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
+      },
+    },
+  ];
+  const call = (id: string, command: string) => ({
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id, type: "function", function: { name: "run_shell", arguments: JSON.stringify({ command }) } },
+    ],
+  });
+
+  test("each turn's prompt extends the previous one, whatever its tool_choice (none included)", async () => {
+    const replies = ["ls", "cat a.py", "pytest"].map(
+      (command) => `<tool_call>\n{"name": "run_shell", "arguments": {"command": "${command}"}}\n</tool_call>`,
+    );
+    let turn = 0;
+    await withServer({ reply: () => replies[turn++] ?? "All tests pass." }, {}, async (t) => {
+      const messages: unknown[] = [{ role: "user", content: "Fix the failing test." }];
+      const choices = ["auto", "required", { type: "function", function: { name: "run_shell" } }, "none"];
+      for (const [i, tool_choice] of choices.entries()) {
+        const response = await t.post("/v1/chat/completions", {
+          messages,
+          tools,
+          tool_choice,
+          job_id: "loop",
+        });
+        const body = (await response.json()) as Json;
+        assert.equal(response.status, 200, JSON.stringify(body));
+        if (i > 0) {
+          const [previous, current] = t.engine.requests.slice(-2).map((r) => r.prompt);
+          assert.ok(
+            current!.startsWith(previous!),
+            `turn ${i + 1} (${JSON.stringify(tool_choice)}) extends turn ${i}`,
+          );
+          assert.ok(body["usage"].prompt_tokens_details.cached_tokens > 0);
+        }
+        const message = body["choices"][0].message;
+        if (tool_choice === "none") {
+          assert.equal(message.content, "All tests pass.");
+          assert.equal(message.tool_calls, undefined);
+          break;
+        }
+        const id = message.tool_calls[0].id;
+        messages.push(call(id, JSON.parse(message.tool_calls[0].function.arguments).command));
+        messages.push({ role: "tool", tool_call_id: id, content: `output ${i}` });
+      }
+      assert.ok(
+        t.engine.requests.at(-1)!.prompt.includes('"name": "run_shell"'),
+        "the tools stay in the prompt",
+      );
+    });
+  });
+
+  test("a forced call cut off by max_tokens is a partial tool_calls entry with finish_reason length, never markup", async () => {
+    const pieces = [
+      "<tool_call>\n",
+      '{"name": "run_',
+      'shell", "arguments": ',
+      '{"command": "ls -la ',
+      "/src and more",
+      " words",
+    ];
+    await withServer({ reply: () => pieces }, {}, async (t) => {
+      const request = {
+        messages: [{ role: "user", content: "List." }],
+        tools,
+        tool_choice: "required",
+        max_tokens: 6,
+      };
+      const body = (await (await t.post("/v1/chat/completions", request)).json()) as Json;
+      const choice = body["choices"][0];
+      assert.equal(choice.finish_reason, "length");
+      assert.equal(choice.message.content, null);
+      assert.equal(choice.message.tool_calls.length, 1);
+      assert.equal(choice.message.tool_calls[0].function.name, "run_shell");
+      assert.equal(choice.message.tool_calls[0].function.arguments, '{"command": "ls -la ');
+
+      const raw = await (await t.post("/v1/chat/completions", { ...request, stream: true })).text();
+      const chunks = sseEvents(raw)
+        .slice(0, -1)
+        .map((e) => JSON.parse(e) as Json);
+      const content = chunks.map((c) => c["choices"][0].delta.content ?? "").join("");
+      assert.equal(content, "", "no markup streamed as content");
+      const calls = chunks.flatMap((c) => c["choices"][0].delta.tool_calls ?? []);
+      assert.equal(calls.map((c: Json) => c.function.name).join(""), "run_shell");
+      assert.equal(calls.map((c: Json) => c.function.arguments).join(""), '{"command": "ls -la ');
+      assert.equal(chunks.at(-1)!["choices"][0].finish_reason, "length");
+    });
+  });
+
+  test("a call cut off before its name is complete takes the one offered tool it can be", async () => {
+    await withServer({ reply: () => ["<tool_call>\n", '{"name": "run_', "sh"] }, {}, async (t) => {
+      const request = {
+        messages: [{ role: "user", content: "List." }],
+        tools,
+        tool_choice: "required",
+        max_tokens: 2,
+      };
+      const body = (await (await t.post("/v1/chat/completions", request)).json()) as Json;
+      assert.deepEqual(body["choices"][0].message.tool_calls[0].function, {
+        name: "run_shell",
+        arguments: "",
+      });
+    });
+  });
+
+  test("responses and chunks carry a system_fingerprint, the same for every request", async () => {
+    await withServer({}, {}, async (t) => {
+      const first = (await (await t.post("/v1/chat/completions", chat())).json()) as Json;
+      assert.match(first["system_fingerprint"], /^fp_[0-9a-f]{10}$/);
+      const raw = await (await t.post("/v1/chat/completions", chat({ stream: true }))).text();
+      for (const event of sseEvents(raw).slice(0, -1)) {
+        assert.equal((JSON.parse(event) as Json)["system_fingerprint"], first["system_fingerprint"]);
+      }
+      const text = (await (await t.post("/v1/completions", { prompt: "Hi" })).json()) as Json;
+      assert.equal(text["system_fingerprint"], first["system_fingerprint"]);
+    });
+  });
+});
+
 /** Sends a request on a raw socket, waits for the engine to have it, then drops the connection. */
 function sendAndDisconnect(url: string, body: unknown, waitUntil: () => Promise<void>): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -5,7 +5,7 @@
  * ```bash block when a bash-like function is offered. Calls inside `<think>` reasoning do not count.
  */
 import { randomUUID } from "node:crypto";
-import { jsonObjectsIn } from "../core/tools/json-objects.js";
+import { jsonObjectsIn, leadingJsonObject } from "../core/tools/json-objects.js";
 import { stripReasoning } from "../core/tools/parse-tool-call.js";
 import { headCommand } from "../core/tools/shell-head-command.js";
 import { asToolName } from "../core/tools/tool-name.js";
@@ -289,4 +289,33 @@ export class ToolCallStreamGate {
   get sentLength(): number {
     return this.sent;
   }
+}
+
+const TRUNCATED_NAME = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)(")?/;
+const ARGUMENTS_KEY = /\s*,\s*"arguments"\s*:\s*/y;
+
+/**
+ * A Hermes call cut off before its end (max_tokens or the context ran out), as OpenAI-compatible servers
+ * return one: the function (its name as far as generated, completed when one offered tool matches) and
+ * the argument text generated so far (the whole arguments object once it closed). Null when the output
+ * opens no call.
+ */
+export function parseTruncatedToolCall(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
+  const start = output.indexOf(HERMES_OPEN);
+  if (start === -1) return null;
+  const body = output.slice(start + HERMES_OPEN.length);
+  const named = TRUNCATED_NAME.exec(body);
+  const prefix = named?.[1] ?? "";
+  const matching = tools.filter((t) => (named?.[2] ? t.name === prefix : t.name.startsWith(prefix)));
+  const name = matching.length === 1 ? matching[0]!.name : named?.[2] ? prefix : "";
+  let args = "";
+  if (named?.[2]) {
+    ARGUMENTS_KEY.lastIndex = named[0].length;
+    if (ARGUMENTS_KEY.test(body)) {
+      const rest = body.slice(ARGUMENTS_KEY.lastIndex);
+      const whole = leadingJsonObject(rest);
+      args = whole ? JSON.stringify(whole) : rest;
+    }
+  }
+  return { start, calls: [{ id: newToolCallId(), name, arguments: args }] };
 }

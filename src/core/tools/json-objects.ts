@@ -34,6 +34,14 @@ function parseObject(candidate: string): Record<string, unknown> | null {
   }
 }
 
+/** The JSON object `text` opens with (after whitespace), or null when it does not open one or it is cut off. */
+export function leadingJsonObject(text: string): Record<string, unknown> | null {
+  const start = text.length - text.trimStart().length;
+  if (text[start] !== "{") return null;
+  const end = balancedObjectEnd(text, start);
+  return end === -1 ? null : parseObject(text.slice(start, end));
+}
+
 /** The JSON objects embedded in free text (prose, code fences), outermost ones only, in order. */
 export function* jsonObjectsIn(text: string): Generator<Record<string, unknown>> {
   let from = text.indexOf("{");

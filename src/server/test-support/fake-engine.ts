@@ -109,7 +109,12 @@ export class FakeEngine implements EngineService {
       let text = "";
       let firstTokenAt: number | null = null;
       let finishReason: "stop" | "length" | "abort" = "stop";
-      for (const piece of pieces) {
+      for (const [i, piece] of pieces.entries()) {
+        // max_tokens counts words here; the reply is cut after the piece that reaches it
+        if (i > 0 && words(text).length >= request.sampling.maxTokens) {
+          finishReason = "length";
+          break;
+        }
         if (this.options.delayMs) await sleep(this.options.delayMs, signal);
         if (signal.aborted) {
           finishReason = "abort";
