@@ -17,6 +17,7 @@ import {
 import { forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
 import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
+import { StreamedToolCall } from "./streamed-tool-call.js";
 import { parseToolCallsAs, type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
 import {
   type ParsedToolCall,
@@ -203,6 +204,8 @@ async function* streamFrames(
     });
   const gate =
     tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
+  const live = gate ? new StreamedToolCall() : null;
+  const callDelta = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] });
   let streamed = 0;
   try {
     yield chunk({ role: "assistant", content: "" });
@@ -211,12 +214,26 @@ async function* streamFrames(
         const text = gate ? gate.push(event.text) : event.text;
         streamed += text.length;
         if (text.length > 0) yield chunk({ content: text });
+        if (gate && live) {
+          const { opened, args } = live.push(gate.held);
+          if (opened) {
+            yield callDelta({ id: live.id, type: "function", function: { name: live.name, arguments: "" } });
+          }
+          if (args.length > 0) yield callDelta({ function: { arguments: args } });
+        }
         continue;
       }
-      const { calls, contentEnd } = splitOutput(event.text, tools, format, event.finishReason !== "stop");
+      // A call already announced is a call, even when the output ended before it closed.
+      const cut = event.finishReason !== "stop" || live?.opened === true;
+      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
       const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
       if (rest.length > 0) yield chunk({ content: rest });
       for (const [index, call] of calls.entries()) {
+        if (index === 0 && gate && live?.opened) {
+          const args = live.finish(gate.held);
+          if (args.length > 0) yield callDelta({ function: { arguments: args } });
+          continue;
+        }
         yield chunk({
           tool_calls: [
             {

@@ -501,12 +501,14 @@ describe("tool calls", () => {
     });
   });
 
-  test("streamed: content before the call streams, the call comes as a tool_calls delta", async () => {
+  test("streamed: content before the call streams, then the call: its name, then its arguments as they are generated", async () => {
     const pieces = [
       "Sure",
       ". <tool",
       '_call>{"name": "get_weather", ',
-      '"arguments": {"city": "Rome"}}</tool_call>',
+      '"arguments": {"ci',
+      'ty": "Ro',
+      'me"}}</tool_call>',
     ];
     await withServer({ reply: () => pieces }, {}, async (t) => {
       const raw = await (
@@ -518,10 +520,12 @@ describe("tool calls", () => {
       const content = chunks.map((c) => c["choices"][0].delta.content ?? "").join("");
       assert.equal(content, "Sure. ");
       const calls = chunks.flatMap((c) => c["choices"][0].delta.tool_calls ?? []);
-      assert.equal(calls.length, 1);
-      assert.equal(calls[0].index, 0);
-      assert.equal(calls[0].function.name, "get_weather");
-      assert.deepEqual(JSON.parse(calls[0].function.arguments), { city: "Rome" });
+      assert.ok(calls.every((c: Json) => c.index === 0));
+      assert.equal(calls[0].function.name, "get_weather", "the first delta names the function");
+      assert.equal(calls[0].function.arguments, "");
+      assert.ok(calls.length > 2, "arguments arrive in several deltas as they are generated");
+      const args = calls.map((c: Json) => c.function.arguments).join("");
+      assert.deepEqual(JSON.parse(args), { city: "Rome" });
       assert.equal(chunks.at(-1)!["choices"][0].finish_reason, "tool_calls");
     });
   });

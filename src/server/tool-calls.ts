@@ -289,6 +289,11 @@ export class ToolCallStreamGate {
   get sentLength(): number {
     return this.sent;
   }
+
+  /** The output held back so far (from where a call may start). */
+  get held(): string {
+    return this.text.slice(this.sent);
+  }
 }
 
 const TRUNCATED_NAME = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)(")?/;

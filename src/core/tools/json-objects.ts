@@ -34,12 +34,16 @@ function parseObject(candidate: string): Record<string, unknown> | null {
   }
 }
 
+/** End (exclusive) of the balanced `{...}` `text` opens with (after whitespace), or -1. */
+export function leadingJsonObjectEnd(text: string): number {
+  const start = text.length - text.trimStart().length;
+  return text[start] === "{" ? balancedObjectEnd(text, start) : -1;
+}
+
 /** The JSON object `text` opens with (after whitespace), or null when it does not open one or it is cut off. */
 export function leadingJsonObject(text: string): Record<string, unknown> | null {
-  const start = text.length - text.trimStart().length;
-  if (text[start] !== "{") return null;
-  const end = balancedObjectEnd(text, start);
-  return end === -1 ? null : parseObject(text.slice(start, end));
+  const end = leadingJsonObjectEnd(text);
+  return end === -1 ? null : parseObject(text.slice(0, end));
 }
 
 /** The JSON objects embedded in free text (prose, code fences), outermost ones only, in order. */
