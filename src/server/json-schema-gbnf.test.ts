@@ -137,7 +137,10 @@ describe("JSON schema -> GBNF", () => {
     const root = map.get("root")!;
     assert.ok(root.startsWith('"<tool_call>\\n" ( "{\\"name\\": \\"bash\\", \\"arguments\\": " '));
     assert.ok(root.includes('"{\\"name\\": \\"noop\\", \\"arguments\\": " object "}"'));
-    assert.ok(root.endsWith('"\\n</tool_call>"'));
+    assert.ok(root.endsWith('"\\n</tool_call>"'), "nothing may follow the call: the output ends there");
+    // Between JSON tokens: nothing, one space, or a newline and at most 20 of indentation (as llama.cpp's
+    // JSON grammar): a forced call cannot run on in whitespace.
+    assert.equal(map.get("ws"), '| " " | "\\n" [ \\t]{0,20}');
   });
 });
 
