@@ -29,6 +29,8 @@ export interface ServeCliOptions {
   apiKey: string[];
   apiKeysFile?: string;
   allowedOrigins?: string[];
+  /** commander's `--no-dashboard` (true unless given) */
+  dashboard?: boolean;
   /** MiB (commander defaults it to 32) */
   maxBodyMb?: number;
   servedModelName: string[];
@@ -167,6 +169,8 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       allowedOrigins: o.allowedOrigins ?? [],
       maxBodyBytes: Math.floor((o.maxBodyMb ?? DEFAULT_MAX_BODY_MB) * MIB),
       servedModelNames: o.servedModelName.slice(1),
+      dashboard: o.dashboard ?? true,
+      policyName: o.schedulingPolicy,
       ...(chatTemplate === undefined ? {} : { chatTemplate }),
     });
   } catch (error) {
@@ -291,6 +295,7 @@ export function serveCommand(): Command {
           .map((origin) => origin.trim())
           .filter((origin) => origin.length > 0),
     )
+    .option("--no-dashboard", "do not serve the live dashboard (/dashboard and /dashboard/state)")
     .option(
       "--max-body-mb <mib>",
       "largest request body accepted (MiB); larger ones get 413",

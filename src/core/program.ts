@@ -29,6 +29,9 @@ export class Program {
   unheldS = 0;
   /** since when its KV is not held, while between turns without a pin */
   unheldSinceS: number | null = null;
+  /** prompt tokens of its turns once scheduled, and the part of them whose KV was reused */
+  promptTokensServed = 0;
+  cachedTokensServed = 0;
 
   constructor(id: string, firstArrivalS: number) {
     this.id = id;

@@ -486,3 +486,37 @@ describe("bounded program table", () => {
     scheduler.checkInvariants();
   });
 });
+
+describe("snapshot", () => {
+  it("splits the pool into running, pinned, cached and free blocks and tells each program's state", () => {
+    const { scheduler, clock } = testScheduler(createCacheTtlPolicy({ offload: false }), { numBlocks: 32 });
+    scheduler.ttl.queueing.observe(10); // queueing seen: a tool-call turn is worth pinning
+    addRequest(scheduler, "A0", 64, { programId: "A", maxOutputTokens: 1 });
+    addRequest(scheduler, "B0", 48, { programId: "B", maxOutputTokens: 100, isLastStep: true });
+    step(scheduler, clock);
+    const first = scheduler.snapshot();
+    assert.deepEqual(
+      first.programs.map((p) => [p.id, p.state, p.turns]),
+      [
+        ["B", "running", 0],
+        ["A", "pinned", 1],
+      ],
+    );
+    const a = first.programs.find((p) => p.id === "A")!;
+    assert.ok(a.pinTtlLeftS !== null && a.pinTtlLeftS > 0);
+    assert.equal(a.cachedShare, 0);
+    assert.equal(first.pool.pinnedBlocks, 4, "A's 64 prompt tokens, pinned");
+    assert.equal(first.pool.runningBlocks, 3, "B's 48 prompt tokens");
+    assert.equal(first.pool.cachedBlocks + first.pool.freeBlocks, 32 - 7);
+    scheduler.abort("B0");
+    step(scheduler, clock);
+    const second = scheduler.snapshot();
+    assert.deepEqual(
+      second.programs.map((p) => p.id),
+      ["A"],
+      "a program that ended leaves the table",
+    );
+    assert.equal(second.pool.runningBlocks, 0);
+    assert.equal(second.pool.cachedBlocks, 3, "B's full blocks stay reusable");
+  });
+});

@@ -9,6 +9,7 @@ import type { PolicyContext, SchedulingPolicy } from "./policy.js";
 import { type Pin, Program } from "./program.js";
 import type { EventRecorder } from "./recorder/recorder.js";
 import { type FinishReason, Request, type RequestSpec } from "./request.js";
+import { buildSnapshot, type SchedulerSnapshot } from "./scheduler-snapshot.js";
 import type {
   KvChanges,
   KvPinned,
@@ -201,6 +202,18 @@ export class Scheduler {
 
   get numKvBlocks(): number {
     return this.kv.pool.numBlocks;
+  }
+
+  /** What the scheduler holds now, for dashboards and scripts: a scan of the pool and the programs. */
+  snapshot(maxPrograms = 200): SchedulerSnapshot {
+    return buildSnapshot(
+      this.clock.nowS(),
+      this.kv.pool,
+      this.kv.tiers,
+      this.programs.values(),
+      this.live.values(),
+      maxPrograms,
+    );
   }
 
   /** A program whose turns this scheduler serves and that has not ended. */
@@ -617,6 +630,8 @@ export class Scheduler {
     if (first) {
       request.cachedTokens = reused;
       request.cachedReloadTokens = reloaded;
+      request.program.promptTokensServed += request.promptTokens;
+      request.program.cachedTokensServed += reused;
       this.stats.prefixQueryTokens += request.promptTokens;
       this.stats.prefixHitTokens += reused;
       this.stats.reloadTokens += reloaded;

@@ -4,6 +4,7 @@
  * internals.
  */
 import type { RetentionHints } from "../core/client-hints.js";
+import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 
 export interface SamplingParams {
   /** <= 0 means greedy */
@@ -98,6 +99,8 @@ export interface EngineMetrics {
   readonly preemptions: number;
   readonly pinsCreated: number;
   readonly pinsExpired: number;
+  /** pins given up under memory pressure */
+  readonly pinsSacrificed: number;
 }
 
 /** Why the engine refuses a request; the server maps each code to a status. */
@@ -141,6 +144,8 @@ export interface EngineService {
    */
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent>;
   metrics(): EngineMetrics;
+  /** the KV pool, tiers and programs as the scheduler holds them now (`/dashboard/state`) */
+  snapshot(): SchedulerSnapshot;
   /**
    * Ends an agent program without a turn (a router's finish-session): its pinned KV is released at
    * once. False when no live program has that id.

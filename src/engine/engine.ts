@@ -7,6 +7,7 @@ import type { SchedulingPolicy } from "../core/policy.js";
 import type { EventRecorder } from "../core/recorder/recorder.js";
 import type { Request } from "../core/request.js";
 import { RequestRejectedError, Scheduler } from "../core/scheduler.js";
+import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import {
   type LoopEnvironment,
   runStepLoopAsync,
@@ -402,7 +403,12 @@ export class Engine implements EngineService {
       preemptions: s.stats.preemptions,
       pinsCreated: s.stats.pinsCreated,
       pinsExpired: s.stats.pinsExpired,
+      pinsSacrificed: s.stats.pinsSacrificed,
     };
+  }
+
+  snapshot(): SchedulerSnapshot {
+    return this.scheduler.snapshot();
   }
 
   /** The step loop's own counters: steps, idle waits, and the waits that ended to expire a pin. */

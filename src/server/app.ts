@@ -12,6 +12,8 @@ import type { EngineService } from "../engine/engine-api.js";
 import { chatCompletions, type RequestContext } from "./chat-completions.js";
 import { serverChatTemplate } from "./chat-template.js";
 import { completions } from "./completions.js";
+import { DASHBOARD_ASSET_PREFIX, registerDashboard } from "./dashboard.js";
+import { DashboardHistory } from "./dashboard-history.js";
 import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
 import { type AppEnv, InflightRequests, unixSeconds } from "./generation.js";
 import { ServerMetrics } from "./metrics.js";
@@ -28,6 +30,10 @@ export interface AppOptions {
   readonly allowedOrigins?: readonly string[];
   /** extra names clients may use for the model (the engine's id is always served) */
   readonly servedModelNames?: readonly string[];
+  /** serve `/dashboard` and `/dashboard/state` (default true; `--no-dashboard`) */
+  readonly dashboard?: boolean;
+  /** the scheduling policy's name, shown on the dashboard */
+  readonly policyName?: string;
   /** Jinja chat template replacing the model's own (`--chat-template`) */
   readonly chatTemplate?: string;
   /** largest accepted request body (default 32 MiB) */
@@ -55,12 +61,15 @@ export interface ContinuumApp {
   readonly drainingPrograms: boolean;
 }
 
-const OPEN_PATHS = new Set(["/health", "/metrics"]);
+// The dashboard page holds no data (it asks for a key when its state endpoint wants one).
+const OPEN_PATHS = new Set(["/health", "/metrics", "/dashboard"]);
 const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();
 }
+
+const isOpenPath = (path: string) => OPEN_PATHS.has(path) || path.startsWith(DASHBOARD_ASSET_PREFIX);
 
 const SERVER_VERSION: string = createRequire(import.meta.url)("../../package.json").version;
 
@@ -146,7 +155,7 @@ export function createApp(options: AppOptions): ContinuumApp {
   }
 
   app.use("*", async (c, next) => {
-    if (tenantOfDigest.size === 0 || OPEN_PATHS.has(c.req.path)) return next();
+    if (tenantOfDigest.size === 0 || isOpenPath(c.req.path)) return next();
     const header = c.req.header("authorization") ?? "";
     const match = /^Bearer\s+(.+)$/i.exec(header.trim());
     const tenant = match ? tenantOfDigest.get(digest(match[1] as string).toString("hex")) : undefined;
@@ -253,6 +262,12 @@ export function createApp(options: AppOptions): ContinuumApp {
     const text = await metrics.exposition();
     return c.body(text, 200, { "Content-Type": metrics.contentType });
   });
+  const history = options.dashboard === false ? null : new DashboardHistory(engine);
+  if (history) {
+    metrics.doneListeners.push((done) => history.observeDone(done));
+    history.start();
+    registerDashboard(app, engine, history, { version: SERVER_VERSION, policy: options.policyName ?? null });
+  }
 
   return {
     app,
@@ -260,6 +275,7 @@ export function createApp(options: AppOptions): ContinuumApp {
     inflight,
     startDraining() {
       draining = true;
+      history?.stop();
     },
     get draining() {
       return draining;

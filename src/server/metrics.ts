@@ -136,7 +136,11 @@ export class ServerMetrics {
     });
   }
 
+  /** called with every finished request, after the metrics saw it (the dashboard's history) */
+  readonly doneListeners: ((done: DoneEvent) => void)[] = [];
+
   observeDone(done: DoneEvent): void {
+    for (const listener of this.doneListeners) listener(done);
     if (done.ttftS !== null) this.ttft.observe(done.ttftS);
     if (done.ttftS !== null && done.usage.completionTokens > 1) {
       const tpot = (done.e2eS - done.ttftS) / (done.usage.completionTokens - 1);

@@ -364,6 +364,35 @@ test("a chat whose history holds the model's earlier answers is a returning turn
   });
 });
 
+test("dashboard: the page and its libraries are open, its state wants the API key; --no-dashboard turns it off", async () => {
+  await withServer({}, { apiKeys: ["sekrit"] }, async (t) => {
+    const page = await fetch(`${t.url}/dashboard`);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<script type="module" src="\/dashboard\/assets\/app.js">/);
+    for (const asset of ["app.js", "preact-htm.js", "uplot.js", "uplot.css"]) {
+      const response = await fetch(`${t.url}/dashboard/assets/${asset}`);
+      assert.equal(response.status, 200, asset);
+      assert.ok((await response.text()).length > 100, asset);
+    }
+    assert.equal((await fetch(`${t.url}/dashboard/assets/secrets.json`)).status, 404);
+    await expectError(await fetch(`${t.url}/dashboard/state`), 401);
+    await (
+      await t.post("/v1/chat/completions", chat({ job_id: "p-1" }), { Authorization: "Bearer sekrit" })
+    ).json();
+    const state = await fetch(`${t.url}/dashboard/state`, { headers: { Authorization: "Bearer sekrit" } });
+    assert.equal(state.status, 200);
+    const body = (await state.json()) as Json;
+    assert.equal(body.server.model, "fake-model");
+    assert.equal(body.pool.totalBlocks, 1024);
+    assert.ok(body.programs.some((p: Json) => p.id.endsWith("p-1")));
+    assert.ok(Array.isArray(body.history));
+  });
+  await withServer({}, { dashboard: false }, async (t) => {
+    assert.equal((await fetch(`${t.url}/dashboard`)).status, 404);
+    assert.equal((await fetch(`${t.url}/dashboard/state`)).status, 404);
+  });
+});
+
 test("retention hints: cache_control (top level or nvext) and an expected tool duration reach the engine", async () => {
   await withServer({}, {}, async (t) => {
     const send = async (extra: Record<string, unknown>) => {

@@ -42,6 +42,15 @@ export class BlockPool {
     return this.cachedBlockByHash.size;
   }
 
+  /** Free blocks still holding a registered prefix (a later request may reuse them), by a scan. */
+  countFreeCachedBlocks(): number {
+    let count = 0;
+    for (let b = 0; b < this.numBlocks; b++) {
+      if (this.refCounts[b] === 0 && this.hashes[b] !== 0) count++;
+    }
+    return count;
+  }
+
   usageFraction(): number {
     return this.numUsedBlocks / this.numBlocks;
   }

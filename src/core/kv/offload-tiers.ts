@@ -37,7 +37,7 @@ class Tier {
 
   constructor(
     readonly config: TierConfig,
-    capacityBlocks: number,
+    readonly capacityBlocks: number,
   ) {
     this.lru = new LruHashSet(capacityBlocks);
   }
@@ -131,5 +131,14 @@ export class OffloadTiers {
 
   occupancyBlocks(): Record<string, number> {
     return Object.fromEntries(this.tiers.map((t) => [t.config.name, t.size]));
+  }
+
+  /** Each tier's blocks held and blocks it can hold, top tier first. */
+  usage(): { name: TierName; usedBlocks: number; capacityBlocks: number }[] {
+    return this.tiers.map((t) => ({
+      name: t.config.name,
+      usedBlocks: t.size,
+      capacityBlocks: t.capacityBlocks,
+    }));
   }
 }

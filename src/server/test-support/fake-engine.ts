@@ -4,6 +4,7 @@
  * Tokens are whitespace-separated words, and a program's cached tokens are the prompt words it
  * shares with its previous turn (prompt + output).
  */
+import type { SchedulerSnapshot } from "../../core/scheduler-snapshot.js";
 import {
   type ChatTurn,
   type EngineMetrics,
@@ -176,7 +177,36 @@ export class FakeEngine implements EngineService {
       preemptions: 0,
       pinsCreated: 0,
       pinsExpired: 0,
+      pinsSacrificed: 0,
       ...this.options.metrics,
+    };
+  }
+
+  /** One block per running request, every program seen between turns. */
+  snapshot(): SchedulerSnapshot {
+    return {
+      timeS: performance.now() / 1000,
+      pool: {
+        blockSizeTokens: 16,
+        totalBlocks: 1024,
+        runningBlocks: this.running,
+        pinnedBlocks: 0,
+        cachedBlocks: 0,
+        freeBlocks: 1024 - this.running,
+      },
+      tiers: [],
+      numRunning: this.running,
+      numWaiting: 0,
+      numPrograms: this.lastContext.size,
+      programs: [...this.lastContext].map(([id, context]) => ({
+        id,
+        state: "tool" as const,
+        pinTtlLeftS: null,
+        contextTokens: context.length,
+        turns: 1,
+        ageS: 0,
+        cachedShare: null,
+      })),
     };
   }
 
