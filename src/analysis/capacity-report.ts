@@ -4,6 +4,7 @@
  * the physical ceiling as a line, each bar's ratio to the best baseline beside it; the table after.
  */
 import { escapeHtml } from "./report-html.js";
+import { seriesStyles } from "./series-style.js";
 
 export interface CapacityRow {
   readonly policy: string;
@@ -33,14 +34,15 @@ export function renderCapacityHtml(input: CapacityReportInput): string {
   const width = 760;
   const barH = 26;
   const gap = 10;
-  const left = 170;
+  const left = 230;
   const right = 120;
   const top = 30;
   const plotW = width - left - right;
   const scaleMax = Math.max(input.boundJps, ...input.rows.map((r) => r.sustainable_jps)) * 1.05;
   const x = (v: number) => left + (v / scaleMax) * plotW;
-  const height = top + input.rows.length * (barH + gap) + 40;
+  const height = top + input.rows.length * (barH + gap) + 10;
   const ratios = ratiosToBestBaseline(input.rows, input.baselines);
+  const styles = seriesStyles(input.rows.map((r) => r.policy));
   const bars = input.rows
     .map((r, i) => {
       const y = top + i * (barH + gap);
@@ -48,20 +50,20 @@ export function renderCapacityHtml(input: CapacityReportInput): string {
       const ratio = ratios[i] as number;
       const label = Number.isFinite(ratio) ? `${ratio.toFixed(2)}x best baseline` : "";
       return [
-        `<text x="${left - 8}" y="${y + barH * 0.68}" text-anchor="end" class="name">${escapeHtml(r.policy)}</text>`,
-        `<rect x="${left}" y="${y}" width="${Math.max(1, x(r.sustainable_jps) - left)}" height="${barH}" class="${baseline ? "base" : "ours"}"/>`,
-        `<text x="${x(r.sustainable_jps) + 6}" y="${y + barH * 0.68}" class="value">${r.sustainable_jps.toFixed(3)} jobs/s ${label}</text>`,
+        `<text x="${left - 8}" y="${y + barH * 0.68}" text-anchor="end" class="name">${escapeHtml(r.policy)}${baseline ? " (baseline)" : ""}</text>`,
+        `<rect x="${left}" y="${y}" width="${Math.max(1, x(r.sustainable_jps) - left)}" height="${barH}" fill="${styles.get(r.policy)?.colour}"${baseline ? ' fill-opacity="0.55"' : ""}/>`,
+        `<text x="${x(r.sustainable_jps) + 6}" y="${y + barH * 0.68}" class="value">${r.sustainable_jps.toPrecision(3)} jobs/s ${label}</text>`,
       ].join("");
     })
     .join("\n");
   const bx = x(input.boundJps);
   const svg = `<svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="sustainable load per policy">
-<style>.name{font:13px sans-serif}.value{font:12px sans-serif;fill:#333}.base{fill:#8da0cb}.ours{fill:#e7298a}.bound{stroke:#111;stroke-dasharray:5 4;stroke-width:1.5}</style>
+<style>.name{font:13px sans-serif}.value{font:12px sans-serif;fill:#333;paint-order:stroke;stroke:#fff;stroke-width:4px}.bound{stroke:#111;stroke-dasharray:5 4;stroke-width:1.5}</style>
+<line x1="${bx}" y1="${top - 12}" x2="${bx}" y2="${height - 4}" class="bound"/>
 ${bars}
-<line x1="${bx}" y1="${top - 12}" x2="${bx}" y2="${height - 30}" class="bound"/>
-<text x="${bx}" y="${top - 16}" text-anchor="middle" class="value">physical ceiling ${input.boundJps.toFixed(3)} jobs/s</text>
-<text x="${left}" y="${height - 8}" class="value">sustainable load: largest arrival rate with mean JCT within the SLO (jobs/s); blue: baselines, pink: others</text>
-</svg>`;
+<text x="${bx}" y="${top - 16}" text-anchor="middle" class="value">physical ceiling ${input.boundJps.toPrecision(3)} jobs/s</text>
+</svg>
+<p class="note">Sustainable load: the largest arrival rate with mean JCT within the SLO (jobs/s). One colour per policy, baselines paler; the dashed line is the physical ceiling.</p>`;
   const rows = input.rows
     .map(
       (r, i) =>
@@ -70,7 +72,7 @@ ${bars}
     .join("\n");
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(input.title)}</title>
-<style>body{font-family:sans-serif;margin:24px;max-width:900px}table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}td:first-child,th:first-child{text-align:left}</style>
+<style>body{font-family:sans-serif;margin:24px;max-width:900px}table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}td:first-child,th:first-child{text-align:left;white-space:nowrap}.note{font-size:0.85rem;color:#555}</style>
 </head><body>
 <h1>${escapeHtml(input.title)}</h1>
 ${svg}

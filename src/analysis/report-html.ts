@@ -1,9 +1,18 @@
+/**
+ * The HTML report of simulate, sweep, reproduce, bench and analyze: one self-contained page that answers
+ * "which policy finishes programs faster, by how much, and where does it break?" first — the JCT-vs-load
+ * chart (one colour, marker and dash per policy) with each policy's ratio to the baseline beside it —
+ * then the distributions, the KV cache of each policy as small multiples, the full table and the settings.
+ */
 import * as vega from "vega";
 import { compile, type TopLevelSpec } from "vega-lite";
+import { type SeriesStyle, seriesStyles } from "./series-style.js";
 
 /** What one run (a policy at a load, simulated or measured) contributes to a report. */
 export interface ReportRun {
   readonly label: string;
+  /** the panel the run belongs to (a figure's hardware or workload); runs without one share a panel */
+  readonly group?: string;
   readonly jps: number;
   readonly jct: { mean: number; p50: number; p90: number; p95: number; p99: number };
   readonly throughputJps: number;
@@ -15,82 +24,34 @@ export interface ReportRun {
   readonly kvUsage?: readonly { timeS: number; used: number; pinned: number }[];
 }
 
+export type JctMetric = "mean" | "p90" | "p95" | "p99";
+
 export interface ReportInput {
   readonly title: string;
-  /** one line per setting (hardware, workload, seed...), printed above the charts */
+  /** one line per setting (hardware, workload, seed...) */
   readonly settings: readonly string[];
   readonly runs: readonly ReportRun[];
+  /** the label every run is compared with; default `vllm` when present, else the first run's label */
+  readonly baseline?: string;
+  /** the headline chart's x axis; default "load (jobs/s)" */
+  readonly xTitle?: string;
+  /** a figure's panels, each with a baseline and an x axis of its own (keyed by the runs' group) */
+  readonly panels?: ReadonlyMap<string, { readonly baseline?: string; readonly xTitle?: string }>;
+  /** the JCT statistic of the headline chart and the ratios; default mean */
+  readonly metric?: JctMetric;
 }
 
-const WIDTH = 520;
-const HEIGHT = 260;
+/** Ratios within this distance of 1 are ties, neither a win nor a loss. */
+const TIE = 0.02;
+const WIDTH = 560;
+const HEIGHT = 300;
+const KV_BUCKETS = 120;
 
 async function renderSvg(spec: TopLevelSpec): Promise<string> {
   const view = new vega.View(vega.parse(compile(spec).spec), { renderer: "none" });
   const svg = await view.toSVG();
   view.finalize();
   return svg;
-}
-
-function jctVsLoad(runs: readonly ReportRun[]): TopLevelSpec {
-  return {
-    width: WIDTH,
-    height: HEIGHT,
-    title: "Mean job completion time vs load",
-    data: { values: runs.map((r) => ({ policy: r.label, jps: r.jps, jct: r.jct.mean })) },
-    mark: { type: "line", point: true },
-    encoding: {
-      x: { field: "jps", type: "quantitative", title: "load (jobs/s)" },
-      y: { field: "jct", type: "quantitative", title: "mean JCT (s)" },
-      color: { field: "policy", type: "nominal" },
-    },
-  };
-}
-
-function jctCdf(runs: readonly ReportRun[]): TopLevelSpec {
-  const values = runs.flatMap((r) => {
-    const sorted = [...r.jcts].sort((a, b) => a - b);
-    return sorted.map((jct, i) => ({ policy: r.label, jct, fraction: (i + 1) / sorted.length }));
-  });
-  return {
-    width: WIDTH,
-    height: HEIGHT,
-    title: `JCT CDF at ${runs[0]?.jps ?? 0} jobs/s`,
-    data: { values },
-    mark: { type: "line", interpolate: "step-after" },
-    encoding: {
-      x: { field: "jct", type: "quantitative", title: "job completion time (s)" },
-      y: { field: "fraction", type: "quantitative", title: "fraction of programs" },
-      color: { field: "policy", type: "nominal" },
-    },
-  };
-}
-
-function kvTimeline(runs: readonly ReportRun[]): TopLevelSpec {
-  const values = runs.flatMap((r) =>
-    (r.kvUsage ?? []).flatMap((s) => [
-      { policy: r.label, timeS: s.timeS, fraction: s.used, what: "in use" },
-      { policy: r.label, timeS: s.timeS, fraction: s.pinned, what: "pinned" },
-    ]),
-  );
-  return {
-    width: WIDTH,
-    height: HEIGHT,
-    title: `KV cache usage over time at ${runs[0]?.jps ?? 0} jobs/s`,
-    data: { values },
-    mark: { type: "line" },
-    encoding: {
-      x: { field: "timeS", type: "quantitative", title: "time (s)" },
-      y: {
-        field: "fraction",
-        type: "quantitative",
-        title: "fraction of KV blocks",
-        scale: { domain: [0, 1] },
-      },
-      color: { field: "policy", type: "nominal" },
-      strokeDash: { field: "what", type: "nominal" },
-    },
-  };
 }
 
 export function escapeHtml(text: string): string {
@@ -100,58 +61,288 @@ export function escapeHtml(text: string): string {
   );
 }
 
-function table(runs: readonly ReportRun[]): string {
-  const extraKeys = [...new Set(runs.flatMap((r) => Object.keys(r.extra ?? {})))];
+const unique = <T>(xs: readonly T[]): T[] => [...new Set(xs)];
+const loadsOf = (runs: readonly ReportRun[]) => unique(runs.map((r) => r.jps)).sort((a, b) => a - b);
+const unfinished = (r: ReportRun) => r.completed < r.programs;
+/** "0.2 jobs/s" on a load axis, "max-num-seqs 64" on another. */
+const atX = (xTitle: string, x: number) => (xTitle.includes("jobs/s") ? `${x} jobs/s` : `${xTitle} ${x}`);
+
+/** Colour, marker and dash scales shared by every chart, so one policy looks the same everywhere. */
+function seriesScales(styles: Map<string, SeriesStyle>) {
+  const domain = [...styles.keys()];
+  const values = [...styles.values()];
+  const legend = { title: null, labelLimit: 0, orient: "bottom", columns: 2, symbolStrokeWidth: 2 } as const;
+  return {
+    color: {
+      field: "series",
+      type: "nominal",
+      scale: { domain, range: values.map((s) => s.colour) },
+      legend,
+    },
+    shape: {
+      field: "series",
+      type: "nominal",
+      scale: { domain, range: values.map((s) => s.marker) },
+      legend,
+    },
+    strokeDash: {
+      field: "series",
+      type: "nominal",
+      scale: { domain, range: values.map((s) => [...s.dash]) },
+      legend,
+    },
+  } as const;
+}
+
+function jctVsLoad(
+  runs: readonly ReportRun[],
+  styles: Map<string, SeriesStyle>,
+  metric: JctMetric,
+  xTitle: string,
+): TopLevelSpec {
+  const scales = seriesScales(styles);
+  const x = {
+    field: "x",
+    type: "quantitative",
+    title: xTitle,
+    axis: { values: loadsOf(runs), format: ".6~g", labelOverlap: "greedy" },
+  } as const;
+  const y = { field: "jct", type: "quantitative", title: `${metric} JCT (s)` } as const;
+  return {
+    width: WIDTH,
+    height: HEIGHT,
+    title: `${metric === "mean" ? "Mean" : metric} job completion time vs ${xTitle.replace(/ \(.*\)$/, "")}`,
+    data: { values: runs.map((r) => ({ series: r.label, x: r.jps, jct: r.jct[metric] })) },
+    layer: [
+      {
+        mark: { type: "line", strokeWidth: 2 },
+        encoding: { x, y, color: scales.color, strokeDash: scales.strokeDash },
+      },
+      {
+        mark: { type: "point", filled: true, size: 80, opacity: 1 },
+        encoding: { x, y, color: scales.color, shape: scales.shape },
+      },
+    ],
+  } as TopLevelSpec;
+}
+
+function jctCdf(runs: readonly ReportRun[], styles: Map<string, SeriesStyle>, xTitle: string): TopLevelSpec {
+  const scales = seriesScales(styles);
+  const values = runs.flatMap((r) => {
+    const sorted = [...r.jcts].sort((a, b) => a - b);
+    return sorted.map((jct, i) => ({ series: r.label, jct, fraction: (i + 1) / sorted.length }));
+  });
+  return {
+    width: WIDTH,
+    height: HEIGHT,
+    title: `Distribution of job completion times at ${atX(xTitle, runs[0]?.jps ?? 0)}`,
+    data: { values },
+    mark: { type: "line", interpolate: "step-after", strokeWidth: 2 },
+    encoding: {
+      x: { field: "jct", type: "quantitative", title: "job completion time (s)" },
+      y: { field: "fraction", type: "quantitative", title: "fraction of finished programs" },
+      color: scales.color,
+      strokeDash: scales.strokeDash,
+    },
+  } as TopLevelSpec;
+}
+
+/** Mean of each of `buckets` equal time slices: the step-by-step samples are too noisy to read. */
+export function smoothUsage(
+  samples: readonly { timeS: number; used: number; pinned: number }[],
+  buckets = KV_BUCKETS,
+): { timeS: number; used: number; pinned: number }[] {
+  if (samples.length <= buckets) return [...samples];
+  const start = (samples[0] as { timeS: number }).timeS;
+  const span = (samples[samples.length - 1] as { timeS: number }).timeS - start || 1;
+  const sums = Array.from({ length: buckets }, () => ({ n: 0, timeS: 0, used: 0, pinned: 0 }));
+  for (const s of samples) {
+    const b = sums[
+      Math.min(buckets - 1, Math.floor(((s.timeS - start) / span) * buckets))
+    ] as (typeof sums)[0];
+    b.n++;
+    b.timeS += s.timeS;
+    b.used += s.used;
+    b.pinned += s.pinned;
+  }
+  return sums
+    .filter((b) => b.n > 0)
+    .map((b) => ({ timeS: b.timeS / b.n, used: b.used / b.n, pinned: b.pinned / b.n }));
+}
+
+function kvSmallMultiples(runs: readonly ReportRun[], xTitle: string): TopLevelSpec {
+  const values = runs.flatMap((r) =>
+    smoothUsage(r.kvUsage ?? []).flatMap((s) => [
+      { series: r.label, timeS: s.timeS, fraction: s.used, what: "in use (running and pinned)" },
+      { series: r.label, timeS: s.timeS, fraction: s.pinned, what: "pinned for a program in a tool call" },
+    ]),
+  );
+  return {
+    title: `KV cache blocks over the run at ${atX(xTitle, runs[0]?.jps ?? 0)}, one panel per run (mean per 1/${KV_BUCKETS} of the run)`,
+    data: { values },
+    facet: {
+      field: "series",
+      type: "nominal",
+      title: null,
+      header: { labelLimit: 0, labelFontSize: 12 },
+      sort: runs.map((r) => r.label),
+    },
+    columns: 3,
+    spec: {
+      width: 240,
+      height: 120,
+      mark: { type: "line", strokeWidth: 1.5 },
+      encoding: {
+        x: { field: "timeS", type: "quantitative", title: "time (s)" },
+        y: { field: "fraction", type: "quantitative", title: "share of blocks", scale: { domain: [0, 1] } },
+        color: {
+          field: "what",
+          type: "nominal",
+          scale: { range: ["#0072B2", "#D55E00"] },
+          legend: { title: null, orient: "top", labelLimit: 0 },
+        },
+      },
+    },
+  } as TopLevelSpec;
+}
+
+function baselineFor(input: ReportInput, group: string, labels: readonly string[]): string {
+  const wanted = input.panels?.get(group)?.baseline ?? input.baseline;
+  if (wanted !== undefined && labels.includes(wanted)) return wanted;
+  return labels.includes("vllm") ? "vllm" : (labels[0] as string);
+}
+
+const ratioClass = (ratio: number) => (ratio > 1 + TIE ? "win" : ratio < 1 - TIE ? "loss" : "tie");
+
+/** Each run's ratio to the baseline at each load, wins and losses alike, beside the headline chart. */
+function ratioTable(
+  runs: readonly ReportRun[],
+  baseline: string,
+  metric: JctMetric,
+  xTitle: string,
+  swatches: Map<string, string>,
+): string {
+  const loads = loadsOf(runs);
+  const at = (label: string, jps: number) => runs.find((r) => r.label === label && r.jps === jps);
+  const rows = unique(runs.map((r) => r.label)).map((label) => {
+    const cells = loads.map((jps) => {
+      const run = at(label, jps);
+      const base = at(baseline, jps);
+      if (!run || !base || !(run.jct[metric] > 0)) return "<td>-</td>";
+      const ratio = base.jct[metric] / run.jct[metric];
+      const mark = unfinished(run) ? "*" : "";
+      return `<td class="${label === baseline ? "tie" : ratioClass(ratio)}">${ratio.toFixed(2)}×${mark}</td>`;
+    });
+    return `<tr><th>${swatches.get(label) ?? ""}${escapeHtml(label)}${label === baseline ? " (baseline)" : ""}</th>${cells.join("")}</tr>`;
+  });
+  const anyUnfinished = runs.some(unfinished);
+  return `<table class="ratios"><caption>${escapeHtml(baseline)}'s ${metric} JCT ÷ each run's: above 1 finishes programs faster (green), below 1 slower (red), within ${TIE * 100}% a tie</caption>
+<thead><tr><th>${escapeHtml(xTitle)}</th>${loads.map((l) => `<th>${l}</th>`).join("")}</tr></thead>
+<tbody>${rows.join("\n")}</tbody></table>${anyUnfinished ? `<p class="note">* some programs unfinished at the end of the run: its JCT covers the finished ones only.</p>` : ""}`;
+}
+
+function fullTable(runs: readonly ReportRun[], swatches: Map<string, string>): string {
+  const extraKeys = unique(runs.flatMap((r) => Object.keys(r.extra ?? {})));
+  const grouped = runs.some((r) => r.group !== undefined);
   const head = [
+    ...(grouped ? ["panel"] : []),
     "run",
     "jobs/s",
     "done",
-    "mean JCT",
+    "mean JCT (s)",
     "p50",
     "p90",
     "p95",
     "p99",
-    "throughput",
+    "throughput (jobs/s)",
     "hit ratio",
     ...extraKeys,
   ];
-  const rows = runs.map((r) => [
-    r.label,
-    r.jps.toString(),
-    `${r.completed}/${r.programs}`,
-    ...[r.jct.mean, r.jct.p50, r.jct.p90, r.jct.p95, r.jct.p99].map((x) => x.toFixed(1)),
-    r.throughputJps.toFixed(4),
-    r.hitRatio.toFixed(3),
-    ...extraKeys.map((k) => String(r.extra?.[k] ?? "")),
-  ]);
-  const cells = (xs: readonly string[], tag: string) =>
-    xs.map((x) => `<${tag}>${escapeHtml(x)}</${tag}>`).join("");
-  return `<table><thead><tr>${cells(head, "th")}</tr></thead><tbody>${rows
-    .map((r) => `<tr>${cells(r, "td")}</tr>`)
-    .join("\n")}</tbody></table>`;
+  const rows = runs.map((r) => {
+    const cells = [
+      ...(grouped ? [r.group ?? ""] : []),
+      r.label,
+      r.jps.toString(),
+      `${r.completed}/${r.programs}`,
+      ...[r.jct.mean, r.jct.p50, r.jct.p90, r.jct.p95, r.jct.p99].map((x) => x.toFixed(1)),
+      r.throughputJps.toFixed(4),
+      r.hitRatio.toFixed(3),
+      ...extraKeys.map((k) => String(r.extra?.[k] ?? "")),
+    ].map(escapeHtml);
+    const runColumn = grouped ? 1 : 0;
+    cells[runColumn] = `${swatches.get(r.label) ?? ""}${cells[runColumn]}`;
+    return `<tr>${cells.map((c) => `<td>${c}</td>`).join("")}</tr>`;
+  });
+  return `<table class="runs"><thead><tr>${head.map((h) => `<th>${escapeHtml(h)}</th>`).join("")}</tr></thead><tbody>${rows.join("\n")}</tbody></table>`;
 }
 
-/** A self-contained HTML page: settings, a results table and SVG charts rendered headlessly with Vega-Lite. */
+async function panel(
+  input: ReportInput,
+  group: string,
+  runs: readonly ReportRun[],
+  styles: Map<string, SeriesStyle>,
+  swatches: Map<string, string>,
+) {
+  const metric = input.metric ?? "mean";
+  const loads = loadsOf(runs);
+  const labels = unique(runs.map((r) => r.label));
+  const heaviest = runs.filter((r) => r.jps === loads[loads.length - 1]);
+  const own = new Map([...styles].filter(([label]) => labels.includes(label)));
+  const xTitle = input.panels?.get(group)?.xTitle ?? input.xTitle ?? "load (jobs/s)";
+  const headline =
+    loads.length > 1
+      ? await renderSvg(jctVsLoad(runs, own, metric, xTitle))
+      : await renderSvg(jctCdf(heaviest, own, xTitle));
+  const details: string[] = [];
+  if (loads.length > 1) details.push(await renderSvg(jctCdf(heaviest, own, xTitle)));
+  if (heaviest.some((r) => (r.kvUsage ?? []).length > 0))
+    details.push(await renderSvg(kvSmallMultiples(heaviest, xTitle)));
+  return `<section class="panel">${group ? `<h2>${escapeHtml(group)}</h2>` : ""}
+<div class="headline"><div class="chart">${headline}</div>${ratioTable(runs, baselineFor(input, group, labels), metric, xTitle, swatches)}</div>
+${details.map((svg) => `<div class="chart">${svg}</div>`).join("\n")}
+</section>`;
+}
+
+/** A self-contained HTML page: headline chart and ratios first, then distributions, KV, tables, settings. */
 export async function renderReportHtml(input: ReportInput): Promise<string> {
-  const loads = [...new Set(input.runs.map((r) => r.jps))].sort((a, b) => a - b);
-  const heaviest = input.runs.filter((r) => r.jps === loads[loads.length - 1]);
-  const charts: string[] = [];
-  if (loads.length > 1) charts.push(await renderSvg(jctVsLoad(input.runs)));
-  charts.push(await renderSvg(jctCdf(heaviest)));
-  if (heaviest.some((r) => (r.kvUsage ?? []).length > 0)) charts.push(await renderSvg(kvTimeline(heaviest)));
+  const styles = seriesStyles(input.runs.map((r) => r.label));
+  const swatches = new Map(
+    [...styles].map(([label, s]) => [label, `<span class="swatch" style="background:${s.colour}"></span>`]),
+  );
+  const groups = unique(input.runs.map((r) => r.group ?? ""));
+  const panels: string[] = [];
+  for (const group of groups) {
+    panels.push(
+      await panel(
+        input,
+        group,
+        input.runs.filter((r) => (r.group ?? "") === group),
+        styles,
+        swatches,
+      ),
+    );
+  }
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(input.title)}</title>
 <style>
-body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1400px; }
+h2 { margin-top: 2rem; font-size: 1.2rem; }
+.headline { display: flex; flex-wrap: wrap; gap: 1.5rem; align-items: flex-start; }
 table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th:first-child, td:first-child { text-align: left; white-space: nowrap; }
+caption { caption-side: top; text-align: left; font-size: 0.85rem; color: #555; max-width: 28rem; padding-bottom: 0.3rem; }
+.ratios td.win { background: #e3f4e6; } .ratios td.loss { background: #fbe3e1; } .ratios td.tie { color: #666; }
+.swatch { display: inline-block; width: 0.8rem; height: 0.8rem; margin-right: 0.4rem; vertical-align: -0.1rem; border-radius: 2px; }
+.note { font-size: 0.85rem; color: #555; }
 .chart { margin: 1rem 0; }
 </style></head><body>
 <h1>${escapeHtml(input.title)}</h1>
+${panels.join("\n")}
+<h2 id="all-runs">All runs</h2>
+${fullTable(input.runs, swatches)}
+<h2>Settings</h2>
 <ul>${input.settings.map((s) => `<li>${escapeHtml(s)}</li>`).join("")}</ul>
-${table(input.runs)}
-${charts.map((svg) => `<div class="chart">${svg}</div>`).join("\n")}
 </body></html>
 `;
 }

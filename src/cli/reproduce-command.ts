@@ -119,12 +119,19 @@ export function reproduceCommand(): Command {
           const runs = figure.panels.flatMap((panel) =>
             panel.jobs.flatMap((j) => {
               const r = results[offset++];
-              return r ? [reportRunOf(`${panel.title} | ${r.policy}`, j.x, r)] : [];
+              return r ? [{ ...reportRunOf(r.policy, j.x, r), group: panel.title }] : [];
             }),
           );
+          const panels = new Map(
+            figure.panels.map((p) => [p.title, { baseline: p.baseline, xTitle: p.xLabel }] as const),
+          );
+          const settings = [
+            figure.paperClaim,
+            `${o.programs} programs per point, seed ${o.seed}, ${o.trace ? `trace ${o.trace}` : "generated workloads"}`,
+          ];
           writeFileSync(
             o.report,
-            await renderReportHtml({ title: figure.title, settings: [figure.paperClaim], runs }),
+            await renderReportHtml({ title: figure.title, settings, runs, panels, metric: figure.metric }),
           );
           process.stderr.write(`# report written to ${o.report}\n`);
         }
