@@ -217,10 +217,11 @@ describe("continuum serve process", () => {
 
   test("when its parent process dies (npx killed, no signal forwarded) it drains and exits", async () => {
     const fixture = fileURLToPath(new URL("../cli/test-support/serve-fixture.ts", import.meta.url));
-    // A shell starts the server in the background, prints its pid, and is then killed outright.
+    // A shell starts the server in the background, prints its pid, becomes `sleep` (exec: no leftover
+    // sleep holding our pipe open after the kill) and is then killed outright.
     const shell = spawn(
       "sh",
-      ["-c", `"${process.execPath}" --import tsx "${fixture}" > /dev/null 2>&1 & echo $!; sleep 600`],
+      ["-c", `"${process.execPath}" --import tsx "${fixture}" > /dev/null 2>&1 & echo $!; exec sleep 600`],
       {
         stdio: ["ignore", "pipe", "ignore"],
       },
@@ -249,6 +250,7 @@ describe("continuum serve process", () => {
     } finally {
       if (alive()) process.kill(pid, "SIGKILL");
       if (shell.exitCode === null) shell.kill("SIGKILL");
+      shell.stdout.destroy();
     }
   });
 });
