@@ -64,8 +64,9 @@ export function escapeHtml(text: string): string {
 const unique = <T>(xs: readonly T[]): T[] => [...new Set(xs)];
 const loadsOf = (runs: readonly ReportRun[]) => unique(runs.map((r) => r.jps)).sort((a, b) => a - b);
 const unfinished = (r: ReportRun) => r.completed < r.programs;
-/** "0.2 jobs/s" on a load axis, "max-num-seqs 64" on another. */
-const atX = (xTitle: string, x: number) => (xTitle.includes("jobs/s") ? `${x} jobs/s` : `${xTitle} ${x}`);
+/** " at 0.2 jobs/s" on a load axis, " at max-num-seqs 64" on another; nothing for runs without a load (analyze). */
+const atX = (xTitle: string, x: number) =>
+  x === 0 ? "" : xTitle.includes("jobs/s") ? ` at ${x} jobs/s` : ` at ${xTitle} ${x}`;
 
 /** Colour, marker and dash scales shared by every chart, so one policy looks the same everywhere. */
 function seriesScales(styles: Map<string, SeriesStyle>) {
@@ -135,7 +136,7 @@ function jctCdf(runs: readonly ReportRun[], styles: Map<string, SeriesStyle>, xT
   return {
     width: WIDTH,
     height: HEIGHT,
-    title: `Distribution of job completion times at ${atX(xTitle, runs[0]?.jps ?? 0)}`,
+    title: `Distribution of job completion times${atX(xTitle, runs[0]?.jps ?? 0)}`,
     data: { values },
     mark: { type: "line", interpolate: "step-after", strokeWidth: 2 },
     encoding: {
@@ -178,7 +179,7 @@ function kvSmallMultiples(runs: readonly ReportRun[], xTitle: string): TopLevelS
     ]),
   );
   return {
-    title: `KV cache blocks over the run at ${atX(xTitle, runs[0]?.jps ?? 0)}, one panel per run (mean per 1/${KV_BUCKETS} of the run)`,
+    title: `KV cache blocks over the run${atX(xTitle, runs[0]?.jps ?? 0)}, one panel per run (mean per 1/${KV_BUCKETS} of the run)`,
     data: { values },
     facet: {
       field: "series",
@@ -237,7 +238,7 @@ function ratioTable(
   });
   const anyUnfinished = runs.some(unfinished);
   return `<table class="ratios"><caption>${escapeHtml(baseline)}'s ${metric} JCT ÷ each run's: above 1 finishes programs faster (green), below 1 slower (red), within ${TIE * 100}% a tie</caption>
-<thead><tr><th>${escapeHtml(xTitle)}</th>${loads.map((l) => `<th>${l}</th>`).join("")}</tr></thead>
+<thead><tr><th>${escapeHtml(xTitle)}</th>${loads.map((l) => `<th>${l === 0 ? "all programs" : l}</th>`).join("")}</tr></thead>
 <tbody>${rows.join("\n")}</tbody></table>${anyUnfinished ? `<p class="note">* some programs unfinished at the end of the run: its JCT covers the finished ones only.</p>` : ""}`;
 }
 
