@@ -175,6 +175,20 @@ const families: Family[] = [
       '{"command": "ls -la"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
   },
   {
+    // Gemma 4: tools declared in the system turn in its own notation (strings between <|"|>), the
+    // tool's answer inside the model's turn, which the model then continues (no new turn header).
+    file: "google-gemma-4-31B-it",
+    format: "gemma",
+    prompt:
+      '<|turn>system\nFix the bug.<|tool>declaration:bash{description:<|"|>Run a command<|"|>,' +
+      'parameters:{properties:{command:{description:<|"|>The command<|"|>,type:<|"|>STRING<|"|>}},' +
+      'required:[<|"|>command<|"|>],type:<|"|>OBJECT<|"|>}}<tool|><turn|>\n' +
+      "<|turn>user\nList the files.<turn|>\n" +
+      '<|turn>model\n<|tool_call>call:bash{command:<|"|>ls<|"|>}<tool_call|>' +
+      '<|tool_response>response:bash{value:<|"|>main.py<|"|>}<tool_response|>',
+    output: '<|tool_call>call:bash{command:<|"|>ls -la<|"|>}<tool_call|>',
+  },
+  {
     file: "GLM-4.6",
     format: "glm",
     prompt:
@@ -325,7 +339,7 @@ describe("rendering with a model's template", () => {
     );
   });
 
-  test("parsing by format: Mistral's calls, several DeepSeek calls, GLM values typed by the schema", () => {
+  test("parsing by format: Mistral's calls, several DeepSeek calls, GLM values typed by the schema, Gemma 4's notation", () => {
     const specs = [
       {
         name: "edit",
@@ -361,6 +375,18 @@ describe("rendering with a model's template", () => {
       ),
       [["edit", { line: 12, text: "42" }]],
     );
+    assert.deepEqual(
+      calls(
+        "gemma",
+        'Editing.<|tool_call>call:edit{line:3,text:<|"|>say "hi", {twice}<|"|>,opts:{<|"|>dry<|"|>:true,tags:[1,null]}}<tool_call|>' +
+          "<|tool_call>call:edit{line:-4.5}<tool_call|>",
+      ),
+      [
+        ["edit", { line: 3, text: 'say "hi", {twice}', opts: { dry: true, tags: [1, null] } }],
+        ["edit", { line: -4.5 }],
+      ],
+    );
+    assert.equal(parseToolCallsAs("gemma", '<|tool_call>call:edit{text:<|"|>cut off', specs), null);
     assert.equal(parseToolCallsAs("mistral", "No call here.", specs), null);
   });
 });

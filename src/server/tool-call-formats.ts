@@ -1,12 +1,13 @@
 /**
  * How a model writes tool calls, told from its chat template's text, and the parser for each way.
  * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
- * already reads; Mistral, DeepSeek and GLM write calls their own way and are parsed here first.
+ * already reads; Mistral, DeepSeek, GLM and Gemma 4 write calls their own way and are parsed here first.
  */
 import { randomBytes } from "node:crypto";
 import { jsonObjectsIn } from "../core/tools/json-objects.js";
 import { stripReasoning } from "../core/tools/parse-tool-call.js";
 import { asToolName } from "../core/tools/tool-name.js";
+import { readNotationValue } from "./gemma-call-notation.js";
 import {
   newToolCallId,
   type ParsedToolCall,
@@ -16,7 +17,7 @@ import {
   type ToolSpec,
 } from "./tool-calls.js";
 
-export type ToolCallFormat = "hermes" | "llama3" | "mistral" | "deepseek" | "glm" | "generic";
+export type ToolCallFormat = "hermes" | "llama3" | "mistral" | "deepseek" | "glm" | "gemma" | "generic";
 
 const MISTRAL_CALLS = "[TOOL_CALLS]";
 const MISTRAL_ARGS = "[ARGS]";
@@ -26,12 +27,15 @@ const DEEPSEEK_CALL = "<｜tool▁call▁begin｜>";
 // V3 / R1: `function<sep>name\n```json\n{...}\n```; V3.1 and later: `name<sep>{...}`
 const DEEPSEEK_BLOCK =
   /<｜tool▁call▁begin｜>(?:function<｜tool▁sep｜>([^\n]+)\n```json\n([\s\S]*?)\n```|([^<\n]+?)<｜tool▁sep｜>([\s\S]*?))\s*(?:<｜tool▁call▁end｜>|$)/g;
+const GEMMA_CALL = "<|tool_call>call:";
+const GEMMA_CALL_END = "<tool_call|>";
 const GLM_BLOCK = /<tool_call>([^\n<]+)\n?((?:<arg_key>[\s\S]*?)?)(?:<\/tool_call>|$)/g;
 const GLM_ARG = /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)(?:<\/arg_value>|$)/g;
 
 /** The format a template teaches its model, by the markers its text writes. */
 export function detectToolCallFormat(template: string): ToolCallFormat {
   if (template.includes(MISTRAL_CALLS)) return "mistral";
+  if (template.includes("<|tool_call>")) return "gemma";
   if (template.includes("tool▁call▁begin")) return "deepseek";
   if (template.includes("<arg_key>")) return "glm";
   if (template.includes("<tool_call>")) return "hermes";
@@ -43,6 +47,7 @@ export function detectToolCallFormat(template: string): ToolCallFormat {
 export function toolCallMarkers(format: ToolCallFormat): string[] {
   if (format === "mistral") return [MISTRAL_CALLS];
   if (format === "deepseek") return [DEEPSEEK_CALLS, DEEPSEEK_CALL];
+  if (format === "gemma") return ["<|tool_call>"];
   return [];
 }
 
@@ -133,6 +138,30 @@ function fromGlm(output: string, tools: readonly ToolSpec[]): ToolCallParse | nu
   return calls.length > 0 ? { start: first, calls } : null;
 }
 
+/** Gemma 4: `<|tool_call>call:name{key:<|"|>text<|"|>,n:2}<tool_call|>`, one block per call. */
+function fromGemma(output: string): ToolCallParse | null {
+  const calls: ParsedToolCall[] = [];
+  let first = -1;
+  let at = output.indexOf(GEMMA_CALL, answerStart(output));
+  while (at !== -1) {
+    const nameStart = at + GEMMA_CALL.length;
+    const brace = output.indexOf("{", nameStart);
+    if (brace === -1) break;
+    const args = readNotationValue(output, brace);
+    const parsed = args === null ? null : call(newToolCallId(), output.slice(nameStart, brace), args.value);
+    if (parsed !== null) {
+      if (first === -1) first = at;
+      calls.push(parsed);
+    }
+    const next = args === null ? brace : args.end;
+    at = output.indexOf(
+      GEMMA_CALL,
+      output.startsWith(GEMMA_CALL_END, next) ? next + GEMMA_CALL_END.length : next,
+    );
+  }
+  return calls.length > 0 ? { start: first, calls } : null;
+}
+
 /**
  * The tool calls in `output` of a model whose template writes `format`; what the format's own parser
  * does not find, the general one (`parseToolCalls`) still may.
@@ -149,6 +178,8 @@ export function parseToolCallsAs(
         ? fromDeepSeek(output)
         : format === "glm"
           ? fromGlm(output, tools)
-          : null;
+          : format === "gemma"
+            ? fromGemma(output)
+            : null;
   return own ?? parseToolCalls(output, tools);
 }
