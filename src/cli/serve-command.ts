@@ -184,6 +184,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
   log(`  ${engine.kvSummary}`);
+  if (o.dashboard ?? true) log(`  live dashboard at ${server.url}/dashboard`);
   const agent =
     o.agentPort === undefined
       ? null
