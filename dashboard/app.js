@@ -166,6 +166,8 @@ function App() {
           <${Chart} title="Finished requests / s" history=${state.history} fields=${[["finishedPerS", "requests/s"]]} />
           <${Chart} title="Latency (s), requests of the last 30 s" history=${state.history}
             fields=${[["ttftP50S", "TTFT p50"], ["ttftP99S", "TTFT p99"], ["latencyP50S", "request p50"], ["latencyP99S", "request p99"]]} />
+          <${Chart} title="Program JCT (s), programs ended in the last 5 minutes" history=${state.history}
+            fields=${[["jctP50S", "JCT p50"], ["jctP99S", "JCT p99"]]} />
           <${Chart} title="Prefix hit ratio" history=${state.history} fields=${[["hitRatio", "reused / prompt tokens"]]} />
           <${Chart} title="Pins per second" history=${state.history}
             fields=${[["pinsCreated", "created"], ["pinsExpired", "expired"], ["pinsSacrificed", "sacrificed"]]} />

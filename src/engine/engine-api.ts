@@ -60,6 +60,8 @@ export type GenerateEvent =
       readonly queueS: number;
       readonly ttftS: number | null;
       readonly e2eS: number;
+      /** the program's job completion time (first arrival to this finish) when this turn ended it, else null */
+      readonly programJctS: number | null;
     };
 
 export interface ChatTurn {

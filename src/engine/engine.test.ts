@@ -143,6 +143,7 @@ describe("engine over the fake runner", () => {
       const first = await run(engine, request("t1", prompt1, { programId: "job-1" }));
       assert.equal(first.done.finishReason, "stop");
       assert.equal(first.done.usage.cachedTokens, 0);
+      assert.equal(first.done.programJctS, null, "the program goes on");
       assert.equal(engine.metrics().pinnedPrograms, 1);
       const prompt2 = engine.renderChat([
         ...turn1,
@@ -159,6 +160,8 @@ describe("engine over the fake runner", () => {
       assert.ok(kv.takenOverTokens + kv.sharedTokens >= second.done.usage.cachedTokens);
       assert.equal(second.done.text, defaultFakeReply(prompt2));
       assert.equal(engine.metrics().pinnedPrograms, 0, "last step drops the pin");
+      // the last step's JCT spans both turns, from the first turn's arrival
+      assert.ok(second.done.programJctS !== null && second.done.programJctS >= second.done.e2eS);
     });
   });
 

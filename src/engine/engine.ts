@@ -624,6 +624,8 @@ export class Engine implements EngineService {
       queueS: Math.max(0, (admittedS ?? finishS) - r.arrivalS),
       ttftS: r.firstTokenS === null ? null : Math.max(0, r.firstTokenS - r.arrivalS),
       e2eS,
+      programJctS:
+        active.spec.isLastStep && reason !== "abort" ? Math.max(0, finishS - r.program.firstArrivalS) : null,
     });
     active.channel.end();
   }
@@ -670,6 +672,7 @@ export class Engine implements EngineService {
       queueS: 0,
       ttftS: null,
       e2eS: 0,
+      programJctS: null,
     };
   }
 

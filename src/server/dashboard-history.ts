@@ -14,6 +14,9 @@ export interface HistoryPoint {
   readonly ttftP99S: number | null;
   readonly latencyP50S: number | null;
   readonly latencyP99S: number | null;
+  /** job completion time (first request to last step) of the programs that ended in the last JCT_WINDOW_S */
+  readonly jctP50S: number | null;
+  readonly jctP99S: number | null;
   /** prompt tokens reused / prompt tokens scheduled in the last second (null: nothing scheduled) */
   readonly hitRatio: number | null;
   readonly pinsCreated: number;
@@ -25,6 +28,8 @@ export interface HistoryPoint {
 export const HISTORY_S = 600;
 /** Percentiles are over requests finished in this many seconds, so a quiet second still shows a value. */
 const WINDOW_S = 30;
+/** Programs end far less often than requests: their JCT percentiles look back five minutes. */
+const JCT_WINDOW_S = 300;
 
 function quantile(sorted: readonly number[], q: number): number | null {
   if (sorted.length === 0) return null;
@@ -38,6 +43,7 @@ function quantile(sorted: readonly number[], q: number): number | null {
 export class DashboardHistory {
   private readonly points: HistoryPoint[] = [];
   private finished: { timeS: number; ttftS: number | null; e2eS: number }[] = [];
+  private ended: { timeS: number; jctS: number }[] = [];
   private previous: EngineMetrics | null = null;
   private finishedSince = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -59,6 +65,7 @@ export class DashboardHistory {
 
   observeDone(done: DoneEvent): void {
     this.finished.push({ timeS: this.nowS(), ttftS: done.ttftS, e2eS: done.e2eS });
+    if (done.programJctS !== null) this.ended.push({ timeS: this.nowS(), jctS: done.programJctS });
     this.finishedSince++;
   }
 
@@ -74,6 +81,8 @@ export class DashboardHistory {
       .filter((t): t is number => t !== null)
       .sort((a, b) => a - b);
     const latencies = this.finished.map((f) => f.e2eS).sort((a, b) => a - b);
+    this.ended = this.ended.filter((e) => e.timeS > now - JCT_WINDOW_S);
+    const jcts = this.ended.map((e) => e.jctS).sort((a, b) => a - b);
     const queried = delta((x) => x.prefixQueryTokens);
     const last = this.points.at(-1);
     const elapsedS = last ? Math.max(1e-3, now - last.timeS) : 1;
@@ -86,6 +95,8 @@ export class DashboardHistory {
       ttftP99S: quantile(ttfts, 0.99),
       latencyP50S: quantile(latencies, 0.5),
       latencyP99S: quantile(latencies, 0.99),
+      jctP50S: quantile(jcts, 0.5),
+      jctP99S: quantile(jcts, 0.99),
       hitRatio: queried > 0 ? delta((x) => x.prefixHitTokens) / queried : null,
       pinsCreated: delta((x) => x.pinsCreated),
       pinsExpired: delta((x) => x.pinsExpired),

@@ -59,6 +59,8 @@ export class FakeEngine implements EngineService {
   shutdownCalls = 0;
   private running = 0;
   private readonly lastContext = new Map<string, string[]>();
+  /** performance.now() of each program's first request, for its JCT when its last step finishes */
+  private readonly programStartMs = new Map<string, number>();
 
   constructor(private readonly options: FakeEngineOptions = {}) {
     this.maxContextTokens = options.maxContextTokens ?? 4096;
@@ -67,6 +69,12 @@ export class FakeEngine implements EngineService {
 
   renderChat(messages: readonly ChatTurn[]): string {
     return `${messages.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join("")}<|im_start|>assistant\n`;
+  }
+
+  private programJctS(request: GenerateRequest, reason: string, nowMs: number): number | null {
+    const startMs = request.programId === null ? undefined : this.programStartMs.get(request.programId);
+    if (!request.isLastStep || reason === "abort" || startMs === undefined) return null;
+    return (nowMs - startMs) / 1000;
   }
 
   countTokens(text: string): number {
@@ -93,6 +101,9 @@ export class FakeEngine implements EngineService {
 
   private async *run(request: GenerateRequest, signal: AbortSignal): AsyncGenerator<GenerateEvent> {
     const started = performance.now();
+    if (request.programId !== null && !this.programStartMs.has(request.programId)) {
+      this.programStartMs.set(request.programId, started);
+    }
     this.running++;
     try {
       const reply = this.options.reply?.(request) ?? "Hello there!";
@@ -138,6 +149,7 @@ export class FakeEngine implements EngineService {
         queueS: 0,
         ttftS: firstTokenAt === null ? null : (firstTokenAt - started) / 1000,
         e2eS: (now - started) / 1000,
+        programJctS: this.programJctS(request, finishReason, now),
       };
     } finally {
       this.running--;
