@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { type ReportRun, renderReportHtml, smoothUsage } from "./report-html.js";
+import { smoothUsage } from "./report-charts.js";
+import { type ReportRun, renderReportHtml } from "./report-html.js";
 import { seriesStyles } from "./series-style.js";
 
 function run(label: string, jps: number, meanJct: number, extra: Partial<ReportRun> = {}): ReportRun {

@@ -4,27 +4,11 @@
  * chart (one colour, marker and dash per policy) with each policy's ratio to the baseline beside it —
  * then the distributions, the KV cache of each policy as small multiples, the full table and the settings.
  */
-import * as vega from "vega";
-import { compile, type TopLevelSpec } from "vega-lite";
+import { jctCdf, jctVsLoad, kvSmallMultiples, renderSvg } from "./report-charts.js";
+import { type JctMetric, loadsOf, type ReportRun, unfinished, unique } from "./report-run.js";
 import { type SeriesStyle, seriesStyles } from "./series-style.js";
 
-/** What one run (a policy at a load, simulated or measured) contributes to a report. */
-export interface ReportRun {
-  readonly label: string;
-  /** the panel the run belongs to (a figure's hardware or workload); runs without one share a panel */
-  readonly group?: string;
-  readonly jps: number;
-  readonly jct: { mean: number; p50: number; p90: number; p95: number; p99: number };
-  readonly throughputJps: number;
-  readonly hitRatio: number;
-  readonly completed: number;
-  readonly programs: number;
-  readonly extra?: Readonly<Record<string, string | number>>;
-  readonly jcts: readonly number[];
-  readonly kvUsage?: readonly { timeS: number; used: number; pinned: number }[];
-}
-
-export type JctMetric = "mean" | "p90" | "p95" | "p99";
+export type { JctMetric, ReportRun } from "./report-run.js";
 
 export interface ReportInput {
   readonly title: string;
@@ -43,168 +27,12 @@ export interface ReportInput {
 
 /** Ratios within this distance of 1 are ties, neither a win nor a loss. */
 const TIE = 0.02;
-const WIDTH = 560;
-const HEIGHT = 300;
-const KV_BUCKETS = 120;
-
-async function renderSvg(spec: TopLevelSpec): Promise<string> {
-  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: "none" });
-  const svg = await view.toSVG();
-  view.finalize();
-  return svg;
-}
 
 export function escapeHtml(text: string): string {
   return text.replace(
     /[&<>"]/g,
     (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c] as string,
   );
-}
-
-const unique = <T>(xs: readonly T[]): T[] => [...new Set(xs)];
-const loadsOf = (runs: readonly ReportRun[]) => unique(runs.map((r) => r.jps)).sort((a, b) => a - b);
-const unfinished = (r: ReportRun) => r.completed < r.programs;
-/** " at 0.2 jobs/s" on a load axis, " at max-num-seqs 64" on another; nothing for runs without a load (analyze). */
-const atX = (xTitle: string, x: number) =>
-  x === 0 ? "" : xTitle.includes("jobs/s") ? ` at ${x} jobs/s` : ` at ${xTitle} ${x}`;
-
-/** Colour, marker and dash scales shared by every chart, so one policy looks the same everywhere. */
-function seriesScales(styles: Map<string, SeriesStyle>) {
-  const domain = [...styles.keys()];
-  const values = [...styles.values()];
-  const legend = { title: null, labelLimit: 0, orient: "bottom", columns: 2, symbolStrokeWidth: 2 } as const;
-  return {
-    color: {
-      field: "series",
-      type: "nominal",
-      scale: { domain, range: values.map((s) => s.colour) },
-      legend,
-    },
-    shape: {
-      field: "series",
-      type: "nominal",
-      scale: { domain, range: values.map((s) => s.marker) },
-      legend,
-    },
-    strokeDash: {
-      field: "series",
-      type: "nominal",
-      scale: { domain, range: values.map((s) => [...s.dash]) },
-      legend,
-    },
-  } as const;
-}
-
-function jctVsLoad(
-  runs: readonly ReportRun[],
-  styles: Map<string, SeriesStyle>,
-  metric: JctMetric,
-  xTitle: string,
-): TopLevelSpec {
-  const scales = seriesScales(styles);
-  const x = {
-    field: "x",
-    type: "quantitative",
-    title: xTitle,
-    axis: { values: loadsOf(runs), format: ".6~g", labelOverlap: "greedy" },
-  } as const;
-  const y = { field: "jct", type: "quantitative", title: `${metric} JCT (s)` } as const;
-  return {
-    width: WIDTH,
-    height: HEIGHT,
-    title: `${metric === "mean" ? "Mean" : metric} job completion time vs ${xTitle.replace(/ \(.*\)$/, "")}`,
-    data: { values: runs.map((r) => ({ series: r.label, x: r.jps, jct: r.jct[metric] })) },
-    layer: [
-      {
-        mark: { type: "line", strokeWidth: 2 },
-        encoding: { x, y, color: scales.color, strokeDash: scales.strokeDash },
-      },
-      {
-        mark: { type: "point", filled: true, size: 80, opacity: 1 },
-        encoding: { x, y, color: scales.color, shape: scales.shape },
-      },
-    ],
-  } as TopLevelSpec;
-}
-
-function jctCdf(runs: readonly ReportRun[], styles: Map<string, SeriesStyle>, xTitle: string): TopLevelSpec {
-  const scales = seriesScales(styles);
-  const values = runs.flatMap((r) => {
-    const sorted = [...r.jcts].sort((a, b) => a - b);
-    return sorted.map((jct, i) => ({ series: r.label, jct, fraction: (i + 1) / sorted.length }));
-  });
-  return {
-    width: WIDTH,
-    height: HEIGHT,
-    title: `Distribution of job completion times${atX(xTitle, runs[0]?.jps ?? 0)}`,
-    data: { values },
-    mark: { type: "line", interpolate: "step-after", strokeWidth: 2 },
-    encoding: {
-      x: { field: "jct", type: "quantitative", title: "job completion time (s)" },
-      y: { field: "fraction", type: "quantitative", title: "fraction of finished programs" },
-      color: scales.color,
-      strokeDash: scales.strokeDash,
-    },
-  } as TopLevelSpec;
-}
-
-/** Mean of each of `buckets` equal time slices: the step-by-step samples are too noisy to read. */
-export function smoothUsage(
-  samples: readonly { timeS: number; used: number; pinned: number }[],
-  buckets = KV_BUCKETS,
-): { timeS: number; used: number; pinned: number }[] {
-  if (samples.length <= buckets) return [...samples];
-  const start = (samples[0] as { timeS: number }).timeS;
-  const span = (samples[samples.length - 1] as { timeS: number }).timeS - start || 1;
-  const sums = Array.from({ length: buckets }, () => ({ n: 0, timeS: 0, used: 0, pinned: 0 }));
-  for (const s of samples) {
-    const b = sums[
-      Math.min(buckets - 1, Math.floor(((s.timeS - start) / span) * buckets))
-    ] as (typeof sums)[0];
-    b.n++;
-    b.timeS += s.timeS;
-    b.used += s.used;
-    b.pinned += s.pinned;
-  }
-  return sums
-    .filter((b) => b.n > 0)
-    .map((b) => ({ timeS: b.timeS / b.n, used: b.used / b.n, pinned: b.pinned / b.n }));
-}
-
-function kvSmallMultiples(runs: readonly ReportRun[], xTitle: string): TopLevelSpec {
-  const values = runs.flatMap((r) =>
-    smoothUsage(r.kvUsage ?? []).flatMap((s) => [
-      { series: r.label, timeS: s.timeS, fraction: s.used, what: "in use (running and pinned)" },
-      { series: r.label, timeS: s.timeS, fraction: s.pinned, what: "pinned for a program in a tool call" },
-    ]),
-  );
-  return {
-    title: `KV cache blocks over the run${atX(xTitle, runs[0]?.jps ?? 0)}, one panel per run (mean per 1/${KV_BUCKETS} of the run)`,
-    data: { values },
-    facet: {
-      field: "series",
-      type: "nominal",
-      title: null,
-      header: { labelLimit: 0, labelFontSize: 12 },
-      sort: runs.map((r) => r.label),
-    },
-    columns: 3,
-    spec: {
-      width: 240,
-      height: 120,
-      mark: { type: "line", strokeWidth: 1.5 },
-      encoding: {
-        x: { field: "timeS", type: "quantitative", title: "time (s)" },
-        y: { field: "fraction", type: "quantitative", title: "share of blocks", scale: { domain: [0, 1] } },
-        color: {
-          field: "what",
-          type: "nominal",
-          scale: { range: ["#0072B2", "#D55E00"] },
-          legend: { title: null, orient: "top", labelLimit: 0 },
-        },
-      },
-    },
-  } as TopLevelSpec;
 }
 
 function baselineFor(input: ReportInput, group: string, labels: readonly string[]): string {
