@@ -100,6 +100,24 @@ describe("cachettl-adaptive admission", () => {
     assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"], "21 s after its turn, A no longer counts");
   });
 
+  it("counts a program between turns with the share of such programs that came back here in time", () => {
+    // 20 programs end a turn in a tool call here and never come back (a balancer sent them elsewhere).
+    const goneElsewhere = (scheduler: Scheduler, clock: VirtualClock) => {
+      for (let i = 1; i <= 20; i++) scheduler.ttl.tools.record("pytest", i);
+      for (let i = 0; i < 20; i++) {
+        addRequest(scheduler, `G${i}`, 16, { programId: `G${i}`, maxOutputTokens: 1 });
+        for (let k = 0; k < 3; k++) step(scheduler, clock);
+      }
+      clock.advanceTo(clock.nowS() + 25);
+    };
+    const { scheduler, clock } = crowdedScheduler({}, false, goneElsewhere);
+    assert.deepEqual(
+      admittedIds(step(scheduler, clock)),
+      ["B0"],
+      "none of the last 20 came back: A, between turns, is not expected back either",
+    );
+  });
+
   it("weights programs by the share of their lives finished programs held KV", () => {
     const run = (counts: AdaptiveOptions["counts"]) => {
       const logged = crowdedScheduler({ counts }, false, (scheduler, clock) => {
