@@ -162,8 +162,16 @@ interface BareDecode {
   computeS: number;
 }
 
-/** c sequences, each prefilled with its prompt, then `steps` single-token steps of all c (greedy). */
-async function bareDecode(ctx: LlamaContext, prompts: number[][], steps: number): Promise<BareDecode> {
+/**
+ * c sequences, each prefilled with its prompt, then `steps` single-token steps of all c (greedy), each
+ * step an awaited decode() on the worker or, with `sync`, a decodeSync() on this thread.
+ */
+async function bareDecode(
+  ctx: LlamaContext,
+  prompts: number[][],
+  steps: number,
+  sync = false,
+): Promise<BareDecode> {
   const c = prompts.length;
   const batch = new DecodeBatch(Math.max(BATCH, c));
   const last = new Int32Array(c);
@@ -188,7 +196,7 @@ async function bareDecode(ctx: LlamaContext, prompts: number[][], steps: number)
     }
     batch.clear();
     for (let seq = 0; seq < c; seq++) batch.add(last[seq]!, pos[seq]!++, seq, true);
-    const r = await ctx.decode(batch);
+    const r = sync ? ctx.decodeSync(batch) : await ctx.decode(batch);
     computeMs += r.decodeMs + r.sampleMs;
     for (const o of r.outputs) last[o.seqId] = o.token;
   }
@@ -204,6 +212,8 @@ async function benchDecode(c: number) {
   const texts = Array.from({ length: c }, (_, i) => chatPrompt(i));
   const promptIds = texts.map((t) => Array.from(runner.tokenize(t)));
   const bareBefore = await bareDecode(runner.context, promptIds, maxTokens);
+  runner.context.clear();
+  const syncBefore = await bareDecode(runner.context, promptIds, maxTokens, true);
   runner.context.clear();
 
   const engine = newEngine(runner, c);
@@ -221,7 +231,10 @@ async function benchDecode(c: number) {
   await engine.shutdown(); // drops every slot's KV, keeps the runner
   // bare again on the same (now empty) context: the mean of before and after evens out load drift
   const bareAfter = await bareDecode(runner.context, promptIds, maxTokens);
+  runner.context.clear();
+  const syncAfter = await bareDecode(runner.context, promptIds, maxTokens, true);
   await runner.close();
+  const syncStepS = (syncBefore.stepS + syncAfter.stepS) / 2;
   const bare = {
     stepS: (bareBefore.stepS + bareAfter.stepS) / 2,
     computeS: (bareBefore.computeS + bareAfter.computeS) / 2,
@@ -240,6 +253,8 @@ async function benchDecode(c: number) {
     bareStepMs: bare.stepS * 1000,
     bareComputeMs: bare.computeS * 1000,
     bareHopMs: bareHopS * 1000,
+    syncTokS: c / syncStepS,
+    syncStepMs: syncStepS * 1000,
     engineTokS: sampled / windowS,
     engineStepMs: stepS * 1000,
     engineComputeMs: computeS * 1000,
@@ -266,6 +281,8 @@ const header = [
   "step ms",
   "native",
   "hop",
+  "sync tok/s",
+  "step ms",
   "engine tok/s",
   "step ms",
   "native",
@@ -281,6 +298,8 @@ const table = rows.map((r) => [
   r.bareStepMs.toFixed(2),
   r.bareComputeMs.toFixed(2),
   r.bareHopMs.toFixed(3),
+  r.syncTokS.toFixed(0),
+  r.syncStepMs.toFixed(2),
   r.engineTokS.toFixed(0),
   r.engineStepMs.toFixed(2),
   r.engineComputeMs.toFixed(2),
@@ -293,7 +312,8 @@ const table = rows.map((r) => [
 console.log(formatTextTable(header, table, { labelColumn: false }));
 console.log(
   "\nms per step. bare: awaited context.decode() of one row per sequence; native = llama_decode + sampling" +
-    "\n  on the worker; hop = the rest (worker -> Promise -> JS). engine: steady-state steps, every sequence" +
+    "\n  on the worker; hop = the rest (worker -> Promise -> JS). sync: the same steps by decodeSync() on the" +
+    "\n  JS thread (what the engine does for decode steps of up to 8 sequences). engine: steady-state steps, every sequence" +
     "\n  decoding. TS overhead = (engine step - its native) - bare hop: what the engine adds per step over" +
     "\n  the bare native decode = in step() (scheduler, KV mapping, batch building, detokenizing, streaming)" +
     "\n  + between steps (the loop's yield to the event loop, consumers reading their streams)." +

@@ -185,7 +185,9 @@ export class LlamaModelRunner implements ModelRunner {
           batch.sample[i] === 1,
         );
       }
-      const r = await this.context.decode(db, { sample: true });
+      const r = syncDecodeStep(batch.seqIds, start, end)
+        ? this.context.decodeSync(db, { sample: true })
+        : await this.context.decode(db, { sample: true });
       this.decodeCalls++;
       computeMs += r.decodeMs + r.sampleMs;
       for (const o of r.outputs) outputs.push({ seqId: o.seqId, token: o.token, isEog: o.isEog });
@@ -216,4 +218,22 @@ export class LlamaModelRunner implements ModelRunner {
     this.context.free();
     this.model.free();
   }
+}
+
+/**
+ * A decode step of a few sequences (one token each) costs a few ms of compute, and the worker -> Promise
+ * hop another 0.2-0.4 ms (`npm run bench:engine`): such steps run on the JS thread. Larger steps stay on
+ * the worker, where the hop is under 2% and the event loop (health checks, streaming) is not held up.
+ */
+const SYNC_DECODE_MAX_ROWS = 8;
+
+function syncDecodeStep(seqIds: ArrayLike<number>, start: number, end: number): boolean {
+  if (end - start > SYNC_DECODE_MAX_ROWS) return false;
+  const seen = new Set<number>();
+  for (let i = start; i < end; i++) {
+    const seq = seqIds[i] as number;
+    if (seen.has(seq)) return false;
+    seen.add(seq);
+  }
+  return true;
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "addon.h"
@@ -74,6 +75,8 @@ struct ContextState {
   }
 };
 
+class DecodeWorker;
+
 class Context : public Napi::ObjectWrap<Context> {
  public:
   static Napi::Function Define(Napi::Env env);
@@ -91,6 +94,8 @@ class Context : public Napi::ObjectWrap<Context> {
   Napi::Value ResetSampler(const Napi::CallbackInfo& info);
   Napi::Value AcceptToken(const Napi::CallbackInfo& info);
   Napi::Value Decode(const Napi::CallbackInfo& info);
+  Napi::Value DecodeSync(const Napi::CallbackInfo& info);
+  DecodeWorker* PrepareDecode(const Napi::CallbackInfo& info);
   Napi::Value MemClear(const Napi::CallbackInfo& info);
   Napi::Value MemSeqRm(const Napi::CallbackInfo& info);
   Napi::Value MemSeqCp(const Napi::CallbackInfo& info);
@@ -141,7 +146,15 @@ class ContextWorker : public Napi::AsyncWorker {
   void Fail(const std::string& code, const std::string& message, int32_t status = 0) {
     code_ = code;
     status_ = status;
+    message_ = message;
+    failed_ = true;
     SetError(message);
+  }
+  /** The error decode() would reject with, for the synchronous path. */
+  Napi::Error FailureError(Napi::Env env) const {
+    Napi::Error err = codedError(env, code_, message_);
+    if (status_ != 0) err.Set("status", Napi::Number::New(env, status_));
+    return err;
   }
 
   Napi::Promise::Deferred deferred_;
@@ -149,6 +162,8 @@ class ContextWorker : public Napi::AsyncWorker {
   std::shared_ptr<ContextState> st_;
   Napi::ObjectReference self_;
   std::string code_ = "LLAMA_ERROR";
+  std::string message_;
+  bool failed_ = false;
   int32_t status_ = 0;
 };
 
@@ -297,6 +312,7 @@ Napi::Function Context::Define(Napi::Env env) {
                          InstanceMethod<&Context::ResetSampler>("resetSampler"),
                          InstanceMethod<&Context::AcceptToken>("acceptToken"),
                          InstanceMethod<&Context::Decode>("decode"),
+                         InstanceMethod<&Context::DecodeSync>("decodeSync"),
                          InstanceMethod<&Context::MemClear>("memClear"),
                          InstanceMethod<&Context::MemSeqRm>("memSeqRm"),
                          InstanceMethod<&Context::MemSeqCp>("memSeqCp"),
@@ -464,6 +480,15 @@ class DecodeWorker : public ContextWorker {
   bool sample = true;
   bool returnLogits = false;
 
+  // The same work on the calling (JS) thread, never queued: no worker hop, no Promise. For steps whose
+  // compute is a few milliseconds, where the hop is a tenth of the step.
+  Napi::Value RunHere(Napi::Env env) {
+    Execute();
+    owner_->busy = false;
+    if (failed_) throw FailureError(env);
+    return Result(env);
+  }
+
   void Execute() override {
     ContextState& s = *st_;
     const int32_t n = static_cast<int32_t>(tokens.size());
@@ -602,7 +627,7 @@ static T typedArg(const Napi::CallbackInfo& info, size_t i, napi_typedarray_type
 // decode(tokens: Int32Array, pos: Int32Array, seqIds: Int32Array, wantLogits: Uint8Array,
 //        opts?: { sample = true, returnLogits = false })
 //   -> Promise<{ batchIndex, seqId, token?, isEog?, logits?, nVocab, decodeUs, sampleUs }>
-Napi::Value Context::Decode(const Napi::CallbackInfo& info) {
+DecodeWorker* Context::PrepareDecode(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ContextState& s = idle(env);
   auto tokens = typedArg<Napi::Int32Array>(info, 0, napi_int32_array, "tokens");
@@ -644,9 +669,20 @@ Napi::Value Context::Decode(const Napi::CallbackInfo& info) {
     delete w;
     throw;
   }
+  return w;
+}
+
+Napi::Value Context::Decode(const Napi::CallbackInfo& info) {
+  DecodeWorker* w = PrepareDecode(info);
   Napi::Promise p = w->Promise();
   w->Queue();
   return p;
+}
+
+// decodeSync(...same arguments as decode) -> the same result, computed on the calling thread.
+Napi::Value Context::DecodeSync(const Napi::CallbackInfo& info) {
+  std::unique_ptr<DecodeWorker> w(PrepareDecode(info));
+  return w->RunHere(info.Env());
 }
 
 // ---------------------------------------------------------------------------------------------------------

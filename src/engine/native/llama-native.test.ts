@@ -25,6 +25,7 @@ async function generate(
   prompts: Int32Array[],
   steps: number,
   firstSeq = 0,
+  stepsOnThisThread = false,
 ): Promise<number[][]> {
   const batch = new DecodeBatch(ctx.info.nBatch);
   prompts.forEach((p, i) => {
@@ -40,7 +41,7 @@ async function generate(
       out[i]!.push(o.token);
       batch.add(o.token, pos[i]!++, o.seqId, true);
     }
-    r = await ctx.decode(batch);
+    r = stepsOnThisThread ? ctx.decodeSync(batch) : await ctx.decode(batch);
   }
   return out;
 }
@@ -191,6 +192,34 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
     assert.equal(ctx.seqPosMax(4), p2.length + 11);
     assert.equal(ctx.seqPosMax(0), -1);
     ctx.clear();
+  });
+
+  test("decodeSync gives decode's greedy tokens; its errors are thrown and leave the context usable", async () => {
+    const p1 = model.tokenize("The quick brown fox jumps over", { addSpecial: true });
+    const p2 = model.tokenize("Once upon a time, in a land far away, there was", { addSpecial: true });
+    ctx.clear();
+    const onWorker = await generate(ctx, [p1, p2], 12);
+    ctx.clear();
+    const onThisThread = await generate(ctx, [p1, p2], 12, 0, true);
+    assert.deepEqual(onThisThread, onWorker);
+    ctx.clear();
+
+    assert.throws(() => ctx.decodeSync(new DecodeBatch(1).addSequence([9999], 0, 0)), RangeError);
+    const small = await model.createContext({ nCtx: 256, nSeqMax: 2, nBatch: 256, threads: 1 });
+    try {
+      small.decodeSync(new DecodeBatch(256).addSequence(new Int32Array(250).fill(7), 0, 0));
+      assert.throws(
+        () => small.decodeSync(new DecodeBatch(16).addSequence(new Int32Array(10).fill(7), 0, 1)),
+        (e: unknown) => isLlamaError(e, "LLAMA_DECODE_NO_KV_SLOT"),
+      );
+      assert.equal(small.busy, false);
+      assert.equal(small.seqRemove(0, 100), true);
+      const r = await small.decode(new DecodeBatch(16).addSequence(new Int32Array(10).fill(7), 0, 1));
+      assert.equal(r.outputs.length, 1);
+      assert.equal(small.seqPosMax(1), 9);
+    } finally {
+      small.free();
+    }
   });
 
   test("seq state save -> clear -> restore (Buffer and file) yields identical next-token logits", async () => {
