@@ -201,7 +201,7 @@ export function createCacheTtlAdaptivePolicy(
     needsOffload: false,
     toolParser: "paper",
     dynamicPriorities: false,
-    prioritize(request, program, ctx) {
+    prioritize(request, program) {
       if (request.numAdmissions === 0 && !request.preempted) returns.turnArrived(program);
       pinnedThenProgramFcfs(request, program);
     },

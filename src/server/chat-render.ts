@@ -61,7 +61,8 @@ function argumentsText(raw: string | Record<string, unknown> | undefined): strin
 
 type AssistantMessage = Extract<ChatMessageInput, { role: "assistant" }>;
 
-function assistantText(message: AssistantMessage, param: string): string {
+/** The assistant's text with its calls as `<tool_call>` blocks, arguments as the client sent them. */
+export function assistantText(message: AssistantMessage, param: string): string {
   let text = contentText(message.content, `${param}.content`);
   for (const call of message.tool_calls ?? []) {
     const name = JSON.stringify(call.function.name);

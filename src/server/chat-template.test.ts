@@ -9,7 +9,7 @@ import { LlamaModelRunner } from "../engine/llama-model-runner.js";
 import { isNativeAvailable } from "../engine/native/llama-native.js";
 import { ChatTemplate, serverChatTemplate } from "./chat-template.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
-import { llamaTemplate } from "./test-support/llama-templates.js";
+import { llamaTemplate, ollamaGgufTemplate } from "./test-support/llama-templates.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 import { detectToolCallFormat, parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
 
@@ -48,6 +48,8 @@ const TOOL_JSON =
   '{"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": ' +
   '{"type": "object", "properties": {"command": {"type": "string", "description": "The command"}}, ' +
   '"required": ["command"]}}}';
+
+const COMPACT_TOOL_JSON = JSON.stringify(JSON.parse(TOOL_JSON));
 
 const QWEN_TOOLS =
   "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
@@ -95,8 +97,9 @@ const LLAMA31_PROMPT =
   '"main.py"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n';
 
 interface Family {
-  /** llama.cpp's models/templates/<file>.jinja */
+  /** llama.cpp's models/templates/<file>.jinja, unless `source` gives the template */
   readonly file: string;
+  readonly source?: () => string;
   readonly format: ToolCallFormat;
   /** the prompt of `conversation` with `tools`; the built-in vocabulary's BOS is <s>, its EOS <|im_end|> */
   readonly prompt: string;
@@ -189,6 +192,21 @@ const families: Family[] = [
     output: '<|tool_call>call:bash{command:<|"|>ls -la<|"|>}<tool_call|>',
   },
   {
+    // Gemma 3 knows no tools and no system role, and reads a system message only as typed parts: the
+    // system text and the tool list open the first user turn, the call is the model's text, the result
+    // a user turn (roles must alternate). The model answers in the <tool_call> blocks it was shown.
+    file: "google-gemma-3-1b-it",
+    source: () => ollamaGgufTemplate("library/gemma3:1b"),
+    format: "generic",
+    prompt:
+      `<start_of_turn>user\nFix the bug.\n\n# Tools\n\nYou can call these functions:\n<tools>\n${COMPACT_TOOL_JSON}\n</tools>\n\n` +
+      'To call a function, reply with {"name": ..., "arguments": ...} inside <tool_call></tool_call> tags.\n\n' +
+      "List the files.<end_of_turn>\n" +
+      '<start_of_turn>model\n<tool_call>\n{"name": "bash", "arguments": {"command":"ls"}}\n</tool_call><end_of_turn>\n' +
+      "<start_of_turn>user\n<tool_response>\nmain.py\n</tool_response><end_of_turn>\n<start_of_turn>model\n",
+    output: '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>',
+  },
+  {
     file: "GLM-4.6",
     format: "glm",
     prompt:
@@ -202,6 +220,10 @@ const families: Family[] = [
     output: "<tool_call>bash\n<arg_key>command</arg_key>\n<arg_value>ls -la</arg_value>\n</tool_call>",
   },
 ];
+
+function sourceOf(family: Family): string {
+  return family.source ? family.source() : llamaTemplate(family.file);
+}
 
 describe("real models' chat templates from GGUF metadata", {
   skip: supported ? false : "no llama.cpp addon",
@@ -222,7 +244,7 @@ describe("real models' chat templates from GGUF metadata", {
         headCountKv: 1,
         seed: 7,
         weightType: "f32",
-        chatTemplate: llamaTemplate(family.file),
+        chatTemplate: sourceOf(family),
       });
       const runner = await LlamaModelRunner.open({ modelPath, kvCells: 256, maxSeqs: 1, threads: 1 });
       models.set(family.file, runner.chatTemplate);
@@ -237,7 +259,7 @@ describe("real models' chat templates from GGUF metadata", {
   for (const family of families) {
     test(`${family.file}: the prompt as the template writes it, and a ${family.format} tool call read back`, async () => {
       const model = models.get(family.file)!;
-      assert.equal(model.source, llamaTemplate(family.file));
+      assert.equal(model.source, sourceOf(family));
       assert.equal(detectToolCallFormat(model.source), family.format);
       await withServer({ chatTemplate: model, reply: () => family.output }, {}, async (t) => {
         const response = await t.post("/v1/chat/completions", { messages: conversation, tools });
@@ -258,7 +280,8 @@ describe("real models' chat templates from GGUF metadata", {
 });
 
 function templateOf(file: string): ChatTemplate {
-  return new ChatTemplate(llamaTemplate(file), {
+  const family = families.find((f) => f.file === file);
+  return new ChatTemplate(family ? sourceOf(family) : llamaTemplate(file), {
     source: null,
     bosToken: "<s>",
     eosToken: "</s>",
@@ -299,7 +322,7 @@ describe("rendering with a model's template", () => {
     );
   });
 
-  test("what a template refuses is a 400 naming the template's reason", async () => {
+  test("a template without a system role gets the system text in the first user turn; what it still refuses is a 400 naming its reason", async () => {
     const gemma: ModelChatTemplate = {
       source: llamaTemplate("google-gemma-2-2b-it"),
       bosToken: "<bos>",
@@ -307,17 +330,51 @@ describe("rendering with a model's template", () => {
       addsBos: true,
     };
     await withServer({ chatTemplate: gemma }, {}, async (t) => {
-      const ok = await t.post("/v1/chat/completions", { messages: [{ role: "user", content: "Hi" }] });
+      const ok = await t.post("/v1/chat/completions", { messages: conversation.slice(0, 2) });
       assert.equal(ok.status, 200);
       await ok.json();
       assert.equal(
         t.engine.requests[0]!.prompt,
-        "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+        "<start_of_turn>user\nFix the bug.\n\nList the files.<end_of_turn>\n<start_of_turn>model\n",
       );
-      const refused = await t.post("/v1/chat/completions", { messages: conversation.slice(0, 2) });
+      const refused = await t.post("/v1/chat/completions", {
+        messages: [
+          { role: "user", content: "Hi" },
+          { role: "user", content: "Hi again" },
+        ],
+      });
       assert.equal(refused.status, 400);
-      assert.match(((await refused.json()) as Json).error.message, /System role not supported/);
+      assert.match(((await refused.json()) as Json).error.message, /roles must alternate/);
     });
+  });
+
+  test("a tool-blind template: results of several calls and the user's next words make one user turn", () => {
+    const prompt = templateOf("google-gemma-3-1b-it").render(
+      [
+        { role: "user", content: "List the files." },
+        {
+          role: "assistant",
+          content: "Two at once.",
+          tool_calls: [
+            { id: "c1", type: "function", function: { name: "bash", arguments: '{"command": "ls"}' } },
+            { id: "c2", type: "function", function: { name: "bash", arguments: '{"command": "pwd"}' } },
+          ],
+        },
+        { role: "tool", tool_call_id: "c1", content: "main.py" },
+        { role: "tool", tool_call_id: "c2", content: "/src" },
+        { role: "user", content: "Now read it." },
+      ],
+      tools,
+    );
+    assert.ok(
+      prompt.endsWith(
+        '<start_of_turn>model\nTwo at once.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>\n' +
+          '<tool_call>\n{"name": "bash", "arguments": {"command": "pwd"}}\n</tool_call><end_of_turn>\n' +
+          "<start_of_turn>user\n<tool_response>\nmain.py\n</tool_response>\n<tool_response>\n/src\n</tool_response>\n" +
+          "Now read it.<end_of_turn>\n<start_of_turn>model\n",
+      ),
+      prompt,
+    );
   });
 
   test("the built-in models' ChatML template keeps the engine's rendering; --chat-template overrides any", () => {

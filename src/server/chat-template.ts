@@ -1,18 +1,24 @@
 /**
  * A model's own Jinja chat template (`tokenizer.chat_template`, or `serve --chat-template FILE`),
  * rendered as llama-server's `--jinja` does: OpenAI messages with their tool calls (arguments as
- * objects) and tool results, the offered tools, `add_generation_prompt`, `bos_token` / `eos_token`.
+ * objects) and tool results, the offered tools, `add_generation_prompt`, `bos_token` / `eos_token`;
+ * what the template cannot render is rewritten into what it can (template-polyfills.ts).
  */
 import { Template } from "@huggingface/jinja";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
 import { CHATML_TEMPLATE } from "../engine/gguf/chat-template.js";
-import { contentText } from "./chat-render.js";
+import { assistantText, contentText } from "./chat-render.js";
 import { ApiError } from "./errors.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
+import {
+  isToolBlind,
+  type TemplateMessage,
+  toolsAsText,
+  withSystemInUserTurn,
+  withTypedContent,
+} from "./template-polyfills.js";
 import { detectToolCallFormat, type ToolCallFormat } from "./tool-call-formats.js";
 import { parseJsonLenient } from "./tool-calls.js";
-
-type TemplateMessage = Record<string, unknown>;
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -26,7 +32,8 @@ function argumentsObject(raw: string | Record<string, unknown> | undefined): unk
   return isRecord(parsed) ? parsed : raw;
 }
 
-function templateMessages(messages: readonly ChatMessageInput[]): TemplateMessage[] {
+/** `callsAsText`: for a tool-blind template, calls written into the assistant's text. */
+function templateMessages(messages: readonly ChatMessageInput[], callsAsText: boolean): TemplateMessage[] {
   const toolNames = new Map<string, string>();
   return messages.map((message, i) => {
     const content = contentText(message.content, `messages[${i}].content`);
@@ -35,6 +42,7 @@ function templateMessages(messages: readonly ChatMessageInput[]): TemplateMessag
         return { role: "system", content };
       case "assistant": {
         const calls = message.tool_calls ?? [];
+        if (callsAsText) return { role: "assistant", content: assistantText(message, `messages[${i}]`) };
         if (calls.length === 0) return { role: "assistant", content };
         return {
           role: "assistant",
@@ -61,32 +69,58 @@ function templateMessages(messages: readonly ChatMessageInput[]): TemplateMessag
 }
 
 export class ChatTemplate {
+  /** How the model writes calls: its template's own format, or `<tool_call>` blocks when it has none. */
   readonly format: ToolCallFormat;
   private readonly template: Template;
+  private readonly toolBlind: boolean;
 
   constructor(
     source: string,
     private readonly model: ModelChatTemplate,
   ) {
     this.template = new Template(source);
-    this.format = detectToolCallFormat(source);
+    this.toolBlind = isToolBlind(source);
+    this.format = this.toolBlind ? "generic" : detectToolCallFormat(source);
   }
 
-  /** The prompt for a chat request, ending with the generation prompt. */
-  render(messages: readonly ChatMessageInput[], tools: readonly ToolInput[]): string {
+  private renderMessages(messages: TemplateMessage[], tools: readonly ToolInput[]): string {
     const context: Record<string, unknown> = {
-      messages: templateMessages(messages),
+      messages,
       add_generation_prompt: true,
       bos_token: this.model.bosToken,
       eos_token: this.model.eosToken,
     };
     if (tools.length > 0) context["tools"] = tools;
-    let prompt: string;
-    try {
-      prompt = this.template.render(context);
-    } catch (error) {
+    return this.template.render(context);
+  }
+
+  /**
+   * The prompt for a chat request, ending with the generation prompt. What the template refuses is
+   * tried again as the template can take it: system text in the first user turn (Gemma 2), content as
+   * typed parts, both; if every form is refused, the template's own reason is a 400.
+   */
+  render(messages: readonly ChatMessageInput[], tools: readonly ToolInput[]): string {
+    let fitted = templateMessages(messages, this.toolBlind);
+    let offered = tools;
+    if (this.toolBlind) {
+      fitted = toolsAsText(fitted, tools);
+      offered = [];
+    }
+    const forms = [fitted, withSystemInUserTurn(fitted), withTypedContent(fitted)];
+    forms.push(withTypedContent(forms[1]!));
+    let prompt: string | undefined;
+    let refusal: unknown;
+    for (const form of forms) {
+      try {
+        prompt = this.renderMessages(form, offered);
+        break;
+      } catch (error) {
+        refusal ??= error;
+      }
+    }
+    if (prompt === undefined) {
       // Templates refuse what their model cannot take (raise_exception): roles out of order, bad ids.
-      throw ApiError.badRequest(`the model's chat template: ${(error as Error).message}`, "messages");
+      throw ApiError.badRequest(`the model's chat template: ${(refusal as Error).message}`, "messages");
     }
     // The tokenizer adds BOS itself; a template's own BOS would make it twice (llama-server strips it too).
     if (this.model.addsBos && this.model.bosToken !== "" && prompt.startsWith(this.model.bosToken)) {

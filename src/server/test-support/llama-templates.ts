@@ -16,3 +16,19 @@ export function llamaTemplate(name: string): string {
   dir ??= execFileSync(process.execPath, [SCRIPT], { encoding: "utf8" }).trim();
   return readFileSync(join(dir, `${name}.jinja`), "utf8");
 }
+
+const OLLAMA_MAP = fileURLToPath(
+  new URL("../../../node_modules/@huggingface/ollama-utils/src/chat-template-automap.ts", import.meta.url),
+);
+
+/**
+ * The `tokenizer.chat_template` of an Ollama library GGUF (e.g. "library/gemma3:1b"), as Hugging Face's
+ * ollama-utils package records it: for families llama.cpp's test set does not carry.
+ */
+export function ollamaGgufTemplate(model: string): string {
+  const map = readFileSync(OLLAMA_MAP, "utf8");
+  const entry = map.indexOf(`model: ${JSON.stringify(model)}`);
+  const line = entry === -1 ? null : /gguf: ("(?:[^"\\]|\\.)*")/.exec(map.slice(entry));
+  if (line === null) throw new Error(`no template for ${model} in ${OLLAMA_MAP}`);
+  return JSON.parse(line[1]!) as string;
+}

@@ -1,0 +1,80 @@
+/**
+ * Rewrites for what a model's chat template cannot render, as llama-server's `--jinja` polyfills do.
+ * Templates written before tool calling (Gemma 2 and 3, Phi-3.5) ignore `tools` and `tool_calls` and
+ * refuse role "tool" (Gemma's roles must alternate); Gemma 2 refuses role "system"; Gemma 3 reads a
+ * system message only as typed content parts.
+ */
+import { toolsBlock } from "./chat-render.js";
+import type { ToolInput } from "./schemas.js";
+
+export type TemplateMessage = Record<string, unknown>;
+
+/** A template that never mentions tools renders none of the tool list, calls or results. */
+export function isToolBlind(source: string): boolean {
+  return !/tool/i.test(source);
+}
+
+function textOf(message: TemplateMessage): string {
+  return typeof message["content"] === "string" ? message["content"] : "";
+}
+
+/**
+ * Tools as text for a tool-blind template, whose assistant messages already carry their calls as
+ * `<tool_call>` blocks (what the model is asked to write and the general parser reads): the tool list
+ * as a Hermes-style block in the system message, results as user turns in `<tool_response>`, merged
+ * with a neighbouring user turn so roles still alternate.
+ */
+export function toolsAsText(messages: TemplateMessage[], tools: readonly ToolInput[]): TemplateMessage[] {
+  let out = messages;
+  if (tools.length > 0) {
+    const block = toolsBlock(tools);
+    const first = out[0];
+    out =
+      first?.["role"] === "system"
+        ? [{ ...first, content: textOf(first) ? `${textOf(first)}\n\n${block}` : block }, ...out.slice(1)]
+        : [{ role: "system", content: block }, ...out];
+  }
+  return toolResultsAsUserTurns(out);
+}
+
+/** Every content as a list of typed text parts (`[{type: "text", text}]`). */
+export function withTypedContent(messages: TemplateMessage[]): TemplateMessage[] {
+  return messages.map((m) =>
+    typeof m["content"] === "string" ? { ...m, content: [{ type: "text", text: m["content"] }] } : m,
+  );
+}
+
+function toolResultsAsUserTurns(messages: TemplateMessage[]): TemplateMessage[] {
+  const out: TemplateMessage[] = [];
+  let lastWasResult = false;
+  for (const m of messages) {
+    const isResult = m["role"] === "tool";
+    const text = isResult ? `<tool_response>\n${textOf(m)}\n</tool_response>` : textOf(m);
+    const previous = out.at(-1);
+    if ((isResult || (lastWasResult && m["role"] === "user")) && previous?.["role"] === "user") {
+      out[out.length - 1] = { role: "user", content: `${textOf(previous)}\n${text}` };
+    } else {
+      out.push(isResult ? { role: "user", content: text } : m);
+    }
+    lastWasResult = isResult || (lastWasResult && m["role"] === "user");
+  }
+  return out;
+}
+
+/** System messages as the start of the next user turn. */
+export function withSystemInUserTurn(messages: TemplateMessage[]): TemplateMessage[] {
+  const out: TemplateMessage[] = [];
+  let pending = "";
+  for (const m of messages) {
+    if (m["role"] === "system") {
+      pending = pending ? `${pending}\n\n${textOf(m)}` : textOf(m);
+    } else if (pending && m["role"] === "user") {
+      out.push({ ...m, content: `${pending}\n\n${textOf(m)}` });
+      pending = "";
+    } else {
+      out.push(m);
+    }
+  }
+  if (pending) out.push({ role: "user", content: pending });
+  return out;
+}
