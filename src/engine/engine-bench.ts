@@ -313,7 +313,7 @@ console.log(formatTextTable(header, table, { labelColumn: false }));
 console.log(
   "\nms per step. bare: awaited context.decode() of one row per sequence; native = llama_decode + sampling" +
     "\n  on the worker; hop = the rest (worker -> Promise -> JS). sync: the same steps by decodeSync() on the" +
-    "\n  JS thread (what the engine does for decode steps of up to 8 sequences). engine: steady-state steps, every sequence" +
+    "\n  JS thread (what the engine does for decode steps expected to take <= 30 ms). engine: steady-state steps, every sequence" +
     "\n  decoding. TS overhead = (engine step - its native) - bare hop: what the engine adds per step over" +
     "\n  the bare native decode = in step() (scheduler, KV mapping, batch building, detokenizing, streaming)" +
     "\n  + between steps (the loop's yield to the event loop, consumers reading their streams)." +

@@ -77,6 +77,8 @@ export class LlamaModelRunner implements ModelRunner {
   private readonly decodeBatch: DecodeBatch;
   private readonly pieces: (Uint8Array | undefined)[];
   private closed = false;
+  /** Moving average of a decode step's compute per row (ms); unknown until the first decode step. */
+  private decodeRowMs = Number.POSITIVE_INFINITY;
 
   private constructor(
     readonly model: LlamaModel,
@@ -185,11 +187,18 @@ export class LlamaModelRunner implements ModelRunner {
           batch.sample[i] === 1,
         );
       }
-      const r = syncDecodeStep(batch.seqIds, start, end)
-        ? this.context.decodeSync(db, { sample: true })
-        : await this.context.decode(db, { sample: true });
+      const oneTokenPerSeq = isDecodeStep(batch.seqIds, start, end);
+      const rows = end - start;
+      const r =
+        oneTokenPerSeq && rows * this.decodeRowMs <= SYNC_DECODE_MAX_MS
+          ? this.context.decodeSync(db, { sample: true })
+          : await this.context.decode(db, { sample: true });
       this.decodeCalls++;
       computeMs += r.decodeMs + r.sampleMs;
+      if (oneTokenPerSeq) {
+        const rowMs = (r.decodeMs + r.sampleMs) / rows;
+        this.decodeRowMs = Number.isFinite(this.decodeRowMs) ? 0.8 * this.decodeRowMs + 0.2 * rowMs : rowMs;
+      }
       for (const o of r.outputs) outputs.push({ seqId: o.seqId, token: o.token, isEog: o.isEog });
     }
     return { outputs, computeS: computeMs / 1000 };
@@ -221,14 +230,14 @@ export class LlamaModelRunner implements ModelRunner {
 }
 
 /**
- * A decode step of a few sequences (one token each) costs a few ms of compute, and the worker -> Promise
- * hop another 0.2-0.4 ms (`npm run bench:engine`): such steps run on the JS thread. Larger steps stay on
- * the worker, where the hop is under 2% and the event loop (health checks, streaming) is not held up.
+ * A decode step (one token per sequence) expected to take at most this much compute runs on the JS
+ * thread: no worker -> Promise hop, and the same graph measured faster there (`npm run bench:engine`,
+ * sync columns). Longer steps, prefill and any step of a large model stay on the worker, so the event
+ * loop (health checks, streaming) is never held longer than this.
  */
-const SYNC_DECODE_MAX_ROWS = 8;
+const SYNC_DECODE_MAX_MS = 30;
 
-function syncDecodeStep(seqIds: ArrayLike<number>, start: number, end: number): boolean {
-  if (end - start > SYNC_DECODE_MAX_ROWS) return false;
+function isDecodeStep(seqIds: ArrayLike<number>, start: number, end: number): boolean {
   const seen = new Set<number>();
   for (let i = start; i < end; i++) {
     const seq = seqIds[i] as number;
