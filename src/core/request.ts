@@ -21,10 +21,11 @@ export interface RequestSpec {
   /** the client's word on how long this turn's KV is worth keeping */
   readonly retentionHints?: RetentionHints;
   /**
-   * The request carries earlier turns of its program (a chat history with the model's answers): a
-   * returning turn even where the program was not seen before (another replica served its earlier turns).
+   * How many earlier turns of its program the request carries (the model's answers in its chat history);
+   * more than 0 is a returning turn even where the program was not seen before (another replica served
+   * its earlier turns). Absent: not known (a raw-text prompt).
    */
-  readonly continuesProgram?: boolean;
+  readonly priorTurns?: number;
 }
 
 /** One LLM call in flight. Mutable state is owned by the scheduler; everyone else reads it. */
@@ -41,8 +42,8 @@ export class Request {
   readonly retentionHints: RetentionHints;
   readonly arrivalS: number;
   readonly turnIndex: number;
-  /** a returning turn by the client's word, whatever this scheduler saw of its program */
-  readonly continuesProgram: boolean;
+  /** earlier turns of its program in the request itself (chat history); null when not known */
+  readonly priorTurns: number | null;
   /** global arrival order; final tie-break of every priority */
   readonly sequenceNumber: number;
 
@@ -99,8 +100,13 @@ export class Request {
     this.retentionHints = spec.retentionHints ?? NO_HINTS;
     this.arrivalS = arrivalS;
     this.turnIndex = program.numArrived;
-    this.continuesProgram = spec.continuesProgram ?? false;
+    this.priorTurns = spec.priorTurns ?? null;
     this.sequenceNumber = sequenceNumber;
+  }
+
+  /** a returning turn by the client's word, whatever this scheduler saw of its program */
+  get continuesProgram(): boolean {
+    return this.priorTurns !== null && this.priorTurns > 0;
   }
 
   /** Tokens in the sequence so far: the prompt plus sampled output. */

@@ -31,8 +31,8 @@ export interface GenerateRequest {
   readonly toolHint: string | null;
   /** the client's TTL bound and expected tool duration for this turn's KV (default: none) */
   readonly retentionHints?: RetentionHints;
-  /** the request carries earlier turns of its program (chat history with the model's answers) */
-  readonly continuesProgram?: boolean;
+  /** earlier turns of its program the request carries (the model's answers in its chat history) */
+  readonly priorTurns?: number;
   /** requests share cached KV only when their salts are equal (tenant and the client's cache_salt) */
   readonly cacheSalt?: string | null;
   /** fully rendered prompt text (chat template already applied) */

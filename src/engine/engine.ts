@@ -350,7 +350,7 @@ export class Engine implements EngineService {
         isLastStep: spec.isLastStep,
         toolHint: spec.toolHint,
         ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
-        continuesProgram: spec.continuesProgram ?? false,
+        ...(spec.priorTurns === undefined ? {} : { priorTurns: spec.priorTurns }),
         content,
       });
     } catch (error) {

@@ -118,6 +118,31 @@ describe("cachettl-adaptive admission", () => {
     );
   });
 
+  it("counts as back only the programs whose next turn came here, by the turn count their history carries", () => {
+    // 20 programs end their first turn here and come back soon, each with history of `priorTurns` turns:
+    // 1 is their next turn, 2 means their next turn went to another replica.
+    const cameBackWith = (priorTurns: number) => (scheduler: Scheduler, clock: VirtualClock) => {
+      for (let i = 1; i <= 20; i++) scheduler.ttl.tools.record("pytest", 60 + i);
+      for (let i = 0; i < 20; i++) {
+        addRequest(scheduler, `G${i}-0`, 16, { programId: `G${i}`, maxOutputTokens: 1, priorTurns: 0 });
+        for (let k = 0; k < 3; k++) step(scheduler, clock);
+        clock.advanceTo(clock.nowS() + 1);
+        const last = { programId: `G${i}`, maxOutputTokens: 1, priorTurns, isLastStep: true };
+        addRequest(scheduler, `G${i}-1`, 24, last);
+        for (let k = 0; k < 3; k++) step(scheduler, clock);
+      }
+    };
+    // unweighted by the held share, which these short-lived programs would otherwise set
+    const next = crowdedScheduler({ counts: "every-active" }, false, cameBackWith(1));
+    assert.deepEqual(admittedIds(step(next.scheduler, next.clock)), [], "they all came back: A will too");
+    const skipped = crowdedScheduler({ counts: "every-active" }, false, cameBackWith(2));
+    assert.deepEqual(
+      admittedIds(step(skipped.scheduler, skipped.clock)),
+      ["B0"],
+      "each came back a turn late (its next turn went elsewhere): A, between turns, is counted as such",
+    );
+  });
+
   it("weights programs by the share of their lives finished programs held KV", () => {
     const run = (counts: AdaptiveOptions["counts"]) => {
       const logged = crowdedScheduler({ counts }, false, (scheduler, clock) => {
@@ -181,7 +206,7 @@ describe("cachettl-adaptive admission", () => {
   it("never holds back a turn that says it continues a program seen elsewhere (another replica)", () => {
     const { scheduler, clock } = crowdedScheduler();
     scheduler.abort("B0");
-    addRequest(scheduler, "D3", 64, { programId: "D", maxOutputTokens: 100, continuesProgram: true });
+    addRequest(scheduler, "D3", 64, { programId: "D", maxOutputTokens: 100, priorTurns: 3 });
     assert.deepEqual(
       admittedIds(step(scheduler, clock)),
       ["D3"],

@@ -18,7 +18,8 @@ import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
  * final context of finished programs that got at least as far (F: a finished program's final context);
  * the held share is the fraction of finished programs' lifetimes during which their KV was held (a turn
  * in flight or a pin): a program off in a long tool call without a pin needs no memory meanwhile. A
- * program between turns also counts only with the share of such programs that came back (ReturnShare).
+ * program between turns also counts only with the share of such programs whose next turn came back here
+ * (ReturnShare).
  * With an offload tier, the working set may fill the tier too: what spills there is reloaded, not
  * recomputed, and the thrash admission prevents is recomputation.
  *
@@ -124,6 +125,10 @@ function hasTurnInFlight(program: Program): boolean {
  */
 const RETURN_QUANTILE = 0.99;
 
+function returnWithinS(ctx: PolicyContext): number {
+  return ctx.ttl.tools.global.quantile(RETURN_QUANTILE) ?? Number.POSITIVE_INFINITY;
+}
+
 function expectedBack(program: Program, nowS: number, returnWithinS: number): boolean {
   if (holdsMemory(program)) return true;
   return isActive(program) && (program.lastFinishS === null || nowS - program.lastFinishS <= returnWithinS);
@@ -133,24 +138,34 @@ function expectedBack(program: Program, nowS: number, returnWithinS: number): bo
 const MIN_RETURN_SAMPLES = 20;
 
 /**
- * Of the programs whose turn ended here in a tool call, the share that sent a later turn here within the
- * longest tool call seen (the rest went on elsewhere or were abandoned). A program between turns is
- * counted in the working set with this probability; one with a turn in flight counts in full. Measured:
- * 0.99 and above on one replica (only tool calls longer than the longest seen so far miss), about 0.82
- * behind round-robin over 8 replicas (a program's turns come back to a replica every few turns).
+ * Of the programs whose turn ended here in a tool call, the share whose next turn came here: by the
+ * turn count its chat history carries when known (a later turn means the next went elsewhere), else
+ * within the longest tool call seen. Programs not back by then went elsewhere or were abandoned. A
+ * program between turns is counted in the working set with this probability; one with a turn in flight
+ * counts in full. About 0.99 on one replica (only tool calls longer than the longest seen so far miss);
+ * behind a balancer that ignores programs, about the share of turns it sends to this replica.
  */
 class ReturnShare {
-  private readonly awaiting = new Map<Program, number>();
+  /** when each awaited program's turn ended here, and which turn would be its next (null: not known) */
+  private readonly awaiting = new Map<Program, { sinceS: number; nextTurn: number | null }>();
   private returned = 0;
   private lost = 0;
 
-  turnEnded(program: Program, nowS: number): void {
-    this.awaiting.set(program, nowS);
+  turnEnded(request: Request, program: Program, nowS: number): void {
+    const nextTurn = request.priorTurns === null ? null : request.priorTurns + 1;
+    this.awaiting.set(program, { sinceS: nowS, nextTurn });
   }
 
-  turnArrived(program: Program): void {
-    if (!this.awaiting.delete(program)) return;
-    this.returned++;
+  turnArrived(request: Request, program: Program, nowS: number, returnWithinS: number): void {
+    const awaited = this.awaiting.get(program);
+    if (awaited === undefined) return;
+    this.awaiting.delete(program);
+    const next =
+      awaited.nextTurn !== null && request.priorTurns !== null
+        ? request.priorTurns === awaited.nextTurn
+        : nowS - awaited.sinceS <= returnWithinS;
+    if (next) this.returned++;
+    else this.lost++;
   }
 
   programEnded(program: Program): void {
@@ -159,7 +174,7 @@ class ReturnShare {
 
   /** Awaited programs not back within `returnWithinS` went elsewhere or were abandoned. */
   expire(nowS: number, returnWithinS: number): void {
-    for (const [program, sinceS] of this.awaiting) {
+    for (const [program, { sinceS }] of this.awaiting) {
       if (nowS - sinceS <= returnWithinS) continue;
       this.awaiting.delete(program);
       this.lost++;
@@ -201,12 +216,14 @@ export function createCacheTtlAdaptivePolicy(
     needsOffload: false,
     toolParser: "paper",
     dynamicPriorities: false,
-    prioritize(request, program) {
-      if (request.numAdmissions === 0 && !request.preempted) returns.turnArrived(program);
+    prioritize(request, program, ctx) {
+      if (request.numAdmissions === 0 && !request.preempted) {
+        returns.turnArrived(request, program, ctx.nowS, returnWithinS(ctx));
+      }
       pinnedThenProgramFcfs(request, program);
     },
     retain(request, program, tool, ctx) {
-      returns.turnEnded(program, ctx.nowS);
+      returns.turnEnded(request, program, ctx.nowS);
       const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
       if (options.ttl === "cachettl") return paper.ttlS > 0 ? { kind: "pin", ttlS: paper.ttlS } : FREE;
       const ttlS = toolP90S(tool, ctx) ?? paper.ttlS;
@@ -224,14 +241,14 @@ export function createCacheTtlAdaptivePolicy(
   if (options.admission !== "off") {
     policy.admitsNewProgram = (request: Request, program: Program, ctx: PolicyContext) => {
       const weight = options.counts === "duty-weighted" ? heldShare() : 1;
-      const returnWithinS = ctx.ttl.tools.global.quantile(RETURN_QUANTILE) ?? Number.POSITIVE_INFINITY;
+      const withinS = returnWithinS(ctx);
       const counted =
         options.counts === "holding-memory"
           ? holdsMemory
-          : (other: Program) => expectedBack(other, ctx.nowS, returnWithinS);
+          : (other: Program) => expectedBack(other, ctx.nowS, withinS);
       // KV pushed out to an offload tier comes back by a reload, not a recompute: the tier counts too.
       const capacity = (ctx.kvCapacityTokens + ctx.offloadCapacityTokens) / weight;
-      returns.expire(ctx.nowS, returnWithinS);
+      returns.expire(ctx.nowS, withinS);
       const returnShare = returns.share;
       let workingSet = footprint(request.promptTokens);
       for (const other of ctx.programs()) {

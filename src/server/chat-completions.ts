@@ -155,7 +155,7 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
     prompt,
     body.max_completion_tokens ?? body.max_tokens,
     tools.grammar ?? formatGrammar,
-    body.messages.some((m) => m.role === "assistant" || m.role === "tool"),
+    body.messages.filter((m) => m.role === "assistant").length,
   );
   const meta = {
     id: `chatcmpl-${requestId}`,

@@ -34,7 +34,7 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
     prompt,
     body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
     responseFormatGrammar(body.response_format),
-    false,
+    undefined,
   );
   const meta = {
     id: `cmpl-${requestId}`,

@@ -342,25 +342,27 @@ describe("program fields", () => {
   });
 });
 
-test("a chat whose history holds the model's earlier answers is a returning turn (its program went on elsewhere)", async () => {
+test("a chat whose history holds the model's earlier answers is a returning turn, its earlier turns counted (its program went on elsewhere)", async () => {
   await withServer({}, {}, async (t) => {
     const send = async (messages: unknown[]) => {
       const response = await t.post("/v1/chat/completions", { messages, job_id: "moved" });
       assert.equal(response.status, 200);
       await response.json();
-      return t.engine.requests.at(-1)!.continuesProgram;
+      return t.engine.requests.at(-1)!.priorTurns;
     };
-    assert.equal(await send([{ role: "user", content: "Fix it." }]), false);
+    assert.equal(await send([{ role: "user", content: "Fix it." }]), 0);
     const call = { id: "c1", type: "function", function: { name: "ls", arguments: "{}" } };
     const history = [
       { role: "user", content: "Fix it." },
       { role: "assistant", content: null, tool_calls: [call] },
       { role: "tool", tool_call_id: "c1", content: "a.py" },
     ];
-    assert.equal(await send(history), true);
+    assert.equal(await send(history), 1);
+    const twice = [...history, { role: "assistant", content: null, tool_calls: [call] }, history[2]];
+    assert.equal(await send(twice), 2);
     const completion = await t.post("/v1/completions", { prompt: "Fix it.", job_id: "moved" });
     await completion.json();
-    assert.equal(t.engine.requests.at(-1)!.continuesProgram, false, "a bare prompt says nothing");
+    assert.equal(t.engine.requests.at(-1)!.priorTurns, undefined, "a bare prompt says nothing");
   });
 });
 

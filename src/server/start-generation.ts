@@ -15,8 +15,8 @@ const MAX_BYTES_PER_TOKEN = 32;
 
 /**
  * What chat and text completions share once the prompt is known: its length, the sampling parameters,
- * the program fields, and the generation queued on the engine. `continuesProgram`: the request carries
- * earlier turns of its program.
+ * the program fields, and the generation queued on the engine. `priorTurns`: earlier turns of its
+ * program the request carries (undefined for a raw-text prompt).
  */
 export async function startGeneration(
   c: Context<AppEnv>,
@@ -25,7 +25,7 @@ export async function startGeneration(
   prompt: string,
   maxTokens: number | null | undefined,
   grammar: string | null,
-  continuesProgram: boolean,
+  priorTurns: number | undefined,
 ): Promise<{ requestId: string; generation: Generation }> {
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
   // (tokenizing a 30 MB prompt blocks the event loop for seconds).
@@ -47,7 +47,7 @@ export async function startGeneration(
     ...scopeToTenant(c.get("tenant") ?? null, fields.programId, body.cache_salt),
     prompt,
     sampling,
-    continuesProgram,
+    ...(priorTurns === undefined ? {} : { priorTurns }),
   };
   return { requestId, generation: await Generation.start(ctx, c, request, body.stream !== true) };
 }

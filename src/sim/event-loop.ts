@@ -235,7 +235,7 @@ export class SimulatedPrograms implements LoopEnvironment<boolean> {
       isLastStep: event.turn === program.spec.turns.length - 1,
       toolHint: turn.tool,
       content,
-      continuesProgram: event.turn > 0,
+      priorTurns: event.turn,
     });
     this.byRequest.set(requestId, { program: event.program, turn: event.turn, scheduler });
     const abort = program.spec.abortTurnAfterS;

@@ -90,8 +90,8 @@ export interface AddOptions {
   readonly maxOutputTokens?: number;
   readonly isLastStep?: boolean;
   readonly toolHint?: string | null;
-  /** the client says the request carries earlier turns of its program */
-  readonly continuesProgram?: boolean;
+  /** earlier turns of its program the request carries */
+  readonly priorTurns?: number;
   /** full sequence (prompt + output); defaults to fresh tokens unique to the request id */
   readonly sequence?: readonly number[];
 }
@@ -110,7 +110,7 @@ export function addRequest(scheduler: Scheduler, id: string, promptTokens: numbe
     maxOutputTokens,
     isLastStep: options.isLastStep ?? false,
     toolHint: options.toolHint === undefined ? "tool" : options.toolHint,
-    ...(options.continuesProgram === undefined ? {} : { continuesProgram: options.continuesProgram }),
+    ...(options.priorTurns === undefined ? {} : { priorTurns: options.priorTurns }),
     content: contentOf(sequence),
   });
 }
