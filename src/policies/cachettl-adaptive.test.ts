@@ -141,6 +141,12 @@ describe("cachettl-adaptive admission", () => {
       ["B0"],
       "each came back a turn late (its next turn went elsewhere): A, between turns, is counted as such",
     );
+    const condensed = crowdedScheduler({ counts: "every-active" }, false, cameBackWith(0));
+    assert.deepEqual(
+      admittedIds(step(condensed.scheduler, condensed.clock)),
+      [],
+      "a history condensed to fewer turns says nothing: they came back within the longest tool call",
+    );
   });
 
   it("weights programs by the share of their lives finished programs held KV", () => {
