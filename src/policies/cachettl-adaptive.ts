@@ -140,9 +140,9 @@ const MIN_RETURN_SAMPLES = 20;
 /**
  * Of the programs whose turn ended here in a tool call, the share whose next turn came here: by the
  * turn count its chat history carries when known (a later turn means the next went elsewhere), else
- * (raw-text prompts, condensed histories) a turn within the longest tool call seen. Programs not back by then went elsewhere or were abandoned. A
- * program between turns is counted in the working set with this probability; one with a turn in flight
- * counts in full. About 0.99 on one replica (only tool calls longer than the longest seen so far miss);
+ * (raw-text prompts, condensed histories) a turn within the longest tool call seen. Programs not back
+ * by then went elsewhere or were abandoned. A program between turns is counted in the working set with
+ * this probability; one with a turn in flight counts in full. About 0.99 on one replica (only tool calls longer than the longest seen so far miss);
  * behind a balancer that ignores programs, about the share of turns it sends to this replica.
  */
 class ReturnShare {
@@ -162,9 +162,10 @@ class ReturnShare {
     this.awaiting.delete(program);
     // A history with more turns than its next one: the next went elsewhere. Fewer: the client condensed
     // its history, and only the time tells.
-    const known = awaited.nextTurn !== null && request.priorTurns !== null;
-    const wentElsewhere = known && (request.priorTurns as number) > (awaited.nextTurn as number);
-    const cameNext = known && request.priorTurns === awaited.nextTurn;
+    const next = awaited.nextTurn;
+    const turns = request.priorTurns;
+    const wentElsewhere = next !== null && turns !== null && turns > next;
+    const cameNext = next !== null && turns === next;
     if (!wentElsewhere && (cameNext || nowS - awaited.sinceS <= returnWithinS)) this.returned++;
     else this.lost++;
   }
