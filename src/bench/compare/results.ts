@@ -245,11 +245,20 @@ export function renderResults(r: CompareResults): string {
     const ttl = rows.find((x) => x.server === "continuum cachettl");
     if (!base || !ttl) continue;
     const ratio = ttl.result.jct.mean / base.result.jct.mean;
-    const goal = load.name === "heavy" ? 0.5 : 1.02;
-    lines.push(
-      `| ${load.name} load: Continuum (cachettl) mean JCT <= ${goal}x llama-server | ${f(ratio)}x | ` +
-        `${ratio <= goal ? "met" : `missed by ${f(((ratio - goal) / goal) * 100, 0)}%`} |`,
-    );
+    // heavy: the first goal (0.5x), and issue #11's (0.6x while carrying at least llama-server's throughput)
+    for (const goal of load.name === "heavy" ? [0.5, 0.6] : [1.02]) {
+      lines.push(
+        `| ${load.name} load: Continuum (cachettl) mean JCT <= ${goal}x llama-server | ${f(ratio)}x | ` +
+          `${ratio <= goal ? "met" : `missed by ${f(((ratio - goal) / goal) * 100, 0)}%`} |`,
+      );
+    }
+    if (load.name === "heavy") {
+      const throughput = ttl.result.throughput_jps / base.result.throughput_jps;
+      lines.push(
+        `| heavy load: Continuum (cachettl) throughput >= 1.0x llama-server | ${f(throughput)}x | ` +
+          `${throughput >= 1 ? "met" : `missed by ${f((1 - throughput) * 100, 0)}%`} |`,
+      );
+    }
   }
   if (r.raw.length > 0) {
     const gm = (xs: number[]) => Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);
