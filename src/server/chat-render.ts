@@ -63,12 +63,13 @@ type AssistantMessage = Extract<ChatMessageInput, { role: "assistant" }>;
 
 /** The assistant's text with its calls as `<tool_call>` blocks, arguments as the client sent them. */
 export function assistantText(message: AssistantMessage, param: string): string {
-  let text = contentText(message.content, `${param}.content`);
-  for (const call of message.tool_calls ?? []) {
+  const content = contentText(message.content, `${param}.content`);
+  const calls = (message.tool_calls ?? []).map((call) => {
     const name = JSON.stringify(call.function.name);
-    text += `\n<tool_call>\n{"name": ${name}, "arguments": ${argumentsText(call.function.arguments)}}\n</tool_call>`;
-  }
-  return text;
+    return `<tool_call>\n{"name": ${name}, "arguments": ${argumentsText(call.function.arguments)}}\n</tool_call>`;
+  });
+  // as the model writes them: text (if any), then each call on a line of its own
+  return (content ? [content, ...calls] : calls).join("\n");
 }
 
 /** The engine's turns for a chat request; `tools` (if any) go into the first system turn. */

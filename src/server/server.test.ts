@@ -602,6 +602,27 @@ describe("tool calls", () => {
       },
     );
   });
+
+  test("a call echoed back renders as the model wrote it: the next turn's prompt extends this turn's prompt and output", async () => {
+    const output =
+      '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "days": [1, 2]}}\n</tool_call>';
+    await withServer({ reply: () => output }, {}, async (t) => {
+      const first = [{ role: "user", content: "Weather in Oslo?" }];
+      const answer = (await (
+        await t.post("/v1/chat/completions", { messages: first, tools })
+      ).json()) as Json;
+      const message = answer["choices"][0].message;
+      assert.equal(message.tool_calls[0].function.arguments, '{"city": "Oslo", "days": [1, 2]}');
+      const result = { role: "tool", tool_call_id: message.tool_calls[0].id, content: "3C" };
+      const next = await t.post("/v1/chat/completions", { messages: [...first, message, result], tools });
+      await next.json();
+      const [turn1, turn2] = t.engine.requests.map((r) => r.prompt);
+      assert.ok(
+        turn2!.startsWith(turn1! + output),
+        `${JSON.stringify(turn1 + output)}\n${JSON.stringify(turn2)}`,
+      );
+    });
+  });
 });
 
 describe("a program's turns through an agent framework's loop", () => {

@@ -81,14 +81,32 @@ function inReasoning(output: string, index: number): boolean {
   return !stripReasoning(output.slice(0, index) + SENTINEL + output.slice(index)).includes(SENTINEL);
 }
 
+/**
+ * A call's arguments as OpenAI's JSON string, spaced as Python's `json.dumps` writes it (`{"k": "v", "n": 1}`):
+ * what vLLM returns and chat templates' `tojson` renders, so models trained on those templates write it
+ * the same way, and a client echoing the call back re-renders the text the model generated (its KV reused).
+ */
+export function argumentsText(args: Record<string, unknown>): string {
+  return dumps(args);
+}
+
+function dumps(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(dumps).join(", ")}]`;
+  if (isRecord(value)) {
+    const entries = Object.entries(value).filter(([, v]) => v !== undefined);
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}: ${dumps(v)}`).join(", ")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
 /** Arguments as a JSON string; null when they are not an object (or a JSON string of one). */
 function argumentsJson(raw: unknown): string | null {
   if (raw === undefined || raw === null) return "{}";
   if (typeof raw === "string") {
     const parsed = parseJsonLenient(raw);
-    return isRecord(parsed) ? JSON.stringify(parsed) : null;
+    return isRecord(parsed) ? argumentsText(parsed) : null;
   }
-  return isRecord(raw) ? JSON.stringify(raw) : null;
+  return isRecord(raw) ? argumentsText(raw) : null;
 }
 
 function callFromObject(object: Record<string, unknown>): ParsedToolCall | null {
@@ -121,7 +139,7 @@ function xmlCall(body: string, tools: readonly ToolSpec[]): ParsedToolCall | nul
     else if (type === "object" || type === "array" || type === "null") value = parseJsonLenient(text) ?? text;
     args[key!] = value;
   }
-  return { id: newToolCallId(), name, arguments: JSON.stringify(args) };
+  return { id: newToolCallId(), name, arguments: argumentsText(args) };
 }
 
 function fromHermes(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
@@ -144,7 +162,7 @@ function fromHermes(output: string, tools: readonly ToolSpec[]): ToolCallParse |
 }
 
 function fromPythonCalls(calls: readonly PythonCall[] | null): ParsedToolCall[] {
-  return (calls ?? []).map((c) => ({ id: newToolCallId(), name: c.name, arguments: JSON.stringify(c.args) }));
+  return (calls ?? []).map((c) => ({ id: newToolCallId(), name: c.name, arguments: argumentsText(c.args) }));
 }
 
 /** Llama 3: `<|python_tag|>{"name": ..., "parameters": ...}` (`;`-separated) or `func(k=v)`. */
@@ -221,7 +239,7 @@ function fromShellBlock(output: string, tools: readonly ToolSpec[]): ToolCallPar
   if (blocks.length !== 1) return null;
   const script = blocks[0]![1]!;
   if (headCommand(script) === null) return null;
-  const call = { id: newToolCallId(), name: tool.name, arguments: JSON.stringify({ [tool.param]: script }) };
+  const call = { id: newToolCallId(), name: tool.name, arguments: argumentsText({ [tool.param]: script }) };
   return { start: blocks[0]!.index, calls: [call] };
 }
 
@@ -319,7 +337,7 @@ export function parseTruncatedToolCall(output: string, tools: readonly ToolSpec[
     if (ARGUMENTS_KEY.test(body)) {
       const rest = body.slice(ARGUMENTS_KEY.lastIndex);
       const whole = leadingJsonObject(rest);
-      args = whole ? JSON.stringify(whole) : rest;
+      args = whole ? argumentsText(whole) : rest;
     }
   }
   return { start, calls: [{ id: newToolCallId(), name, arguments: args }] };
