@@ -142,8 +142,9 @@ const MIN_RETURN_SAMPLES = 20;
  * turn count its chat history carries when known (a later turn means the next went elsewhere), else
  * (raw-text prompts, condensed histories) a turn within the longest tool call seen. Programs not back
  * by then went elsewhere or were abandoned. A program between turns is counted in the working set with
- * this probability; one with a turn in flight counts in full. About 0.99 on one replica (only tool calls longer than the longest seen so far miss);
- * behind a balancer that ignores programs, about the share of turns it sends to this replica.
+ * this probability; one with a turn in flight counts in full. About 0.99 on one replica (only tool calls
+ * longer than the longest seen so far miss); behind a balancer that ignores programs, about the share of
+ * turns it sends to this replica.
  */
 class ReturnShare {
   /** when each awaited program's turn ended here, and which turn would be its next (null: not known) */

@@ -106,13 +106,18 @@ export class ChatTemplate {
       fitted = toolsAsText(fitted, tools);
       offered = [];
     }
-    const forms = [fitted, withSystemInUserTurn(fitted), withTypedContent(fitted)];
-    forms.push(withTypedContent(forms[1]!));
+    // built only when the forms before them were refused
+    const forms = [
+      () => fitted,
+      () => withSystemInUserTurn(fitted),
+      () => withTypedContent(fitted),
+      () => withTypedContent(withSystemInUserTurn(fitted)),
+    ];
     let prompt: string | undefined;
     let refusal: unknown;
     for (const form of forms) {
       try {
-        prompt = this.renderMessages(form, offered);
+        prompt = this.renderMessages(form(), offered);
         break;
       } catch (error) {
         refusal ??= error;

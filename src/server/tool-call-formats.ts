@@ -9,7 +9,7 @@ import { stripReasoning } from "../core/tools/parse-tool-call.js";
 import { asToolName } from "../core/tools/tool-name.js";
 import { readNotationValue } from "./gemma-call-notation.js";
 import {
-  argumentsText,
+  jsonDumps,
   newToolCallId,
   type ParsedToolCall,
   parseJsonLenient,
@@ -71,7 +71,7 @@ function answerStart(output: string): number {
 function call(id: string, rawName: unknown, args: unknown): ParsedToolCall | null {
   const name = asToolName(rawName);
   const parsed = typeof args === "string" ? parseJsonLenient(args) : (args ?? {});
-  return name !== null && isRecord(parsed) ? { id, name, arguments: argumentsText(parsed) } : null;
+  return name !== null && isRecord(parsed) ? { id, name, arguments: jsonDumps(parsed) } : null;
 }
 
 /**
@@ -134,7 +134,7 @@ function fromGlm(output: string, tools: readonly ToolSpec[]): ToolCallParse | nu
       args[key!.trim()] = parsed === undefined ? raw : parsed;
     }
     if (first === -1) first = from + block.index;
-    calls.push({ id: newToolCallId(), name, arguments: argumentsText(args) });
+    calls.push({ id: newToolCallId(), name, arguments: jsonDumps(args) });
   }
   return calls.length > 0 ? { start: first, calls } : null;
 }

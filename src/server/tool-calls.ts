@@ -82,19 +82,16 @@ function inReasoning(output: string, index: number): boolean {
 }
 
 /**
- * A call's arguments as OpenAI's JSON string, spaced as Python's `json.dumps` writes it (`{"k": "v", "n": 1}`):
- * what vLLM returns and chat templates' `tojson` renders, so models trained on those templates write it
- * the same way, and a client echoing the call back re-renders the text the model generated (its KV reused).
+ * JSON spaced as Python's `json.dumps` writes it (`{"k": "v", "n": [1, 2]}`): the form of a call's
+ * arguments. vLLM returns it and chat templates' `tojson` renders it, so models trained on those templates
+ * write it the same way, and a client echoing a call back re-renders the text the model generated (its
+ * KV reused).
  */
-export function argumentsText(args: Record<string, unknown>): string {
-  return dumps(args);
-}
-
-function dumps(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(dumps).join(", ")}]`;
+export function jsonDumps(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(jsonDumps).join(", ")}]`;
   if (isRecord(value)) {
     const entries = Object.entries(value).filter(([, v]) => v !== undefined);
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}: ${dumps(v)}`).join(", ")}}`;
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}: ${jsonDumps(v)}`).join(", ")}}`;
   }
   return JSON.stringify(value) ?? "null";
 }
@@ -104,9 +101,9 @@ function argumentsJson(raw: unknown): string | null {
   if (raw === undefined || raw === null) return "{}";
   if (typeof raw === "string") {
     const parsed = parseJsonLenient(raw);
-    return isRecord(parsed) ? argumentsText(parsed) : null;
+    return isRecord(parsed) ? jsonDumps(parsed) : null;
   }
-  return isRecord(raw) ? argumentsText(raw) : null;
+  return isRecord(raw) ? jsonDumps(raw) : null;
 }
 
 function callFromObject(object: Record<string, unknown>): ParsedToolCall | null {
@@ -139,7 +136,7 @@ function xmlCall(body: string, tools: readonly ToolSpec[]): ParsedToolCall | nul
     else if (type === "object" || type === "array" || type === "null") value = parseJsonLenient(text) ?? text;
     args[key!] = value;
   }
-  return { id: newToolCallId(), name, arguments: argumentsText(args) };
+  return { id: newToolCallId(), name, arguments: jsonDumps(args) };
 }
 
 function fromHermes(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
@@ -162,7 +159,7 @@ function fromHermes(output: string, tools: readonly ToolSpec[]): ToolCallParse |
 }
 
 function fromPythonCalls(calls: readonly PythonCall[] | null): ParsedToolCall[] {
-  return (calls ?? []).map((c) => ({ id: newToolCallId(), name: c.name, arguments: argumentsText(c.args) }));
+  return (calls ?? []).map((c) => ({ id: newToolCallId(), name: c.name, arguments: jsonDumps(c.args) }));
 }
 
 /** Llama 3: `<|python_tag|>{"name": ..., "parameters": ...}` (`;`-separated) or `func(k=v)`. */
@@ -239,7 +236,7 @@ function fromShellBlock(output: string, tools: readonly ToolSpec[]): ToolCallPar
   if (blocks.length !== 1) return null;
   const script = blocks[0]![1]!;
   if (headCommand(script) === null) return null;
-  const call = { id: newToolCallId(), name: tool.name, arguments: argumentsText({ [tool.param]: script }) };
+  const call = { id: newToolCallId(), name: tool.name, arguments: jsonDumps({ [tool.param]: script }) };
   return { start: blocks[0]!.index, calls: [call] };
 }
 
@@ -337,7 +334,7 @@ export function parseTruncatedToolCall(output: string, tools: readonly ToolSpec[
     if (ARGUMENTS_KEY.test(body)) {
       const rest = body.slice(ARGUMENTS_KEY.lastIndex);
       const whole = leadingJsonObject(rest);
-      args = whole ? argumentsText(whole) : rest;
+      args = whole ? jsonDumps(whole) : rest;
     }
   }
   return { start, calls: [{ id: newToolCallId(), name, arguments: args }] };

@@ -136,9 +136,7 @@ class ContextWorker : public Napi::AsyncWorker {
   }
   void OnError(const Napi::Error& e) final {
     owner_->busy = false;
-    Napi::Error err = codedError(Env(), code_, e.Message());
-    if (status_ != 0) err.Set("status", Napi::Number::New(Env(), status_));
-    deferred_.Reject(err.Value());
+    deferred_.Reject(FailureError(Env(), e.Message()).Value());
   }
 
  protected:
@@ -150,9 +148,9 @@ class ContextWorker : public Napi::AsyncWorker {
     failed_ = true;
     SetError(message);
   }
-  /** The error decode() would reject with, for the synchronous path. */
-  Napi::Error FailureError(Napi::Env env) const {
-    Napi::Error err = codedError(env, code_, message_);
+  /** The error the op fails with: rejected by the async path, thrown by the synchronous one. */
+  Napi::Error FailureError(Napi::Env env, const std::string& message) const {
+    Napi::Error err = codedError(env, code_, message);
     if (status_ != 0) err.Set("status", Napi::Number::New(env, status_));
     return err;
   }
@@ -485,7 +483,7 @@ class DecodeWorker : public ContextWorker {
   Napi::Value RunHere(Napi::Env env) {
     Execute();
     owner_->busy = false;
-    if (failed_) throw FailureError(env);
+    if (failed_) throw FailureError(env, message_);
     return Result(env);
   }
 
