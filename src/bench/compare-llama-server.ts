@@ -68,6 +68,9 @@ const { values: args } = parseArgs({
     "skip-sim": { type: "boolean", default: false },
     "skip-raw": { type: "boolean", default: false },
     "raw-rounds": { type: "string", default: "2" },
+    // serving runs per load, interleaved (llama-server, each policy, again): medians and ranges; each round
+    // adds ~12 min, so one by default keeps the whole command within 15 min
+    "serve-rounds": { type: "string", default: "1" },
     // the `continuum` entry point run for serve / bench / simulate (tsx)
     cli: { type: "string", default: join(ROOT, "src", "cli", "main.ts") },
     // use these llama-server / llama-batched-bench binaries instead of building (meta.json beside bin/ if any)
@@ -82,6 +85,8 @@ const seed = Number(args.seed);
 /** RAM for KV that left the pool: llama-server's --cache-ram, Continuum's --cpu-offload-gb */
 const ramGb = Number(args["cache-ram-mib"]) / 1024;
 const policies = args.policies.split(",").map((s) => s.trim());
+const serveRounds = Number(args["serve-rounds"]);
+if (!Number.isInteger(serveRounds) || serveRounds < 1) throw new Error("--serve-rounds must be a whole number >= 1");
 const stamp = new Date().toISOString().replace(/[:.]/g, "-");
 const outDir = resolve(args["out-dir"] ?? join(ROOT, ".cache", "compare", stamp));
 const loads = [
@@ -469,39 +474,50 @@ if (!args["no-trial"] && seqsList.length > 1) {
 }
 log(`continuum --max-num-seqs ${maxNumSeqs}`);
 
-// 6. the replays (each Continuum run logs its engine steps: where the simulator's price and the engine part)
+// 6. the replays, in interleaved rounds: llama-server, then each policy, then again (the machine drifts, so
+// each ratio is taken against the llama-server run of its own round). Each Continuum run logs its engine
+// steps; the first round's logs show where the simulator's price and the engine part.
 const runs: RunRecord[] = [];
 const stepSplits: { load: string; policy: string; totals: StepKindTotals[] }[] = [];
 for (const load of loads) {
-  const record = (server: string, result: BenchResult) => {
-    runs.push({ load: load.name, jps: load.jps, programs: load.programs, server, result });
-    log(
-      `${load.name} (${load.jps} jobs/s, ${load.programs} programs) ${server}: mean JCT ${result.jct.mean.toFixed(2)} s, ` +
-        `p95 ${result.jct.p95.toFixed(2)} s, ${result.throughput_jps.toFixed(3)} jobs/s, ` +
-        `${result.completed}/${result.scheduled} done`,
-    );
-  };
-  record(
-    "llama-server",
-    await withLlamaServer(llamaServerBin, modelPath, best, (s) =>
-      runBench(s, load.jps, load.programs, `${load.name}-llama-server`),
-    ),
-  );
-  for (const policy of policies) {
-    const stepLog = join(outDir, `steps-${load.name}-${policy}.jsonl`);
+  for (let round = 0; round < serveRounds; round++) {
+    const record = (server: string, result: BenchResult) => {
+      runs.push({ load: load.name, jps: load.jps, programs: load.programs, server, round, result });
+      log(
+        `${load.name} (${load.jps} jobs/s, ${load.programs} programs) round ${round + 1}/${serveRounds} ${server}: ` +
+          `mean JCT ${result.jct.mean.toFixed(2)} s, p95 ${result.jct.p95.toFixed(2)} s, ` +
+          `${result.throughput_jps.toFixed(3)} jobs/s, ${result.completed}/${result.scheduled} done`,
+      );
+    };
+    const tag = (name: string) => `${load.name}-${name}${serveRounds > 1 ? `-r${round + 1}` : ""}`;
     record(
-      `continuum ${policy}`,
-      await withContinuum(
-        policy,
-        maxNumSeqs,
-        modelPath,
-        profilePath,
-        (s) => runBench(s, load.jps, load.programs, `${load.name}-continuum-${policy}`),
-        stepLog,
+      "llama-server",
+      await withLlamaServer(llamaServerBin, modelPath, best, (s) =>
+        runBench(s, load.jps, load.programs, tag("llama-server")),
       ),
     );
-    const profile = loadEngineProfile(JSON.parse(await readFile(profilePath, "utf8")));
-    stepSplits.push({ load: load.name, policy, totals: analyzeSteps(readStepLog(stepLog), profile.latency) });
+    for (const policy of policies) {
+      const stepLog = round === 0 ? join(outDir, `steps-${load.name}-${policy}.jsonl`) : undefined;
+      record(
+        `continuum ${policy}`,
+        await withContinuum(
+          policy,
+          maxNumSeqs,
+          modelPath,
+          profilePath,
+          (s) => runBench(s, load.jps, load.programs, tag(`continuum-${policy}`)),
+          stepLog,
+        ),
+      );
+      if (stepLog) {
+        const profile = loadEngineProfile(JSON.parse(await readFile(profilePath, "utf8")));
+        stepSplits.push({
+          load: load.name,
+          policy,
+          totals: analyzeSteps(readStepLog(stepLog), profile.latency),
+        });
+      }
+    }
   }
 }
 
@@ -553,6 +569,7 @@ const results: CompareResults = {
     maxToolS: Number(args["max-tool-s"]),
     seed,
     rawRounds: Number(args["raw-rounds"]),
+    serveRounds,
     loads,
     llamaCpp: { tag: buildMeta.llamaCppTag, commit: buildMeta.commit, buildSeconds: buildMeta.buildSeconds },
   },
