@@ -86,7 +86,8 @@ const seed = Number(args.seed);
 const ramGb = Number(args["cache-ram-mib"]) / 1024;
 const policies = args.policies.split(",").map((s) => s.trim());
 const serveRounds = Number(args["serve-rounds"]);
-if (!Number.isInteger(serveRounds) || serveRounds < 1) throw new Error("--serve-rounds must be a whole number >= 1");
+if (!Number.isInteger(serveRounds) || serveRounds < 1)
+  throw new Error("--serve-rounds must be a whole number >= 1");
 const stamp = new Date().toISOString().replace(/[:.]/g, "-");
 const outDir = resolve(args["out-dir"] ?? join(ROOT, ".cache", "compare", stamp));
 const loads = [
