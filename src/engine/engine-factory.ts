@@ -146,6 +146,8 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
       maxNumSeqs,
       maxNumBatchedTokens,
       tiers,
+      // on the CPU the pool and the RAM tier are the same memory: only running sequences stay in the pool
+      kvRunningOnly: onCpu && cpuGb > 0,
       ...(fromProfile ? { costs: fromProfile.costs } : {}),
       ...(options.ttl ? { ttl: options.ttl } : {}),
       ...(options.maxWaiting ? { maxWaiting: options.maxWaiting } : {}),

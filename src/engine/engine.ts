@@ -57,6 +57,11 @@ export interface EngineOptions {
   /** KV tokens the scheduler may account for (default: the runner's cells minus a small headroom) */
   readonly kvPoolTokens?: number;
   readonly tiers?: EngineTierOptions;
+  /**
+   * Only running sequences stay in the runner's pool; pinned KV waits in the RAM tier (KvSlotsOptions). For a
+   * model on the CPU with a RAM tier, where both are the same memory (default false).
+   */
+  readonly kvRunningOnly?: boolean;
   /** PrefillReload for the TTL model (default: a linear CPU-ish prefill, see defaultCostModel) */
   readonly costs?: CostModel;
   readonly ttl?: TtlEstimatorOptions;
@@ -244,6 +249,7 @@ export class Engine implements EngineService {
             recorder.record({ ...base, kind: "evicted", tokens: slot.length });
           }
         : null,
+      { runningOnly: options.kvRunningOnly ?? false },
     );
     const executor = {
       execute: (plan: StepPlan) => this.execute(plan),

@@ -113,6 +113,8 @@ export class FakeModelRunner implements ModelRunner {
   /** execute() calls and rows, for tests */
   executeCalls = 0;
   executedRows = 0;
+  /** clearPool() calls, for tests */
+  poolClears = 0;
   private readonly seqs: FakeSeq[];
   private readonly refs: Uint16Array;
   private readonly freeCells: number[] = [];
@@ -264,6 +266,11 @@ export class FakeModelRunner implements ModelRunner {
       dst.cells[p] = cell;
     }
     dst.hashedUpTo = 0;
+  }
+
+  clearPool(): void {
+    for (let seqId = 0; seqId < this.maxSeqs; seqId++) this.removeSeq(seqId, 0, -1);
+    this.poolClears++;
   }
 
   async saveSeq(seqId: number): Promise<Buffer> {

@@ -159,4 +159,47 @@ describe("KvSlots", () => {
     const { runner } = await finishedTurnThenSpill(null);
     assert.equal(runner.usedCells, 90);
   });
+
+  /** Program p's 90-token turn ends pinned, then another program's turn is admitted and computed. */
+  async function pinnedTurnThenOther(runningOnly: boolean) {
+    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
+    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+    const kv = new KvSlots(runner, tiers, 16, null, { runningOnly });
+    const turn1 = fakeRequest("t1", seq(90));
+    await admit(kv, turn1, 0);
+    await compute(runner, kv, turn1, 90);
+    (turn1 as { status: string }).status = "finished";
+    kv.apply({ pinned: [{ requestId: "t1", programId: "p", tokens: 90, expiresS: 10 }], released: [] });
+    const other = fakeRequest("o", seq(40, 5000));
+    await admit(kv, other, 0);
+    const usedBeside = runner.usedCells;
+    await compute(runner, kv, other, 40);
+    release(kv, other);
+    return { runner, kv, usedBeside };
+  }
+
+  test("running-only: pinned KV waits in the RAM tier, the emptied pool starts afresh, the program's next turn restores it", async () => {
+    const { runner, kv, usedBeside } = await pinnedTurnThenOther(true);
+    assert.equal(usedBeside, 0, "the other program computes in a pool holding nothing else");
+    assert.equal(
+      runner.poolClears,
+      2,
+      "each admission into an emptied pool: the first turn's and the other's",
+    );
+    assert.equal(kv.stats.pinnedEvictions, 0, "the pinned KV was saved, not dropped");
+    const turn2 = fakeRequest("t2", [...seq(90), ...seq(30, 9000)]);
+    const slot = await admit(kv, turn2, 80);
+    assert.equal(slot.length, 80);
+    assert.equal(kv.stats.restoredTokens, 80);
+    assert.equal(kv.stats.recomputedTokens, 0);
+    assert.equal(runner.usedCells, 80, "the other program's finished turn left for the tier");
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+  });
+
+  test("by default pinned KV stays resident beside the running sequences", async () => {
+    const { runner, kv, usedBeside } = await pinnedTurnThenOther(false);
+    assert.equal(usedBeside, 90);
+    assert.equal(runner.poolClears, 0);
+    assert.equal(kv.stats.savedToTier, 0);
+  });
 });

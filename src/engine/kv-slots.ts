@@ -102,6 +102,19 @@ export class KvSlot {
   }
 }
 
+/** How the engine uses the pool beside the RAM/disk tier. */
+export interface KvSlotsOptions {
+  /**
+   * Keep only running sequences in the pool (a CPU engine with a RAM tier, where the pool and the tier are
+   * the same memory): pinned KV waits in the tier and is restored when its program returns, and a pool
+   * emptied that way starts again from its first cell before an admission, so a step's attention checks no
+   * cells but the running sequences'. On llama.cpp's unified pool every cell below the high-water mark costs
+   * each step's attention: in a heavy serving run, 1423 cells on average against 613 of the computed
+   * sequence, ~19% of prefill time (docs/benchmarks.md).
+   */
+  readonly runningOnly: boolean;
+}
+
 /** What happened to an evicted slot's KV: dropped, or saved to a tier first. */
 export type EvictionListener = (slot: KvSlot, savedTo: "cpu" | "disk" | null) => void;
 
@@ -116,7 +129,7 @@ export interface KvSlotStats {
   recomputedTokens: number;
   /** resident slots dropped (for cells or for a slot) */
   evictions: number;
-  /** of which pinned ones (the scheduler still counts them; their program will recompute) */
+  /** of which pinned ones dropped without a copy in a tier (the scheduler still counts them; their program will recompute) */
   pinnedEvictions: number;
   /** sequence states written to a tier */
   savedToTier: number;
@@ -158,6 +171,7 @@ export class KvSlots {
     private readonly tiers: KvTierStore | null,
     private readonly blockSizeTokens: number,
     private readonly onEvict: EvictionListener | null = null,
+    private readonly options: KvSlotsOptions = { runningOnly: false },
   ) {
     this.slots = Array.from({ length: runner.maxSeqs }, (_, i) => new KvSlot(i));
     this.ledger = new CellLedger(runner.kvCells);
@@ -208,6 +222,10 @@ export class KvSlots {
   async admit(request: Request, needTokens: number): Promise<SlotAdmission> {
     const own = this.byRequest.get(request.id);
     if (own) this.disown(own);
+    if (this.options.runningOnly && this.tiers?.enabled) {
+      await this.spillCache();
+      if (this.ledger.numUsed === 0) this.runner.clearPool();
+    }
     const b = this.blockSizeTokens;
     const content = request.content as TokenIdContent;
     const limitBlocks = Math.floor(needTokens / b);
@@ -306,15 +324,16 @@ export class KvSlots {
   }
 
   /**
-   * With a RAM/disk tier, moves every unreferenced (cache) slot out of the pool into the tier. On llama.cpp's
-   * unified pool each resident cell below the high-water mark costs every later step's attention, so KV the
-   * scheduler no longer counts is cheaper reloaded (a copy) than kept. Without a tier the pool is the only
-   * prefix cache there is, and it stays.
+   * With a RAM/disk tier, moves every unreferenced (cache) slot out of the pool into the tier, and with
+   * runningOnly the pinned ones too. On llama.cpp's unified pool each resident cell below the high-water mark
+   * costs every later step's attention, so KV the scheduler no longer counts is cheaper reloaded (a copy) than
+   * kept. Without a tier the pool is the only prefix cache there is, and it stays.
    */
   async spillCache(): Promise<void> {
     if (!this.tiers?.enabled) return;
     for (const slot of this.slots) {
-      if (slot.owner === null && slot.length > 0 && !slot.pinned) await this.evict(slot);
+      const idle = slot.owner === null && slot.length > 0;
+      if (idle && (!slot.pinned || this.options.runningOnly)) await this.evict(slot);
     }
   }
 
@@ -384,7 +403,7 @@ export class KvSlots {
       }
     }
     this.stats.evictions++;
-    if (slot.pinned) this.stats.pinnedEvictions++;
+    if (slot.pinned && savedTo === null) this.stats.pinnedEvictions++;
     this.onEvict?.(slot, savedTo);
     this.drop(slot);
   }

@@ -216,6 +216,10 @@ export class LlamaModelRunner implements ModelRunner {
     return this.context.saveSeqState(seqId);
   }
 
+  clearPool(): void {
+    this.context.clear(true);
+  }
+
   async restoreSeq(seqId: number, state: Buffer): Promise<number> {
     await this.context.restoreSeqState(seqId, state);
     return this.context.seqPosMax(seqId) + 1;

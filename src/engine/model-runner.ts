@@ -133,6 +133,11 @@ export interface ModelRunner {
   saveSeq(seqId: number): Promise<Buffer>;
   /** Restores saveSeq() output into a slot, replacing what it held; resolves to the positions it then holds. */
   restoreSeq(seqId: number, state: Buffer): Promise<number>;
+  /**
+   * Empties every slot and places new KV from the pool's first cell again. llama.cpp places KV from a moving
+   * head, and a sequence placed high leaves each later step's attention checking every cell below it.
+   */
+  clearPool(): void;
 
   /** Frees the model and its KV pool. */
   close(): Promise<void>;
