@@ -301,7 +301,7 @@ log(
 
 // 3. profile of our engine
 const profilePath = join(outDir, "profile.json");
-await measureProfileToFile(
+const profileFile = await measureProfileToFile(
   {
     model: modelPath,
     threads,
@@ -317,6 +317,8 @@ await measureProfileToFile(
   (line) => log(`profile: ${line}`),
   (text) => log(`profile: ${text.trimEnd()}`),
 );
+
+const profileLatency = loadEngineProfile(profileFile).latency;
 
 // 4. raw kernels: llama-batched-bench vs ours
 const raw: RawRow[] = [];
@@ -511,11 +513,10 @@ for (const load of loads) {
         ),
       );
       if (stepLog) {
-        const profile = loadEngineProfile(JSON.parse(await readFile(profilePath, "utf8")));
         stepSplits.push({
           load: load.name,
           policy,
-          totals: analyzeSteps(readStepLog(stepLog), profile.latency),
+          totals: analyzeSteps(readStepLog(stepLog), profileLatency),
         });
       }
     }

@@ -1,6 +1,7 @@
 /** The comparison's result shapes, results.json, and the generated block of docs/benchmarks.md. */
 import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
+import { summarize } from "../../analysis/stats.js";
 import type { StepKindTotals } from "../step-log-analysis.js";
 
 // result shapes (the parts of `continuum bench --json` and `continuum simulate --json` used here)
@@ -120,13 +121,8 @@ export interface Spread {
 }
 
 export function spread(xs: readonly number[]): Spread {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length / 2;
-  const median =
-    sorted.length % 2 === 1
-      ? (sorted[Math.floor(mid)] as number)
-      : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-  return { median, min: sorted[0] as number, max: sorted[sorted.length - 1] as number };
+  const { p50, min, max } = summarize(xs);
+  return { median: p50, min, max };
 }
 
 type RunOf = Omit<RunRecord, "result"> & { result: PickedResult };
