@@ -325,7 +325,7 @@ const raw: RawRow[] = [];
 if (!args["skip-raw"]) {
   const common = ["-npp", "512", "-ntg", "32", "-npl", "1,4,16"];
   const llamaRows: { row: BatchedBenchRow; kvUnified: boolean }[] = [];
-  const oursRows: BatchedBenchRow[] = [];
+  const oursRows: { row: BatchedBenchRow; kvUnified: boolean }[] = [];
   // interleaved rounds, best of each: this machine's speed drifts by tens of percent between runs
   const rounds = Number(args["raw-rounds"]);
   for (let round = 0; round < rounds; round++) {
@@ -359,47 +359,52 @@ if (!args["skip-raw"]) {
         });
       }
     }
-    const oursOut = await runCommand(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        join(ROOT, "src", "engine", "profile", "batched-bench.ts"),
-        "--model",
-        modelPath,
-        "--threads",
-        String(threads),
-        "--ctx",
-        String(kvTokens),
-        "--batch",
-        "512",
-        "--npp",
-        "512",
-        "--ntg",
-        "32",
-        "--npl",
-        "1,4,16",
-        "--json",
-      ],
-      join(outDir, `continuum-batched-bench-${round}.log`),
-    );
-    for (const l of oursOut.split("\n"))
-      if (l.startsWith("{")) oursRows.push(JSON.parse(l) as BatchedBenchRow);
+    for (const kvUnified of [true, false]) {
+      const layout = kvUnified ? "unified" : "streams";
+      const oursOut = await runCommand(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          join(ROOT, "src", "engine", "profile", "batched-bench.ts"),
+          "--model",
+          modelPath,
+          "--threads",
+          String(threads),
+          "--ctx",
+          String(kvTokens),
+          "--batch",
+          "512",
+          "--npp",
+          "512",
+          "--ntg",
+          "32",
+          "--npl",
+          "1,4,16",
+          "--kv-layout",
+          layout,
+          "--json",
+        ],
+        join(outDir, `continuum-batched-bench-${layout}-${round}.log`),
+      );
+      for (const l of oursOut.split("\n"))
+        if (l.startsWith("{")) oursRows.push({ kvUnified, row: JSON.parse(l) as BatchedBenchRow });
+    }
   }
   const same = (x: BatchedBenchRow, y: BatchedBenchRow) => x.pp === y.pp && x.tg === y.tg && x.pl === y.pl;
   const bestOf = (rows: BatchedBenchRow[]) => ({
     speedPp: Math.max(...rows.map((r) => r.speedPp)),
     speedTg: Math.max(...rows.map((r) => r.speedTg)),
   });
-  const ours = oursRows.filter((o, i) => oursRows.findIndex((x) => same(x, o)) === i);
+  const layoutBest = (rows: typeof llamaRows, o: BatchedBenchRow, unified: boolean) => {
+    const matching = rows.filter((r) => r.kvUnified === unified && same(r.row, o)).map((r) => r.row);
+    return matching.length > 0 ? bestOf(matching) : null;
+  };
+  const ours = oursRows.map((x) => x.row).filter((o, i, all) => all.findIndex((x) => same(x, o)) === i);
   for (const o of ours) {
-    const mine = bestOf(oursRows.filter((x) => same(x, o)));
-    const layout = (unified: boolean) => {
-      const rows = llamaRows.filter((r) => r.kvUnified === unified && same(r.row, o)).map((r) => r.row);
-      return rows.length > 0 ? bestOf(rows) : null;
-    };
-    const perSeq = layout(false);
-    const unified = layout(true);
+    const mine = bestOf(oursRows.filter((x) => same(x.row, o)).map((x) => x.row));
+    const perSeq = layoutBest(llamaRows, o, false);
+    const unified = layoutBest(llamaRows, o, true);
     const peers = [perSeq, unified].filter((x) => x !== null);
     if (peers.length === 0) continue;
     // the peer at its best per row: prefill and decode each from its faster KV layout
@@ -414,6 +419,7 @@ if (!args["skip-raw"]) {
       },
       llamaUnified: unified,
       ours: mine,
+      oursUnified: layoutBest(oursRows, o, true),
     });
   }
   for (const r of raw) {

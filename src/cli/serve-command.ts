@@ -3,6 +3,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import type { EngineService } from "../engine/engine-api.js";
 import type { LlamaEngineOptions } from "../engine/engine-factory.js";
 import { BUILTIN_PRESETS, type BuiltinPreset } from "../engine/gguf/index.js";
+import { KV_LAYOUTS, type KvLayout } from "../engine/model-runner.js";
 import type { KvCacheType } from "../engine/native/llama-native.js";
 import { isPolicyName, POLICY_NAMES, type PolicyName } from "../policies/index.js";
 import { type AgentCheck, startAgentCheck } from "../server/agent-check.js";
@@ -20,6 +21,7 @@ export interface ServeCliOptions {
   maxNumSeqs?: number;
   maxNumBatchedTokens?: number;
   kvCacheTokens?: number;
+  kvLayout?: KvLayout;
   maxSeqSlots?: number;
   cpuOffloadGb?: number;
   diskOffloadDir?: string;
@@ -116,6 +118,7 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
     maxNumSeqs: o.maxNumSeqs,
     maxNumBatchedTokens: o.maxNumBatchedTokens,
     kvCacheTokens: o.kvCacheTokens,
+    kvLayout: o.kvLayout,
     maxSeqSlots: o.maxSeqSlots,
     cpuOffloadGb: o.cpuOffloadGb,
     diskOffloadDir: o.diskOffloadDir,
@@ -265,10 +268,20 @@ export function serveCommand(): Command {
     )
     .option("--max-num-seqs <n>", "requests running at once (engine default 16)", positiveInt)
     .option("--max-num-batched-tokens <n>", "tokens per engine step (engine default 512)", positiveInt)
-    .option("--kv-cache-tokens <n>", "KV cells of the unified pool (engine default 16384)", positiveInt)
+    .option(
+      "--kv-cache-tokens <n>",
+      "KV cells of the pool, all sequences (engine default 16384)",
+      positiveInt,
+    )
+    .addOption(
+      new Option(
+        "--kv-layout <layout>",
+        "unified: one pool all sequences share; streams: kv-cache-tokens / max-seq-slots cells per sequence, faster attention with many running sequences on the CPU",
+      ).choices(KV_LAYOUTS),
+    )
     .option(
       "--max-seq-slots <n>",
-      "llama.cpp sequence slots: running + resident KV (at most 256)",
+      "llama.cpp sequence slots: running + resident KV (at most 256; streams: max-num-seqs + 1)",
       positiveInt,
     )
     .option(

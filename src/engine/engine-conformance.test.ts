@@ -53,7 +53,8 @@ class CheckedRunner extends FakeModelRunner {
 async function serve(engine: Engine, programs: Turn[][], tag: string): Promise<void> {
   await Promise.all(
     programs.map(async (turns, p) => {
-      let prompt = `<${tag} program ${p}>`;
+      // every program starts with the same instructions: admissions share (or copy) that prefix
+      let prompt = `You are an agent; call a tool per turn. <${tag} program ${p}>`;
       for (const [t, turn] of turns.entries()) {
         prompt += `${"abcdefghij".repeat(13).slice(0, turn.newChars)}#${t}`;
         const last = t === turns.length - 1;
@@ -75,12 +76,21 @@ async function serve(engine: Engine, programs: Turn[][], tag: string): Promise<v
 }
 
 describe("policy conformance through the engine's loop (fake runner)", () => {
-  const pressure = { preemptions: 0, pinsCreated: 0, pinsReused: 0, hits: 0, evictions: 0 };
+  const pressure = { preemptions: 0, pinsCreated: 0, pinsReused: 0, hits: 0, evictions: 0, streamCopies: 0 };
 
+  const layouts = [
+    { kvLayout: "unified", kvCells: 640, maxSeqs: 8 },
+    // per-slot streams hold a whole program's context (< 768 tokens); prefixes move between them as copies
+    { kvLayout: "streams", kvCells: 4 * 768, maxSeqs: 4 },
+  ] as const;
   for (const policy of POLICY_NAMES) {
     test(`${policy}: every program completes, invariants hold after every step`, async () => {
-      for (const seed of [1, 2]) {
-        const runner = new CheckedRunner({ kvCells: 640, maxSeqs: 8 });
+      for (const [seed, layout] of [
+        [1, layouts[0]],
+        [2, layouts[0]],
+        [3, layouts[1]],
+      ] as const) {
+        const runner = new CheckedRunner(layout);
         const engine = new EngineClass({
           runner,
           policy,
@@ -112,6 +122,7 @@ describe("policy conformance through the engine's loop (fake runner)", () => {
           pressure.pinsReused += s.stats.pinsReused;
           pressure.hits += s.stats.prefixHitTokens;
           pressure.evictions += engine.kvStats().evictions;
+          pressure.streamCopies += engine.kvStats().copiedTokens;
         } finally {
           await engine.shutdown();
         }
@@ -119,7 +130,7 @@ describe("policy conformance through the engine's loop (fake runner)", () => {
     });
   }
 
-  test("the workloads put the engine under pressure (preemption, pins made and reused, hits, evictions)", () => {
+  test("the workloads put the engine under pressure (preemption, pins made and reused, hits, evictions, prefixes copied between streams)", () => {
     for (const [name, count] of Object.entries(pressure))
       assert.ok(count > 0, `${name}: ${JSON.stringify(pressure)}`);
   });

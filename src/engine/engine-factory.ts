@@ -9,6 +9,7 @@ import { createPolicy } from "../policies/index.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
+import type { KvLayout } from "./model-runner.js";
 import { devices, type KvCacheType } from "./native/llama-native.js";
 import { stepLogFile } from "./step-log.js";
 
@@ -28,11 +29,18 @@ export interface LlamaEngineOptions {
   readonly maxNumSeqs?: number;
   /** `--max-num-batched-tokens`: tokens per engine step, decodes and prefill chunks (default 512). */
   readonly maxNumBatchedTokens?: number;
-  /** `--kv-cache-tokens`: KV cells of llama.cpp's unified pool, all sequences together (default 16384). */
+  /** `--kv-cache-tokens`: KV cells of llama.cpp's pool, all sequences together (default 16384). */
   readonly kvCacheTokens?: number;
   /**
+   * `--kv-layout`: `unified` (default), one pool all slots share, or `streams`, one stream of
+   * kvCacheTokens / maxSeqSlots cells per slot: each step's attention sees only its sequences' own cells
+   * (faster with many running sequences on the CPU), but no sequence outgrows its stream (docs/engine.md).
+   */
+  readonly kvLayout?: KvLayout;
+  /**
    * `--max-seq-slots`: llama.cpp sequence slots (n_seq_max, at most 256): running requests plus KV kept
-   * resident for pins and as prefix cache (default min(256, max(2 x maxNumSeqs, maxNumSeqs + 16))).
+   * resident for pins and as prefix cache (default min(256, max(2 x maxNumSeqs, maxNumSeqs + 16)); with the
+   * streams layout maxNumSeqs + 1, since every slot takes its share of the cells).
    */
   readonly maxSeqSlots?: number;
   /**
@@ -101,9 +109,10 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
   const maxNumSeqs = positive(options.maxNumSeqs, 16, "maxNumSeqs");
   const maxNumBatchedTokens = positive(options.maxNumBatchedTokens, 512, "maxNumBatchedTokens");
   const kvCells = positive(options.kvCacheTokens, 16384, "kvCacheTokens");
+  const kvLayout = options.kvLayout ?? "unified";
   const slots = positive(
     options.maxSeqSlots,
-    Math.min(256, Math.max(2 * maxNumSeqs, maxNumSeqs + 16)),
+    kvLayout === "streams" ? maxNumSeqs + 1 : Math.min(256, Math.max(2 * maxNumSeqs, maxNumSeqs + 16)),
     "maxSeqSlots",
   );
   if (slots > 256) throw new Error(`maxSeqSlots is at most 256, got ${slots}`);
@@ -117,6 +126,7 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
     modelPath,
     ...(options.servedModelName ? { modelId: options.servedModelName } : {}),
     kvCells,
+    kvLayout,
     maxSeqs: slots,
     batchTokens: maxNumBatchedTokens,
     ...(options.threads ? { threads: options.threads } : {}),

@@ -3,8 +3,9 @@
  * code points, and the "model" picks each next token from the KV it holds for the sequence, so batching,
  * prefix sharing, take-overs, restores and recomputes all give the same text as a sequence run alone,
  * and a wrong position or a missing prefix shows up as different text or an error. It keeps llama.cpp's
- * rules: one pool of `kvCells` cells shared through copySeq, consecutive positions per slot, and
- * LLAMA_DECODE_NO_KV_SLOT (changing nothing) when a batch does not fit.
+ * rules: one pool of `kvCells` cells shared through copySeq (or, with the streams layout, kvCells / maxSeqs
+ * cells per slot and no copySeq), consecutive positions per slot, and LLAMA_DECODE_NO_KV_SLOT (changing
+ * nothing) when a batch does not fit.
  *
  * Output: a chat prompt (ending with "<|im_start|>assistant\n") gets `reply(prompt)` followed by EOS;
  * anything else continues with hash-chosen letters and ends with EOS about one token in 48.
@@ -16,6 +17,7 @@ import { renderChatML } from "./gguf/index.js";
 import {
   type ChatMessageIn,
   type ExecuteResult,
+  type KvLayout,
   type ModelRunner,
   noKvSlotError,
   type RunnerBatch,
@@ -55,7 +57,9 @@ export interface FakeModelOptions {
   readonly kvCells?: number;
   /** sequence slots (default 64) */
   readonly maxSeqs?: number;
-  /** longest sequence (default kvCells) */
+  /** default unified */
+  readonly kvLayout?: KvLayout;
+  /** longest sequence (default kvCells; with streams at most kvCells / maxSeqs) */
   readonly maxContextTokens?: number;
   readonly kvBytesPerToken?: number;
   /** ms every execute() takes (default 0) */
@@ -106,6 +110,7 @@ function runnerError(code: string, message: string): Error {
 export class FakeModelRunner implements ModelRunner {
   readonly modelId: string;
   readonly kvCells: number;
+  readonly kvLayout: KvLayout;
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
@@ -127,7 +132,9 @@ export class FakeModelRunner implements ModelRunner {
   constructor(options: FakeModelOptions = {}) {
     this.kvCells = options.kvCells ?? 16384;
     this.maxSeqs = options.maxSeqs ?? 64;
-    this.maxContextTokens = options.maxContextTokens ?? this.kvCells;
+    this.kvLayout = options.kvLayout ?? "unified";
+    const slotCells = this.kvLayout === "unified" ? this.kvCells : Math.floor(this.kvCells / this.maxSeqs);
+    this.maxContextTokens = Math.min(options.maxContextTokens ?? this.kvCells, slotCells);
     this.kvBytesPerToken = options.kvBytesPerToken ?? 1024;
     this.modelId = options.modelId ?? "continuum-fake";
     this.reply = options.reply ?? defaultFakeReply;
@@ -246,6 +253,7 @@ export class FakeModelRunner implements ModelRunner {
   }
 
   copySeq(srcSeqId: number, dstSeqId: number, nTokens: number): void {
+    if (this.kvLayout !== "unified") throw new Error("copySeq needs the unified KV layout");
     const src = this.seq(srcSeqId);
     const dst = this.seq(dstSeqId);
     if (nTokens > src.tokens.length) throw new Error(`copySeq: seq ${srcSeqId} holds fewer than ${nTokens}`);
@@ -287,7 +295,9 @@ export class FakeModelRunner implements ModelRunner {
       throw runnerError("LLAMA_STATE_LOAD_FAILED", "not a fake runner state");
     }
     this.removeSeq(seqId, 0, -1);
-    if (parsed.tokens.length > this.freeCells.length) throw noKvSlotError("fake pool: no room to restore");
+    if (parsed.tokens.length > this.freeCells.length || parsed.tokens.length > this.maxContextTokens) {
+      throw noKvSlotError("fake pool: no room to restore");
+    }
     const seq = this.seq(seqId);
     for (const token of parsed.tokens) {
       seq.tokens.push(token);

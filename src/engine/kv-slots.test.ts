@@ -196,6 +196,47 @@ describe("KvSlots", () => {
     assert.equal(kv.ledger.numUsed, runner.usedCells);
   });
 
+  test("streams: admission copies the common prefix of a running sequence into its own stream", async () => {
+    const runner = new FakeModelRunner({ kvCells: 512, maxSeqs: 4, kvLayout: "streams" });
+    const kv = new KvSlots(runner, null, 16);
+    const a = fakeRequest("a", seq(100));
+    await admit(kv, a, 0);
+    await compute(runner, kv, a, 100);
+    const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
+    const slotB = await admit(kv, b, 64);
+    assert.equal(slotB.length, 64);
+    assert.equal(kv.stats.copiedTokens, 64);
+    assert.equal(kv.stats.sharedTokens, 0);
+    assert.equal(kv.stats.recomputedTokens, 0);
+    assert.equal(runner.usedCells, 164, "the copy holds its own cells");
+    await compute(runner, kv, b, 120);
+    assert.equal(runner.seqLength(slotB.seqId), 120);
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+  });
+
+  test("streams: a restore beside a resident slot holding part of the prefix keeps its whole copy", async () => {
+    const runner = new FakeModelRunner({ kvCells: 4 * 256, maxSeqs: 4, kvLayout: "streams" });
+    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+    const kv = new KvSlots(runner, tiers, 16);
+    const common = seq(48, 7);
+    const a = fakeRequest("a", [...common, ...seq(100, 300)]);
+    await admit(kv, a, 0);
+    await compute(runner, kv, a, 148);
+    release(kv, a);
+    await kv.spillCache();
+    const b = fakeRequest("b", [...common, ...seq(60, 600)]);
+    await admit(kv, b, 48);
+    await compute(runner, kv, b, 108);
+    const a2 = fakeRequest("a2", [...common, ...seq(100, 300), ...seq(10, 50)]);
+    const slot = await admit(kv, a2, 144);
+    assert.equal(slot.length, 144);
+    assert.equal(kv.stats.restoredTokens, 48 + 144, "b's prefix, then a2's whole prefix");
+    assert.equal(kv.stats.sharedTokens, 0);
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+    await compute(runner, kv, a2, 158);
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+  });
+
   test("by default pinned KV stays resident beside the running sequences", async () => {
     const { runner, kv, usedBeside } = await pinnedTurnThenOther(false);
     assert.equal(usedBeside, 90);

@@ -5,9 +5,11 @@ import { commonBlocks, type KvTierStore, type TierEntry } from "./kv-tier-store.
 import type { ModelRunner } from "./model-runner.js";
 
 /**
- * The cells of the runner's one unified KV pool, as the engine accounts for them: which cells each slot
- * holds, with a reference count per cell (copySeq shares cells; a cell is free when no slot holds it).
- * It mirrors llama.cpp's own bookkeeping, so the engine knows before a decode whether the pool has room.
+ * The runner's KV cells as the engine accounts for them: which cells each slot holds, with a reference
+ * count per cell (copySeq shares cells; a cell is free when no slot holds it). It mirrors llama.cpp's own
+ * bookkeeping, so the engine knows before a decode whether the pool has room. With the streams layout no
+ * cell is shared and each slot's cells lie in its own stream; counting them over all streams is exact
+ * because no slot outgrows its stream (the engine caps a sequence at the runner's maxContextTokens).
  */
 export class CellLedger {
   private readonly refs: Uint16Array;
@@ -119,8 +121,10 @@ export interface KvSlotsOptions {
 export type EvictionListener = (slot: KvSlot, savedTo: "cpu" | "disk" | null) => void;
 
 export interface KvSlotStats {
-  /** prefix tokens materialised at admission by sharing a resident slot's cells */
+  /** prefix tokens materialised at admission by sharing a resident slot's cells (unified layout) */
   sharedTokens: number;
+  /** prefix tokens materialised by copying a resident slot's KV into the admitted slot's stream (streams) */
+  copiedTokens: number;
   /** prefix tokens materialised by taking over a resident slot */
   takenOverTokens: number;
   /** prefix tokens restored from the RAM/disk tier */
@@ -153,6 +157,7 @@ export class KvSlots {
   readonly ledger: CellLedger;
   readonly stats: KvSlotStats = {
     sharedTokens: 0,
+    copiedTokens: 0,
     takenOverTokens: 0,
     restoredTokens: 0,
     recomputedTokens: 0,
@@ -254,6 +259,9 @@ export class KvSlots {
     if (tierMatch && tierMatch.blocks > sourceBlocks) {
       slot = await this.freshSlot(source);
       await this.restore(slot, content, tierMatch.entry, tierMatch.blocks * b, source, sourceBlocks * b);
+      // a restore that found no room still takes what a resident slot holds: the scheduler counts those
+      // blocks once, so computing them again would hold more cells than it allows
+      if (slot.length === 0 && source !== null) await this.sharePrefix(source, slot, sourceBlocks * b);
     } else if (source !== null) {
       const tokens = sourceBlocks * b;
       const takeOver = !source.referenced && (source.length - tokens < b || !this.hasEmptySlot());
@@ -264,10 +272,7 @@ export class KvSlots {
         this.stats.takenOverTokens += tokens;
       } else {
         slot = await this.freshSlot(source);
-        this.runner.copySeq(source.seqId, slot.seqId, tokens);
-        this.ledger.sharePrefix(source.cells, slot.cells, tokens);
-        source.lastUse = ++this.useCounter;
-        this.stats.sharedTokens += tokens;
+        await this.sharePrefix(source, slot, tokens);
       }
     } else {
       slot = await this.freshSlot(null);
@@ -281,6 +286,32 @@ export class KvSlots {
     const recomputedTokens = Math.max(0, needTokens - slot.length);
     this.stats.recomputedTokens += recomputedTokens;
     return { slot, recomputedTokens };
+  }
+
+  /**
+   * The empty `slot` takes the first `tokens` positions of `source`: their cells, in one unified pool; a copy
+   * of their data into its own stream, with streams. A copy that finds no room leaves the slot empty (the
+   * request then recomputes).
+   */
+  private async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
+    source.lastUse = ++this.useCounter;
+    if (this.runner.kvLayout === "unified") {
+      this.runner.copySeq(source.seqId, slot.seqId, tokens);
+      this.ledger.sharePrefix(source.cells, slot.cells, tokens);
+      this.stats.sharedTokens += tokens;
+      return;
+    }
+    // the copy lands in the empty slot's own stream, which holds any sequence
+    let held: number;
+    try {
+      held = await this.runner.restoreSeq(slot.seqId, await this.runner.saveSeq(source.seqId));
+    } catch {
+      this.runner.removeSeq(slot.seqId, 0, -1);
+      return;
+    }
+    this.ledger.alloc(slot.cells, held);
+    this.truncate(slot, tokens);
+    this.stats.copiedTokens += slot.length;
   }
 
   /** Drops positions >= length of a slot. */
@@ -435,7 +466,8 @@ export class KvSlots {
   ): Promise<void> {
     const tiers = this.tiers as KvTierStore;
     const protect = shared ? [slot, shared] : [slot];
-    if (!(await this.ensureFree(entry.length, protect, true))) return;
+    // with streams the entry lands in the empty slot's own stream
+    if (this.runner.kvLayout === "unified" && !(await this.ensureFree(entry.length, protect, true))) return;
     let held: number;
     try {
       const state = await tiers.load(entry);
@@ -447,13 +479,15 @@ export class KvSlots {
     this.ledger.alloc(slot.cells, held);
     slot.content = content;
     this.truncate(slot, tokens);
-    if (shared && sharedTokens > 0 && slot.length >= sharedTokens) {
+    // with streams nothing is shared: the slot keeps its own copy
+    if (shared && sharedTokens > 0 && slot.length >= sharedTokens && this.runner.kvLayout === "unified") {
       this.runner.removeSeq(slot.seqId, 0, sharedTokens);
       this.ledger.release(slot.cells, 0, sharedTokens);
       this.runner.copySeq(shared.seqId, slot.seqId, sharedTokens);
       this.ledger.sharePrefix(shared.cells, slot.cells, sharedTokens);
       this.stats.sharedTokens += sharedTokens;
     }
-    this.stats.restoredTokens += slot.length - (shared ? Math.min(sharedTokens, slot.length) : 0);
+    const swapped = shared && this.runner.kvLayout === "unified" ? Math.min(sharedTokens, slot.length) : 0;
+    this.stats.restoredTokens += slot.length - swapped;
   }
 }

@@ -11,6 +11,7 @@ import { EngineRejection } from "./engine-api.js";
 import { createLlamaEngine } from "./engine-factory.js";
 import { ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
+import type { KvLayout } from "./model-runner.js";
 import { isNativeAvailable } from "./native/llama-native.js";
 import { chat, fixedTtlPolicy, request, run, sleep } from "./test-support/engine-helpers.js";
 
@@ -23,6 +24,7 @@ interface LlamaEngineTestOptions {
   maxNumSeqs?: number;
   tiers?: EngineTierOptions;
   recorder?: Recorder;
+  kvLayout?: KvLayout;
 }
 
 describe("engine over llama.cpp (built-in tiny model)", {
@@ -41,6 +43,7 @@ describe("engine over llama.cpp (built-in tiny model)", {
       maxSeqs: options.slots ?? 8,
       batchTokens: 256,
       threads: 1,
+      ...(options.kvLayout ? { kvLayout: options.kvLayout } : {}),
     });
     return new Engine({
       runner,
@@ -87,6 +90,33 @@ describe("engine over llama.cpp (built-in tiny model)", {
       assert.ok(alone.some((t) => t.length > 0));
     } finally {
       await e.shutdown();
+    }
+  });
+
+  test("streams layout: a prompt prefix copied into another slot's stream gives the text computed alone", async () => {
+    const streams = await engine({ kvLayout: "streams", kvCells: 8 * 512 });
+    const unified = await engine();
+    try {
+      assert.equal(streams.runner.kvLayout, "streams");
+      assert.equal(streams.maxContextTokens, 512);
+      const system = { role: "system" as const, content: "You are a careful software agent. ".repeat(4) };
+      const sampling = { maxTokens: 16, ignoreEos: true };
+      const ask = (q: string) => streams.renderChat([system, ...chat(q)]);
+      await run(streams, request("a", ask("open the failing test"), { sampling }));
+      const second = await run(streams, request("b", ask("summarise the diff"), { sampling }));
+      const alone = await run(unified, request("b", ask("summarise the diff"), { sampling }));
+      assert.ok(second.done.usage.cachedTokens >= 32, `${second.done.usage.cachedTokens} cached`);
+      assert.equal(streams.kvStats().copiedTokens, second.done.usage.cachedTokens);
+      assert.equal(streams.kvStats().recomputedTokens, 0);
+      assert.equal(second.done.text, alone.done.text);
+      checkSlots(streams);
+      await assert.rejects(
+        async () => run(streams, request("long", "word ".repeat(600), { sampling })),
+        /at most 511/,
+        "a slot holds at most its stream",
+      );
+    } finally {
+      await Promise.all([streams.shutdown(), unified.shutdown()]);
     }
   });
 

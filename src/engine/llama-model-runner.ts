@@ -5,6 +5,7 @@ import { renderChatML } from "./gguf/index.js";
 import type {
   ChatMessageIn,
   ExecuteResult,
+  KvLayout,
   ModelRunner,
   RunnerBatch,
   RunnerSampling,
@@ -24,10 +25,12 @@ export interface LlamaRunnerOptions {
   readonly modelPath: string;
   /** name reported as the model id (default: general.name from the file, else the file name) */
   readonly modelId?: string;
-  /** KV cells of the one unified pool (llama.cpp rounds up to a multiple of 256) */
+  /** KV cells over every slot (llama.cpp rounds up to a multiple of 256, per stream with `streams`) */
   readonly kvCells: number;
   /** sequence slots, up to 256 */
   readonly maxSeqs: number;
+  /** one unified pool (default) or one stream of kvCells / maxSeqs cells per slot */
+  readonly kvLayout?: KvLayout;
   /** rows per llama_decode call (default 512); larger batches are split */
   readonly batchTokens?: number;
   /** threads for decode steps (default: cores - 1, at least 1) */
@@ -62,12 +65,13 @@ function modelChatTemplate(model: LlamaModel): ModelChatTemplate {
 }
 
 /**
- * ModelRunner over our llama.cpp addon: ONE context whose unified KV pool of `kvCells` cells is shared by
- * `maxSeqs` sequence slots, per-slot native samplers, and mixed decode batches of many sequences.
+ * ModelRunner over our llama.cpp addon: ONE context whose KV cells — a unified pool, or one stream per slot —
+ * serve `maxSeqs` sequence slots, per-slot native samplers, and mixed decode batches of many sequences.
  */
 export class LlamaModelRunner implements ModelRunner {
   readonly modelId: string;
   readonly kvCells: number;
+  readonly kvLayout: KvLayout;
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
@@ -87,9 +91,13 @@ export class LlamaModelRunner implements ModelRunner {
   ) {
     const info = context.info;
     this.modelId = modelId;
-    this.kvCells = info.nCtx;
+    this.kvLayout = info.kvUnified ? "unified" : "streams";
     this.maxSeqs = info.nSeqMax;
-    this.maxContextTokens = Math.min(model.info.nCtxTrain > 0 ? model.info.nCtxTrain : info.nCtx, info.nCtx);
+    this.kvCells = info.kvUnified ? info.nCtx : info.nCtxSeq * info.nSeqMax;
+    this.maxContextTokens = Math.min(
+      model.info.nCtxTrain > 0 ? model.info.nCtxTrain : info.nCtxSeq,
+      info.nCtxSeq,
+    );
     this.kvBytesPerToken = info.kvBytesPerToken ?? model.info.kvBytesPerTokenF16 ?? 0;
     this.decodeBatch = new DecodeBatch(info.nBatch);
     this.pieces = new Array(model.info.nVocab);
@@ -109,7 +117,7 @@ export class LlamaModelRunner implements ModelRunner {
         threads,
         threadsBatch: options.threadsBatch ?? threads,
         flashAttn: options.flashAttn ?? true,
-        kvUnified: true,
+        kvUnified: (options.kvLayout ?? "unified") === "unified",
         ...(options.kvCacheType ? { typeK: options.kvCacheType, typeV: options.kvCacheType } : {}),
       });
       const name = options.modelId ?? model.meta("general.name") ?? basename(options.modelPath, ".gguf");
@@ -209,6 +217,8 @@ export class LlamaModelRunner implements ModelRunner {
   }
 
   copySeq(srcSeqId: number, dstSeqId: number, nTokens: number): void {
+    // llama.cpp copies between streams only whole, and asserts (aborting the process) otherwise
+    if (this.kvLayout !== "unified") throw new Error("copySeq needs the unified KV layout");
     this.context.seqCopy(srcSeqId, dstSeqId, 0, nTokens);
   }
 

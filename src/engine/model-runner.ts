@@ -95,13 +95,25 @@ export class RunnerBatch {
   }
 }
 
+/**
+ * How the runner lays out its KV cells. `unified`: one pool every slot draws from; copySeq shares cells, and
+ * each step's attention (on llama.cpp's CPU kernels) checks every cell below the pool's high-water mark.
+ * `streams`: llama.cpp's per-sequence streams, kvCells / maxSeqs cells per slot; attention sees only a slot's
+ * own cells, a slot holds at most its stream, and a prefix moves to another slot as a copy of its data
+ * (saveSeq + restoreSeq): llama.cpp copies between streams only whole.
+ */
+export type KvLayout = "unified" | "streams";
+
+export const KV_LAYOUTS: readonly KvLayout[] = ["unified", "streams"];
+
 export interface ModelRunner {
   readonly modelId: string;
-  /** KV cells of the one shared pool */
+  /** KV cells of the pool, over every slot */
   readonly kvCells: number;
+  readonly kvLayout: KvLayout;
   /** sequence slots 0..maxSeqs-1 */
   readonly maxSeqs: number;
-  /** longest sequence one slot may hold (the model's context window) */
+  /** longest sequence one slot may hold (the model's context window; with streams, also the slot's stream) */
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
 
@@ -127,7 +139,7 @@ export interface ModelRunner {
 
   /** Drops positions [p0, p1) of a slot (p1 < 0: to the end). */
   removeSeq(seqId: number, p0?: number, p1?: number): void;
-  /** dst shares src's cells for positions [0, nTokens) (dst must hold none of those positions). */
+  /** dst shares src's cells for positions [0, nTokens) (dst must hold none of those positions); unified only. */
   copySeq(srcSeqId: number, dstSeqId: number, nTokens: number): void;
   /** Serialises one slot's KV (the cells stay in the pool). */
   saveSeq(seqId: number): Promise<Buffer>;

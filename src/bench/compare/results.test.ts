@@ -68,7 +68,17 @@ describe("compare results over interleaved rounds", () => {
       },
       llamaServer: { chosen: { name: "np1", np: 1, unified: false }, chosenArgs: "-np 1", trial: [] },
       continuum: { maxNumSeqs: 1, args: "--max-num-seqs 1", trial: [] },
-      raw: [],
+      raw: [
+        {
+          pp: 512,
+          tg: 32,
+          pl: 16,
+          llama: { speedPp: 1200, speedTg: 400, kvUnified: false },
+          llamaUnified: { speedPp: 900, speedTg: 200 },
+          ours: { speedPp: 1080, speedTg: 380 },
+          oursUnified: { speedPp: 900, speedTg: 220 },
+        },
+      ],
       runs,
       sims: [],
       stepSplits: [],
@@ -81,5 +91,18 @@ describe("compare results over interleaved rounds", () => {
     );
     assert.match(text, /mean JCT <= 0\.6x llama-server \| 0\.65 \(0\.60–0\.70\)x \| missed by 8% \|/);
     assert.match(text, /throughput >= 1\.0x llama-server \| 1\.00 \(0\.90–1\.10\)x \| met \|/);
+    // each engine at its best layout, and unified pool against unified buffer beside it
+    assert.match(
+      text,
+      /\| 512 \| 32 \| 16 \| 1080 \| 1200 \| 0\.90 \| 900 \| 900 \| 1\.00 \| 380\.0 \| 400\.0 \| 0\.95 \| 220\.0 \| 200\.0 \| 1\.10 \|/,
+    );
+    assert.match(
+      text,
+      /prefill tokens\/s >= 0\.9x llama-batched-bench \(geometric mean of the rows\) \| 0\.90x \| met \|/,
+    );
+    assert.match(
+      text,
+      /decode tokens\/s >= 0\.9x llama-batched-bench \(geometric mean of the rows\) \| 0\.95x \| met \|/,
+    );
   });
 });

@@ -58,9 +58,12 @@ export interface RawRow {
   pl: number;
   /** the peer at its best: prefill and decode each from its faster KV layout */
   llama: { speedPp: number; speedTg: number; kvUnified: boolean };
-  /** llama-batched-bench with one unified KV buffer (-kvu), the layout our engine always uses */
+  /** llama-batched-bench with one unified KV buffer (-kvu), the layout our engine uses by default */
   llamaUnified: { speedPp: number; speedTg: number } | null;
+  /** our engine at its best: prefill and decode each from its faster KV layout (unified, streams) */
   ours: { speedPp: number; speedTg: number };
+  /** our engine's unified pool (serve's default layout) */
+  oursUnified: { speedPp: number; speedTg: number } | null;
 }
 export function pick(r: BenchResult) {
   return {
@@ -249,22 +252,26 @@ export function renderResults(r: CompareResults): string {
     lines.push("### Raw engine speed: our engine's batched bench against llama-batched-bench");
     lines.push("");
     lines.push(
-      "| pp | tg | sequences | prefill t/s ours | llama best | ratio | llama -kvu | ratio | decode t/s ours | llama best | ratio | llama -kvu | ratio |",
+      "| pp | tg | sequences | prefill t/s ours best | llama best | ratio | ours unified | llama -kvu | ratio | decode t/s ours best | llama best | ratio | ours unified | llama -kvu | ratio |",
     );
-    lines.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    lines.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    const ratio = (a: number | undefined, b: number | undefined) =>
+      a === undefined || b === undefined ? "n/a" : f(a / b);
+    const speed = (v: number | undefined, digits: number) => (v === undefined ? "n/a" : f(v, digits));
     for (const x of r.raw) {
-      const u = x.llamaUnified;
+      const u = x.llamaUnified ?? undefined;
+      const o = x.oursUnified ?? undefined;
       lines.push(
         `| ${x.pp} | ${x.tg} | ${x.pl} | ${f(x.ours.speedPp, 0)} | ${f(x.llama.speedPp, 0)} | ${f(x.ours.speedPp / x.llama.speedPp)} | ` +
-          `${u ? f(u.speedPp, 0) : "n/a"} | ${u ? f(x.ours.speedPp / u.speedPp) : "n/a"} | ` +
+          `${speed(o?.speedPp, 0)} | ${speed(u?.speedPp, 0)} | ${ratio(o?.speedPp, u?.speedPp)} | ` +
           `${f(x.ours.speedTg, 1)} | ${f(x.llama.speedTg, 1)} | ${f(x.ours.speedTg / x.llama.speedTg)} | ` +
-          `${u ? f(u.speedTg, 1) : "n/a"} | ${u ? f(x.ours.speedTg / u.speedTg) : "n/a"} |`,
+          `${speed(o?.speedTg, 1)} | ${speed(u?.speedTg, 1)} | ${ratio(o?.speedTg, u?.speedTg)} |`,
       );
     }
     lines.push("");
     lines.push(
-      '"llama best" takes, per row, the faster of llama-batched-bench\'s two KV layouts (per-sequence streams, ' +
-        "the default, and one unified buffer, `-kvu`); our engine always runs one unified pool. Every figure is " +
+      "\"best\" takes, per row, the faster of each engine's two KV layouts: per-sequence streams (llama-batched-bench's " +
+        "default, our `--kv-layout streams`) and one unified pool (its `-kvu`, our default). Every figure is " +
         `the best of ${r.settings.rawRounds} interleaved rounds (ours, then llama's, alternately).`,
     );
   }

@@ -4,18 +4,20 @@
  * batch decoded in nBatch chunks — then `tg` steps each decode one token for every sequence. Speeds:
  * S_PP = pl*pp / T_PP, S_TG = pl*tg / T_TG, wall time around the awaited calls.
  *
- * It runs through LlamaModelRunner.execute, i.e. the serving engine's own path (one unified KV pool, flash
- * attention, persistent threadpool, the async worker hop, greedy sampling of every requested row), so
- * the comparison is the engine's kernels-plus-plumbing against llama.cpp's own loop.
+ * It runs through LlamaModelRunner.execute, i.e. the serving engine's own path (its KV layout — one unified
+ * pool, or one stream per sequence as `serve --kv-layout streams` — flash attention, persistent threadpool,
+ * the async worker hop, greedy sampling of every requested row), so the comparison is the engine's
+ * kernels-plus-plumbing against llama.cpp's own loop.
  *
  *   node --import tsx src/engine/profile/batched-bench.ts --model <gguf> | --builtin-model small
- *        [--threads 1] [--npp 128,512] [--ntg 64] [--npl 1,4,16] [--ctx 16384] [--batch 512] [--json]
+ *        [--threads 1] [--npp 128,512] [--ntg 64] [--npl 1,4,16] [--ctx 16384] [--batch 512]
+ *        [--kv-layout unified|streams] [--json]
  */
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type BuiltinPreset, ensureBuiltinModel } from "../gguf/index.js";
 import { defaultThreads, LlamaModelRunner } from "../llama-model-runner.js";
-import { RunnerBatch } from "../model-runner.js";
+import { KV_LAYOUTS, type KvLayout, RunnerBatch } from "../model-runner.js";
 
 export interface BatchedBenchRow {
   readonly pp: number;
@@ -38,6 +40,8 @@ export interface BatchedBenchOptions {
   readonly ctx: number;
   /** rows per llama_decode (-b; -ub = min(b, 512)) */
   readonly batch: number;
+  /** default unified (llama-batched-bench -kvu); streams = its default per-sequence streams */
+  readonly kvLayout?: KvLayout;
   readonly log?: (row: BatchedBenchRow) => void;
 }
 
@@ -54,6 +58,7 @@ export async function runBatchedBench(o: BatchedBenchOptions): Promise<BatchedBe
     maxSeqs: maxPl,
     batchTokens: o.batch,
     threads: o.threads,
+    kvLayout: o.kvLayout ?? "unified",
   });
   const rows: BatchedBenchRow[] = [];
   try {
@@ -67,7 +72,7 @@ export async function runBatchedBench(o: BatchedBenchOptions): Promise<BatchedBe
       for (const tg of o.ntg) {
         for (const pl of o.npl) {
           const nKv = pl * (pp + tg);
-          if (nKv > runner.kvCells) continue;
+          if (nKv > runner.kvCells || pp + tg > runner.maxContextTokens) continue;
           runner.context.clear();
           big.clear();
           for (let j = 0; j < pl; j++) {
@@ -109,6 +114,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       npl: { type: "string", default: "1,4,16" },
       ctx: { type: "string", default: "16384" },
       batch: { type: "string", default: "512" },
+      "kv-layout": { type: "string", default: "unified" },
       json: { type: "boolean", default: false },
     },
   });
@@ -120,8 +126,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
         ? `${JSON.stringify(r)}\n`
         : `pp ${r.pp} tg ${r.tg} pl ${r.pl}: S_PP ${r.speedPp.toFixed(1)} t/s, S_TG ${r.speedTg.toFixed(1)} t/s\n`,
     );
+  const kvLayout = values["kv-layout"] as KvLayout;
+  if (!KV_LAYOUTS.includes(kvLayout)) throw new Error(`--kv-layout must be one of ${KV_LAYOUTS.join(", ")}`);
   await runBatchedBench({
     modelPath,
+    kvLayout,
     threads: values.threads ? Number(values.threads) : defaultThreads(),
     npp: intList(values.npp),
     ntg: intList(values.ntg),
