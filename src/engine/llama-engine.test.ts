@@ -266,6 +266,25 @@ describe("engine over llama.cpp (built-in tiny model)", {
     }
   });
 
+  test("createLlamaEngine with the streams layout: one slot beyond the running ones, each its share of the cells", async () => {
+    const e = await createLlamaEngine({
+      builtinModel: "tiny",
+      maxNumSeqs: 3,
+      kvCacheTokens: 4096,
+      kvLayout: "streams",
+      threads: 1,
+    });
+    try {
+      assert.equal(e.runner.kvLayout, "streams");
+      assert.equal(e.runner.maxSeqs, 4);
+      assert.equal(e.maxContextTokens, 1024);
+      const r = await run(e, request("s1", e.renderChat(chat("hello")), { sampling: { maxTokens: 4 } }));
+      assert.ok(r.done.usage.completionTokens >= 1);
+    } finally {
+      await e.shutdown();
+    }
+  });
+
   test("grammar, seeded sampling, and a bad grammar rejected as invalid_request", async () => {
     const e = await engine();
     try {

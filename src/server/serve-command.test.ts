@@ -18,7 +18,7 @@ describe("continuum serve", () => {
     });
     const argv = [
       "--model /models/x.gguf --scheduling-policy vllm --max-num-seqs 8 --max-num-batched-tokens 512",
-      "--kv-cache-tokens 16384 --cpu-offload-gb 2 --disk-offload-dir /tmp/kv --disk-offload-gb 4 --port 0",
+      "--kv-cache-tokens 16384 --kv-layout streams --cpu-offload-gb 2 --disk-offload-dir /tmp/kv --disk-offload-gb 4 --port 0",
       "--api-key k --record /tmp/rec.jsonl --threads 2 --served-model-name my-model --served-model-name alias",
       "--no-flash-attn --kv-cache-dtype q8_0 --gpu-layers all --max-waiting 50",
     ];
@@ -48,6 +48,7 @@ describe("continuum serve", () => {
         maxNumSeqs: 8,
         maxNumBatchedTokens: 512,
         kvCacheTokens: 16384,
+        kvLayout: "streams",
         cpuOffloadGb: 2,
         diskOffloadDir: "/tmp/kv",
         diskOffloadGb: 4,
@@ -70,6 +71,16 @@ describe("continuum serve", () => {
       await server.close();
     }
     assert.equal(engine.shutdownCalls, 1);
+  });
+
+  test("unknown KV layouts are refused", async () => {
+    const command = serveCommand()
+      .exitOverride()
+      .configureOutput({ writeErr: () => {} });
+    await assert.rejects(
+      command.parseAsync(["--kv-layout", "paged"], { from: "user" }),
+      /Allowed choices are unified, streams/,
+    );
   });
 
   test("unknown policies are refused", async () => {
