@@ -213,6 +213,11 @@ export class Engine implements EngineService {
     const gib = (bytes: number) => `${Number((bytes / GIB).toFixed(2))} GiB`;
     this.kvSummary = [
       `${numBlocks * b} KV tokens`,
+      ...(runner.kvLayout === "streams"
+        ? [
+            `${runner.maxSeqs} streams of ${Math.floor(runner.kvCells / runner.maxSeqs)} (longest sequence ${this.maxContextTokens - 1} tokens)`,
+          ]
+        : []),
       ...(cpuBytes > 0 ? [`RAM tier ${gib(cpuBytes)}`] : []),
       ...(diskBytes > 0 ? [`disk tier ${gib(diskBytes)}`] : []),
     ].join(", ");

@@ -278,6 +278,7 @@ describe("engine over llama.cpp (built-in tiny model)", {
       assert.equal(e.runner.kvLayout, "streams");
       assert.equal(e.runner.maxSeqs, 4);
       assert.equal(e.maxContextTokens, 1024);
+      assert.match(e.kvSummary, /, 4 streams of 1024 \(longest sequence 1023 tokens\), RAM tier 4 GiB$/);
       const r = await run(e, request("s1", e.renderChat(chat("hello")), { sampling: { maxTokens: 4 } }));
       assert.ok(r.done.usage.completionTokens >= 1);
     } finally {
