@@ -5,7 +5,7 @@ import type { Request } from "../core/request.js";
 import { FakeModelRunner } from "./fake-model-runner.js";
 import { CellLedger, KvSlots } from "./kv-slots.js";
 import { KvTierStore } from "./kv-tier-store.js";
-import { RunnerBatch } from "./model-runner.js";
+import { type KvLayout, RunnerBatch } from "./model-runner.js";
 
 describe("CellLedger", () => {
   test("shared cells are freed when their last holder lets go", () => {
@@ -62,16 +62,38 @@ async function compute(runner: FakeModelRunner, kv: KvSlots, request: Request, u
 }
 
 const seq = (n: number, from = 100) => Array.from({ length: n }, (_, i) => from + i);
+const COMMON = seq(48, 7);
+
+/** A computes 100 tokens and keeps running; B, sharing its first 70, is admitted with 64 of them known. */
+async function runningThenCommonPrefix(kvLayout: KvLayout) {
+  const runner = new FakeModelRunner({ kvCells: 512, maxSeqs: 4, kvLayout });
+  const kv = new KvSlots(runner, null, 16);
+  const a = fakeRequest("a", seq(100));
+  await admit(kv, a, 0);
+  await compute(runner, kv, a, 100);
+  const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
+  const slotB = await admit(kv, b, 64);
+  return { runner, kv, b, slotB };
+}
+
+/** A's 148 tokens finish (with a tier), then B, sharing A's first 48, runs to 108 tokens. */
+async function finishedThenCommonPrefix(runner: FakeModelRunner, spillFirst: boolean) {
+  const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+  const kv = new KvSlots(runner, tiers, 16);
+  const a = fakeRequest("a", [...COMMON, ...seq(100, 300)]);
+  await admit(kv, a, 0);
+  await compute(runner, kv, a, 148);
+  release(kv, a);
+  if (spillFirst) await kv.spillCache();
+  const b = fakeRequest("b", [...COMMON, ...seq(60, 600)]);
+  await admit(kv, b, 48);
+  await compute(runner, kv, b, 108);
+  return { kv, b };
+}
 
 describe("KvSlots", () => {
   test("admission shares the longest common block prefix of a running sequence", async () => {
-    const runner = new FakeModelRunner({ kvCells: 512, maxSeqs: 4 });
-    const kv = new KvSlots(runner, null, 16);
-    const a = fakeRequest("a", seq(100));
-    await admit(kv, a, 0);
-    await compute(runner, kv, a, 100);
-    const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
-    const slotB = await admit(kv, b, 64);
+    const { runner, kv, b, slotB } = await runningThenCommonPrefix("unified");
     assert.equal(slotB.length, 64);
     assert.equal(kv.stats.sharedTokens, 64);
     assert.equal(kv.ledger.numUsed, 100);
@@ -108,21 +130,12 @@ describe("KvSlots", () => {
 
   test("an evicted sequence goes to the tier and is restored, sharing what is still resident", async () => {
     const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
-    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
-    const kv = new KvSlots(runner, tiers, 16);
-    const common = seq(48, 7);
-    const a = fakeRequest("a", [...common, ...seq(100, 300)]);
-    await admit(kv, a, 0);
-    await compute(runner, kv, a, 148);
-    release(kv, a);
-    const b = fakeRequest("b", [...common, ...seq(60, 600)]);
-    await admit(kv, b, 48);
-    await compute(runner, kv, b, 108);
+    const { kv, b } = await finishedThenCommonPrefix(runner, false);
     // b keeps running; a's sequence is pushed out for cells
     assert.ok(await kv.ensureFree(140, [], true));
     assert.equal(kv.stats.savedToTier, 1);
     release(kv, b);
-    const a2 = fakeRequest("a2", [...common, ...seq(100, 300), ...seq(10, 50)]);
+    const a2 = fakeRequest("a2", [...COMMON, ...seq(100, 300), ...seq(10, 50)]);
     const slot = await admit(kv, a2, 144);
     assert.equal(slot.length, 144);
     assert.equal(kv.stats.restoredTokens, 96);
@@ -197,13 +210,7 @@ describe("KvSlots", () => {
   });
 
   test("streams: admission copies the common prefix of a running sequence into its own stream", async () => {
-    const runner = new FakeModelRunner({ kvCells: 512, maxSeqs: 4, kvLayout: "streams" });
-    const kv = new KvSlots(runner, null, 16);
-    const a = fakeRequest("a", seq(100));
-    await admit(kv, a, 0);
-    await compute(runner, kv, a, 100);
-    const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
-    const slotB = await admit(kv, b, 64);
+    const { runner, kv, b, slotB } = await runningThenCommonPrefix("streams");
     assert.equal(slotB.length, 64);
     assert.equal(kv.stats.copiedTokens, 64);
     assert.equal(kv.stats.sharedTokens, 0);
@@ -216,18 +223,8 @@ describe("KvSlots", () => {
 
   test("streams: a restore beside a resident slot holding part of the prefix keeps its whole copy", async () => {
     const runner = new FakeModelRunner({ kvCells: 4 * 256, maxSeqs: 4, kvLayout: "streams" });
-    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
-    const kv = new KvSlots(runner, tiers, 16);
-    const common = seq(48, 7);
-    const a = fakeRequest("a", [...common, ...seq(100, 300)]);
-    await admit(kv, a, 0);
-    await compute(runner, kv, a, 148);
-    release(kv, a);
-    await kv.spillCache();
-    const b = fakeRequest("b", [...common, ...seq(60, 600)]);
-    await admit(kv, b, 48);
-    await compute(runner, kv, b, 108);
-    const a2 = fakeRequest("a2", [...common, ...seq(100, 300), ...seq(10, 50)]);
+    const { kv } = await finishedThenCommonPrefix(runner, true);
+    const a2 = fakeRequest("a2", [...COMMON, ...seq(100, 300), ...seq(10, 50)]);
     const slot = await admit(kv, a2, 144);
     assert.equal(slot.length, 144);
     assert.equal(kv.stats.restoredTokens, 48 + 144, "b's prefix, then a2's whole prefix");
