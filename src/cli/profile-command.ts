@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { BUILTIN_PRESETS } from "../engine/gguf/index.js";
+import { KV_LAYOUTS } from "../engine/model-runner.js";
 import { measureProfileToFile, type ProfileFileOptions } from "../engine/profile/profile-file.js";
 import { positiveInt } from "./sim-options.js";
 
@@ -34,6 +35,12 @@ export function profileCommand(): Command {
       positiveInt,
     )
     .option("--kv-cache-tokens <n>", "KV cells of the pool, as serve (default 16384)", positiveInt)
+    .addOption(
+      new Option(
+        "--kv-layout <layout>",
+        "KV layout, as serve (default unified); streams gives each sequence of the largest decode batch, and one more, its own stream",
+      ).choices(KV_LAYOUTS),
+    )
     .option("--quick", "small plan on the tiny model: seconds (tests, smoke runs)", false)
     .option("--prefill-tokens <list>", "prefill lengths, e.g. 256,512,1024,2048,4096,8192", intList)
     .option("--decode-batches <list>", "decode batch sizes, e.g. 1,2,4,8,16,32", intList)

@@ -173,7 +173,7 @@ export async function measurePrefillChunks(
     runner.context.clear();
     if (contextTokens > 0) await prefillSequence(runner, 0, contextTokens, chunkTokens);
     for (const tokens of sizes) {
-      if (contextTokens + tokens > runner.kvCells) continue;
+      if (contextTokens + tokens > runner.maxContextTokens) continue;
       const seconds: number[] = [];
       for (let r = 0; r < plan.prefillRepeats; r++) {
         const m = await prefillSequence(runner, 0, tokens, chunkTokens, contextTokens);
@@ -213,7 +213,10 @@ export async function measureDecode(
   const batch = new RunnerBatch(Math.max(...plan.decodeBatches, 1));
   for (const contextTokens of plan.decodeContexts) {
     const batches = plan.decodeBatches.filter(
-      (b) => b <= runner.maxSeqs && b * (contextTokens + plan.decodeSteps + 1) <= cells,
+      (b) =>
+        b <= runner.maxSeqs &&
+        b * (contextTokens + plan.decodeSteps + 1) <= cells &&
+        contextTokens + plan.decodeSteps + 1 <= runner.maxContextTokens,
     );
     if (batches.length === 0) continue;
     runner.context.clear();
@@ -250,7 +253,10 @@ export async function measureOffload(
   diskDir: string | undefined,
   log: ProgressLog = silent,
 ): Promise<OffloadSample> {
-  const tokens = Math.max(1, Math.min(plan.offloadTokens, runner.kvCells / 2 - 1));
+  const tokens = Math.max(
+    1,
+    Math.min(plan.offloadTokens, runner.kvCells / 2 - 1, runner.maxContextTokens - 1),
+  );
   runner.context.clear();
   await prefillSequence(runner, 0, tokens, chunkTokens);
   const saveRamS: number[] = [];

@@ -1,6 +1,7 @@
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { BuiltinPreset } from "../gguf/index.js";
+import type { KvLayout } from "../model-runner.js";
 import { describeProfile } from "./build-profile.js";
 import type { ProfilePlan } from "./measure.js";
 
@@ -13,6 +14,7 @@ export interface ProfileFileOptions {
   threads?: number;
   maxNumBatchedTokens?: number;
   kvCacheTokens?: number;
+  kvLayout?: KvLayout;
   quick: boolean;
   prefillTokens?: number[];
   decodeBatches?: number[];
@@ -42,6 +44,7 @@ export async function measureProfileToFile(
     ...(o.threads ? { threads: o.threads } : {}),
     ...(o.maxNumBatchedTokens ? { nBatch: o.maxNumBatchedTokens } : {}),
     ...(o.kvCacheTokens ? { kvCacheTokens: o.kvCacheTokens } : {}),
+    ...(o.kvLayout ? { kvLayout: o.kvLayout } : {}),
     ...(o.diskDir ? { diskDir: o.diskDir } : {}),
     quick: o.quick,
     plan,

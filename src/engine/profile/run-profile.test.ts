@@ -16,11 +16,11 @@ const native = isNativeAvailable();
 
 describe("planFor", () => {
   it("keeps lengths within the model's context and the pool", () => {
-    const plan = planFor(QUICK_PLAN, { nCtxTrain: 1024, kvCells: 16384 });
+    const plan = planFor(QUICK_PLAN, { maxContextTokens: 1024, kvCells: 16384 });
     assert.deepEqual(plan.prefillTokens, [128, 256, 512, 1024]);
     assert.deepEqual(plan.decodeContexts, [0, 512]);
     assert.equal(plan.offloadTokens, 1024);
-    assert.throws(() => planFor(QUICK_PLAN, { nCtxTrain: 300, kvCells: 16384 }), /fewer than 3/);
+    assert.throws(() => planFor(QUICK_PLAN, { maxContextTokens: 300, kvCells: 16384 }), /fewer than 3/);
   });
 });
 
@@ -31,6 +31,35 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
   });
   after(async () => {
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it("--kv-layout streams measures each sequence in its own stream and leaves out lengths beyond one", async () => {
+    const lines: string[] = [];
+    const file = await measureProfileToFile(
+      {
+        quick: true,
+        threads: 1,
+        out: join(dir, "streams.json"),
+        json: false,
+        decodeBatches: [1, 2, 4, 8],
+        decodeContexts: [0, 256],
+        kvCacheTokens: 4096,
+        kvLayout: "streams",
+      },
+      (line) => lines.push(line),
+      () => {},
+    );
+    // 8 sequences and one more: 9 streams of 4096 / 9 cells, rounded up to 512
+    assert.ok(
+      lines.some((l) => l.includes("in 9 streams of 512")),
+      lines[0],
+    );
+    assert.deepEqual(
+      file.prefill.points.map((p) => p.tokens),
+      [128, 256, 512],
+    );
+    assert.equal(file.decode.points.length, 8, "every batch at both contexts: each sequence has its stream");
+    assert.ok(loadEngineProfile(JSON.parse(await readFile(join(dir, "streams.json"), "utf8")) as unknown));
   });
 
   it("writes a profile that loads and predicts a fresh measurement within a loose band", async () => {

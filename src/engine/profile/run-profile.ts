@@ -1,11 +1,12 @@
 /**
- * `continuum profile`'s driver: opens the model the way `continuum serve` does (LlamaModelRunner: one
- * unified KV pool, flash attention, the same nBatch), runs the measurements, and returns the
+ * `continuum profile`'s driver: opens the model the way `continuum serve` does (LlamaModelRunner: its KV
+ * layout, flash attention, the same nBatch), runs the measurements, and returns the
  * `continuum-profile` document.
  */
 import { basename } from "node:path";
 import { type BuiltinPreset, ensureBuiltinModel } from "../gguf/index.js";
 import { defaultThreads, LlamaModelRunner } from "../llama-model-runner.js";
+import type { KvLayout } from "../model-runner.js";
 import {
   buildProfile,
   type ContinuumProfileFile,
@@ -36,6 +37,8 @@ export interface RunProfileOptions {
   readonly nBatch?: number;
   /** KV cells of the pool = serve's --kv-cache-tokens (default 16384) */
   readonly kvCacheTokens?: number;
+  /** serve's --kv-layout (default unified); with streams each sequence is measured in its own stream */
+  readonly kvLayout?: KvLayout;
   /** a smaller plan that runs in seconds (tests) */
   readonly quick?: boolean;
   /** overrides of the measurement plan */
@@ -74,14 +77,14 @@ export const QUICK_PLAN: ProfilePlan = {
   overheadTokens: 16,
 };
 
-/** The plan for a model: lengths that fit its training context and the pool. */
+/** The plan for a model: lengths that fit one sequence (its training context, its stream) and the pool. */
 export function planFor(
   base: ProfilePlan,
-  limits: { nCtxTrain: number; kvCells: number },
+  limits: { maxContextTokens: number; kvCells: number },
   overrides: Partial<ProfilePlan> = {},
 ): ProfilePlan {
   const plan = { ...base, ...overrides };
-  const maxTokens = Math.min(limits.nCtxTrain > 0 ? limits.nCtxTrain : limits.kvCells, limits.kvCells - 16);
+  const maxTokens = Math.min(limits.maxContextTokens, limits.kvCells - 16);
   const prefillTokens = plan.prefillTokens.filter((t) => t <= maxTokens);
   if (prefillTokens.length < 3) {
     throw new Error(
@@ -107,17 +110,20 @@ export async function runProfile(options: RunProfileOptions = {}): Promise<Conti
   const kvCells = options.kvCacheTokens ?? 16384;
   const base = options.quick ? QUICK_PLAN : DEFAULT_PLAN;
   const maxBatch = Math.max(...(options.plan?.decodeBatches ?? base.decodeBatches));
+  const kvLayout = options.kvLayout ?? "unified";
   const runner = await LlamaModelRunner.open({
     modelPath,
     kvCells,
-    maxSeqs: Math.min(256, Math.max(maxBatch, 16) + 1),
+    kvLayout,
+    // streams: one per sequence of the largest decode batch and one more, as serve's slots, each as large as it can be
+    maxSeqs: kvLayout === "streams" ? maxBatch + 1 : Math.min(256, Math.max(maxBatch, 16) + 1),
     batchTokens: nBatch,
     threads,
   });
   try {
     const plan = planFor(
       base,
-      { nCtxTrain: runner.model.info.nCtxTrain, kvCells: runner.kvCells },
+      { maxContextTokens: runner.maxContextTokens, kvCells: runner.kvCells },
       options.plan ?? {},
     );
     const model =
@@ -126,7 +132,8 @@ export async function runProfile(options: RunProfileOptions = {}): Promise<Conti
         ? (runner.model.meta("general.name") ?? basename(modelPath, ".gguf"))
         : `continuum-${preset}`);
     log(
-      `profiling ${model} (${modelPath}) with ${threads} threads, nBatch ${nBatch}, ${runner.kvCells} KV cells`,
+      `profiling ${model} (${modelPath}) with ${threads} threads, nBatch ${nBatch}, ${runner.kvCells} KV cells` +
+        (kvLayout === "streams" ? ` in ${runner.maxSeqs} streams of ${runner.maxContextTokens}` : ""),
     );
     const offload = await measureOffload(runner, plan, nBatch, options.diskDir, log);
     const prefill = await measurePrefill(runner, plan, nBatch, log);
