@@ -25,7 +25,8 @@ export interface LlamaRunnerOptions {
   readonly modelPath: string;
   /** name reported as the model id (default: general.name from the file, else the file name) */
   readonly modelId?: string;
-  /** KV cells over every slot (llama.cpp rounds up to a multiple of 256, per stream with `streams`) */
+  /** KV cells over every slot (unified: llama.cpp rounds up to a multiple of 256; streams: each stream is
+   * rounded down to one, at least 256) */
   readonly kvCells: number;
   /** sequence slots, up to 256 */
   readonly maxSeqs: number;
@@ -109,15 +110,19 @@ export class LlamaModelRunner implements ModelRunner {
     try {
       const batchTokens = options.batchTokens ?? 512;
       const threads = options.threads ?? defaultThreads();
+      const streams = options.kvLayout === "streams";
+      // llama.cpp rounds each stream up to a multiple of 256 cells: round down instead, so that the streams
+      // never take more memory than was asked for
+      const streamCells = Math.max(256, Math.floor(options.kvCells / options.maxSeqs / 256) * 256);
       const context = await model.createContext({
-        nCtx: options.kvCells,
+        nCtx: streams ? streamCells * options.maxSeqs : options.kvCells,
         nSeqMax: options.maxSeqs,
         nBatch: batchTokens,
         nUBatch: Math.min(batchTokens, 512),
         threads,
         threadsBatch: options.threadsBatch ?? threads,
         flashAttn: options.flashAttn ?? true,
-        kvUnified: (options.kvLayout ?? "unified") === "unified",
+        kvUnified: !streams,
         ...(options.kvCacheType ? { typeK: options.kvCacheType, typeV: options.kvCacheType } : {}),
       });
       const name = options.modelId ?? model.meta("general.name") ?? basename(options.modelPath, ".gguf");

@@ -43,13 +43,13 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
         json: false,
         decodeBatches: [1, 2, 4, 8],
         decodeContexts: [0, 256],
-        kvCacheTokens: 4096,
+        kvCacheTokens: 9 * 512,
         kvLayout: "streams",
       },
       (line) => lines.push(line),
       () => {},
     );
-    // 8 sequences and one more: 9 streams of 4096 / 9 cells, rounded up to 512
+    // 8 sequences and one more: 9 streams of 512 cells
     assert.ok(
       lines.some((l) => l.includes("in 9 streams of 512")),
       lines[0],
