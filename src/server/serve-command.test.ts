@@ -73,24 +73,16 @@ describe("continuum serve", () => {
     assert.equal(engine.shutdownCalls, 1);
   });
 
-  test("unknown KV layouts are refused", async () => {
-    const command = serveCommand()
-      .exitOverride()
-      .configureOutput({ writeErr: () => {} });
-    await assert.rejects(
-      command.parseAsync(["--kv-layout", "paged"], { from: "user" }),
-      /Allowed choices are unified, streams/,
-    );
-  });
-
-  test("unknown policies are refused", async () => {
-    const command = serveCommand()
-      .exitOverride()
-      .configureOutput({ writeErr: () => {} });
-    await assert.rejects(
-      command.parseAsync(["--scheduling-policy", "lifo"], { from: "user" }),
-      /unknown policy/,
-    );
+  test("unknown policies and KV layouts are refused", async () => {
+    for (const [argv, message] of [
+      [["--scheduling-policy", "lifo"], /unknown policy/],
+      [["--kv-layout", "paged"], /Allowed choices are unified, streams/],
+    ] as const) {
+      const command = serveCommand()
+        .exitOverride()
+        .configureOutput({ writeErr: () => {} });
+      await assert.rejects(command.parseAsync([...argv], { from: "user" }), message);
+    }
   });
 });
 
