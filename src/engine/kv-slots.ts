@@ -170,6 +170,8 @@ export class KvSlots {
   /** pinned slots, by program id (a program has one pin at most) */
   private readonly byPin = new Map<string, KvSlot>();
   private useCounter = 0;
+  /** unified pool: slots share a prefix's cells (copySeq); streams: each slot holds its own copy */
+  private readonly sharesCells: boolean;
 
   constructor(
     private readonly runner: ModelRunner,
@@ -179,6 +181,7 @@ export class KvSlots {
     private readonly options: KvSlotsOptions = { runningOnly: false },
   ) {
     this.slots = Array.from({ length: runner.maxSeqs }, (_, i) => new KvSlot(i));
+    this.sharesCells = runner.kvLayout === "unified";
     this.ledger = new CellLedger(runner.kvCells);
   }
 
@@ -295,7 +298,7 @@ export class KvSlots {
    */
   private async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
     source.lastUse = ++this.useCounter;
-    if (this.runner.kvLayout === "unified") {
+    if (this.sharesCells) {
       this.runner.copySeq(source.seqId, slot.seqId, tokens);
       this.ledger.sharePrefix(source.cells, slot.cells, tokens);
       this.stats.sharedTokens += tokens;
@@ -467,7 +470,7 @@ export class KvSlots {
     const tiers = this.tiers as KvTierStore;
     const protect = shared ? [slot, shared] : [slot];
     // with streams the entry lands in the empty slot's own stream
-    if (this.runner.kvLayout === "unified" && !(await this.ensureFree(entry.length, protect, true))) return;
+    if (this.sharesCells && !(await this.ensureFree(entry.length, protect, true))) return;
     let held: number;
     try {
       const state = await tiers.load(entry);
@@ -480,14 +483,14 @@ export class KvSlots {
     slot.content = content;
     this.truncate(slot, tokens);
     // with streams nothing is shared: the slot keeps its own copy
-    if (shared && sharedTokens > 0 && slot.length >= sharedTokens && this.runner.kvLayout === "unified") {
+    if (shared && sharedTokens > 0 && slot.length >= sharedTokens && this.sharesCells) {
       this.runner.removeSeq(slot.seqId, 0, sharedTokens);
       this.ledger.release(slot.cells, 0, sharedTokens);
       this.runner.copySeq(shared.seqId, slot.seqId, sharedTokens);
       this.ledger.sharePrefix(shared.cells, slot.cells, sharedTokens);
       this.stats.sharedTokens += sharedTokens;
     }
-    const swapped = shared && this.runner.kvLayout === "unified" ? Math.min(sharedTokens, slot.length) : 0;
+    const swapped = shared && this.sharesCells ? Math.min(sharedTokens, slot.length) : 0;
     this.stats.restoredTokens += slot.length - swapped;
   }
 }
