@@ -281,11 +281,15 @@ export class FakeModelRunner implements ModelRunner {
     this.poolClears++;
   }
 
-  async saveSeq(seqId: number): Promise<Buffer> {
+  async saveSeq(seqId: number, take?: (bytes: number) => Buffer): Promise<Buffer> {
     this.checkOpen();
     const seq = this.seq(seqId);
     if (seq.tokens.includes(-1)) throw new Error(`saveSeq: seq ${seqId} has holes`);
-    return Buffer.from(JSON.stringify({ fake: 1, tokens: seq.tokens }));
+    const state = Buffer.from(JSON.stringify({ fake: 1, tokens: seq.tokens }));
+    if (!take) return state;
+    const target = take(state.length);
+    state.copy(target);
+    return target.subarray(0, state.length);
   }
 
   async restoreSeq(seqId: number, state: Buffer): Promise<number> {

@@ -168,6 +168,26 @@ describe("KvSlots", () => {
     assert.equal(kv.stats.recomputedTokens, 0);
   });
 
+  test("a program's next saved turn reuses the memory of the state it supersedes", async () => {
+    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+    const { runner, kv } = await finishedTurnThenSpill(tiers);
+    let context = seq(90);
+    for (let turn = 2; turn <= 4; turn++) {
+      context = [...context, ...seq(16, 9000 + 100 * turn)];
+      const request = fakeRequest(`t${turn}`, context);
+      await admit(kv, request, context.length - 16);
+      await compute(runner, kv, request, context.length);
+      release(kv, request);
+      await kv.spillCache();
+    }
+    assert.equal(tiers.usage.entries, 1, "each turn's state superseded the one before");
+    assert.equal(kv.stats.savedToTier, 4);
+    assert.deepEqual(
+      { allocated: tiers.buffers.allocated, reused: tiers.buffers.reused },
+      { allocated: 2, reused: 2 },
+    );
+  });
+
   test("without a tier, cache KV stays resident as the prefix cache", async () => {
     const { runner } = await finishedTurnThenSpill(null);
     assert.equal(runner.usedCells, 90);

@@ -172,6 +172,8 @@ export class KvSlots {
   private useCounter = 0;
   /** unified pool: slots share a prefix's cells (copySeq); streams: each slot holds its own copy */
   private readonly sharesCells: boolean;
+  /** saved states go into the tier store's reusable buffers */
+  private readonly takeStateBuffer: ((bytes: number) => Buffer) | undefined;
 
   constructor(
     private readonly runner: ModelRunner,
@@ -182,6 +184,8 @@ export class KvSlots {
   ) {
     this.slots = Array.from({ length: runner.maxSeqs }, (_, i) => new KvSlot(i));
     this.sharesCells = runner.kvLayout === "unified";
+    const buffers = tiers?.buffers;
+    this.takeStateBuffer = buffers ? (bytes) => buffers.take(bytes) : undefined;
     this.ledger = new CellLedger(runner.kvCells);
   }
 
@@ -307,7 +311,12 @@ export class KvSlots {
     // the copy lands in the empty slot's own stream, which holds any sequence
     let held: number;
     try {
-      held = await this.runner.restoreSeq(slot.seqId, await this.runner.saveSeq(source.seqId));
+      const state = await this.runner.saveSeq(source.seqId, this.takeStateBuffer);
+      try {
+        held = await this.runner.restoreSeq(slot.seqId, state);
+      } finally {
+        this.tiers?.buffers.give(state);
+      }
     } catch {
       this.runner.removeSeq(slot.seqId, 0, -1);
       return;
@@ -429,8 +438,7 @@ export class KvSlots {
     let savedTo: "cpu" | "disk" | null = null;
     if (this.tiers?.enabled && content && slot.length >= this.blockSizeTokens && !this.heldElsewhere(slot)) {
       try {
-        const state = await this.runner.saveSeq(slot.seqId);
-        savedTo = await this.tiers.put(content, slot.length, state);
+        savedTo = await this.tiers.put(content, slot.length, (take) => this.runner.saveSeq(slot.seqId, take));
         if (savedTo) this.stats.savedToTier++;
       } catch {
         // a tier that cannot take it (disk error) only costs a recompute later

@@ -1,6 +1,7 @@
 import { mkdir, readFile, rm, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { TokenIdContent } from "../core/kv/token-content.js";
+import { StateBufferPool } from "./state-buffer-pool.js";
 
 export interface KvTierStoreOptions {
   /** bytes of saved sequence states kept in RAM (0: no CPU tier) */
@@ -54,6 +55,9 @@ export function commonBlocks(
  * engine had to drop from the pool, LRU per tier. A state pushed out of RAM falls to disk, one pushed out
  * of disk is deleted. A state that is a prefix of a newer one is superseded by it.
  */
+/** Dropped states' buffers kept for reuse (the largest); a few cover the saves between two drops. */
+const SPARE_STATE_BUFFERS = 4;
+
 export class KvTierStore {
   private readonly entries: TierEntry[] = [];
   private cpuUsed = 0;
@@ -61,6 +65,8 @@ export class KvTierStore {
   private useCounter = 0;
   private fileCounter = 0;
   private dirReady = false;
+  /** buffers of dropped states, for the next saves */
+  readonly buffers = new StateBufferPool(SPARE_STATE_BUFFERS);
   saved = 0;
   reloaded = 0;
 
@@ -94,18 +100,29 @@ export class KvTierStore {
     return this.entries.some((e) => commonBlocks(e.content, e.length, content, length, blocks, b) === blocks);
   }
 
-  /** Stores a saved state (RAM first, cascading LRU victims to disk); the tier it went to, or null. */
-  async put(content: TokenIdContent, length: number, state: Buffer): Promise<"cpu" | "disk" | null> {
+  /**
+   * Saves a sequence through `save`, which writes its state into a buffer of `take` (RAM first, cascading
+   * LRU victims to disk); the tier it went to, or null. Entries the new state extends are dropped first, so
+   * their memory can take it.
+   */
+  async put(
+    content: TokenIdContent,
+    length: number,
+    save: (take: (bytes: number) => Buffer) => Promise<Buffer>,
+  ): Promise<"cpu" | "disk" | null> {
     const { cpuBytes, diskBytes, blockSizeTokens: b } = this.options;
-    const bytes = state.length;
-    if (bytes > cpuBytes && bytes > diskBytes) return null;
-    // entries this one extends are redundant
     for (let i = this.entries.length - 1; i >= 0; i--) {
       const e = this.entries[i] as TierEntry;
       const blocks = Math.floor(e.length / b);
       if (e.length <= length && commonBlocks(e.content, e.length, content, length, blocks, b) === blocks) {
         await this.remove(i);
       }
+    }
+    const state = await save((bytes) => this.buffers.take(bytes));
+    const bytes = this.buffers.capacityOf(state);
+    if (bytes > cpuBytes && bytes > diskBytes) {
+      this.buffers.give(state);
+      return null;
     }
     const entry: TierEntry = { content, length, bytes, tier: "cpu", data: state, path: null, lastUse: 0 };
     entry.lastUse = ++this.useCounter;
@@ -169,6 +186,7 @@ export class KvTierStore {
     }
     const path = join(dir, `seq-${++this.fileCounter}.state`);
     await writeFile(path, entry.data as Buffer);
+    this.buffers.give(entry.data as Buffer);
     entry.tier = "disk";
     entry.data = null;
     entry.path = path;
@@ -186,8 +204,10 @@ export class KvTierStore {
   private async remove(index: number): Promise<void> {
     const [entry] = this.entries.splice(index, 1);
     if (!entry) return;
-    if (entry.tier === "cpu") this.cpuUsed -= entry.bytes;
-    else {
+    if (entry.tier === "cpu") {
+      this.cpuUsed -= entry.bytes;
+      if (entry.data) this.buffers.give(entry.data);
+    } else {
       this.diskUsed -= entry.bytes;
       if (entry.path) await unlink(entry.path).catch(() => {});
     }

@@ -227,8 +227,8 @@ export class LlamaModelRunner implements ModelRunner {
     this.context.seqCopy(srcSeqId, dstSeqId, 0, nTokens);
   }
 
-  saveSeq(seqId: number): Promise<Buffer> {
-    return this.context.saveSeqState(seqId);
+  saveSeq(seqId: number, take?: (bytes: number) => Buffer): Promise<Buffer> {
+    return take ? this.context.saveSeqStateInto(seqId, take) : this.context.saveSeqState(seqId);
   }
 
   clearPool(): void {

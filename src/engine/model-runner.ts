@@ -142,7 +142,7 @@ export interface ModelRunner {
   /** dst shares src's cells for positions [0, nTokens) (dst must hold none of those positions); unified only. */
   copySeq(srcSeqId: number, dstSeqId: number, nTokens: number): void;
   /** Serialises one slot's KV (the cells stay in the pool). */
-  saveSeq(seqId: number): Promise<Buffer>;
+  saveSeq(seqId: number, take?: (bytes: number) => Buffer): Promise<Buffer>;
   /** Restores saveSeq() output into a slot, replacing what it held; resolves to the positions it then holds. */
   restoreSeq(seqId: number, state: Buffer): Promise<number>;
   /**

@@ -233,6 +233,18 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
     // the KV payload dominates: n tokens x bytes per token (+ small headers)
     const kv = prompt.length * ctx.info.kvBytesPerToken!;
     assert.ok(size >= kv && size < kv + 4096, `state ${size} B for ${prompt.length} tokens`);
+    // the same bytes written into a caller's (larger) buffer; one too small is refused
+    const target = Buffer.alloc(size + 100, 0xee);
+    const into = await ctx.saveSeqStateInto(2, (bytes) => {
+      assert.equal(bytes, size);
+      return target;
+    });
+    assert.equal(into.buffer, target.buffer);
+    assert.ok(into.equals(state));
+    await assert.rejects(
+      ctx.saveSeqStateInto(2, () => Buffer.alloc(size - 1)),
+      (e: unknown) => isLlamaError(e, "LLAMA_STATE_SAVE_FAILED"),
+    );
     const path = join(tmp, "seq2.state");
     const written = await ctx.saveSeqStateFile(2, path, prompt);
     assert.equal((await stat(path)).size, written);

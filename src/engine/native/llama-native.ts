@@ -299,6 +299,7 @@ interface RawContext {
   memCanShift(): boolean;
   stateSeqSize(seqId: number): number;
   stateSeqSave(seqId: number): Promise<Buffer>;
+  stateSeqSaveInto(seqId: number, target: Buffer): Promise<number>;
   stateSeqLoad(seqId: number, state: Buffer): Promise<number>;
   stateSeqSaveFile(seqId: number, path: string, tokens?: Int32Array): Promise<number>;
   stateSeqLoadFile(seqId: number, path: string, capacity?: number): Promise<SeqStateFile>;
@@ -709,6 +710,17 @@ export class LlamaContext {
   /** Serializes one sequence's KV cells (RAM tier). The KV stays in the pool: remove it to free cells. */
   saveSeqState(seqId: number): Promise<Buffer> {
     return this.track(this.raw.stateSeqSave(seqId));
+  }
+
+  /**
+   * saveSeqState() into a Buffer of `take(bytes)` (at least `bytes` long); resolves to the part written. A
+   * reused Buffer spares the page faults of fresh memory and the old-space collections that V8 runs as new
+   * external memory piles up (a state is megabytes).
+   */
+  async saveSeqStateInto(seqId: number, take: (bytes: number) => Buffer): Promise<Buffer> {
+    const target = take(this.raw.stateSeqSize(seqId));
+    const written = await this.track(this.raw.stateSeqSaveInto(seqId, target));
+    return target.subarray(0, written);
   }
 
   /** Restores a saveSeqState() Buffer into seqId (replacing what it held). Resolves to bytes read. */

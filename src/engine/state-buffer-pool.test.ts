@@ -1,0 +1,41 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { StateBufferPool } from "./state-buffer-pool.js";
+
+describe("StateBufferPool", () => {
+  it("gives a dropped state's memory to the next save that fits, the smallest that fits first", () => {
+    const pool = new StateBufferPool(4);
+    const big = pool.take(4000);
+    const small = pool.take(1000);
+    assert.ok(big.length >= 4000 && small.length >= 1000);
+    pool.give(big.subarray(0, 4000));
+    pool.give(small.subarray(0, 1000));
+    assert.equal(pool.take(900).buffer, small.buffer);
+    assert.equal(pool.take(900).buffer, big.buffer);
+    assert.deepEqual({ reused: pool.reused, allocated: pool.allocated }, { reused: 2, allocated: 2 });
+  });
+
+  it("leaves headroom so a program's next, slightly longer state reuses its last one's buffer", () => {
+    const pool = new StateBufferPool(4);
+    const first = pool.take(5_000_000);
+    pool.give(first.subarray(0, 5_000_000));
+    assert.equal(pool.take(5_400_000).buffer, first.buffer);
+  });
+
+  it("never hands out memory it did not allocate, and counts a state by the memory behind it", () => {
+    const pool = new StateBufferPool(4);
+    const foreign = Buffer.from("a small string lives in a shared slab");
+    pool.give(foreign);
+    assert.notEqual(pool.take(8).buffer, foreign.buffer);
+    assert.equal(pool.capacityOf(foreign), foreign.length);
+    const own = pool.take(1000);
+    assert.equal(pool.capacityOf(own.subarray(0, 10)), own.buffer.byteLength);
+  });
+
+  it("keeps only the largest few spare buffers", () => {
+    const pool = new StateBufferPool(2);
+    const buffers = [100, 200, 300].map((n) => pool.take(n));
+    for (const b of buffers) pool.give(b);
+    assert.equal(pool.take(1).buffer, buffers[1]?.buffer, "the smallest was let go");
+  });
+});
