@@ -19,6 +19,7 @@ export function toJsonResult(r: PointResult) {
     throughput_jps: r.throughput_jps,
     makespan_s: r.makespan_s,
     hit_ratio: r.hit_ratio,
+    reusable_share: r.reusable_share,
     preemptions: r.preemptions,
     queue_delay: r.queue_delay,
     ttft: r.ttft,
@@ -27,13 +28,14 @@ export function toJsonResult(r: PointResult) {
     pins: r.pins,
     ttl: r.ttl,
     steps: r.steps,
+    gpu: r.gpu,
   };
 }
 
 const fmt = (x: number, digits = 1) => x.toFixed(digits);
 
 export function formatTable(results: readonly PointResult[]): string {
-  const head = ["policy", ...JCT_HEAD, "hit", "queue(s)", "preempt", "pins"];
+  const head = ["policy", ...JCT_HEAD, "hit", "queue(s)", "preempt", "pins", "busy", "seqs/step"];
   const rows = results.map((r) => [
     r.policy,
     ...jctCells(r, 1),
@@ -41,6 +43,8 @@ export function formatTable(results: readonly PointResult[]): string {
     fmt(r.queue_delay.mean, 2),
     String(r.preemptions),
     String(r.pins.created),
+    fmt(r.gpu.busy_fraction, 2),
+    fmt(r.gpu.sequences_per_step, 1),
   ]);
   return formatTextTable(head, rows);
 }

@@ -86,6 +86,28 @@ describe("simulate", () => {
     );
   });
 
+  it("says where the accelerator's time went: idle between sparse programs, busy and batching under a burst", () => {
+    const programs = Array.from({ length: 8 }, (_, i) => agent(`p${i}`, 4, 2000, 1));
+    const sparse = point(
+      "vllm",
+      programs,
+      programs.map((_, i) => i * 60),
+    );
+    const burst = point(
+      "vllm",
+      programs,
+      programs.map(() => 0),
+    );
+    assert.ok(sparse.gpu.busy_fraction > 0 && sparse.gpu.busy_fraction < 0.5, `${sparse.gpu.busy_fraction}`);
+    assert.ok(burst.gpu.busy_fraction > sparse.gpu.busy_fraction);
+    assert.ok(burst.gpu.sequences_per_step > 2 * sparse.gpu.sequences_per_step);
+    assert.ok(sparse.gpu.prefill_step_s > 0 && sparse.gpu.decode_step_s > 0);
+    // each turn after the first finds its whole context in a cache that never forgets: 3 of 4 turns' context
+    const reusable = (0 + 2032 + 4064 + 6096) / (2000 + 4032 + 6064 + 8096);
+    assert.ok(Math.abs(sparse.reusable_share - reusable) < 1e-9);
+    assert.ok(sparse.hit_ratio <= sparse.reusable_share + 1e-9);
+  });
+
   it("replicas behind a router: more replicas serve the same load faster; sticky routing keeps KV reuse", () => {
     const at = (replicas: number, router: EngineOptions["router"]) =>
       runPointJob({ ...job("cachettl", 2), engine: { ...SMALL_POOL, replicas, router } });

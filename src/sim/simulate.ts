@@ -7,7 +7,7 @@ import { type EventRecorder, MemorySink, Recorder } from "../core/recorder/recor
 import { Scheduler } from "../core/scheduler.js";
 import type { StepPlan } from "../core/step-plan.js";
 import { createPolicy } from "../policies/index.js";
-import type { TraceProgram } from "../workload/trace.js";
+import { type TraceProgram, traceStats } from "../workload/trace.js";
 import { createRouter, type RouterName, runClusterSimulation } from "./cluster.js";
 import { type ProgramOutcome, runSimulation, type SimProgramSpec } from "./event-loop.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
@@ -102,6 +102,13 @@ export interface PointResult {
     pinned_ttl_s: Distribution;
   };
   steps: number;
+  /**
+   * Where the accelerator's time went: the share of makespan x replicas spent in steps, seconds of steps
+   * that prefilled (decode tokens ride along) and of decode-only steps, and sequences per step.
+   */
+  gpu: { busy_fraction: number; prefill_step_s: number; decode_step_s: number; sequences_per_step: number };
+  /** Σcached / Σinput of the simulated programs: the hit ratio a cache that never forgets would reach */
+  reusable_share: number;
   /** per-program JCTs (seconds) in program order, for CDFs */
   jcts: number[];
   kv_usage: UsageSample[];
@@ -139,15 +146,25 @@ export function simulatePoint(spec: PointSpec): PointResult {
   };
   const schedulers = Array.from({ length: engine.replicas }, replica);
   const accumulator = stepAccumulatorFor(profile.latency);
+  const gpu: GpuTime = { prefillStepS: 0, decodeStepS: 0, sequences: 0, steps: 0 };
   const stepTimeS = (plan: StepPlan) => {
     accumulator.beginStep();
-    for (const chunk of plan.chunks) accumulator.addChunk(chunk.numTokens, chunk.contextTokens);
+    let prefills = false;
+    for (const chunk of plan.chunks) {
+      accumulator.addChunk(chunk.numTokens, chunk.contextTokens);
+      if (chunk.numTokens > 1) prefills = true;
+    }
     let reloadS = 0;
     for (const reload of plan.reloads) {
       const bandwidth = reload.tier === "cpu" ? profile.cpuOffloadBandwidthBps : profile.diskBandwidthBps;
       reloadS += (reload.tokens * profile.kvBytesPerToken) / bandwidth;
     }
-    return accumulator.endStepS() + reloadS;
+    const durationS = accumulator.endStepS() + reloadS;
+    if (prefills) gpu.prefillStepS += durationS;
+    else gpu.decodeStepS += durationS;
+    gpu.sequences += plan.chunks.length;
+    if (plan.chunks.length > 0) gpu.steps++;
+    return durationS;
   };
   const specs: SimProgramSpec[] = spec.programs.map((program, i) => ({
     id: program.id,
@@ -187,7 +204,7 @@ export function simulatePoint(spec: PointSpec): PointResult {
     writeFileSync(`${spec.recordPath}.jsonl.tmp`, log.toJsonl());
     renameSync(`${spec.recordPath}.jsonl.tmp`, `${spec.recordPath}.jsonl`);
   }
-  return summarizePoint(spec, result.programs, result.endS, schedulers, pins, result.steps, usage);
+  return summarizePoint(spec, result.programs, result.endS, schedulers, pins, result.steps, usage, gpu);
 }
 
 class TeeRecorder implements EventRecorder {
@@ -217,6 +234,14 @@ function distribution(xs: readonly number[]): Distribution {
   return { mean: s.mean, p50: s.p50, p90: s.p90, p95: s.p95, p99: s.p99 };
 }
 
+/** Step time by kind, summed over the run (every replica). */
+interface GpuTime {
+  prefillStepS: number;
+  decodeStepS: number;
+  sequences: number;
+  steps: number;
+}
+
 function summarizePoint(
   spec: PointSpec,
   outcomes: readonly ProgramOutcome[],
@@ -225,6 +250,7 @@ function summarizePoint(
   pins: PinDurationRecorder,
   steps: number,
   usage: UsageSample[],
+  gpu: GpuTime,
 ): PointResult {
   const completed = outcomes.filter((p) => p.finishS !== null);
   const jcts = completed.map((p) => (p.finishS as number) - p.arrivalS);
@@ -284,6 +310,14 @@ function summarizePoint(
       pinned_ttl_s: distribution(pins.ttlsS),
     },
     steps,
+    gpu: {
+      busy_fraction:
+        makespanS > 0 ? (gpu.prefillStepS + gpu.decodeStepS) / (makespanS * schedulers.length) : 0,
+      prefill_step_s: gpu.prefillStepS,
+      decode_step_s: gpu.decodeStepS,
+      sequences_per_step: gpu.steps > 0 ? gpu.sequences / gpu.steps : 0,
+    },
+    reusable_share: traceStats(spec.programs).reusableFraction,
     jcts,
     kv_usage: usage,
   };
