@@ -266,10 +266,16 @@ export async function measureOffload(
   const dir = await mkdtemp(join(diskDir ?? tmpdir(), "continuum-profile-"));
   const file = join(dir, "seq.state");
   let bytes = 0;
+  // saves write into a reused buffer, as the engine's RAM tier does (the warm-up allocates it)
+  let target: Buffer | null = null;
+  const take = (n: number) => {
+    if (!target || target.length < n) target = Buffer.allocUnsafeSlow(n);
+    return target;
+  };
   try {
     for (let r = 0; r <= plan.offloadRepeats; r++) {
       let t0 = performance.now();
-      const state = await runner.saveSeq(0);
+      const state = await runner.saveSeq(0, take);
       const save = (performance.now() - t0) / 1000;
       bytes = state.length;
       runner.removeSeq(1);
