@@ -803,93 +803,86 @@ Napi::Value Context::StateSeqSave(const Napi::CallbackInfo& info) {
   return p;
 }
 
-// Writes into a caller's Buffer: a reused buffer spares the page faults of fresh memory and, unlike a new
-// Buffer per save, adds nothing to V8's external memory (whose growth forces old-space collections).
-class SeqSaveIntoWorker : public ContextWorker {
+// A worker on one sequence and a caller's Buffer (kept alive until it settles); resolves to the bytes moved.
+class SeqBufferWorker : public ContextWorker {
  public:
-  SeqSaveIntoWorker(Context* owner, const Napi::Object& self, int32_t seq, Napi::Buffer<uint8_t> buf)
-      : ContextWorker(owner, self), seq_(seq), data_(buf.Data()), capacity_(buf.Length()) {
+  SeqBufferWorker(Context* owner, const Napi::Object& self, int32_t seq, Napi::Buffer<uint8_t> buf)
+      : ContextWorker(owner, self), seq_(seq), data_(buf.Data()), size_(buf.Length()) {
     bufRef_ = Napi::Persistent(buf.As<Napi::Object>());
   }
+
+ protected:
+  Napi::Value Result(Napi::Env env) override { return Napi::Number::New(env, static_cast<double>(bytes_)); }
+
+  int32_t seq_;
+  uint8_t* data_;
+  size_t size_;
+  size_t bytes_ = 0;
+
+ private:
+  Napi::ObjectReference bufRef_;
+};
+
+// Queues a SeqBufferWorker for (seqId, buffer) arguments.
+template <typename W>
+Napi::Value queueSeqBufferWorker(Context* self, const Napi::CallbackInfo& info, int32_t seq) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[1].IsBuffer()) throw Napi::TypeError::New(env, "state must be a Buffer");
+  auto* w = new W(self, self->Value(), seq, info[1].As<Napi::Buffer<uint8_t>>());
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+// Writes into a caller's Buffer: a reused buffer spares the page faults of fresh memory and, unlike a new
+// Buffer per save, adds nothing to V8's external memory (whose growth forces old-space collections).
+class SeqSaveIntoWorker : public SeqBufferWorker {
+ public:
+  using SeqBufferWorker::SeqBufferWorker;
   void Execute() override {
     ContextState& s = *st_;
     try {
       const size_t size = llama_state_seq_get_size(s.ctx, seq_);
-      if (size > capacity_) {
+      if (size > size_) {
         Fail("LLAMA_STATE_SAVE_FAILED", "state of " + std::to_string(size) + " bytes does not fit a buffer of " +
-                                            std::to_string(capacity_));
+                                            std::to_string(size_));
         return;
       }
-      written_ = llama_state_seq_get_data(s.ctx, data_, size, seq_);
-      if (written_ != size) {
-        Fail("LLAMA_STATE_SAVE_FAILED", "llama_state_seq_get_data wrote " + std::to_string(written_) + " of " +
+      bytes_ = llama_state_seq_get_data(s.ctx, data_, size, seq_);
+      if (bytes_ != size) {
+        Fail("LLAMA_STATE_SAVE_FAILED", "llama_state_seq_get_data wrote " + std::to_string(bytes_) + " of " +
                                             std::to_string(size) + " bytes");
       }
     } catch (const std::exception& e) {
       Fail("LLAMA_STATE_SAVE_FAILED", e.what());
     }
   }
-
- protected:
-  Napi::Value Result(Napi::Env env) override { return Napi::Number::New(env, static_cast<double>(written_)); }
-
- private:
-  int32_t seq_;
-  uint8_t* data_;
-  size_t capacity_;
-  size_t written_ = 0;
-  Napi::ObjectReference bufRef_;
 };
 
 // stateSeqSaveInto(seqId, buffer) -> Promise<bytesWritten>
 Napi::Value Context::StateSeqSaveInto(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  idle(env);
-  const int32_t seq = seqArg(info, 0);
-  if (info.Length() < 2 || !info[1].IsBuffer()) throw Napi::TypeError::New(env, "target must be a Buffer");
-  auto* w = new SeqSaveIntoWorker(this, Value(), seq, info[1].As<Napi::Buffer<uint8_t>>());
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  idle(info.Env());
+  return queueSeqBufferWorker<SeqSaveIntoWorker>(this, info, seqArg(info, 0));
 }
 
-class SeqLoadWorker : public ContextWorker {
+class SeqLoadWorker : public SeqBufferWorker {
  public:
-  SeqLoadWorker(Context* owner, const Napi::Object& self, int32_t seq, Napi::Buffer<uint8_t> buf)
-      : ContextWorker(owner, self), seq_(seq), data_(buf.Data()), size_(buf.Length()) {
-    bufRef_ = Napi::Persistent(buf.As<Napi::Object>());
-  }
+  using SeqBufferWorker::SeqBufferWorker;
   void Execute() override {
     try {
-      read_ = llama_state_seq_set_data(st_->ctx, data_, size_, seq_);
+      bytes_ = llama_state_seq_set_data(st_->ctx, data_, size_, seq_);
     } catch (const std::exception& e) {
       Fail("LLAMA_STATE_LOAD_FAILED", e.what());
       return;
     }
-    if (read_ == 0) Fail("LLAMA_STATE_LOAD_FAILED", "llama_state_seq_set_data rejected the state (see log)");
+    if (bytes_ == 0) Fail("LLAMA_STATE_LOAD_FAILED", "llama_state_seq_set_data rejected the state (see log)");
   }
-
- protected:
-  Napi::Value Result(Napi::Env env) override { return Napi::Number::New(env, static_cast<double>(read_)); }
-
- private:
-  int32_t seq_;
-  const uint8_t* data_;
-  size_t size_;
-  size_t read_ = 0;
-  Napi::ObjectReference bufRef_;
 };
 
 // stateSeqLoad(seqId, buffer) -> Promise<bytesRead>: replaces the sequence's cells with the saved ones.
 Napi::Value Context::StateSeqLoad(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  idle(env);
-  const int32_t seq = seqArg(info, 0);
-  if (info.Length() < 2 || !info[1].IsBuffer()) throw Napi::TypeError::New(env, "state must be a Buffer");
-  auto* w = new SeqLoadWorker(this, Value(), seq, info[1].As<Napi::Buffer<uint8_t>>());
-  Napi::Promise p = w->Promise();
-  w->Queue();
-  return p;
+  idle(info.Env());
+  return queueSeqBufferWorker<SeqLoadWorker>(this, info, seqArg(info, 0));
 }
 
 class SeqSaveFileWorker : public ContextWorker {
