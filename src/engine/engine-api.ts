@@ -103,6 +103,11 @@ export interface EngineMetrics {
   readonly pinsExpired: number;
   /** pins given up under memory pressure */
   readonly pinsSacrificed: number;
+  /**
+   * what the TTL model prices re-prefilling a 1024-token context at: from --profile, from the engine's
+   * measured steps, or the default until it has measured enough
+   */
+  readonly prefill1kTokensS: number;
 }
 
 /** Why the engine refuses a request; the server maps each code to a status. */

@@ -393,4 +393,21 @@ describe("engine over the fake runner", () => {
       await engine.shutdown();
     }
   });
+
+  test("without a profile, the TTL model prices prefill from the steps the engine ran", async () => {
+    // the fake's steps cost 3 ms + 0.25 ms a row; the default model before any step says 0.2 ms a token + 5 ms
+    await withEngine(
+      { policy: "vllm", stepDelayMs: 3, tokenDelayMs: 0.25, maxNumBatchedTokens: 64 },
+      async (engine) => {
+        const before = engine.metrics().prefill1kTokensS;
+        assert.ok(Math.abs(before - (0.005 + 0.2e-3 * 1024)) < 1e-9, `default ${before}`);
+        for (let i = 0; i < 4; i++) {
+          await run(engine, request(`p${i}`, `${i} ${"y".repeat(150)}`, { sampling: { maxTokens: 3 } }));
+        }
+        const measured = engine.metrics().prefill1kTokensS;
+        const expected = (1024 / 64) * 0.003 + 1024 * 0.25e-3;
+        assert.ok(Math.abs(measured / expected - 1) < 0.01, `measured ${measured}, expected ${expected}`);
+      },
+    );
+  });
 });

@@ -1,3 +1,4 @@
+import { CalibratedCostModel } from "../core/calibrated-cost-model.js";
 import { type Clock, RealClock } from "../core/clock.js";
 import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
 import { GIB, tierConfigs } from "../core/kv/offload-tiers.js";
@@ -62,7 +63,10 @@ export interface EngineOptions {
    * model on the CPU with a RAM tier, where both are the same memory (default false).
    */
   readonly kvRunningOnly?: boolean;
-  /** PrefillReload for the TTL model (default: a linear CPU-ish prefill, see defaultCostModel) */
+  /**
+   * PrefillReload for the TTL model, e.g. from a `continuum profile`. Default: prefill priced from the
+   * engine's own steps as they run (CalibratedCostModel), defaultCostModel until it has seen enough.
+   */
   readonly costs?: CostModel;
   readonly ttl?: TtlEstimatorOptions;
   /** waiting requests beyond which new ones are refused as overloaded (default 1024) */
@@ -160,6 +164,9 @@ export class Engine implements EngineService {
   private readonly clock: Clock;
   private readonly recorder: EventRecorder | null;
   private readonly stepLog: StepLogFile | null;
+  /** the TTL model's prefill prices learnt from the steps run; null when the caller gave the costs */
+  readonly calibratedCosts: CalibratedCostModel | null;
+  private readonly costs: CostModel;
   private readonly tierStore: KvTierStore | null;
   private readonly blockSizeTokens: number;
   private readonly maxWaiting: number;
@@ -202,6 +209,11 @@ export class Engine implements EngineService {
     this.maxContextTokens = Math.min(runner.maxContextTokens, numBlocks * b);
 
     const tierOpts = options.tiers ?? {};
+    const maxNumBatchedTokens = options.maxNumBatchedTokens ?? 512;
+    this.calibratedCosts = options.costs
+      ? null
+      : new CalibratedCostModel(defaultCostModel(runner.kvBytesPerToken, tierOpts), maxNumBatchedTokens);
+    this.costs = options.costs ?? (this.calibratedCosts as CalibratedCostModel);
     const cpuBytes = Math.max(0, Math.floor(tierOpts.cpuBytes ?? 0));
     const diskBytes = Math.max(0, Math.floor(tierOpts.diskBytes ?? 0));
     const tiers = tierConfigs({
@@ -231,11 +243,11 @@ export class Engine implements EngineService {
       {
         numBlocks,
         blockSizeTokens: b,
-        maxNumBatchedTokens: options.maxNumBatchedTokens ?? 512,
+        maxNumBatchedTokens,
         maxNumSeqs,
         kvBytesPerToken: runner.kvBytesPerToken,
         tiers,
-        costs: options.costs ?? defaultCostModel(runner.kvBytesPerToken, tierOpts),
+        costs: this.costs,
         ...(options.ttl ? { ttl: options.ttl } : {}),
         ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
       },
@@ -415,6 +427,7 @@ export class Engine implements EngineService {
       pinsCreated: s.stats.pinsCreated,
       pinsExpired: s.stats.pinsExpired,
       pinsSacrificed: s.stats.pinsSacrificed,
+      prefill1kTokensS: this.costs.prefillS(1024),
     };
   }
 
@@ -533,12 +546,14 @@ export class Engine implements EngineService {
       this.failStep(plan, error);
     }
     const durationS = (performance.now() - t0) / 1000;
+    const ran = inBatch.map(({ chunk, rows }) => [rows, chunk.startToken + chunk.numTokens - rows] as const);
+    this.calibratedCosts?.observe(ran, computeS);
     this.stepLog?.log({
       t: startS,
       wallS: durationS,
       computeS,
       planned: plan.chunks.map((c) => [c.numTokens, c.contextTokens] as const),
-      ran: inBatch.map(({ chunk, rows }) => [rows, chunk.startToken + chunk.numTokens - rows] as const),
+      ran,
       restoredTokens: this.kv.stats.restoredTokens - restoredBefore,
     });
     this.loopStats.steps++;

@@ -74,6 +74,12 @@ export class ServerMetrics {
       () => m().pinsExpired,
     );
 
+    gauge(
+      "continuum:ttl_prefill_1k_tokens_seconds",
+      "What the TTL cost model prices re-prefilling a 1024-token context at (--profile, else measured from the engine's steps).",
+      () => m().prefill1kTokensS,
+    );
+
     registerVllmGauges(registers, m);
     this.vllmTokenLatency = registerVllmTokenLatency(registers);
 

@@ -190,6 +190,7 @@ export class FakeEngine implements EngineService {
       pinsCreated: 0,
       pinsExpired: 0,
       pinsSacrificed: 0,
+      prefill1kTokensS: 0.2,
       ...this.options.metrics,
     };
   }
