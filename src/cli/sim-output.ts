@@ -23,6 +23,7 @@ export function toJsonResult(r: PointResult) {
     preemptions: r.preemptions,
     queue_delay: r.queue_delay,
     ttft: r.ttft,
+    first_turn_ttft: r.first_turn_ttft,
     prefill_tokens_saved: r.prefill_tokens_saved,
     reload_tokens: r.reload_tokens,
     pins: r.pins,

@@ -241,3 +241,43 @@ describe("cachettl-adaptive:p90-pins", () => {
     assert.equal(log.ofKind("pinned").at(-1)?.ttlS, 800, "p90 of all 20 samples; pytest's own would be 900");
   });
 });
+
+describe("cachettl-adaptive:pin-until-pressure", () => {
+  it("pins a turn ending in a tool call until the longest tool call seen (the 99th percentile)", () => {
+    const untilPressure = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl: "until-pressure" });
+    const { scheduler, clock, log } = loggedScheduler(untilPressure, { numBlocks: 20 });
+    for (let i = 1; i <= 100; i++) scheduler.ttl.tools.record(i % 2 === 0 ? "pytest" : "ls", i);
+    addRequest(scheduler, "A0", 64, { programId: "A", toolHint: "ls" });
+    step(scheduler, clock);
+    assert.equal(log.ofKind("pinned").at(-1)?.ttlS, 99);
+  });
+});
+
+describe("cachettl-adaptive:bounded-overtaking", () => {
+  /** Program A starts at 0; at 10 s a newcomer N waits behind a running turn; A's next turn comes at 10 + returnS. */
+  function firstAdmittedAfterHog(order: "program-fcfs" | "bounded-overtaking", returnS: number): string {
+    const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, order });
+    const { scheduler, clock } = loggedScheduler(policy, { numBlocks: 64, maxNumSeqs: 1 });
+    // tool calls of 1-20 s seen: A's own 25-35 s call, recorded when it returns, does not move the p99
+    for (let i = 0; i < 400; i++) scheduler.ttl.tools.record("pytest", 1 + (i % 20));
+    addRequest(scheduler, "A0", 64, { programId: "A", toolHint: "pytest" });
+    step(scheduler, clock);
+    clock.advanceTo(10);
+    addRequest(scheduler, "H0", 64, { programId: "H", maxOutputTokens: 8, isLastStep: true });
+    step(scheduler, clock);
+    addRequest(scheduler, "N0", 64, { programId: "N", isLastStep: true });
+    clock.advanceTo(10 + returnS);
+    addRequest(scheduler, "A1", 64, { programId: "A", isLastStep: true });
+    for (let i = 0; i < 20; i++) {
+      const admitted = admittedIds(step(scheduler, clock));
+      if (admitted.length > 0) return admitted[0] as string;
+    }
+    throw new Error("nothing admitted");
+  }
+
+  it("lets a returning turn overtake only turns that arrived less than the longest tool call before it", () => {
+    assert.equal(firstAdmittedAfterHog("program-fcfs", 25), "A1", "program FCFS: A started first");
+    assert.equal(firstAdmittedAfterHog("bounded-overtaking", 5), "A1", "A is back 5 s after N came");
+    assert.equal(firstAdmittedAfterHog("bounded-overtaking", 25), "N0", "N waited longer than 20 s ago");
+  });
+});

@@ -36,14 +36,25 @@ export interface AdaptiveOptions {
    * unweighted; or only those whose KV is held right now
    */
   readonly counts: "duty-weighted" | "every-active" | "holding-memory";
-  /** pin for CacheTTL's cost-model TTL (eq. 2), or until the tool's 90th-percentile duration */
-  readonly ttl: "cachettl" | "tool-p90";
+  /**
+   * pin for CacheTTL's cost-model TTL (eq. 2), until the tool's 90th-percentile duration, or until the
+   * longest tool call seen (a pin then ends when its program returns or when memory is needed: pins are
+   * sacrificed before anything else, so holding one costs nothing while nobody waits for memory)
+   */
+  readonly ttl: "cachettl" | "tool-p90" | "until-pressure";
+  /**
+   * waiting turns by their program's arrival (program-level FCFS), or with bounded overtaking: a turn
+   * ranks at max(program arrival, its own arrival - the longest tool call seen), so a returning turn goes
+   * ahead only of turns that arrived less than that long before it
+   */
+  readonly order: "program-fcfs" | "bounded-overtaking";
 }
 
 export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   admission: "lifetime-mean",
   counts: "duty-weighted",
   ttl: "cachettl",
+  order: "program-fcfs",
 };
 
 /** Finished programs remembered for E[F | F >= c]; older ones are forgotten first. */
@@ -224,12 +235,24 @@ export function createCacheTtlAdaptivePolicy(
         returns.turnArrived(request, program, ctx.nowS, returnWithinS(ctx));
       }
       pinnedThenProgramFcfs(request, program);
+      if (options.order === "bounded-overtaking") {
+        const boundS = returnWithinS(ctx);
+        if (Number.isFinite(boundS)) {
+          request.priority[2] = Math.max(program.firstArrivalS, request.arrivalS - boundS);
+        }
+      }
     },
     retain(request, program, tool, ctx) {
       returns.turnEnded(request, program, ctx.nowS);
       const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
       if (options.ttl === "cachettl") return paper.ttlS > 0 ? { kind: "pin", ttlS: paper.ttlS } : FREE;
-      const ttlS = toolP90S(tool, ctx) ?? paper.ttlS;
+      const longestS = returnWithinS(ctx);
+      const ttlS =
+        options.ttl === "until-pressure"
+          ? Number.isFinite(longestS)
+            ? longestS
+            : paper.ttlS
+          : (toolP90S(tool, ctx) ?? paper.ttlS);
       return ttlS > 0 ? { kind: "pin", ttlS } : FREE;
     },
     pinVictimRank: latestProgramFirst,

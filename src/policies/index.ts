@@ -32,6 +32,10 @@ const FACTORIES = {
   "cachettl-adaptive:every-active": () => adaptiveVariant({ counts: "every-active" }, "every-active"),
   "cachettl-adaptive:holding-memory": () => adaptiveVariant({ counts: "holding-memory" }, "holding-memory"),
   "cachettl-adaptive:p90-pins": () => adaptiveVariant({ ttl: "tool-p90" }, "p90-pins"),
+  "cachettl-adaptive:pin-until-pressure": () =>
+    adaptiveVariant({ ttl: "until-pressure" }, "pin-until-pressure"),
+  "cachettl-adaptive:bounded-overtaking": () =>
+    adaptiveVariant({ order: "bounded-overtaking" }, "bounded-overtaking"),
 } satisfies Record<string, () => SchedulingPolicy>;
 
 function adaptiveVariant(change: Partial<AdaptiveOptions>, suffix: string): SchedulingPolicy {

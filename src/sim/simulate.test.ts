@@ -108,6 +108,25 @@ describe("simulate", () => {
     assert.ok(sparse.hit_ratio <= sparse.reusable_share + 1e-9);
   });
 
+  it("reports new programs' first-turn TTFT apart: under program FCFS they wait behind returning turns", () => {
+    // four long-running programs, then a newcomer while they still return every second
+    const programs = [
+      ...Array.from({ length: 4 }, (_, i) => agent(`old${i}`, 12, 3000, 0.5)),
+      agent("new", 2, 500, 1),
+    ];
+    const arrivalsS = [0, 0, 0, 0, 20];
+    const fcfs = point("vllm", programs, arrivalsS);
+    const byProgram = point("program-fcfs", programs, arrivalsS);
+    for (const r of [fcfs, byProgram]) {
+      assert.ok(r.first_turn_ttft.p99 >= r.first_turn_ttft.p50);
+      assert.equal(r.completed, 5);
+    }
+    assert.ok(
+      byProgram.first_turn_ttft.p99 > fcfs.first_turn_ttft.p99,
+      `program FCFS ${byProgram.first_turn_ttft.p99} s, request FCFS ${fcfs.first_turn_ttft.p99} s`,
+    );
+  });
+
   it("replicas behind a router: more replicas serve the same load faster; sticky routing keeps KV reuse", () => {
     const at = (replicas: number, router: EngineOptions["router"]) =>
       runPointJob({ ...job("cachettl", 2), engine: { ...SMALL_POOL, replicas, router } });

@@ -9,7 +9,7 @@ import type { StepPlan } from "../core/step-plan.js";
 import { createPolicy } from "../policies/index.js";
 import { type TraceProgram, traceStats } from "../workload/trace.js";
 import { createRouter, type RouterName, runClusterSimulation } from "./cluster.js";
-import { type ProgramOutcome, runSimulation, type SimProgramSpec } from "./event-loop.js";
+import { type ProgramOutcome, runSimulation, type SimProgramSpec, type TurnOutcome } from "./event-loop.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
 import { stepAccumulatorFor } from "./hardware/step-latency.js";
 
@@ -87,6 +87,8 @@ export interface PointResult {
   preemptions: number;
   queue_delay: Distribution;
   ttft: Distribution;
+  /** TTFT of programs' first turns: how long a new program waits behind returning turns and admission */
+  first_turn_ttft: Distribution;
   prefill_tokens_saved: number;
   reload_tokens: number;
   pins: { created: number; reused: number; expired: number; sacrificed: number; duration: Distribution };
@@ -261,9 +263,9 @@ function summarizePoint(
   const queueDelays = turns
     .filter((t) => t.admittedS !== null)
     .map((t) => (t.admittedS as number) - t.arrivalS);
-  const ttfts = turns
-    .filter((t) => t.firstTokenS !== null)
-    .map((t) => (t.firstTokenS as number) - t.arrivalS);
+  const ttftOf = (ofTurns: readonly TurnOutcome[]) =>
+    ofTurns.filter((t) => t.firstTokenS !== null).map((t) => (t.firstTokenS as number) - t.arrivalS);
+  const firstTurns = outcomes.flatMap((p) => p.turns.slice(0, 1));
   const sum = (of: (s: Scheduler) => number) => schedulers.reduce((total, s) => total + of(s), 0);
   const meanOf = (of: (s: Scheduler) => number) => sum(of) / schedulers.length;
   const stats = {
@@ -293,7 +295,8 @@ function summarizePoint(
     hit_ratio: stats.prefixQueryTokens > 0 ? stats.prefixHitTokens / stats.prefixQueryTokens : 0,
     preemptions: stats.preemptions,
     queue_delay: distribution(queueDelays),
-    ttft: distribution(ttfts),
+    ttft: distribution(ttftOf(turns)),
+    first_turn_ttft: distribution(ttftOf(firstTurns)),
     prefill_tokens_saved: stats.prefixHitTokens - stats.reloadTokens,
     reload_tokens: stats.reloadTokens,
     pins: {
