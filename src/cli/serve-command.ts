@@ -187,6 +187,11 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
   log(`  ${engine.kvSummary}`);
+  log(
+    o.profile
+      ? `  TTL cost model from ${o.profile}`
+      : "  TTL cost model: prefill priced from the engine's own steps (--profile <file> for a measured one)",
+  );
   if (o.dashboard ?? true) log(`  live dashboard at ${server.url}/dashboard`);
   const agent =
     o.agentPort === undefined
