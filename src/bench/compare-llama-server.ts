@@ -62,7 +62,7 @@ const { values: args } = parseArgs({
     "max-tool-s": { type: "string", default: "3" },
     np: { type: "string", default: "1,2,4" },
     "cache-ram-mib": { type: "string", default: "4096" },
-    policies: { type: "string", default: "vllm,cachettl,continuum-heuristic" },
+    policies: { type: "string", default: "vllm,cachettl,cachettl-adaptive,continuum-heuristic" },
     seed: { type: "string", default: "1" },
     "no-trial": { type: "boolean", default: false },
     "skip-sim": { type: "boolean", default: false },
@@ -78,6 +78,7 @@ const { values: args } = parseArgs({
   },
 });
 const CLI = ["--import", "tsx", resolve(args.cli)];
+const RAW_DECODE_STEPS = 128;
 
 const threads = Number(args.threads);
 const kvTokens = Number(args["kv-tokens"]);
@@ -323,7 +324,8 @@ const profileLatency = loadEngineProfile(profileFile).latency;
 // 4. raw kernels: llama-batched-bench vs ours
 const raw: RawRow[] = [];
 if (!args["skip-raw"]) {
-  const common = ["-npp", "512", "-ntg", "32", "-npl", "1,4,16"];
+  // 128 decode steps a row: with 32, a row lasted 60-90 ms at one sequence and moved by 30% between rounds
+  const common = ["-npp", "512", "-ntg", String(RAW_DECODE_STEPS), "-npl", "1,4,16"];
   const llamaRows: { row: BatchedBenchRow; kvUnified: boolean }[] = [];
   const oursRows: { row: BatchedBenchRow; kvUnified: boolean }[] = [];
   // interleaved rounds, best of each: this machine's speed drifts by tens of percent between runs
@@ -378,7 +380,7 @@ if (!args["skip-raw"]) {
           "--npp",
           "512",
           "--ntg",
-          "32",
+          String(RAW_DECODE_STEPS),
           "--npl",
           "1,4,16",
           "--kv-layout",
