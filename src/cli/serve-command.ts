@@ -190,7 +190,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
   log(
     o.profile
       ? `  TTL cost model from ${o.profile}`
-      : "  TTL cost model: prefill priced from the engine's own steps (--profile <file> for a measured one)",
+      : "  TTL cost model: prefill and tier reloads priced from the engine's own steps and restores (--profile <file> for a measured one)",
   );
   if (o.dashboard ?? true) log(`  live dashboard at ${server.url}/dashboard`);
   const agent =

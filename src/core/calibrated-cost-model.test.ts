@@ -81,10 +81,21 @@ describe("CalibratedCostModel", () => {
     assert.ok(Math.abs(relative - 1) < 0.05, `relative ${relative}`);
   });
 
-  it("prices reloads by the tier's bandwidth, not by prefill", () => {
+  it("prices reloads from a tier by the restores out of it, each tier apart, the prior until it saw a few", () => {
     const model = new CalibratedCostModel(PRIOR, CHUNK);
     observeServing(model, truth, 40, new Rng(4));
-    assert.equal(model.reloadS(4000, "cpu"), PRIOR.reloadS(4000, "cpu"));
+    assert.equal(
+      model.reloadS(4000, "cpu"),
+      PRIOR.reloadS(4000, "cpu"),
+      "prefill steps say nothing of reloads",
+    );
+    // restores of 1000 and 3000 tokens at 2 us a token, 8x what the prior says (4 GB/s at 1 KB a token)
+    for (let i = 0; i < 3; i++)
+      model.observeReload("cpu", 1000 + 2000 * (i % 2), (1000 + 2000 * (i % 2)) * 2e-6);
+    assert.equal(model.reloadS(4000, "cpu"), PRIOR.reloadS(4000, "cpu"), "three restores are not enough");
+    model.observeReload("cpu", 3000, 3000 * 2e-6);
+    assert.ok(Math.abs(model.reloadS(4000, "cpu") - 4000 * 2e-6) < 1e-12);
+    assert.equal(model.reloadS(4000, "disk"), PRIOR.reloadS(4000, "disk"), "the disk tier was never read");
   });
 
   it("never fits a negative price, so longer contexts never cost less", () => {

@@ -21,6 +21,9 @@ const WINDOW_STEPS = 256;
 const PREFILL_CHUNK_ROWS = 32;
 /** Prefill steps seen before the fit replaces the prior. */
 const MIN_PREFILL_STEPS = 8;
+/** Restores kept per tier for its reload price; restores seen before it replaces the prior. */
+const RELOAD_WINDOW = 64;
+const MIN_RELOADS = 4;
 
 interface Sample {
   readonly x: readonly [number, number, number];
@@ -28,15 +31,17 @@ interface Sample {
 }
 
 /**
- * PrefillReload without an offline profile: prefill priced from the engine's own steps, as they run.
- * Until enough prefill steps were seen, and for reloads (a copy at the tier's bandwidth), the prior prices.
- * The fit is least squares over the recent steps, restricted to non-negative prices.
+ * PrefillReload without an offline profile: prefill priced from the engine's own steps, as they run, and a
+ * tier's reload from the engine's own restores out of it (seconds per token over the recent ones). Until
+ * enough of either were seen, the prior prices it. The prefill fit is least squares over the recent steps,
+ * restricted to non-negative prices.
  */
 export class CalibratedCostModel implements CostModel {
   private readonly prefillSteps: Sample[] = [];
   private readonly otherSteps: Sample[] = [];
   private price: StepPrice | null = null;
   private stale = false;
+  private readonly reloads = new Map<TierName, { tokens: number; seconds: number }[]>();
 
   constructor(
     private readonly prior: CostModel,
@@ -60,6 +65,28 @@ export class CalibratedCostModel implements CostModel {
     window.push({ x: [1, rows, cells], y: computeS });
     if (window.length > WINDOW_STEPS) window.shift();
     this.stale = true;
+  }
+
+  /** A tier entry of `tokens` tokens brought back into the pool in `seconds` (loading and restoring). */
+  observeReload(tier: TierName, tokens: number, seconds: number): void {
+    if (!(tokens > 0) || !(seconds > 0)) return;
+    let window = this.reloads.get(tier);
+    if (!window) this.reloads.set(tier, (window = []));
+    window.push({ tokens, seconds });
+    if (window.length > RELOAD_WINDOW) window.shift();
+  }
+
+  /** Seconds per reloaded token from a tier, or null while the prior still prices its reloads. */
+  reloadSecondsPerToken(tier: TierName): number | null {
+    const window = this.reloads.get(tier);
+    if (!window || window.length < MIN_RELOADS) return null;
+    let tokens = 0;
+    let seconds = 0;
+    for (const r of window) {
+      tokens += r.tokens;
+      seconds += r.seconds;
+    }
+    return seconds / tokens;
   }
 
   /** The fitted step price, or null while the prior still prices prefill. */
@@ -86,7 +113,8 @@ export class CalibratedCostModel implements CostModel {
   }
 
   reloadS(tokens: number, tier: TierName): number {
-    return this.prior.reloadS(tokens, tier);
+    const perToken = this.reloadSecondsPerToken(tier);
+    return perToken === null ? this.prior.reloadS(tokens, tier) : tokens * perToken;
   }
 }
 

@@ -108,6 +108,8 @@ export interface EngineMetrics {
    * measured steps, or the default until it has measured enough
    */
   readonly prefill1kTokensS: number;
+  /** what it prices bringing 1024 tokens back from the RAM tier at */
+  readonly ramReload1kTokensS: number;
 }
 
 /** Why the engine refuses a request; the server maps each code to a status. */

@@ -410,4 +410,32 @@ describe("engine over the fake runner", () => {
       },
     );
   });
+
+  test("without a profile, reloads from the RAM tier are priced by the engine's own restores", async () => {
+    await withEngine(
+      { policy: "vllm", kvRunningOnly: true, tiers: { cpuBytes: 64 << 20 }, maxNumSeqs: 2 },
+      async (engine) => {
+        const costs = engine.calibratedCosts;
+        assert.ok(costs);
+        const prior = costs.reloadS(1000, "cpu");
+        let history = chat(`inspect ${"the repository ".repeat(20)}`);
+        for (let turn = 0; turn < 6; turn++) {
+          const done = await run(
+            engine,
+            request(`r${turn}`, engine.renderChat(history), { programId: "job-r" }),
+          );
+          history = [
+            ...history,
+            { role: "assistant", content: done.done.text },
+            { role: "tool", content: `ok ${turn}` },
+          ];
+        }
+        assert.ok(engine.kvStats().restoredTokens > 0, JSON.stringify(engine.kvStats()));
+        const perToken = costs.reloadSecondsPerToken("cpu");
+        assert.ok(perToken !== null, "five restores priced the RAM tier");
+        assert.equal(costs.reloadS(1000, "cpu"), 1000 * perToken);
+        assert.notEqual(costs.reloadS(1000, "cpu"), prior);
+      },
+    );
+  });
 });

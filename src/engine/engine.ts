@@ -214,6 +214,7 @@ export class Engine implements EngineService {
       ? null
       : new CalibratedCostModel(defaultCostModel(runner.kvBytesPerToken, tierOpts), maxNumBatchedTokens);
     this.costs = options.costs ?? (this.calibratedCosts as CalibratedCostModel);
+    const calibrated = this.calibratedCosts;
     const cpuBytes = Math.max(0, Math.floor(tierOpts.cpuBytes ?? 0));
     const diskBytes = Math.max(0, Math.floor(tierOpts.diskBytes ?? 0));
     const tiers = tierConfigs({
@@ -266,7 +267,10 @@ export class Engine implements EngineService {
             recorder.record({ ...base, kind: "evicted", tokens: slot.length });
           }
         : null,
-      { runningOnly: options.kvRunningOnly ?? false },
+      {
+        runningOnly: options.kvRunningOnly ?? false,
+        ...(calibrated ? { onRestore: (tier, tokens, s) => calibrated.observeReload(tier, tokens, s) } : {}),
+      },
     );
     const executor = {
       execute: (plan: StepPlan) => this.execute(plan),
@@ -428,6 +432,7 @@ export class Engine implements EngineService {
       pinsExpired: s.stats.pinsExpired,
       pinsSacrificed: s.stats.pinsSacrificed,
       prefill1kTokensS: this.costs.prefillS(1024),
+      ramReload1kTokensS: this.costs.reloadS(1024, "cpu"),
     };
   }
 

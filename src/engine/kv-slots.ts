@@ -115,6 +115,8 @@ export interface KvSlotsOptions {
    * sequence, ~19% of prefill time (docs/benchmarks.md).
    */
   readonly runningOnly: boolean;
+  /** a tier entry of `tokens` tokens was brought back into the pool in `seconds` (loading and restoring) */
+  readonly onRestore?: (tier: "cpu" | "disk", tokens: number, seconds: number) => void;
 }
 
 /** What happened to an evicted slot's KV: dropped, or saved to a tier first. */
@@ -480,6 +482,8 @@ export class KvSlots {
     // with streams the entry lands in the empty slot's own stream
     if (this.sharesCells && !(await this.ensureFree(entry.length, protect, true))) return;
     let held: number;
+    const tier = entry.tier;
+    const t0 = performance.now();
     try {
       const state = await tiers.load(entry);
       held = await this.runner.restoreSeq(slot.seqId, state);
@@ -487,6 +491,7 @@ export class KvSlots {
       this.runner.removeSeq(slot.seqId, 0, -1);
       return;
     }
+    this.options.onRestore?.(tier, held, (performance.now() - t0) / 1000);
     this.ledger.alloc(slot.cells, held);
     slot.content = content;
     this.truncate(slot, tokens);

@@ -79,6 +79,11 @@ export class ServerMetrics {
       "What the TTL cost model prices re-prefilling a 1024-token context at (--profile, else measured from the engine's steps).",
       () => m().prefill1kTokensS,
     );
+    gauge(
+      "continuum:ttl_ram_reload_1k_tokens_seconds",
+      "What the TTL cost model prices bringing 1024 tokens back from the RAM tier at (--profile, else measured from the engine's restores).",
+      () => m().ramReload1kTokensS,
+    );
 
     registerVllmGauges(registers, m);
     this.vllmTokenLatency = registerVllmTokenLatency(registers);

@@ -62,7 +62,7 @@ describe("continuum serve", () => {
       assert.match(lines[0]!, /^continuum serve: listening on http:\/\/127\.0\.0\.1:\d+$/);
       assert.match(lines[1]!, /model fake-model .*scheduling policy vllm/);
       assert.equal(lines[2], "  fake KV");
-      assert.match(lines[3]!, /TTL cost model: prefill priced from the engine's own steps/);
+      assert.match(lines[3]!, /TTL cost model: prefill and tier reloads priced from the engine's own steps/);
       assert.equal(lines[4], `  live dashboard at ${server.url}/dashboard`);
       assert.equal((await fetch(`${server.url}/health`)).status, 200);
       const models = await fetch(`${server.url}/v1/models`, { headers: { Authorization: "Bearer k" } });

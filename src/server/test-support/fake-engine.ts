@@ -191,6 +191,7 @@ export class FakeEngine implements EngineService {
       pinsExpired: 0,
       pinsSacrificed: 0,
       prefill1kTokensS: 0.2,
+      ramReload1kTokensS: 0.001,
       ...this.options.metrics,
     };
   }
