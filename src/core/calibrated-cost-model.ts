@@ -70,8 +70,8 @@ export class CalibratedCostModel implements CostModel {
   /** A tier entry of `tokens` tokens brought back into the pool in `seconds` (loading and restoring). */
   observeReload(tier: TierName, tokens: number, seconds: number): void {
     if (!(tokens > 0) || !(seconds > 0)) return;
-    let window = this.reloads.get(tier);
-    if (!window) this.reloads.set(tier, (window = []));
+    const window = this.reloads.get(tier) ?? [];
+    this.reloads.set(tier, window);
     window.push({ tokens, seconds });
     if (window.length > RELOAD_WINDOW) window.shift();
   }

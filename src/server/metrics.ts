@@ -74,16 +74,22 @@ export class ServerMetrics {
       () => m().pinsExpired,
     );
 
-    gauge(
-      "continuum:ttl_prefill_1k_tokens_seconds",
-      "What the TTL cost model prices re-prefilling a 1024-token context at (--profile, else measured from the engine's steps).",
-      () => m().prefill1kTokensS,
-    );
-    gauge(
-      "continuum:ttl_ram_reload_1k_tokens_seconds",
-      "What the TTL cost model prices bringing 1024 tokens back from the RAM tier at (--profile, else measured from the engine's restores).",
-      () => m().ramReload1kTokensS,
-    );
+    // what the TTL cost model charges for 1024 tokens: --profile's prices, else measured by the engine
+    const ttlPrices = [
+      ["continuum:ttl_prefill_1k_tokens_seconds", "re-prefilling 1024 tokens", () => m().prefill1kTokensS],
+      [
+        "continuum:ttl_ram_reload_1k_tokens_seconds",
+        "bringing 1024 tokens back from the RAM tier",
+        () => m().ramReload1kTokensS,
+      ],
+    ] as const;
+    for (const [name, what, read] of ttlPrices) {
+      gauge(
+        name,
+        `What the TTL cost model prices ${what} at (--profile, else measured by the engine).`,
+        read,
+      );
+    }
 
     registerVllmGauges(registers, m);
     this.vllmTokenLatency = registerVllmTokenLatency(registers);
