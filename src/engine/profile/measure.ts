@@ -16,6 +16,7 @@ import { Engine } from "../engine.js";
 import type { GenerateRequest } from "../engine-api.js";
 import type { LlamaModelRunner } from "../llama-model-runner.js";
 import { RunnerBatch } from "../model-runner.js";
+import { StateBufferPool } from "../state-buffer-pool.js";
 
 export interface PrefillSample {
   readonly tokens: number;
@@ -267,11 +268,8 @@ export async function measureOffload(
   const file = join(dir, "seq.state");
   let bytes = 0;
   // saves write into a reused buffer, as the engine's RAM tier does (the warm-up allocates it)
-  let target: Buffer | null = null;
-  const take = (n: number) => {
-    if (!target || target.length < n) target = Buffer.allocUnsafeSlow(n);
-    return target;
-  };
+  const buffers = new StateBufferPool(1);
+  const take = (n: number) => buffers.take(n);
   try {
     for (let r = 0; r <= plan.offloadRepeats; r++) {
       let t0 = performance.now();
@@ -282,6 +280,7 @@ export async function measureOffload(
       t0 = performance.now();
       await runner.restoreSeq(1, state);
       const restore = (performance.now() - t0) / 1000;
+      buffers.give(state);
       runner.removeSeq(1);
       t0 = performance.now();
       await runner.context.saveSeqStateFile(0, file);
