@@ -164,7 +164,7 @@ export class Engine implements EngineService {
   private readonly clock: Clock;
   private readonly recorder: EventRecorder | null;
   private readonly stepLog: StepLogFile | null;
-  /** the TTL model's prefill prices learnt from the steps run; null when the caller gave the costs */
+  /** the TTL model's prices learnt from the steps and restores run; null when the caller gave the costs */
   readonly calibratedCosts: CalibratedCostModel | null;
   private readonly costs: CostModel;
   private readonly tierStore: KvTierStore | null;
@@ -210,11 +210,11 @@ export class Engine implements EngineService {
 
     const tierOpts = options.tiers ?? {};
     const maxNumBatchedTokens = options.maxNumBatchedTokens ?? 512;
-    this.calibratedCosts = options.costs
+    const calibrated = options.costs
       ? null
       : new CalibratedCostModel(defaultCostModel(runner.kvBytesPerToken, tierOpts), maxNumBatchedTokens);
-    this.costs = options.costs ?? (this.calibratedCosts as CalibratedCostModel);
-    const calibrated = this.calibratedCosts;
+    this.calibratedCosts = calibrated;
+    this.costs = options.costs ?? (calibrated as CalibratedCostModel);
     const cpuBytes = Math.max(0, Math.floor(tierOpts.cpuBytes ?? 0));
     const diskBytes = Math.max(0, Math.floor(tierOpts.diskBytes ?? 0));
     const tiers = tierConfigs({

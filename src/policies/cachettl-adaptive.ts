@@ -136,8 +136,13 @@ function hasTurnInFlight(program: Program): boolean {
  */
 const RETURN_QUANTILE = 0.99;
 
+/** The longest tool call seen (this quantile of the tool durations); null before any. */
+function longestToolS(ctx: PolicyContext): number | null {
+  return ctx.ttl.tools.global.quantile(RETURN_QUANTILE) ?? null;
+}
+
 function returnWithinS(ctx: PolicyContext): number {
-  return ctx.ttl.tools.global.quantile(RETURN_QUANTILE) ?? Number.POSITIVE_INFINITY;
+  return longestToolS(ctx) ?? Number.POSITIVE_INFINITY;
 }
 
 function expectedBack(program: Program, nowS: number, returnWithinS: number): boolean {
@@ -235,24 +240,14 @@ export function createCacheTtlAdaptivePolicy(
         returns.turnArrived(request, program, ctx.nowS, returnWithinS(ctx));
       }
       pinnedThenProgramFcfs(request, program);
-      if (options.order === "bounded-overtaking") {
-        const boundS = returnWithinS(ctx);
-        if (Number.isFinite(boundS)) {
-          request.priority[2] = Math.max(program.firstArrivalS, request.arrivalS - boundS);
-        }
-      }
+      const boundS = options.order === "bounded-overtaking" ? longestToolS(ctx) : null;
+      if (boundS !== null) request.priority[2] = Math.max(program.firstArrivalS, request.arrivalS - boundS);
     },
     retain(request, program, tool, ctx) {
       returns.turnEnded(request, program, ctx.nowS);
       const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
       if (options.ttl === "cachettl") return paper.ttlS > 0 ? { kind: "pin", ttlS: paper.ttlS } : FREE;
-      const longestS = returnWithinS(ctx);
-      const ttlS =
-        options.ttl === "until-pressure"
-          ? Number.isFinite(longestS)
-            ? longestS
-            : paper.ttlS
-          : (toolP90S(tool, ctx) ?? paper.ttlS);
+      const ttlS = (options.ttl === "until-pressure" ? longestToolS(ctx) : toolP90S(tool, ctx)) ?? paper.ttlS;
       return ttlS > 0 ? { kind: "pin", ttlS } : FREE;
     },
     pinVictimRank: latestProgramFirst,
