@@ -19,6 +19,8 @@ export interface CapacityReportInput {
   readonly settings: readonly string[];
   readonly rows: readonly CapacityRow[];
   readonly boundJps: number;
+  /** the ceiling with decode batches only as large as the KV pool holds */
+  readonly kvBoundJps: number;
   readonly refJps: number;
   /** the policies the others are compared with (the best of them is the ratio's denominator) */
   readonly baselines: readonly string[];
@@ -57,13 +59,16 @@ export function renderCapacityHtml(input: CapacityReportInput): string {
     })
     .join("\n");
   const bx = x(input.boundJps);
+  const kx = x(input.kvBoundJps);
   const svg = `<svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="sustainable load per policy">
-<style>.name{font:13px sans-serif}.value{font:12px sans-serif;fill:#333;paint-order:stroke;stroke:#fff;stroke-width:4px}.bound{stroke:#111;stroke-dasharray:5 4;stroke-width:1.5}</style>
+<style>.name{font:13px sans-serif}.value{font:12px sans-serif;fill:#333;paint-order:stroke;stroke:#fff;stroke-width:4px}.bound{stroke:#111;stroke-dasharray:5 4;stroke-width:1.5}.kv{stroke:#777;stroke-dasharray:2 3;stroke-width:1.5}</style>
 <line x1="${bx}" y1="${top - 12}" x2="${bx}" y2="${height - 4}" class="bound"/>
+<line x1="${kx}" y1="${top - 2}" x2="${kx}" y2="${height - 4}" class="kv"/>
 ${bars}
 <text x="${bx}" y="${top - 16}" text-anchor="middle" class="value">physical ceiling ${input.boundJps.toPrecision(3)} jobs/s</text>
+<text x="${kx}" y="${height - 6}" text-anchor="end" class="value">with batches the KV pool holds ${input.kvBoundJps.toPrecision(3)}</text>
 </svg>
-<p class="note">Sustainable load: the largest arrival rate with mean JCT within the SLO (jobs/s). One colour per policy, baselines paler; the dashed line is the physical ceiling.</p>`;
+<p class="note">Sustainable load: the largest arrival rate with mean JCT within the SLO (jobs/s). One colour per policy, baselines paler; the dashed line is the physical ceiling (no prefill repeated, decode in full batches), the dotted one the same with decode batches only as large as the KV pool holds at the workload's mean context.</p>`;
   const rows = input.rows
     .map(
       (r, i) =>

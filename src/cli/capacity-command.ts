@@ -50,7 +50,7 @@ function table(r: CapacityResult): string {
       ["policy", "sustainable", "/ceiling", "per seed", "light JCT s", "JCT@ref s", "p99@ref s"],
       rows,
     ),
-    `physical ceiling ${r.bound_jps.toFixed(4)} jobs/s; reference load ${r.ref_jps.toFixed(4)} jobs/s (0.8 x vllm's sustainable); SLO mean JCT <= ${r.slo_jct_s.toFixed(1)} s`,
+    `physical ceiling ${r.bound_jps.toFixed(4)} jobs/s (${r.kv_bound_jps.toFixed(4)} with decode batches the KV pool holds); reference load ${r.ref_jps.toFixed(4)} jobs/s (0.8 x vllm's sustainable); SLO mean JCT <= ${r.slo_jct_s.toFixed(1)} s`,
   ].join("\n");
 }
 
@@ -91,9 +91,10 @@ export function capacityCommand(): Command {
       `# ${result.points} simulation points in ${((performance.now() - startMs) / 1000).toFixed(1)} s\n`,
     );
     if (o.json) {
-      const { results, ref_jps, bound_jps, light_jps, reference_light_jct_s, slo_jct_s } = result;
+      const { results, ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s } =
+        result;
       process.stdout.write(
-        `${JSON.stringify({ results, ref_jps, bound_jps, light_jps, reference_light_jct_s, slo_jct_s }, null, 2)}\n`,
+        `${JSON.stringify({ results, ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s }, null, 2)}\n`,
       );
     } else process.stdout.write(`${table(result)}\n`);
     if (o.report !== false) {
@@ -105,6 +106,7 @@ export function capacityCommand(): Command {
           settings,
           rows: result.results,
           boundJps: result.bound_jps,
+          kvBoundJps: result.kv_bound_jps,
           refJps: result.ref_jps,
           baselines: BASELINES.filter((b) => !b.startsWith("cachettl-adaptive")),
         }),

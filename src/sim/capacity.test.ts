@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { type CapacityOptions, measureCapacity, physicalBoundJps } from "./capacity.js";
+import { type CapacityOptions, measureCapacity, physicalCeiling } from "./capacity.js";
 import { getProfile } from "./hardware/profiles.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions, type PointResult } from "./simulate.js";
@@ -24,6 +24,7 @@ function cliffRunner(cliffOf: (policy: string, seed: number) => number) {
         programs: 1,
         completed: 1,
         jct: { mean: jct, p50: jct, p90: jct, p99: jct, max: jct },
+        jcts: [jct],
         jct_floor_mean_s: jct,
       } as unknown as PointResult;
     });
@@ -31,19 +32,38 @@ function cliffRunner(cliffOf: (policy: string, seed: number) => number) {
   return { run, seen };
 }
 
-describe("physicalBoundJps", () => {
-  it("is lower for programs that need more work, and counts a growing context's prefill once", () => {
-    const turn = (input: number, output: number) => ({ input, cached: 0, output, tool: null, toolS: null });
-    const one = physicalBoundJps([{ id: "a", turns: [turn(1000, 100)] }], PROFILE, DEFAULT_ENGINE_OPTIONS);
-    const longer = physicalBoundJps([{ id: "a", turns: [turn(1000, 400)] }], PROFILE, DEFAULT_ENGINE_OPTIONS);
-    assert.ok(longer < one);
-    // a second turn that repeats the first turn's context adds only its new tokens' prefill
-    const twoTurns = physicalBoundJps(
-      [{ id: "a", turns: [turn(1000, 100), turn(1100, 100)] }],
-      PROFILE,
-      DEFAULT_ENGINE_OPTIONS,
-    );
-    assert.ok(twoTurns > one / 2.2, `${twoTurns} vs ${one}`);
+describe("physicalCeiling", () => {
+  const turn = (input: number, cached: number, output: number) => ({
+    input,
+    cached,
+    output,
+    tool: null,
+    toolS: null,
+  });
+  const ceiling = (turns: ReturnType<typeof turn>[], engine = DEFAULT_ENGINE_OPTIONS) =>
+    physicalCeiling([{ id: "a", turns }], PROFILE, engine);
+
+  it("is lower for programs that need more work", () => {
+    assert.ok(ceiling([turn(1000, 0, 400)]).boundJps < ceiling([turn(1000, 0, 100)]).boundJps);
+  });
+
+  it("charges a turn only the prompt after the prefix the previous request left reusable", () => {
+    const first = turn(8000, 0, 100);
+    const extends_ = ceiling([first, turn(8200, 8100, 100)]).boundJps;
+    // an agent that trimmed its history: the prompt is shorter, but everything after the edit is new
+    const trimmed = ceiling([first, turn(6000, 1000, 100)]).boundJps;
+    const alone = ceiling([first]).boundJps;
+    assert.ok(extends_ > alone / 1.2, `${extends_} vs ${alone}`);
+    assert.ok(trimmed < extends_ / 1.3, `trimmed ${trimmed} vs extending ${extends_}`);
+  });
+
+  it("with the KV pool holding fewer contexts than max-num-seqs, the KV-limited ceiling is lower", () => {
+    const turns = [turn(30_000, 0, 2000)];
+    const roomy = ceiling(turns, { ...DEFAULT_ENGINE_OPTIONS, kvCapacityTokens: 256 * 40_000 });
+    const tight = ceiling(turns, { ...DEFAULT_ENGINE_OPTIONS, kvCapacityTokens: 4 * 32_000 });
+    assert.equal(roomy.kvBoundJps, roomy.boundJps);
+    assert.equal(tight.boundJps, roomy.boundJps);
+    assert.ok(tight.kvBoundJps < 0.75 * tight.boundJps, JSON.stringify(tight));
   });
 });
 
@@ -88,6 +108,35 @@ describe("measureCapacity", () => {
     assert.equal(never?.sustainable_jps, 0);
     assert.ok((vllm?.sustainable_jps as number) < result.bound_jps);
     assert.ok((vllm?.sustainable_jps as number) >= 0.97 * result.bound_jps);
+  });
+
+  it("reports mean and p99 JCT at the reference load over every seed's programs together", async () => {
+    // seed 1 has a slow tail; seeds 2 and 3 none. A median of per-seed p99s would hide seed 1's tail.
+    const jctsOf = (seed: number) => Array.from({ length: 100 }, (_, i) => (seed === 1 ? i + 1 : 10));
+    const run = async (jobs: readonly PointJob[]) =>
+      jobs.map((j) => {
+        const jcts = j.jps <= 0.2 ? jctsOf(j.seed) : [1000];
+        const mean = jcts.reduce((a, b) => a + b, 0) / jcts.length;
+        return {
+          programs: jcts.length,
+          completed: jcts.length,
+          jct: { mean, p50: mean, p90: mean, p99: Math.max(...jcts), max: Math.max(...jcts) },
+          jct_floor_mean_s: mean,
+          jcts,
+        } as unknown as PointResult;
+      });
+    const result = await measureCapacity({
+      template: TEMPLATE,
+      policies: ["vllm"],
+      seeds: [1, 2, 3],
+      sloFactor: 3,
+      tolerance: 0.02,
+      profile: PROFILE,
+      run,
+    });
+    const [vllm] = result.results;
+    assert.ok(Math.abs((vllm?.jct_at_ref_s as number) - (50.5 + 10 + 10) / 3) < 1e-9);
+    assert.ok((vllm?.p99_jct_at_ref_s as number) > 90, `p99 ${vllm?.p99_jct_at_ref_s}`);
   });
 
   it("on the simulator: below the ceiling, and the same numbers on a second run", async () => {
