@@ -35,6 +35,16 @@ const BASELINES = [
   "cachettl-offload",
 ];
 
+/**
+ * Past the KV-limited ceiling a policy cannot run in steady state: a finite run meets the SLO there only
+ * because it ends before the backlog shows in the mean JCT.
+ */
+export function shortRunWarning(r: CapacityResult, programs: number): string | null {
+  const past = r.results.filter((p) => p.sustainable_jps > r.kv_bound_jps).map((p) => p.policy);
+  if (past.length === 0) return null;
+  return `past the KV-limited ceiling (${r.kv_bound_jps.toFixed(4)} jobs/s): ${past.join(", ")}. ${programs} programs end before such a load's backlog shows in the mean JCT; more --programs give the steady-state figure`;
+}
+
 function table(r: CapacityResult): string {
   const rows = r.results.map((p) => [
     p.policy,
@@ -90,6 +100,8 @@ export function capacityCommand(): Command {
     process.stderr.write(
       `# ${result.points} simulation points in ${((performance.now() - startMs) / 1000).toFixed(1)} s\n`,
     );
+    const warning = shortRunWarning(result, o.programs);
+    if (warning) process.stderr.write(`# warning: ${warning}\n`);
     if (o.json) {
       const { results, ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s } =
         result;
