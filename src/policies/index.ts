@@ -25,21 +25,42 @@ const FACTORIES = {
   "cachettl-offload": () => createCacheTtlPolicy({ offload: true }),
   "cachettl-adaptive": () => createCacheTtlAdaptivePolicy(),
   // ablations: each of cachettl-adaptive's choices changed in turn
-  "cachettl-adaptive:no-admission": () => adaptiveVariant({ admission: "off" }, "no-admission"),
-  "cachettl-adaptive:current-context": () => adaptiveVariant({ admission: "current" }, "current-context"),
+  "cachettl-adaptive:no-admission": () =>
+    adaptiveVariant({ admission: "off" }, "no-admission", "no admission control (= cachettl)"),
+  "cachettl-adaptive:current-context": () =>
+    adaptiveVariant({ admission: "current" }, "current-context", "programs count at their current context"),
   "cachettl-adaptive:expected-final": () =>
-    adaptiveVariant({ admission: "expected-final" }, "expected-final"),
-  "cachettl-adaptive:every-active": () => adaptiveVariant({ counts: "every-active" }, "every-active"),
-  "cachettl-adaptive:holding-memory": () => adaptiveVariant({ counts: "holding-memory" }, "holding-memory"),
-  "cachettl-adaptive:p90-pins": () => adaptiveVariant({ ttl: "tool-p90" }, "p90-pins"),
+    adaptiveVariant(
+      { admission: "expected-final" },
+      "expected-final",
+      "programs count at their expected final context",
+    ),
+  "cachettl-adaptive:every-active": () =>
+    adaptiveVariant({ counts: "every-active" }, "every-active", "every started program counts in full"),
+  "cachettl-adaptive:holding-memory": () =>
+    adaptiveVariant({ counts: "holding-memory" }, "holding-memory", "only programs holding KV now count"),
+  "cachettl-adaptive:p90-pins": () =>
+    adaptiveVariant({ ttl: "tool-p90" }, "p90-pins", "pins last the tool's p90 duration"),
   "cachettl-adaptive:pin-until-pressure": () =>
-    adaptiveVariant({ ttl: "until-pressure" }, "pin-until-pressure"),
+    adaptiveVariant(
+      { ttl: "until-pressure" },
+      "pin-until-pressure",
+      "pins last until memory is needed (the longest tool call seen)",
+    ),
   "cachettl-adaptive:bounded-overtaking": () =>
-    adaptiveVariant({ order: "bounded-overtaking" }, "bounded-overtaking"),
+    adaptiveVariant(
+      { order: "bounded-overtaking" },
+      "bounded-overtaking",
+      "returning turns overtake only turns that arrived within the longest tool call",
+    ),
 } satisfies Record<string, () => SchedulingPolicy>;
 
-function adaptiveVariant(change: Partial<AdaptiveOptions>, suffix: string): SchedulingPolicy {
-  return createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ...change }, `cachettl-adaptive:${suffix}`);
+function adaptiveVariant(change: Partial<AdaptiveOptions>, suffix: string, what: string): SchedulingPolicy {
+  const policy = createCacheTtlAdaptivePolicy(
+    { ...ADAPTIVE_DEFAULTS, ...change },
+    `cachettl-adaptive:${suffix}`,
+  );
+  return { ...policy, description: `ablation of cachettl-adaptive: ${what}` };
 }
 
 export type PolicyName = keyof typeof FACTORIES;
