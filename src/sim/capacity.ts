@@ -9,7 +9,7 @@ import type { TraceProgram } from "../workload/trace.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
 import { type LatencyModel, stepAccumulatorFor } from "./hardware/step-latency.js";
 import { buildJobWorkload, maxContextOf, type PointJob } from "./point-job.js";
-import type { EngineOptions, PointResult } from "./simulate.js";
+import { type EngineOptions, kvPoolTokensOf, type PointResult } from "./simulate.js";
 
 /** Runs a batch of points (a worker-thread sweep in production) and returns results in job order. */
 export type PointRunner = (jobs: readonly PointJob[]) => Promise<PointResult[]>;
@@ -90,7 +90,7 @@ export function physicalCeiling(
       attendedKeys += turn.output * (turn.input + turn.output / 2);
     }
   }
-  const poolTokens = engine.kvCapacityTokens > 0 ? engine.kvCapacityTokens : profile.kvCapacityTokens;
+  const poolTokens = kvPoolTokensOf(profile, engine);
   const meanContext = decodeTokens > 0 ? attendedKeys / decodeTokens : 0;
   const kvBatch = meanContext > 0 ? Math.floor(poolTokens / meanContext) : engine.maxNumSeqs;
   const rate = (batch: number) => {

@@ -28,6 +28,11 @@ export interface EngineOptions {
   readonly router: RouterName;
 }
 
+/** KV tokens one replica's pool holds: the cap when one is set, else what the GPU's memory holds. */
+export function kvPoolTokensOf(profile: HardwareProfile, engine: EngineOptions): number {
+  return engine.kvCapacityTokens > 0 ? engine.kvCapacityTokens : profile.kvCapacityTokens;
+}
+
 export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
   maxNumSeqs: 256,
   maxNumBatchedTokens: 2048,
@@ -125,7 +130,7 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const pins = new PinDurationRecorder();
   const log = spec.recordPath ? new MemorySink() : null;
   const recorder: EventRecorder = log ? new TeeRecorder([pins, new Recorder(log)]) : pins;
-  const capacityTokens = engine.kvCapacityTokens > 0 ? engine.kvCapacityTokens : profile.kvCapacityTokens;
+  const capacityTokens = kvPoolTokensOf(profile, engine);
   // Each replica has its own policy: policies learn from what they schedule (tool times, program sizes).
   const replica = () => {
     const policy = createPolicy(spec.policy);
