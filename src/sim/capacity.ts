@@ -97,10 +97,10 @@ export function physicalCeiling(
     const workS = unavoidableWorkS(programs, profile.latency, engine, batch);
     return workS > 0 ? (engine.replicas * programs.length) / workS : Number.POSITIVE_INFINITY;
   };
-  return {
-    boundJps: rate(engine.maxNumSeqs),
-    kvBoundJps: rate(Math.max(1, Math.min(engine.maxNumSeqs, kvBatch))),
-  };
+  const boundJps = rate(engine.maxNumSeqs);
+  const kvLimitedBatch = Math.max(1, Math.min(engine.maxNumSeqs, kvBatch));
+  // a pool that holds full batches limits nothing: the same work, priced once
+  return { boundJps, kvBoundJps: kvLimitedBatch === engine.maxNumSeqs ? boundJps : rate(kvLimitedBatch) };
 }
 
 function unavoidableWorkS(
