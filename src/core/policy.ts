@@ -59,6 +59,22 @@ export interface SchedulingPolicy {
   pinVictimRank(program: Program): number;
 
   /**
+   * Which pins a turn short of memory may give up while other requests run: every pin (the paper's rule),
+   * or only pins that rank as victims ahead of the turn's own program, so a later program never makes an
+   * earlier one recompute its context: it waits for memory instead. With nothing else running every pin
+   * may go, so waiting never stalls the scheduler. Default: "any".
+   */
+  readonly pinSacrifice?: "any" | "ranked-after";
+
+  /**
+   * A waiting turn starts only when the free blocks hold its whole prompt on top of what running requests
+   * still need for the tokens they know, instead of just its first chunk: a turn admitted into too little
+   * memory runs out in the middle of its prefill and preempts another turn, whose context is then
+   * recomputed. Default: false (vLLM's rule).
+   */
+  readonly admitsWholePrompts?: boolean;
+
+  /**
    * May the first turn of a new program start now? A policy can hold new programs back while the programs
    * already admitted need the memory. Asked only while something is running, so a refusal never stalls
    * the scheduler. Default: always.

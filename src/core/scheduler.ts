@@ -469,7 +469,7 @@ export class Scheduler {
       const numTokens = Math.min(request.numTokens - request.numComputedTokens, budget.tokens);
       let scheduled = true;
       while (!this.kv.allocateSlots(request, numTokens)) {
-        if (this.sacrificePin(null)) continue;
+        if (this.sacrificePin(null, request.program, this.running.length > 1)) continue;
         const victim = this.preemptionVictim(i) ?? request;
         if (victim === request && this.running.length === 1) {
           // Alone, with every pin gone, and still short: the sequence outgrew the whole pool.
@@ -511,11 +511,9 @@ export class Scheduler {
       }
       const match = this.kv.findPrefix(head);
       const numTokens = this.admissionChunk(head, match, budget.tokens);
-      if (
-        this.kv.admissionCostBlocks(match, this.knownTokens(match) + numTokens) > this.kv.pool.numFreeBlocks
-      ) {
+      if (!this.admissionFits(head, match, numTokens)) {
         // Unpinning may reorder the queue (a program losing its pin drops back), so look at the head again.
-        if (this.sacrificePin(head.programId)) continue;
+        if (this.sacrificePin(head.programId, head.program, this.running.length > 0)) continue;
         this.blockedHead = head;
         this.blockedHeadFreeBlocks = this.kv.pool.numFreeBlocks;
         return;
@@ -529,6 +527,24 @@ export class Scheduler {
       budget.tokens -= numTokens;
       chunks.push(this.chunkFor(head, numTokens));
     }
+  }
+
+  private admissionFits(head: Request, match: PrefixMatch, firstChunkTokens: number): boolean {
+    const known = this.knownTokens(match);
+    if (!this.policy.admitsWholePrompts) {
+      return this.kv.admissionCostBlocks(match, known + firstChunkTokens) <= this.kv.pool.numFreeBlocks;
+    }
+    const needed = this.kv.admissionCostBlocks(match, Math.max(head.numTokens, known + firstChunkTokens));
+    return needed + this.blocksOwedToRunning() <= this.kv.pool.numFreeBlocks;
+  }
+
+  /** Blocks running requests still need for the tokens they know (the rest of a prompt being prefilled). */
+  private blocksOwedToRunning(): number {
+    let owed = 0;
+    for (const request of this.running) {
+      owed += Math.max(0, this.kv.blocksFor(request.numTokens) - request.blockIds.length);
+    }
+    return owed;
   }
 
   /** The policy keeps a new program's first turn waiting (never while nothing runs: no stall). */
@@ -804,8 +820,16 @@ export class Scheduler {
     }
   }
 
-  /** Unpins the policy's preferred victim (never `sparedProgramId` while others exist). */
-  private sacrificePin(sparedProgramId: string | null): boolean {
+  /**
+   * Unpins the policy's preferred victim for `requester`'s turn (never `sparedProgramId` while others
+   * exist). Under the policy's "ranked-after" rule, while others run, only a pin ranked as a victim ahead
+   * of the requester's program may go.
+   */
+  private sacrificePin(sparedProgramId: string | null, requester: Program, othersRun: boolean): boolean {
+    const rankFloor =
+      this.policy.pinSacrifice === "ranked-after" && othersRun
+        ? this.policy.pinVictimRank(requester)
+        : Number.NEGATIVE_INFINITY;
     let spared: { key: number; pin: Pin } | null = null;
     let chosen: Pin | null = null;
     while (this.pinVictims.size > 0) {
@@ -817,11 +841,16 @@ export class Scheduler {
         spared = { key, pin };
         continue;
       }
+      // The heap pops the largest rank first: once one is not ahead of the requester, none is.
+      if (-key <= rankFloor) {
+        this.pinVictims.push(key, pin);
+        break;
+      }
       chosen = pin;
       break;
     }
     if (spared) {
-      if (chosen) this.pinVictims.push(spared.key, spared.pin);
+      if (chosen || rankFloor > Number.NEGATIVE_INFINITY) this.pinVictims.push(spared.key, spared.pin);
       else chosen = spared.pin;
     }
     if (!chosen) return false;

@@ -40,8 +40,9 @@ const A_RETURN = { programId: "A", isLastStep: true, sequence: [...A_CONTEXT, ..
 /**
  * After `history`, program A finishes a 200-token turn and goes off in a tool call, pinned for its return
  * (the queueing CacheTTL has observed makes its TTL ~2.3 s) unless `pinA` is false (then nothing is known
- * and it is not pinned); R is running. Then B's first turn arrives: its 64 tokens fit beside R in free
- * memory, but A, R and B together do not.
+ * and it is not pinned); R is running. Then B's first turn arrives: its 64 tokens fit beside R once A's
+ * pin is given up, but A, R and B together do not. B may take A's pin here (`sacrifice: "any"`) unless the
+ * change says otherwise, so these scenarios show what admission alone decides.
  */
 function crowdedScheduler(
   change: Partial<AdaptiveOptions> = {},
@@ -49,7 +50,8 @@ function crowdedScheduler(
   history: (scheduler: Scheduler, clock: VirtualClock) => void = () => {},
   tiers: TierConfig[] = [],
 ) {
-  const logged = loggedScheduler(createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ...change }), {
+  const options: AdaptiveOptions = { ...ADAPTIVE_DEFAULTS, sacrifice: "any", ...change };
+  const logged = loggedScheduler(createCacheTtlAdaptivePolicy(options), {
     numBlocks: NUM_BLOCKS,
     tiers,
   });
@@ -220,6 +222,49 @@ describe("cachettl-adaptive admission", () => {
     );
     addRequest(scheduler, "E0", 64, { programId: "E", maxOutputTokens: 100 });
     assert.deepEqual(admittedIds(step(scheduler, clock)), [], "a first turn is still held");
+  });
+});
+
+describe("cachettl-adaptive memory rules", () => {
+  it("a later program waits for memory rather than make an earlier one recompute; alone, it takes the pin", () => {
+    const waits = crowdedScheduler({ admission: "off", sacrifice: "later-programs" });
+    assert.deepEqual(admittedIds(step(waits.scheduler, waits.clock)), [], "R runs: B waits, A keeps its pin");
+    assert.equal(waits.scheduler.numPinnedPrograms, 1);
+    waits.scheduler.abort("R0");
+    waits.scheduler.abort("B0");
+    addRequest(waits.scheduler, "C0", 160, { programId: "C", isLastStep: true });
+    assert.deepEqual(
+      admittedIds(step(waits.scheduler, waits.clock)),
+      ["C0"],
+      "nothing else runs: C's 10 blocks take A's pin instead of waiting forever",
+    );
+    assert.equal(waits.scheduler.stats.pinsSacrificed, 1);
+
+    const takes = crowdedScheduler({ admission: "off", sacrifice: "any" });
+    assert.deepEqual(admittedIds(step(takes.scheduler, takes.clock)), ["B0"], "the ablation takes A's pin");
+    assert.equal(takes.scheduler.stats.pinsSacrificed, 1);
+  });
+
+  it("starts a turn once its whole prompt fits, so no turn runs out of memory in the middle of its prefill", () => {
+    const run = (room: AdaptiveOptions["room"]) => {
+      const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, admission: "off", room });
+      const { scheduler, clock } = loggedScheduler(policy, { numBlocks: NUM_BLOCKS, maxNumBatchedTokens: 64 });
+      // R: 64 prompt tokens and 16 of output (5 blocks); X: a 256-token prompt (16 blocks). Together: 21.
+      addRequest(scheduler, "R0", 64, { programId: "R", maxOutputTokens: 16, isLastStep: true });
+      step(scheduler, clock);
+      addRequest(scheduler, "X0", 256, { programId: "X", isLastStep: true });
+      const xAdmittedAt: number[] = [];
+      for (let i = 0; i < 100 && scheduler.numWaiting + scheduler.numRunning > 0; i++) {
+        if (admittedIds(step(scheduler, clock)).includes("X0")) xAdmittedAt.push(i);
+      }
+      assert.equal(scheduler.numWaiting + scheduler.numRunning, 0, "both finish");
+      return { preemptions: scheduler.stats.preemptions, xAdmittedAt };
+    };
+    const whole = run("whole-prompt");
+    assert.equal(whole.preemptions, 0);
+    assert.equal(whole.xAdmittedAt.length, 1, "X starts once, when R has left room for all of it");
+    const firstChunk = run("first-chunk");
+    assert.ok(firstChunk.preemptions > 0, "admitted on its first chunk, a turn ran out of memory");
   });
 });
 

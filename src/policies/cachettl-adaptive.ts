@@ -48,6 +48,13 @@ export interface AdaptiveOptions {
    * ahead only of turns that arrived less than that long before it
    */
   readonly order: "program-fcfs" | "bounded-overtaking";
+  /**
+   * which pins a turn short of memory may give up while other turns run: only later programs' (a later
+   * program waits for memory rather than make an earlier one recompute its context), or any (the paper)
+   */
+  readonly sacrifice: "later-programs" | "any";
+  /** a waiting turn starts once its whole prompt fits beside the running turns, or its first chunk (vLLM) */
+  readonly room: "whole-prompt" | "first-chunk";
 }
 
 export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
@@ -55,6 +62,8 @@ export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   counts: "duty-weighted",
   ttl: "cachettl",
   order: "program-fcfs",
+  sacrifice: "later-programs",
+  room: "whole-prompt",
 };
 
 /** Finished programs remembered for E[F | F >= c]; older ones are forgotten first. */
@@ -251,6 +260,8 @@ export function createCacheTtlAdaptivePolicy(
       return ttlS > 0 ? { kind: "pin", ttlS } : FREE;
     },
     pinVictimRank: latestProgramFirst,
+    pinSacrifice: options.sacrifice === "later-programs" ? "ranked-after" : "any",
+    admitsWholePrompts: options.room === "whole-prompt",
     onProgramEnded(program) {
       returns.programEnded(program);
       finals.add(program.contextTokens);

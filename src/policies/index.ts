@@ -47,6 +47,10 @@ const FACTORIES = {
       "pin-until-pressure",
       "pins last until memory is needed (the longest tool call seen)",
     ),
+  "cachettl-adaptive:any-pin": () =>
+    adaptiveVariant({ sacrifice: "any" }, "any-pin", "a turn short of memory may give up any program's pin"),
+  "cachettl-adaptive:first-chunk": () =>
+    adaptiveVariant({ room: "first-chunk" }, "first-chunk", "a turn starts once its first chunk fits"),
   "cachettl-adaptive:bounded-overtaking": () =>
     adaptiveVariant(
       { order: "bounded-overtaking" },
