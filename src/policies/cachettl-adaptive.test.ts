@@ -248,7 +248,10 @@ describe("cachettl-adaptive memory rules", () => {
   it("starts a turn once its whole prompt fits, so no turn runs out of memory in the middle of its prefill", () => {
     const run = (room: AdaptiveOptions["room"]) => {
       const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, admission: "off", room });
-      const { scheduler, clock } = loggedScheduler(policy, { numBlocks: NUM_BLOCKS, maxNumBatchedTokens: 64 });
+      const { scheduler, clock } = loggedScheduler(policy, {
+        numBlocks: NUM_BLOCKS,
+        maxNumBatchedTokens: 64,
+      });
       // R: 64 prompt tokens and 16 of output (5 blocks); X: a 256-token prompt (16 blocks). Together: 21.
       addRequest(scheduler, "R0", 64, { programId: "R", maxOutputTokens: 16, isLastStep: true });
       step(scheduler, clock);
