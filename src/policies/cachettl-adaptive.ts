@@ -6,7 +6,10 @@ import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
 
 /**
  * cachettl-adaptive: CacheTTL (program-level FCFS, cost-model TTL pins, pins sacrificed before anything
- * else under memory pressure) plus working-set admission.
+ * else under memory pressure) plus working-set admission, and two rules for who waits when memory runs
+ * short: a later program waits rather than take an earlier program's pin while other turns run, and a
+ * turn starts once its whole prompt fits, so it never runs out of memory halfway through its prefill and
+ * preempts another (each would otherwise cost somebody a recompute of a whole context).
  *
  * A new program's first turn starts only while the programs already started (and not ended) fit the KV
  * pool at the memory they are expected to hold over the rest of their lives. Agent contexts grow every
@@ -240,7 +243,7 @@ export function createCacheTtlAdaptivePolicy(
   const policy: SchedulingPolicy = {
     name,
     description:
-      "ours: CacheTTL + a new program starts only while the started programs fit at the memory they are expected to hold",
+      "ours: CacheTTL + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits",
     needsOffload: false,
     toolParser: "paper",
     dynamicPriorities: false,
