@@ -596,9 +596,7 @@ export class Scheduler {
     for (;;) {
       const match = this.kv.findPrefix(head);
       const numTokens = this.admissionChunk(head, match, this.maxNumBatchedTokens);
-      const fits =
-        this.kv.admissionCostBlocks(match, this.knownTokens(match) + numTokens) <= this.kv.pool.numFreeBlocks;
-      if (fits && this.running.length < this.maxNumSeqs) return;
+      if (this.admissionFits(head, match, numTokens) && this.running.length < this.maxNumSeqs) return;
       let victim: Request | undefined;
       for (let i = this.running.length - 1; i >= 0 && !victim; i--) {
         const candidate = this.running[i] as Request;
