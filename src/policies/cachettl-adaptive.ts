@@ -218,9 +218,13 @@ class ReturnShare {
   }
 }
 
+const DESCRIPTION =
+  "ours: CacheTTL + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits";
+
 export function createCacheTtlAdaptivePolicy(
   options: AdaptiveOptions = ADAPTIVE_DEFAULTS,
   name = "cachettl-adaptive",
+  description = DESCRIPTION,
 ): SchedulingPolicy {
   const finals = new FinalContexts();
   const returns = new ReturnShare();
@@ -242,8 +246,7 @@ export function createCacheTtlAdaptivePolicy(
 
   const policy: SchedulingPolicy = {
     name,
-    description:
-      "ours: CacheTTL + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits",
+    description,
     needsOffload: false,
     toolParser: "paper",
     dynamicPriorities: false,

@@ -60,11 +60,11 @@ const FACTORIES = {
 } satisfies Record<string, () => SchedulingPolicy>;
 
 function adaptiveVariant(change: Partial<AdaptiveOptions>, suffix: string, what: string): SchedulingPolicy {
-  const policy = createCacheTtlAdaptivePolicy(
+  return createCacheTtlAdaptivePolicy(
     { ...ADAPTIVE_DEFAULTS, ...change },
     `cachettl-adaptive:${suffix}`,
+    `ablation of cachettl-adaptive: ${what}`,
   );
-  return { ...policy, description: `ablation of cachettl-adaptive: ${what}` };
 }
 
 export type PolicyName = keyof typeof FACTORIES;
