@@ -26,7 +26,11 @@ const FACTORIES = {
   "cachettl-adaptive": () => createCacheTtlAdaptivePolicy(),
   // ablations: each of cachettl-adaptive's choices changed in turn
   "cachettl-adaptive:no-admission": () =>
-    adaptiveVariant({ admission: "off" }, "no-admission", "no admission control (cachettl with the memory rules)"),
+    adaptiveVariant(
+      { admission: "off" },
+      "no-admission",
+      "no admission control (cachettl with the memory rules)",
+    ),
   "cachettl-adaptive:current-context": () =>
     adaptiveVariant({ admission: "current" }, "current-context", "programs count at their current context"),
   "cachettl-adaptive:expected-final": () =>
