@@ -28,9 +28,10 @@ describe("CellLedger", () => {
 });
 
 /** A stand-in for a scheduler Request: the slot table reads its id and content. */
-function fakeRequest(id: string, tokens: number[]): Request {
+function fakeRequest(id: string, tokens: number[], programId?: string): Request {
   return {
     id,
+    programId,
     status: "running",
     content: new TokenIdContent(tokens, 16),
     program: { pin: null },
@@ -186,6 +187,28 @@ describe("KvSlots", () => {
       { allocated: tiers.buffers.allocated, reused: tiers.buffers.reused },
       { allocated: 2, reused: 2 },
     );
+  });
+
+  test("a program's saved turn supersedes its older state even where the two part", async () => {
+    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
+    const kv = new KvSlots(runner, tiers, 16);
+    const finishTurn = async (request: Request, known: number) => {
+      await admit(kv, request, known);
+      await compute(runner, kv, request, (request.content as TokenIdContent).length);
+      release(kv, request);
+      await kv.spillCache();
+    };
+    await finishTurn(fakeRequest("p1", seq(90), "p"), 0);
+    await finishTurn(fakeRequest("q1", seq(40, 3000), "q"), 0);
+    // the client elided an old tool output: p's history parts from its saved state after 48 tokens
+    const elided = [...seq(48), ...seq(50, 6000)];
+    await finishTurn(fakeRequest("p2", elided, "p"), 48);
+    assert.equal(kv.stats.restoredTokens, 48);
+    assert.equal(tiers.usage.entries, 2, "p's older state went, q's stayed");
+    assert.equal(tiers.buffers.reused, 1, "p's new state went into the memory of its old one");
+    const p3 = fakeRequest("p3", [...elided, ...seq(20, 8000)], "p");
+    assert.equal((await admit(kv, p3, 96)).length, 96, "p's next turn finds its history in the tier");
   });
 
   test("without a tier, cache KV stays resident as the prefix cache", async () => {

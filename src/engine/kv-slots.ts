@@ -440,7 +440,12 @@ export class KvSlots {
     let savedTo: "cpu" | "disk" | null = null;
     if (this.tiers?.enabled && content && slot.length >= this.blockSizeTokens && !this.heldElsewhere(slot)) {
       try {
-        savedTo = await this.tiers.put(content, slot.length, (take) => this.runner.saveSeq(slot.seqId, take));
+        savedTo = await this.tiers.put(
+          content,
+          slot.length,
+          (take) => this.runner.saveSeq(slot.seqId, take),
+          slot.programId || null,
+        );
         if (savedTo) this.stats.savedToTier++;
       } catch {
         // a tier that cannot take it (disk error) only costs a recompute later
