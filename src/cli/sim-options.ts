@@ -1,5 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { isPolicyName, POLICY_NAMES } from "../policies/index.js";
+import { CLAIRVOYANT_POLICY, isClairvoyantPolicy } from "../sim/clairvoyant.js";
 import { ROUTER_NAMES, type RouterName } from "../sim/cluster.js";
 import type { HardwareOptions, PointJob, WorkloadOptions } from "../sim/point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions } from "../sim/simulate.js";
@@ -56,8 +57,10 @@ export function numberList(value: string): number[] {
 function policyList(value: string): string[] {
   const names = value.split(",").map((s) => s.trim());
   for (const name of names) {
-    if (!isPolicyName(name)) {
-      throw new InvalidArgumentError(`unknown policy "${name}"; choose from ${POLICY_NAMES.join(", ")}`);
+    if (!isPolicyName(name) && !isClairvoyantPolicy(name)) {
+      throw new InvalidArgumentError(
+        `unknown policy "${name}"; choose from ${POLICY_NAMES.join(", ")} (or, simulator only, ${CLAIRVOYANT_POLICY})`,
+      );
     }
   }
   return names;

@@ -60,6 +60,18 @@ export interface AdaptiveOptions {
   readonly room: "whole-prompt" | "first-chunk";
 }
 
+/**
+ * The true future of each program, which only a simulator replaying a trace knows. Given one, admission
+ * counts programs at what they will really hold and waiting turns go in order of the work their programs
+ * have left (shortest remaining first): a bound on what any forecast of program growth or length could buy.
+ */
+export interface Clairvoyance {
+  /** mean context of the program's turns from its current one to its last; null: not a known program */
+  meanRemainingContext(program: Program): number | null;
+  /** tokens still to compute for the program: uncached prompt plus output of its current and later turns */
+  remainingWork(program: Program): number | null;
+}
+
 export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   admission: "lifetime-mean",
   counts: "duty-weighted",
@@ -225,6 +237,7 @@ export function createCacheTtlAdaptivePolicy(
   options: AdaptiveOptions = ADAPTIVE_DEFAULTS,
   name = "cachettl-adaptive",
   description = DESCRIPTION,
+  clairvoyance: Clairvoyance | null = null,
 ): SchedulingPolicy {
   const finals = new FinalContexts();
   const returns = new ReturnShare();
@@ -232,7 +245,9 @@ export function createCacheTtlAdaptivePolicy(
   let heldS = 0;
   let lifetimeS = 0;
   const heldShare = () => (finals.size >= MIN_FINISHED_PROGRAMS && lifetimeS > 0 ? heldS / lifetimeS : 1);
-  const footprint = (tokens: number) => {
+  const footprint = (program: Program, tokens: number) => {
+    const known = clairvoyance?.meanRemainingContext(program);
+    if (known !== undefined && known !== null) return known;
     if (options.admission === "current" || finals.size < MIN_FINISHED_PROGRAMS) return tokens;
     const final = finals.expectedFinal(tokens);
     return options.admission === "expected-final" ? final : (tokens + final) / 2;
@@ -257,6 +272,8 @@ export function createCacheTtlAdaptivePolicy(
       pinnedThenProgramFcfs(request, program);
       const boundS = options.order === "bounded-overtaking" ? longestToolS(ctx) : null;
       if (boundS !== null) request.priority[2] = Math.max(program.firstArrivalS, request.arrivalS - boundS);
+      const workLeft = clairvoyance?.remainingWork(program);
+      if (workLeft !== undefined && workLeft !== null) request.priority[2] = workLeft;
     },
     retain(request, program, tool, ctx) {
       returns.turnEnded(request, program, ctx.nowS);
@@ -288,10 +305,10 @@ export function createCacheTtlAdaptivePolicy(
       const capacity = (ctx.kvCapacityTokens + ctx.offloadCapacityTokens) / weight;
       returns.expire(ctx.nowS, withinS);
       const returnShare = returns.share;
-      let workingSet = footprint(request.promptTokens);
+      let workingSet = footprint(program, request.promptTokens);
       for (const other of ctx.programs()) {
         if (other !== program && counted(other)) {
-          workingSet += footprint(other.contextTokens) * (hasTurnInFlight(other) ? 1 : returnShare);
+          workingSet += footprint(other, other.contextTokens) * (hasTurnInFlight(other) ? 1 : returnShare);
         }
         if (workingSet > capacity) return false;
       }

@@ -77,6 +77,8 @@ describe("continuum serve", () => {
   test("unknown policies and KV layouts are refused", async () => {
     for (const [argv, message] of [
       [["--scheduling-policy", "lifo"], /unknown policy/],
+      // the simulator's clairvoyant bound needs the future a server never has
+      [["--scheduling-policy", "cachettl-adaptive:clairvoyant"], /unknown policy/],
       [["--kv-layout", "paged"], /Allowed choices are unified, streams/],
     ] as const) {
       const command = serveCommand()

@@ -90,6 +90,11 @@ export class LatencyModelExecutor implements Executor<StepResult> {
 }
 
 /** Picks the scheduler (replica) a new request of a program goes to. */
+/** The scheduler's id of a simulated program: its index in the run (trace ids may repeat) and its trace id. */
+export function simProgramId(index: number, traceId: string): string {
+  return `${index}:${traceId}`;
+}
+
 export type RequestRoute = (programId: string, turn: number) => Scheduler;
 
 /**
@@ -225,7 +230,7 @@ export class SimulatedPrograms implements LoopEnvironment<boolean> {
       promptTokens: turn.input,
       aborted: false,
     });
-    const programId = `${event.program}:${program.spec.id}`;
+    const programId = simProgramId(event.program, program.spec.id);
     const scheduler = this.route(programId, event.turn);
     scheduler.addRequest({
       requestId,

@@ -6,8 +6,8 @@ import { GIB, type TierConfig, tierConfigs } from "../core/kv/offload-tiers.js";
 import { type EventRecorder, MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Scheduler } from "../core/scheduler.js";
 import type { StepPlan } from "../core/step-plan.js";
-import { createPolicy } from "../policies/index.js";
 import { type TraceProgram, traceStats } from "../workload/trace.js";
+import { createSimPolicy } from "./clairvoyant.js";
 import { createRouter, type RouterName, runClusterSimulation } from "./cluster.js";
 import { type ProgramOutcome, runSimulation, type SimProgramSpec, type TurnOutcome } from "./event-loop.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
@@ -133,7 +133,7 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const capacityTokens = kvPoolTokensOf(profile, engine);
   // Each replica has its own policy: policies learn from what they schedule (tool times, program sizes).
   const replica = () => {
-    const policy = createPolicy(spec.policy);
+    const policy = createSimPolicy(spec.policy, spec.programs);
     return new Scheduler(
       {
         numBlocks: Math.floor(capacityTokens / engine.blockSizeTokens),
