@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
@@ -224,11 +224,13 @@ describe("continuum serve process", () => {
 
   test("when its parent process dies (npx killed, no signal forwarded) it drains and exits", async () => {
     const fixture = fileURLToPath(new URL("../cli/test-support/serve-fixture.ts", import.meta.url));
+    const dir = await mkdtemp(join(tmpdir(), "continuum-orphan-"));
+    const log = join(dir, "serve.log");
     // A shell starts the server in the background, prints its pid, becomes `sleep` (exec: no leftover
     // sleep holding our pipe open after the kill) and is then killed outright.
     const shell = spawn(
       "sh",
-      ["-c", `"${process.execPath}" --import tsx "${fixture}" > /dev/null 2>&1 & echo $!; exec sleep 600`],
+      ["-c", `"${process.execPath}" --import tsx "${fixture}" > "${log}" 2>&1 & echo $!; exec sleep 600`],
       {
         stdio: ["ignore", "pipe", "ignore"],
       },
@@ -245,11 +247,17 @@ describe("continuum serve process", () => {
       }
     };
     try {
-      await new Promise((r) => setTimeout(r, 2500));
-      assert.ok(alive(), "the server runs");
+      // Kill the parent only once the server listens: it learns its parent at start, and on a loaded
+      // machine starting takes longer than any fixed wait.
+      let listening = false;
+      for (let i = 0; i < 600 && !listening && alive(); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        listening = (await readFile(log, "utf8").catch(() => "")).includes("listening on");
+      }
+      assert.ok(listening && alive(), "the server runs");
       shell.kill("SIGKILL");
       let stillAlive = true;
-      for (let i = 0; i < 100 && stillAlive; i++) {
+      for (let i = 0; i < 300 && stillAlive; i++) {
         await new Promise((r) => setTimeout(r, 100));
         stillAlive = alive();
       }
@@ -258,6 +266,7 @@ describe("continuum serve process", () => {
       if (alive()) process.kill(pid, "SIGKILL");
       if (shell.exitCode === null) shell.kill("SIGKILL");
       shell.stdout.destroy();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
