@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -70,6 +71,26 @@ describe("engine over llama.cpp (built-in tiny model)", {
     "patch the off-by-one error in the parser",
     "write a summary of what changed",
   ];
+
+  test("a pool larger than the model's trained context starts without llama.cpp's overflow warning", () => {
+    // llama.cpp writes to the process's stderr from native code: only a child's stderr can be read.
+    const runnerUrl = new URL("./llama-model-runner.ts", import.meta.url).href;
+    const script = `
+      const { LlamaModelRunner } = await import(${JSON.stringify(runnerUrl)});
+      const open = (kvCells) => LlamaModelRunner.open({ modelPath: ${JSON.stringify(modelPath)}, kvCells, maxSeqs: 4, batchTokens: 64, threads: 1 });
+      const probe = await open(256);
+      const trained = probe.model.info.nCtxTrain;
+      await probe.close();
+      const runner = await open(2 * trained);
+      console.log(runner.maxContextTokens === trained ? "bounded" : "unbounded");
+      await runner.close();`;
+    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      encoding: "utf8",
+    });
+    assert.equal(child.status, 0, child.stderr);
+    assert.equal(child.stdout.trim(), "bounded", "each sequence stays within the trained context");
+    assert.doesNotMatch(child.stderr, /training context overflow/);
+  });
 
   test("greedy text is the same alone and batched with 3 others", async () => {
     const e = await engine();

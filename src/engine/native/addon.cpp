@@ -77,6 +77,10 @@ static void logCallback(ggml_log_level level, const char* text, void* /*user*/) 
   }
   const int min = g_minLogLevel.load();
   if (min == GGML_LOG_LEVEL_NONE || lvl < min) return;
+  // With one KV pool shared by every sequence, llama.cpp compares the whole pool with the model's trained
+  // context and warns of an overflow; each sequence is bounded by the trained context on our side, so the
+  // warning is never true here, and it would be the first line every `serve` prints.
+  if (lvl == GGML_LOG_LEVEL_WARN && std::strstr(text, "possible training context overflow") != nullptr) return;
   std::fputs(text, stderr);
 }
 
