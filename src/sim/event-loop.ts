@@ -89,12 +89,12 @@ export class LatencyModelExecutor implements Executor<StepResult> {
   }
 }
 
-/** Picks the scheduler (replica) a new request of a program goes to. */
 /** The scheduler's id of a simulated program: its index in the run (trace ids may repeat) and its trace id. */
 export function simProgramId(index: number, traceId: string): string {
   return `${index}:${traceId}`;
 }
 
+/** Picks the scheduler (replica) a new request of a program goes to. */
 export type RequestRoute = (programId: string, turn: number) => Scheduler;
 
 /**

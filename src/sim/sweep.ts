@@ -2,8 +2,7 @@ import { availableParallelism } from "node:os";
 import { extname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
-import { createPolicy } from "../policies/index.js";
-import { isClairvoyantPolicy } from "./clairvoyant.js";
+import { createSimPolicy } from "./clairvoyant.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 import type { PointResult } from "./simulate.js";
 
@@ -118,9 +117,7 @@ function startWorker(url: URL, fromSource: boolean): Worker {
  * loads keep more requests running per step.
  */
 function estimatedCost(job: PointJob): number {
-  const offload =
-    (!isClairvoyantPolicy(job.policy) && createPolicy(job.policy).needsOffload) ||
-    job.engine.cpuOffloadGb > 0 ||
-    job.engine.diskOffloadGb > 0;
+  const policy = createSimPolicy(job.policy, []);
+  const offload = policy.needsOffload || job.engine.cpuOffloadGb > 0 || job.engine.diskOffloadGb > 0;
   return (offload ? 2 : 1) * (1 + job.jps);
 }
