@@ -14,7 +14,7 @@
  * docs/engine.md), used bare, then cleared and driven by the engine, then bare again (the bare figures
  * are the mean of both runs, which evens out drift in the load of a shared machine).
  *
- *   npm run bench:engine -- [--preset tiny|small|medium] [--threads 1] [--tokens 128]
+ *   npm run bench:engine -- [--preset <built-in preset>] [--threads 1] [--tokens 128]
  *                           [--concurrency 1,8,32] [--prefill-tokens 512] [--prefill-prompts 4]
  */
 import { parseArgs } from "node:util";

@@ -200,3 +200,50 @@ describe("GgufWriter / readGgufInfo round trip", () => {
     await assert.rejects(readGgufInfo(path));
   });
 });
+
+describe("GgufWriter streaming", () => {
+  it("writes pre-encoded tensors chunk by chunk in bounded memory, reporting progress", async () => {
+    const path = join(dir, "big.gguf");
+    const dims = [4096, 8192];
+    const tensorBytes = tensorByteSize(GgmlType.F16, dims); // 64 MiB
+    const chunks: number[] = [];
+    const baseline = process.memoryUsage().arrayBuffers;
+    let peak = baseline;
+    const w = new GgufWriter().addTensor({
+      name: "big",
+      dims,
+      type: GgmlType.F16,
+      fillEncoded: (out) => {
+        chunks.push(out.length);
+        out.fill(chunks.length);
+        peak = Math.max(peak, process.memoryUsage().arrayBuffers);
+      },
+    });
+    const progress: [number, number][] = [];
+    const layout = await w.writeFile(path, {
+      onProgress: (written, total) => progress.push([written, total]),
+    });
+
+    assert.equal(
+      chunks.reduce((a, b) => a + b, 0),
+      tensorBytes,
+    );
+    assert.ok(chunks.length >= 8 && Math.max(...chunks) <= 8 << 20, `chunks ${chunks}`);
+    assert.ok(peak - baseline < tensorBytes / 2, `memory grew by ${peak - baseline} bytes`);
+    assert.ok(progress.length >= chunks.length / 2);
+    progress.forEach(([written, total], i) => {
+      assert.equal(total, layout.fileSize);
+      if (i > 0) assert.ok(written > progress[i - 1]![0]);
+    });
+    assert.equal(progress.at(-1)?.[0], layout.fileSize);
+    assert.equal((await stat(path)).size, layout.fileSize);
+    // chunks land in order
+    const data = (await readFile(path)).subarray(layout.dataOffset);
+    let at = 0;
+    chunks.forEach((n, i) => {
+      assert.equal(data[at], i + 1);
+      assert.equal(data[at + n - 1], i + 1);
+      at += n;
+    });
+  });
+});

@@ -1,9 +1,9 @@
 /**
  * A streaming GGUF v3 writer. Metadata and tensor infos are encoded up front (their size fixes every
- * tensor's offset); tensor data is then produced chunk by chunk by each tensor's `fill` callback and
- * written straight to the file, so a model of hundreds of megabytes never sits in memory at once.
+ * tensor's offset); tensor data is then produced chunk by chunk by each tensor's `fill` (floats) or
+ * `fillEncoded` (bytes) callback and written straight to the file through two staging buffers, so a
+ * model of many gigabytes never sits in memory.
  */
-import { open } from "node:fs/promises";
 import {
   alignUp,
   GGUF_DEFAULT_ALIGNMENT,
@@ -14,6 +14,7 @@ import {
   ggmlTypeName,
   tensorByteSize,
 } from "./gguf-types.js";
+import { StagedFileWriter } from "./staged-file-writer.js";
 
 export type GgufScalar = number | bigint | boolean | string;
 
@@ -22,13 +23,16 @@ export type GgufMetadataValue =
   | { type: Exclude<GgufValueType, typeof GgufValueType.ARRAY>; value: GgufScalar }
   | { type: typeof GgufValueType.ARRAY; itemType: GgufValueType; value: GgufScalar[] };
 
-/** A tensor to write. Its data is pulled through `fill` when the file is written. */
-export interface TensorSource {
+interface TensorShape {
   name: string;
   /** GGUF dimension order: dims[0] is the contiguous (innermost) dimension, i.e. the row length. */
   dims: readonly number[];
   /** F32, F16 or Q8_0. */
   type: GgmlType;
+}
+
+/** A tensor given as float values, which the writer encodes. */
+export interface FloatTensorSource extends TensorShape {
   /**
    * Writes elements [start, start + out.length) of the tensor (flat, row-major in GGUF order) into
    * `out`. Called once per chunk, in increasing order of `start`, covering the tensor exactly once;
@@ -36,6 +40,24 @@ export interface TensorSource {
    * RNG stream) may ignore `start`.
    */
   fill(out: Float32Array, start: number): void;
+}
+
+/** A tensor given as already encoded bytes (the fast path for large models). */
+export interface EncodedTensorSource extends TensorShape {
+  /**
+   * Writes the encoded data of elements [start, start + count) into `out`, every byte of it. Called
+   * in increasing order of `start`, covering the tensor exactly once; counts are multiples of 32
+   * except possibly the last.
+   */
+  fillEncoded(out: Buffer, start: number, count: number): void;
+}
+
+/** A tensor to write. Its data is pulled through `fill` or `fillEncoded` when the file is written. */
+export type TensorSource = FloatTensorSource | EncodedTensorSource;
+
+export interface WriteOptions {
+  /** Progress: bytes on disk so far and the file size, after each write. */
+  onProgress?: (written: number, total: number) => void;
 }
 
 export interface TensorLayout {
@@ -60,6 +82,8 @@ export interface GgufLayout {
 const WRITABLE_TYPES = new Set<number>([GgmlType.F32, GgmlType.F16, GgmlType.Q8_0]);
 /** Elements generated per fill call (a multiple of the Q8_0 block size). */
 const CHUNK_ELEMENTS = 1 << 16;
+/** Elements per fillEncoded call: up to 8 MiB (F32), one staging buffer of the file writer. */
+const ENCODED_CHUNK_ELEMENTS = 1 << 21;
 const textEncoder = new TextEncoder();
 
 /** Little-endian byte builder for the header. */
@@ -390,52 +414,61 @@ export class GgufWriter {
 
   /** Where everything will land in the file, without writing it. */
   layout(): GgufLayout {
+    return this.plan().layout;
+  }
+
+  /** The layout and the header bytes (metadata and tensor infos, padded to the data section). */
+  private plan(): { layout: GgufLayout; header: Buffer } {
     const tensors = this.tensorLayout();
-    const dataOffset = alignUp(this.encodeHeader(tensors).length, this.alignment);
+    const encoded = this.encodeHeader(tensors);
+    const dataOffset = alignUp(encoded.length, this.alignment);
+    const header = Buffer.alloc(dataOffset);
+    encoded.copy(header);
     const last = tensors[tensors.length - 1];
     const dataSize = last ? alignUp(last.offset + last.size, this.alignment) : 0;
-    return { alignment: this.alignment, dataOffset, tensors, fileSize: dataOffset + dataSize };
+    return {
+      layout: { alignment: this.alignment, dataOffset, tensors, fileSize: dataOffset + dataSize },
+      header,
+    };
   }
 
   /** Writes the whole file to `path` (created or truncated), streaming tensor data chunk by chunk. */
-  async writeFile(path: string): Promise<GgufLayout> {
-    const tensors = this.tensorLayout();
-    const header = this.encodeHeader(tensors);
-    const dataOffset = alignUp(header.length, this.alignment);
-    const fh = await open(path, "w");
-    let position = 0;
-    const write = async (buf: Uint8Array): Promise<void> => {
-      let done = 0;
-      while (done < buf.length) {
-        const { bytesWritten } = await fh.write(buf, done, buf.length - done, position);
-        done += bytesWritten;
-        position += bytesWritten;
-      }
-    };
+  async writeFile(path: string, opts: WriteOptions = {}): Promise<GgufLayout> {
+    const { layout, header } = this.plan();
+    const { onProgress } = opts;
+    const file = await StagedFileWriter.open(path, {
+      ...(onProgress ? { onWritten: (bytes: number) => onProgress(bytes, layout.fileSize) } : {}),
+    });
     try {
-      await write(header);
-      await write(Buffer.alloc(dataOffset - header.length));
+      await file.append(header);
       const floats = new Float32Array(CHUNK_ELEMENTS);
-      const encoded = Buffer.alloc(tensorByteSize(GgmlType.F32, [CHUNK_ELEMENTS]));
       for (let i = 0; i < this.tensors.length; i++) {
         const src = this.tensors[i]!;
-        const info = tensors[i]!;
-        if (position !== dataOffset + info.offset) throw new Error(`internal: ${src.name} misplaced`);
+        const info = layout.tensors[i]!;
+        if (file.position !== layout.dataOffset + info.offset)
+          throw new Error(`internal: ${src.name} misplaced`);
         const total = src.dims.reduce((a, b) => a * b, 1);
-        for (let start = 0; start < total; start += CHUNK_ELEMENTS) {
-          const n = Math.min(CHUNK_ELEMENTS, total - start);
-          const chunk = floats.subarray(0, n);
-          src.fill(chunk, start);
-          const bytes = encoded.subarray(0, tensorByteSize(src.type, [n]));
-          encodeTensorChunk(src.type, chunk, bytes);
-          await write(bytes);
+        if ("fillEncoded" in src) {
+          for (let start = 0; start < total; start += ENCODED_CHUNK_ELEMENTS) {
+            const n = Math.min(ENCODED_CHUNK_ELEMENTS, total - start);
+            src.fillEncoded(await file.region(tensorByteSize(src.type, [n])), start, n);
+          }
+        } else {
+          for (let start = 0; start < total; start += CHUNK_ELEMENTS) {
+            const n = Math.min(CHUNK_ELEMENTS, total - start);
+            const chunk = floats.subarray(0, n);
+            src.fill(chunk, start);
+            encodeTensorChunk(src.type, chunk, await file.region(tensorByteSize(src.type, [n])));
+          }
         }
         const padded = alignUp(info.offset + info.size, this.alignment) - (info.offset + info.size);
-        if (padded > 0) await write(Buffer.alloc(padded));
+        if (padded > 0) (await file.region(padded)).fill(0);
       }
-    } finally {
-      await fh.close();
+    } catch (err) {
+      await file.abandon();
+      throw err;
     }
-    return { alignment: this.alignment, dataOffset, tensors, fileSize: position };
+    await file.close();
+    return layout;
   }
 }

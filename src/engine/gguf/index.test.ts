@@ -35,6 +35,22 @@ describe("ensureBuiltinModel", () => {
     assert.deepEqual(await readdir(cacheDir), ["continuum-tiny-7.gguf"]); // no temp files left
   });
 
+  it("says what it generates, how big, and where, before generating", async () => {
+    const cacheDir = join(dir, "message");
+    const written: string[] = [];
+    const write = process.stderr.write;
+    process.stderr.write = ((chunk: string | Uint8Array) => written.push(String(chunk)) > 0) as typeof write;
+    try {
+      await ensureBuiltinModel({ preset: "tiny", cacheDir, seed: 2 });
+      await ensureBuiltinModel({ preset: "tiny", cacheDir, seed: 2 });
+    } finally {
+      process.stderr.write = write;
+    }
+    assert.deepEqual(written, [
+      `generating built-in model tiny (6.0 MB, 2.9M params) into ${join(cacheDir, "continuum-tiny-2.gguf")}\n`,
+    ]);
+  });
+
   it("replaces a corrupt or mismatching file", async () => {
     const cacheDir = join(dir, "corrupt");
     const path = builtinModelPath({ preset: "tiny", cacheDir, seed: 3 });

@@ -1,11 +1,14 @@
 /**
- * Built-in models: small llama GGUF files generated on demand (seeded random weights, built-in
- * tokenizer and ChatML template) and cached on disk, since no weights can be downloaded.
+ * Built-in models: GGUF files generated on demand (seeded random weights, built-in tokenizer and
+ * ChatML template) and cached on disk, since no weights can be downloaded. Small ones for tests and
+ * CPUs, and ones with the exact tensor shapes of real 8B models for GPUs.
  */
 import { randomBytes } from "node:crypto";
 import { mkdir, rename, rm } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { assertDiskSpace } from "./disk-space.js";
+import { byteProgress, formatBytes, formatParams } from "./generation-progress.js";
 import { type GgufInfo, readGgufInfo } from "./gguf-reader.js";
 import { GgufValueType } from "./gguf-types.js";
 import {
@@ -13,10 +16,13 @@ import {
   GENERATOR_VERSION,
   generateLlamaGguf,
   type LlamaShape,
+  type LlamaSpec,
   llamaFileType,
+  llamaGgufLayout,
   planLlamaTensors,
   type WeightType,
 } from "./llama-model.js";
+import { LLAMA_3_1_ROPE_SCALING } from "./llama3-rope.js";
 
 export type { ChatMessage } from "./chat-template.js";
 export { CHATML_TEMPLATE, renderChatML } from "./chat-template.js";
@@ -37,28 +43,87 @@ export {
   type LlamaShape,
   type LlamaSpec,
   llamaFileType,
+  llamaGgufLayout,
+  type ModelArch,
   planLlamaTensors,
+  type WeightDraw,
   type WeightType,
 } from "./llama-model.js";
 export { SpmTokenizer, type TokenizeOptions } from "./spm-tokenizer.js";
 export { buildVocab, DEFAULT_VOCAB_SIZE, TokenType, type Vocab } from "./vocab.js";
 
-export type BuiltinPreset = "tiny" | "small" | "medium";
+export type BuiltinPreset =
+  | "tiny"
+  | "small"
+  | "medium"
+  | "llama-3.1-8b-f16"
+  | "llama-3.1-8b-q8_0"
+  | "qwen3-8b-f16"
+  | "qwen3-8b-q8_0";
 
-export interface BuiltinPresetInfo extends Required<LlamaShape> {
-  weightType: WeightType;
+/** Everything that fixes a preset's bytes, but the seed. */
+export type PresetSpec = Required<Omit<LlamaShape, "ropeScaling">> &
+  Pick<LlamaShape, "ropeScaling"> &
+  Required<Pick<LlamaSpec, "weightType" | "weights" | "ropeFreqBase" | "rmsEps">>;
+
+export interface BuiltinPresetInfo extends PresetSpec {
   /** Parameter count (weights), for reference. */
   params: number;
 }
 
-function preset(shape: Required<LlamaShape>, weightType: WeightType): BuiltinPresetInfo {
-  return { ...shape, weightType, params: countLlamaParams(shape) };
+type SmallShape = Omit<PresetSpec, "arch" | "weightType" | "weights" | "ropeFreqBase" | "rmsEps">;
+
+/** The small presets: llama arch, every weight drawn (their bytes are pinned by tests). */
+function smallPreset(shape: SmallShape, weightType: WeightType): BuiltinPresetInfo {
+  return preset({
+    ...shape,
+    arch: "llama",
+    weightType,
+    weights: "gaussian",
+    ropeFreqBase: 10000,
+    rmsEps: 1e-5,
+  });
 }
 
-/** Shapes of the built-in models (all share the 8192-token built-in vocabulary). */
+function preset(spec: PresetSpec): BuiltinPresetInfo {
+  return { ...spec, params: countLlamaParams(spec) };
+}
+
+/** Llama-3.1-8B's shapes (Meta's config.json); tokenizer and template are the built-in ones. */
+const LLAMA_3_1_8B = {
+  arch: "llama",
+  contextLength: 131072,
+  embeddingLength: 4096,
+  blockCount: 32,
+  feedForwardLength: 14336,
+  headCount: 32,
+  headCountKv: 8,
+  vocabSize: 128256,
+  ropeScaling: LLAMA_3_1_ROPE_SCALING,
+  ropeFreqBase: 500000,
+  rmsEps: 1e-5,
+  weights: "pooled",
+} as const;
+
+/** Qwen3-8B's shapes (Qwen's config.json): untied output, per-head query/key norms. */
+const QWEN3_8B = {
+  arch: "qwen3",
+  contextLength: 40960,
+  embeddingLength: 4096,
+  blockCount: 36,
+  feedForwardLength: 12288,
+  headCount: 32,
+  headCountKv: 8,
+  vocabSize: 151936,
+  ropeFreqBase: 1000000,
+  rmsEps: 1e-6,
+  weights: "pooled",
+} as const;
+
+/** Shapes of the built-in models. */
 export const BUILTIN_PRESETS: Readonly<Record<BuiltinPreset, BuiltinPresetInfo>> = {
   // ~2.9M params, 5.8 MB: fast enough for unit tests
-  tiny: preset(
+  tiny: smallPreset(
     {
       contextLength: 4096,
       embeddingLength: 128,
@@ -71,7 +136,7 @@ export const BUILTIN_PRESETS: Readonly<Record<BuiltinPreset, BuiltinPresetInfo>>
     "f16",
   ),
   // ~25M params, 27 MB (Q8_0: llama.cpp's CPU matmuls are ~2x faster on it than on F16)
-  small: preset(
+  small: smallPreset(
     {
       contextLength: 8192,
       embeddingLength: 384,
@@ -84,7 +149,7 @@ export const BUILTIN_PRESETS: Readonly<Record<BuiltinPreset, BuiltinPresetInfo>>
     "q8_0",
   ),
   // ~60M params, 64 MB
-  medium: preset(
+  medium: smallPreset(
     {
       contextLength: 16384,
       embeddingLength: 576,
@@ -96,7 +161,16 @@ export const BUILTIN_PRESETS: Readonly<Record<BuiltinPreset, BuiltinPresetInfo>>
     },
     "q8_0",
   ),
+  // 8.03B params: 16.1 GB, 8.5 GB
+  "llama-3.1-8b-f16": preset({ ...LLAMA_3_1_8B, weightType: "f16" }),
+  "llama-3.1-8b-q8_0": preset({ ...LLAMA_3_1_8B, weightType: "q8_0" }),
+  // 8.19B params: 16.4 GB, 8.7 GB
+  "qwen3-8b-f16": preset({ ...QWEN3_8B, weightType: "f16" }),
+  "qwen3-8b-q8_0": preset({ ...QWEN3_8B, weightType: "q8_0" }),
 };
+
+/** Files of at least this size show progress while generated (smaller ones take about a second). */
+const PROGRESS_MIN_BYTES = 256e6;
 
 export const DEFAULT_BUILTIN_SEED = 1;
 
@@ -133,17 +207,17 @@ async function matches(path: string, presetName: BuiltinPreset, seed: number): P
   }
   const p = BUILTIN_PRESETS[presetName];
   const expected: Record<string, unknown> = {
-    "general.architecture": "llama",
+    "general.architecture": p.arch,
     "continuum.generator_version": GENERATOR_VERSION,
     "continuum.seed": seed,
     "continuum.preset": presetName,
-    "llama.context_length": p.contextLength,
-    "llama.embedding_length": p.embeddingLength,
-    "llama.block_count": p.blockCount,
-    "llama.feed_forward_length": p.feedForwardLength,
-    "llama.attention.head_count": p.headCount,
-    "llama.attention.head_count_kv": p.headCountKv,
-    "llama.vocab_size": p.vocabSize,
+    [`${p.arch}.context_length`]: p.contextLength,
+    [`${p.arch}.embedding_length`]: p.embeddingLength,
+    [`${p.arch}.block_count`]: p.blockCount,
+    [`${p.arch}.feed_forward_length`]: p.feedForwardLength,
+    [`${p.arch}.attention.head_count`]: p.headCount,
+    [`${p.arch}.attention.head_count_kv`]: p.headCountKv,
+    [`${p.arch}.vocab_size`]: p.vocabSize,
     "general.file_type": llamaFileType(p.weightType),
   };
   for (const [key, value] of Object.entries(expected)) if (scalar(info, key) !== value) return false;
@@ -166,20 +240,28 @@ export async function ensureBuiltinModel(opts: EnsureBuiltinModelOptions): Promi
   const cacheDir = opts.cacheDir ?? defaultModelCacheDir();
   const path = builtinModelPath({ ...opts, cacheDir, seed });
   if (await matches(path, opts.preset, seed)) return path;
+  const spec: LlamaSpec = {
+    ...p,
+    seed,
+    name: `continuum-${opts.preset}`,
+    extraMetadata: { "continuum.preset": opts.preset },
+  };
+  const size = llamaGgufLayout(spec).fileSize;
   await mkdir(cacheDir, { recursive: true });
+  await assertDiskSpace(cacheDir, size, `built-in model ${opts.preset}`);
+  process.stderr.write(
+    `generating built-in model ${opts.preset} (${formatBytes(size)}, ${formatParams(p.params)} params) into ${path}\n`,
+  );
+  const progress = size >= PROGRESS_MIN_BYTES ? byteProgress(size) : undefined;
   const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
   try {
-    await generateLlamaGguf(tmp, {
-      ...p,
-      seed,
-      name: `continuum-${opts.preset}`,
-      weightType: p.weightType,
-      extraMetadata: { "continuum.preset": opts.preset },
-    });
+    await generateLlamaGguf(tmp, spec, progress ? { onProgress: (written) => progress.update(written) } : {});
     await rename(tmp, path);
   } catch (err) {
     await rm(tmp, { force: true });
     throw err;
+  } finally {
+    progress?.stop();
   }
   return path;
 }

@@ -68,6 +68,25 @@ describe("built-in vocabulary", () => {
     });
   });
 
+  it("reaches real models' vocabulary sizes with compounds of its pieces", () => {
+    for (const size of [128256, 151936]) {
+      const big = buildVocab({ size });
+      assert.equal(big.tokens.length, size);
+      assert.equal(new Set(big.tokens).size, size);
+      assert.deepEqual(big.tokens.slice(0, 12000), buildVocab({ size: 16384 }).tokens.slice(0, 12000));
+      big.tokens.forEach((t, id) => {
+        if (big.types[id] !== TokenType.NORMAL) return;
+        assert.ok(!t.includes("\n") && !/[^▁]▁/.test(t), `piece ${JSON.stringify(t)} breaks a boundary`);
+      });
+      const bigTok = new SpmTokenizer(big);
+      for (const text of [ENGLISH, CODE]) {
+        const ids = bigTok.tokenize(text);
+        assert.equal(bigTok.detokenize(ids), text);
+        assert.ok(ids.length <= tok.tokenize(text).length);
+      }
+    }
+  });
+
   it("is deterministic and memoized", () => {
     assert.equal(buildVocab(), vocab);
     const again = buildVocab({ size: 4096 });
@@ -126,27 +145,32 @@ describe("SpmTokenizer", () => {
   });
 
   it("keeps the tokens of a conversation a prefix of the tokens of its continuation", () => {
-    const rng = new Rng(5);
-    const words = ENGLISH.split(/\s+/).concat(CODE.split(/(?=\n)| /));
-    const content = () => {
-      let s = "";
-      const n = rng.int(1, 40);
-      for (let i = 0; i < n; i++) s += (i > 0 && rng.next() < 0.8 ? " " : "") + rng.pick(words);
-      return s;
-    };
-    const isPrefix = (a: number[], b: number[]) => a.length <= b.length && a.every((x, i) => x === b[i]);
-    for (let c = 0; c < 30; c++) {
-      const messages: ChatMessage[] = [{ role: "system", content: content() }];
-      let previous = tok.tokenize(renderChatML(messages, false), { addBos: true });
-      for (let turn = 0; turn < 6; turn++) {
-        messages.push({ role: rng.next() < 0.3 ? "tool" : "user", content: content() });
-        const prompt = tok.tokenize(renderChatML(messages, true), { addBos: true });
-        assert.ok(isPrefix(previous, prompt));
-        messages.push({ role: "assistant", content: content() });
-        const full = tok.tokenize(renderChatML(messages, false), { addBos: true });
-        assert.ok(isPrefix(prompt, full));
-        previous = full;
-      }
-    }
+    for (const t of [tok, new SpmTokenizer(buildVocab({ size: 151936 }))]) assertPrefixStable(t);
   });
 });
+
+/** Asserts that tokenizing a growing random conversation only ever appends tokens. */
+function assertPrefixStable(tokenizer: SpmTokenizer): void {
+  const rng = new Rng(5);
+  const words = ENGLISH.split(/\s+/).concat(CODE.split(/(?=\n)| /));
+  const content = () => {
+    let s = "";
+    const n = rng.int(1, 40);
+    for (let i = 0; i < n; i++) s += (i > 0 && rng.next() < 0.8 ? " " : "") + rng.pick(words);
+    return s;
+  };
+  const isPrefix = (a: number[], b: number[]) => a.length <= b.length && a.every((x, i) => x === b[i]);
+  for (let c = 0; c < 30; c++) {
+    const messages: ChatMessage[] = [{ role: "system", content: content() }];
+    let previous = tokenizer.tokenize(renderChatML(messages, false), { addBos: true });
+    for (let turn = 0; turn < 6; turn++) {
+      messages.push({ role: rng.next() < 0.3 ? "tool" : "user", content: content() });
+      const prompt = tokenizer.tokenize(renderChatML(messages, true), { addBos: true });
+      assert.ok(isPrefix(previous, prompt));
+      messages.push({ role: "assistant", content: content() });
+      const full = tokenizer.tokenize(renderChatML(messages, false), { addBos: true });
+      assert.ok(isPrefix(prompt, full));
+      previous = full;
+    }
+  }
+}

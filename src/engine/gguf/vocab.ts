@@ -6,6 +6,8 @@
  * the vocabulary, highest score first; scores here are minus the merge rank, so it reproduces the
  * training merges.
  *
+ * Past the few thousand pieces the word lists teach, compounds of two pieces fill larger vocabularies.
+ *
  * Pieces never contain a newline and never contain "▁" (the space marker) after a non-space
  * character, so token boundaries always fall before every word-initial space and around every
  * newline: appending text after a newline or a special token never changes the tokens before it.
@@ -216,6 +218,29 @@ function trainMerges(segments: Map<string, number>, maxMerges: number, known: Se
   return merges;
 }
 
+/**
+ * Pieces past what merge training can learn from the word lists (about 12.8k tokens in all), so the
+ * vocabulary reaches the sizes of real models (128k, 152k): a word-initial piece followed by a
+ * continuation piece ("▁cat" + "s"), the most frequent of each first. Both halves are tokens, so the
+ * tokenizer reaches the compound by merging them, and the boundary rules above still hold.
+ */
+function compoundPieces(merges: readonly string[], count: number, known: Set<string>): string[] {
+  const heads = merges.filter((p) => p.startsWith(SPACE_MARK));
+  const tails = merges.filter((p) => !p.includes(SPACE_MARK));
+  const pieces: string[] = [];
+  // walk the (head rank, tail rank) grid by anti-diagonals: ranks summing to 0, then 1, ...
+  for (let sum = 0; pieces.length < count && sum <= heads.length + tails.length - 2; sum++) {
+    for (let h = Math.max(0, sum - tails.length + 1); h <= Math.min(sum, heads.length - 1); h++) {
+      const piece = heads[h]! + tails[sum - h]!;
+      if (known.has(piece)) continue;
+      known.add(piece);
+      pieces.push(piece);
+      if (pieces.length === count) break;
+    }
+  }
+  return pieces;
+}
+
 const cache = new Map<number, Vocab>();
 
 /** Builds (deterministically; memoized) the built-in vocabulary. */
@@ -253,6 +278,10 @@ export function buildVocab(opts: VocabOptions = {}): Vocab {
   chars.forEach((ch, i) => {
     push(ch, TokenType.NORMAL, -1e6 - i);
   });
+  compoundPieces(merges, room - merges.length, known).forEach((piece, rank) => {
+    push(piece, TokenType.NORMAL, -2e6 - rank);
+  });
+  if (tokens.length !== size) throw new Error(`vocabulary size ${size} is too large`);
   if (new Set(tokens).size !== tokens.length) throw new Error("internal: duplicate vocabulary entries");
   const vocab: Vocab = { tokens, scores, types, unkId, bosId, eosId, imStartId, imEndId, byteBase };
   cache.set(size, vocab);
