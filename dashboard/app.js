@@ -145,6 +145,7 @@ function App() {
       <h1>Continuum</h1>
       <span>model ${s.model}</span>
       <span>policy ${s.policy ?? "?"}</span>
+      <span data-testid="device">${state.device.summary}</span>
       <span>${s.kv}</span>
       <span>v${s.version}</span>
       ${error ? html`<span class="error">${error}</span>` : ""}

@@ -1,12 +1,9 @@
 // Builds llama.cpp's own `llama-server` and `llama-batched-bench` — the peer Continuum is compared against
 // (src/bench/compare-llama-server.ts, `npm run compare`) — from exactly the llama.cpp release our prebuilt libraries come from.
 //
-// Source: the same pinned `node-llama-cpp` npm tarball scripts/fetch-llama-headers.mjs uses (it carries the
-// release as llama/gitRelease.bundle). The tarball is checked against the sha512 that script pinned (read
-// from its verified headers meta.json), the bundle's HEAD must equal the commit the headers came from, and
-// node-llama-cpp's own llama.cpp patches are applied, as for the prebuilt libraries. Everything lives in
+// Source: the pinned llama.cpp tree of scripts/llama-source.mjs (.cache/llama-src/<version>/, the release
+// the prebuilt libraries come from, with node-llama-cpp's patches). The build lives in
 // .cache/llama-server/<version>/ (gitignored, never committed):
-//   src/     the llama.cpp tree (git archive of the bundle + patches)
 //   build/   cmake build tree
 //   bin/     llama-server, llama-batched-bench (static: no shared llama/ggml libraries)
 //   meta.json  release, commit, cmake flags, build seconds
@@ -18,20 +15,13 @@
 // A repeat with the same flags and release is a no-op.
 //
 // Usage: node scripts/build-llama-server.mjs [--force] [--jobs N]   (prints the bin dir last)
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ensureLlamaHeaders, ROOT, run } from "./fetch-llama-headers.mjs";
+import { ensureLlamaSource, removeStaleBuildDir } from "./llama-source.mjs";
 
 const META_FORMAT = 1;
 export const TARGETS = ["llama-server", "llama-batched-bench"];
@@ -92,12 +82,6 @@ function runStreaming(cmd, args, opts = {}) {
   });
 }
 
-function npm(args, cwd) {
-  const execPath = process.env.npm_execpath;
-  if (execPath && /npm-cli\.js$/.test(execPath)) return run(process.execPath, [execPath, ...args], { cwd });
-  return run("npm", args, { cwd });
-}
-
 /** Where the build of `version` lives. */
 export function llamaServerDir(version, root = ROOT) {
   return join(root, ".cache", "llama-server", version);
@@ -134,53 +118,6 @@ function stampOf(headerMeta, flags) {
     .slice(0, 16);
 }
 
-/** Unpacks the pinned llama.cpp release into `dest` (which must not exist); returns the patches applied. */
-function unpackSource(headerMeta, dest, parent) {
-  const version = headerMeta.nodeLlamaCppVersion;
-  const work = mkdtempSync(join(parent, ".work-"));
-  try {
-    log(`npm pack node-llama-cpp@${version}`);
-    const packOut = JSON.parse(
-      npm(["pack", `node-llama-cpp@${version}`, "--json", "--prefer-offline"], work),
-    );
-    const tgz = join(work, packOut[0].filename);
-    const actual = `sha512-${createHash("sha512").update(readFileSync(tgz)).digest("base64")}`;
-    if (actual !== headerMeta.tarballIntegrity) {
-      throw new Error(
-        `node-llama-cpp@${version} tarball is ${actual}, expected ${headerMeta.tarballIntegrity}`,
-      );
-    }
-    run("tar", ["-xzf", tgz, "-C", work, "package/llama"]);
-    rmSync(tgz);
-    const llamaDir = join(work, "package", "llama");
-    const gitDir = join(work, "repo.git");
-    run("git", ["clone", "--quiet", "--bare", join(llamaDir, "gitRelease.bundle"), gitDir]);
-    const head = run("git", ["--git-dir", gitDir, "rev-parse", "HEAD"]).trim();
-    if (head !== headerMeta.bundleHead) {
-      throw new Error(`bundle HEAD ${head} differs from the headers' commit ${headerMeta.bundleHead}`);
-    }
-    const stage = join(work, "src");
-    mkdirSync(stage);
-    const tarBuf = run("git", ["--git-dir", gitDir, "archive", "--format=tar", "HEAD"], {
-      encoding: "buffer",
-    });
-    execFileSync("tar", ["-xf", "-", "-C", stage], { input: tarBuf, maxBuffer: 1024 * 1024 * 1024 });
-    const patches = [];
-    const patchDir = join(llamaDir, "patches");
-    if (existsSync(patchDir)) {
-      for (const name of readdirSync(patchDir).sort()) {
-        if (!name.endsWith(".diff") && !name.endsWith(".patch")) continue;
-        run("git", ["apply", "-p1", join(patchDir, name)], { cwd: stage });
-        patches.push(name);
-      }
-    }
-    run("mv", [stage, dest]);
-    return patches;
-  } finally {
-    rmSync(work, { recursive: true, force: true });
-  }
-}
-
 /**
  * Makes sure llama-server and llama-batched-bench of the pinned release are built; returns
  * `{ dir, server, batchedBench, meta, built }` (built = false when it was already there).
@@ -201,25 +138,17 @@ export async function ensureLlamaServer({ root = ROOT, force = false, jobs = 2 }
     }
   }
   mkdirSync(dir, { recursive: true });
-  const srcDir = join(dir, "src");
-  const buildDir = join(dir, "build");
   const t0 = performance.now();
-  let patches;
-  const srcStampPath = join(dir, "src.json");
-  const srcOk =
-    !force &&
-    existsSync(join(srcDir, "CMakeLists.txt")) &&
-    existsSync(srcStampPath) &&
-    JSON.parse(readFileSync(srcStampPath, "utf8")).commit === headerMeta.bundleHead;
-  if (srcOk) {
-    patches = JSON.parse(readFileSync(srcStampPath, "utf8")).patches;
-  } else {
-    rmSync(srcDir, { recursive: true, force: true });
-    rmSync(buildDir, { recursive: true, force: true });
-    patches = unpackSource(headerMeta, srcDir, dir);
-    writeFileSync(srcStampPath, `${JSON.stringify({ commit: headerMeta.bundleHead, patches })}\n`);
-    log(`llama.cpp ${headerMeta.llamaCppTag} source in ${srcDir} (patches: ${patches.join(", ") || "none"})`);
+  const { dir: srcDir, meta: srcMeta } = ensureLlamaSource({ root, log });
+  if (srcMeta.commit !== headerMeta.bundleHead) {
+    throw new Error(`${srcDir} holds ${srcMeta.commit}, the headers come from ${headerMeta.bundleHead}`);
   }
+  const patches = srcMeta.patches;
+  const buildDir = join(dir, "build");
+  removeStaleBuildDir(buildDir, srcDir);
+  // Earlier versions of this script unpacked their own copy of the tree here.
+  rmSync(join(dir, "src"), { recursive: true, force: true });
+  rmSync(join(dir, "src.json"), { force: true });
   const generator = hasCommand("ninja") ? ["-G", "Ninja"] : [];
   log(`cmake configure ${flags.join(" ")}`);
   await runStreaming("nice", ["-n", "10", "cmake", "-S", srcDir, "-B", buildDir, ...generator, ...flags]);

@@ -61,6 +61,8 @@ export interface BenchRun extends RunInfo {
   cached_token_ratio: number;
   /** whether the server reported cached tokens at all */
   cached_tokens_reported: boolean;
+  /** cached / prompt tokens over programs' second and later turns: how much of a returning turn was reused */
+  later_turns_cached_ratio: number;
   /** mean |trace prompt tokens - server-reported prompt_tokens|; null when none was reported */
   prompt_tokens_mae: number | null;
   /** mean (server-reported - trace) prompt tokens */
@@ -113,6 +115,9 @@ export function summarizeReplay(info: RunInfo, records: ReplayRecords): BenchRun
   const ok = records.requests.filter((r) => r.error === null);
   const promptTokens = ok.reduce((s, r) => s + (r.serverPromptTokens ?? 0), 0);
   const cachedTokens = ok.reduce((s, r) => s + (r.cachedTokens ?? 0), 0);
+  const later = ok.filter((r) => r.turn > 0);
+  const laterPrompt = later.reduce((s, r) => s + (r.serverPromptTokens ?? 0), 0);
+  const laterCached = later.reduce((s, r) => s + (r.cachedTokens ?? 0), 0);
   const withPrompt = ok.filter((r) => r.serverPromptTokens !== null);
   const withCompletion = ok.filter((r) => r.completionTokens !== null);
   const orNull = (xs: readonly number[]) => (xs.length === 0 ? null : mean(xs));
@@ -141,6 +146,7 @@ export function summarizeReplay(info: RunInfo, records: ReplayRecords): BenchRun
     completion_tokens: ok.reduce((s, r) => s + (r.completionTokens ?? 0), 0),
     cached_token_ratio: promptTokens > 0 ? cachedTokens / promptTokens : 0,
     cached_tokens_reported: ok.some((r) => r.cachedTokens !== null),
+    later_turns_cached_ratio: laterPrompt > 0 ? laterCached / laterPrompt : 0,
     prompt_tokens_mae: orNull(withPrompt.map((r) => Math.abs(r.targetPromptTokens - r.serverPromptTokens!))),
     prompt_tokens_bias: orNull(withPrompt.map((r) => r.serverPromptTokens! - r.targetPromptTokens)),
     tokenizer_mae: orNull(withPrompt.map((r) => Math.abs(r.clientPromptTokens - r.serverPromptTokens!))),

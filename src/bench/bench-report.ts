@@ -12,13 +12,16 @@ export function formatErrors(errors: Readonly<Record<string, number>>): string {
 }
 
 export function formatBenchTable(runs: readonly BenchRun[]): string {
-  const head = ["run", ...JCT_HEAD, "TTFTp50", "turnp50", "cached", "promptMAE", "errors"];
+  const head = ["run", ...JCT_HEAD, "TTFTp50", "turnp50", "cached", "cached2+", "promptMAE", "errors"];
   const rows = runs.map((r) => [
     r.label,
     ...jctCells(r, 2),
     r.ttft.count === 0 ? "-" : f(r.ttft.p50, 3),
     f(r.turn_latency.p50, 3),
     r.cached_tokens_reported === false ? "n/a" : f(r.cached_token_ratio, 3),
+    r.cached_tokens_reported === false || r.later_turns_cached_ratio === undefined
+      ? "n/a"
+      : f(r.later_turns_cached_ratio, 3),
     r.prompt_tokens_mae === null || r.prompt_tokens_mae === undefined ? "-" : f(r.prompt_tokens_mae, 1),
     formatErrors(r.errors),
   ]);

@@ -50,7 +50,8 @@ async function fakeServer(behaviour: Behaviour = () => "ok") {
       const usage = {
         prompt_tokens: 100,
         completion_tokens: 4,
-        prompt_tokens_details: { cached_tokens: 25 },
+        // a program's first turn finds nothing cached, its later ones half their prompt
+        prompt_tokens_details: { cached_tokens: n === 1 ? 0 : 50 },
       };
       const chat = req.url === "/v1/chat/completions";
       if (body["stream"] === true) {
@@ -161,7 +162,8 @@ describe("replay client and runner (fake server)", () => {
     assert.equal(run.completed, 2);
     assert.equal(run.programs, 2);
     assert.equal(run.ttft.count, 6);
-    assert.equal(run.cached_token_ratio, 0.25);
+    assert.equal(run.cached_token_ratio, 200 / 600);
+    assert.equal(run.later_turns_cached_ratio, 0.5);
     assert.equal(run.tool_calls, 4);
     assert.deepEqual(run.errors, {});
     assert.ok(run.jct.mean > 0.02, "two tool sleeps at least");

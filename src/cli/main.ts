@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { analyzeCommand } from "./analyze-command.js";
 import { analyzeStepsCommand } from "./analyze-steps-command.js";
 import { benchCommand } from "./bench-command.js";
+import { buildGpuCommand } from "./build-gpu-command.js";
 import { capacityCommand } from "./capacity-command.js";
 import { clusterCommand } from "./cluster-command.js";
 import { policiesCommand } from "./policies-command.js";
@@ -17,6 +18,7 @@ const program = new Command("continuum")
   .addCommand(serveCommand())
   .addCommand(clusterCommand())
   .addCommand(profileCommand())
+  .addCommand(buildGpuCommand())
   .addCommand(policiesCommand())
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())

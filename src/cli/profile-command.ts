@@ -23,11 +23,14 @@ export function profileCommand(): Command {
     .addOption(
       new Option(
         "--builtin-model <preset>",
-        "built-in model used without --model (default small; tiny with --quick)",
+        "built-in model used without --model (default small; tiny with --quick; llama-3.1-8b-*, qwen3-8b-*: real 8B shapes)",
       ).choices(Object.keys(BUILTIN_PRESETS)),
     )
     .option("--model-name <name>", "model name recorded in the profile")
-    .option("--device <id>", "device id recorded in the profile (default cpu-<CPU model>)")
+    .option(
+      "--device <id>",
+      "device id recorded in the profile (default cpu-<CPU model>, or <backend>-<GPU name> on a GPU)",
+    )
     .option("--threads <n>", "CPU threads (default: cores - 1, as serve)", positiveInt)
     .option(
       "--max-num-batched-tokens <n>",

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
+import { describeDevice } from "../engine/device-info.js";
 import type { EngineService } from "../engine/engine-api.js";
 import type { LlamaEngineOptions } from "../engine/engine-factory.js";
 import { BUILTIN_PRESETS, type BuiltinPreset } from "../engine/gguf/index.js";
@@ -186,6 +187,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
     `  model ${engine.modelId} (${model}), context ${engine.maxContextTokens} tokens, ` +
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
+  log(`  device: ${describeDevice(engine.device)}`);
   log(`  ${engine.kvSummary}`);
   log(
     o.profile
@@ -257,7 +259,10 @@ export function serveCommand(): Command {
     )
     .option("--model <gguf>", "GGUF model file (default: the generated built-in model)")
     .addOption(
-      new Option("--builtin-model <preset>", "built-in model used without --model")
+      new Option(
+        "--builtin-model <preset>",
+        "built-in model used without --model (llama-3.1-8b-*, qwen3-8b-*: real 8B shapes, 8.5-16.4 GB generated on first use)",
+      )
         .choices(Object.keys(BUILTIN_PRESETS))
         .default("small"),
     )

@@ -5,6 +5,7 @@
  */
 import type { RetentionHints } from "../core/client-hints.js";
 import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
+import type { DeviceInfo } from "./device-info.js";
 
 export interface SamplingParams {
   /** <= 0 means greedy */
@@ -138,6 +139,8 @@ export interface EngineService {
   readonly maxContextTokens: number;
   /** where KV lives, for the start-up banner (e.g. "16128 KV tokens, RAM tier 4 GiB") */
   readonly kvSummary: string;
+  /** where the model and its KV cache run (the banner, /metrics, the dashboard) */
+  readonly device: DeviceInfo;
   readonly chatTemplate: ModelChatTemplate;
   /** Renders a chat with the model's template, ending with the assistant's generation prompt. */
   renderChat(messages: readonly ChatTurn[]): string;

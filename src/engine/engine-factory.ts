@@ -8,6 +8,7 @@ import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
+import { setUpGpuBackend } from "./gpu/gpu-backend-setup.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
 import type { KvLayout } from "./model-runner.js";
 import { devices, type KvCacheType } from "./native/llama-native.js";
@@ -19,7 +20,7 @@ const CPU_ENGINE_DEFAULT_OFFLOAD_GB = 4;
 export interface LlamaEngineOptions {
   /** `--model <path>`: a GGUF file. Without it the built-in model `builtinModel` is generated. */
   readonly modelPath?: string;
-  /** `--builtin-model tiny|small|medium`: the seeded built-in model used without --model (default tiny). */
+  /** `--builtin-model <preset>` (BUILTIN_PRESETS): the seeded built-in model used without --model (default tiny). */
   readonly builtinModel?: BuiltinPreset;
   /** `--served-model-name`: the model id clients see (default: the GGUF's general.name or file name). */
   readonly servedModelName?: string;
@@ -122,6 +123,12 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
 
   const modelPath =
     options.modelPath ?? (await ensureBuiltinModel({ preset: options.builtinModel ?? "tiny" }));
+  await setUpGpuBackend({
+    modelPath,
+    gpuLayers: options.gpuLayers ?? "auto",
+    ...(options.flashAttn === undefined ? {} : { flashAttn: options.flashAttn }),
+    ...(options.kvCacheType ? { kvCacheType: options.kvCacheType } : {}),
+  });
   const runner = await LlamaModelRunner.open({
     modelPath,
     ...(options.servedModelName ? { modelId: options.servedModelName } : {}),

@@ -18,6 +18,7 @@ import {
 import type { KvChanges, SampledToken, ScheduledChunk, StepPlan, StepResult } from "../core/step-plan.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
+import type { DeviceInfo } from "./device-info.js";
 import {
   type ChatTurn,
   type EngineMetrics,
@@ -150,6 +151,7 @@ export class Engine implements EngineService {
   readonly modelId: string;
   readonly maxContextTokens: number;
   readonly kvSummary: string;
+  readonly device: DeviceInfo;
   readonly scheduler: Scheduler;
   readonly kv: KvSlots;
   readonly loopStats: EngineLoopStats = {
@@ -190,6 +192,7 @@ export class Engine implements EngineService {
     const runner = options.runner;
     this.runner = runner;
     this.modelId = runner.modelId;
+    this.device = runner.device;
     this.clock = options.clock ?? new RealClock();
     this.recorder = options.recorder ?? null;
     this.stepLog = options.stepLog ?? null;
@@ -236,7 +239,13 @@ export class Engine implements EngineService {
     ].join(", ");
     this.tierStore =
       tiers.length > 0
-        ? new KvTierStore({ cpuBytes, diskBytes, diskDir: tierOpts.diskDir ?? null, blockSizeTokens: b })
+        ? new KvTierStore({
+            cpuBytes,
+            diskBytes,
+            diskDir: tierOpts.diskDir ?? null,
+            blockSizeTokens: b,
+            ...(runner.allocateStateBuffer ? { allocateState: runner.allocateStateBuffer.bind(runner) } : {}),
+          })
         : null;
 
     const policy = typeof options.policy === "string" ? createPolicy(options.policy) : options.policy;

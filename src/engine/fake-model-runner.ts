@@ -11,6 +11,7 @@
  * anything else continues with hash-chosen letters and ends with EOS about one token in 48.
  */
 
+import { cpuDeviceInfo, type DeviceInfo } from "./device-info.js";
 import { Engine, type EngineOptions } from "./engine.js";
 import { type ModelChatTemplate, NO_CHAT_TEMPLATE } from "./engine-api.js";
 import { renderChatML } from "./gguf/index.js";
@@ -115,6 +116,7 @@ export class FakeModelRunner implements ModelRunner {
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
   readonly chatTemplate: ModelChatTemplate = NO_CHAT_TEMPLATE;
+  readonly device: DeviceInfo = cpuDeviceInfo();
   /** execute() calls and rows, for tests */
   executeCalls = 0;
   executedRows = 0;

@@ -11,6 +11,8 @@ export interface KvTierStoreOptions {
   /** directory for the disk tier's files (required when diskBytes > 0) */
   readonly diskDir: string | null;
   readonly blockSizeTokens: number;
+  /** memory for saved states (default: ordinary Buffers); the runner's allocateStateBuffer */
+  readonly allocateState?: (bytes: number) => Buffer;
 }
 
 /** One saved sequence: the KV of positions [0, length) of `content`, as a runner state blob. */
@@ -68,12 +70,13 @@ export class KvTierStore {
   private fileCounter = 0;
   private dirReady = false;
   /** buffers of dropped states, for the next saves */
-  readonly buffers = new StateBufferPool(SPARE_STATE_BUFFERS);
+  readonly buffers: StateBufferPool;
   saved = 0;
   reloaded = 0;
 
   constructor(private readonly options: KvTierStoreOptions) {
     if (options.diskBytes > 0 && !options.diskDir) throw new Error("a disk KV tier needs a directory");
+    this.buffers = new StateBufferPool(SPARE_STATE_BUFFERS, options.allocateState);
   }
 
   get enabled(): boolean {

@@ -1,5 +1,6 @@
 import { availableParallelism } from "node:os";
 import { basename } from "node:path";
+import { type DeviceInfo, deviceInfoOf } from "./device-info.js";
 import type { ModelChatTemplate } from "./engine-api.js";
 import { renderChatML } from "./gguf/index.js";
 import type {
@@ -12,7 +13,9 @@ import type {
   SampledOutput,
 } from "./model-runner.js";
 import {
+  allocPinnedBuffer,
   DecodeBatch,
+  devices,
   isLlamaError,
   type KvCacheType,
   type LlamaContext,
@@ -46,6 +49,13 @@ export interface LlamaRunnerOptions {
   readonly gpuLayers?: number | "all" | "auto";
 }
 
+/**
+ * Rows llama.cpp computes at once. On a GPU, matrix products over 2048 rows use the tensor cores far better
+ * than over 512; on the CPU, 512 keeps the compute buffer small at no cost in speed.
+ */
+const GPU_MAX_UBATCH = 2048;
+const CPU_MAX_UBATCH = 512;
+
 /** Default thread count: leave one core to Node's own event loop. */
 export function defaultThreads(): number {
   return Math.max(1, availableParallelism() - 1);
@@ -77,6 +87,7 @@ export class LlamaModelRunner implements ModelRunner {
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
   readonly chatTemplate: ModelChatTemplate;
+  readonly device: DeviceInfo;
   /** native decode calls and their summed time, for overhead measurements */
   decodeCalls = 0;
   private readonly decodeBatch: DecodeBatch;
@@ -103,12 +114,14 @@ export class LlamaModelRunner implements ModelRunner {
     this.decodeBatch = new DecodeBatch(info.nBatch);
     this.pieces = new Array(model.info.nVocab);
     this.chatTemplate = modelChatTemplate(model);
+    this.device = deviceInfoOf(devices(), model.info.nLayer, model.gpuLayers);
   }
 
   static async open(options: LlamaRunnerOptions): Promise<LlamaModelRunner> {
     const model = await loadModel(options.modelPath, { gpuLayers: options.gpuLayers ?? "auto" });
     try {
       const batchTokens = options.batchTokens ?? 512;
+      const kvOnGpu = deviceInfoOf(devices(), model.info.nLayer, model.gpuLayers).kvCache !== "cpu";
       const threads = options.threads ?? defaultThreads();
       const streams = options.kvLayout === "streams";
       // llama.cpp rounds each stream up to a multiple of 256 cells: round down instead, so that the streams
@@ -118,7 +131,7 @@ export class LlamaModelRunner implements ModelRunner {
         nCtx: streams ? streamCells * options.maxSeqs : options.kvCells,
         nSeqMax: options.maxSeqs,
         nBatch: batchTokens,
-        nUBatch: Math.min(batchTokens, 512),
+        nUBatch: Math.min(batchTokens, kvOnGpu ? GPU_MAX_UBATCH : CPU_MAX_UBATCH),
         threads,
         threadsBatch: options.threadsBatch ?? threads,
         flashAttn: options.flashAttn ?? true,
@@ -225,6 +238,14 @@ export class LlamaModelRunner implements ModelRunner {
     // llama.cpp copies between streams only whole, and asserts (aborting the process) otherwise
     if (this.kvLayout !== "unified") throw new Error("copySeq needs the unified KV layout");
     this.context.seqCopy(srcSeqId, dstSeqId, 0, nTokens);
+  }
+
+  /**
+   * Page-locked memory when the KV lives on a GPU: the GPU copies it by DMA at PCIe speed, where ordinary
+   * memory goes through a small staging buffer at a tenth of that (4-5 GB/s on an H100 box).
+   */
+  allocateStateBuffer(bytes: number): Buffer {
+    return (this.device.kvCache !== "cpu" ? allocPinnedBuffer(bytes) : null) ?? Buffer.allocUnsafeSlow(bytes);
   }
 
   saveSeq(seqId: number, take?: (bytes: number) => Buffer): Promise<Buffer> {

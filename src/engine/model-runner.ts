@@ -13,6 +13,7 @@
  *   cells than rows, and then changes nothing. The engine makes sure this never happens.
  */
 
+import type { DeviceInfo } from "./device-info.js";
 import type { ModelChatTemplate } from "./engine-api.js";
 
 export interface RunnerSampling {
@@ -116,6 +117,8 @@ export interface ModelRunner {
   /** longest sequence one slot may hold (the model's context window; with streams, also the slot's stream) */
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  /** where the model and its KV cache run */
+  readonly device: DeviceInfo;
 
   /** Prompt text -> token ids (BOS as the model wants, chat-template control tokens recognised). */
   tokenize(text: string): Int32Array;
@@ -143,6 +146,8 @@ export interface ModelRunner {
   copySeq(srcSeqId: number, dstSeqId: number, nTokens: number): void;
   /** Serialises one slot's KV (the cells stay in the pool). */
   saveSeq(seqId: number, take?: (bytes: number) => Buffer): Promise<Buffer>;
+  /** Memory saveSeq copies into fastest (page-locked when the KV lives on a GPU); ordinary Buffers without it. */
+  allocateStateBuffer?(bytes: number): Buffer;
   /** Restores saveSeq() output into a slot, replacing what it held; resolves to the positions it then holds. */
   restoreSeq(seqId: number, state: Buffer): Promise<number>;
   /**

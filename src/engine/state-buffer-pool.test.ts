@@ -15,6 +15,20 @@ describe("StateBufferPool", () => {
     assert.deepEqual({ reused: pool.reused, allocated: pool.allocated }, { reused: 2, allocated: 2 });
   });
 
+  it("takes new memory from its allocator (page-locked memory when the KV lives on a GPU)", () => {
+    const sizes: number[] = [];
+    const pool = new StateBufferPool(4, (bytes) => {
+      sizes.push(bytes);
+      return Buffer.alloc(bytes);
+    });
+    const first = pool.take(1000);
+    pool.give(first.subarray(0, 1000));
+    pool.take(1000);
+    pool.take(3000);
+    assert.equal(sizes.length, 2, "a reused buffer is not allocated again");
+    assert.ok((sizes[0] as number) >= 1000 && (sizes[1] as number) >= 3000);
+  });
+
   it("leaves headroom so a program's next, slightly longer state reuses its last one's buffer", () => {
     const pool = new StateBufferPool(4);
     const first = pool.take(5_000_000);

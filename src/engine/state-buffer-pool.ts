@@ -10,7 +10,11 @@ export class StateBufferPool {
   reused = 0;
   allocated = 0;
 
-  constructor(private readonly maxFree: number) {}
+  /** `allocate`: where new buffers come from (page-locked memory when the KV lives on a GPU). */
+  constructor(
+    private readonly maxFree: number,
+    private readonly allocate: (bytes: number) => Buffer = Buffer.allocUnsafeSlow,
+  ) {}
 
   /** A buffer of at least `bytes`: the smallest free one that fits, else a new one with headroom. */
   take(bytes: number): Buffer {
@@ -24,7 +28,7 @@ export class StateBufferPool {
       return this.free.splice(best, 1)[0] as Buffer;
     }
     this.allocated++;
-    const buffer = Buffer.allocUnsafeSlow(withHeadroom(bytes));
+    const buffer = this.allocate(withHeadroom(bytes));
     this.owned.add(buffer.buffer);
     return buffer;
   }

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Hono } from "hono";
 import type { ProgramSnapshot } from "../core/scheduler-snapshot.js";
+import { describeDevice } from "../engine/device-info.js";
 import type { EngineService } from "../engine/engine-api.js";
 import type { DashboardHistory } from "./dashboard-history.js";
 import type { AppEnv } from "./generation.js";
@@ -65,6 +66,7 @@ export function registerDashboard(
     return text;
   };
   const finished = new RecentlyFinished();
+  const device = { ...engine.device, summary: describeDevice(engine.device) };
 
   app.get("/dashboard", (c) => c.html(file("index.html")));
   app.get(`${DASHBOARD_ASSET_PREFIX}:name`, (c) => {
@@ -80,6 +82,7 @@ export function registerDashboard(
     const snapshot = engine.snapshot();
     return c.json({
       server: { model: engine.modelId, version: server.version, policy: server.policy, kv: engine.kvSummary },
+      device,
       timeS: Date.now() / 1000,
       pool: snapshot.pool,
       tiers: snapshot.tiers,

@@ -1,7 +1,7 @@
 /**
  * The live dashboard in headless Chromium (Debian's `chromium` through puppeteer-core) against a server on
- * the built-in tiny model: a program's row goes from running to pinned to finished while the pool bar
- * shows its KV, and the page logs no error. `continuum-heuristic` pins every tool-call turn for 2 s
+ * the built-in tiny model: the header names the device (the CPU), a program's row goes from running to
+ * pinned to finished while the pool bar shows its KV, and the page logs no error. `continuum-heuristic` pins every tool-call turn for 2 s
  * without needing any history; the page polls every 100 ms so no state is missed.
  */
 import assert from "node:assert/strict";
@@ -38,6 +38,11 @@ describe("live dashboard in headless Chromium (real engine, tiny model)", { skip
       page.on("pageerror", (error) => errors.push(String(error)));
       await page.goto(`${s.server.url}/dashboard?poll=100`);
       await page.waitForSelector("[data-testid=pool-bar]");
+      assert.match(
+        await page.$eval("header [data-testid=device]", (el) => el.textContent ?? ""),
+        /^cpu · .+ · \d+\.\d GiB RAM · KV cache in RAM$/,
+        "the header says the model runs on the CPU",
+      );
       const blocks = (part: string) =>
         page.$eval(`[data-testid=pool-bar] [data-part=${part}]`, (el) =>
           Number(el.getAttribute("data-blocks")),

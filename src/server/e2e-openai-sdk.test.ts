@@ -5,6 +5,7 @@
  * policy pins a non-last turn (/metrics, the event log) and the last step frees it.
  */
 import assert from "node:assert/strict";
+import { cpus, totalmem } from "node:os";
 import { after, before, describe, test } from "node:test";
 import type OpenAI from "openai";
 import type {
@@ -18,6 +19,7 @@ import {
   withExtraBody,
 } from "../cli/test-support/llama-server.js";
 import type { RecorderEvent } from "../core/recorder/events.js";
+import { BUILTIN_PRESETS } from "../engine/gguf/index.js";
 
 const messages = [
   { role: "system" as const, content: "Respond with ONLY a ```bash``` block." },
@@ -35,6 +37,29 @@ describe("openai SDK against the llama.cpp engine (tiny model)", { skip: llamaSk
   });
   // close() is idempotent: the last test closes the server to read its event log
   after(() => s?.close());
+
+  test("the banner and /metrics say where it runs: this machine's CPU and RAM, the KV cache in RAM", async () => {
+    const cpu = cpus()[0]!.model.trim();
+    const ram = `${(totalmem() / 1024 ** 3).toFixed(1)} GiB RAM`;
+    assert.ok(
+      s.banner.includes(`  device: cpu · ${cpu} · ${ram} · KV cache in RAM`),
+      `banner:\n${s.banner.join("\n")}`,
+    );
+    const text = await (await fetch(`${s.server.url}/metrics`)).text();
+    const sample = /^continuum:device_info\{(.*)\} (\S+)$/m.exec(text);
+    assert.ok(sample, "continuum:device_info is exported");
+    const labels = Object.fromEntries([...sample[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    assert.deepEqual(labels, {
+      backend: "cpu",
+      device: cpu,
+      memory_bytes: String(totalmem()),
+      layers_offloaded: "0",
+      layers_total: String(BUILTIN_PRESETS.tiny.blockCount),
+      kv_cache: "cpu",
+      model_name: s.model,
+    });
+    assert.equal(sample[2], "1");
+  });
 
   test("chat completion with extra_body { job_id, is_last_step: false }: a non-last turn is pinned", async () => {
     const params = withExtraBody<ChatCompletionCreateParamsNonStreaming>(

@@ -3,7 +3,7 @@
  * cumulative counters are read from `engine.metrics()` at scrape time; latency histograms are observed
  * as requests finish. One registry per server, so several servers (tests) never collide.
  */
-import { Counter, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EngineService, FinishReason, GenerateEvent } from "../engine/engine-api.js";
 import { scrapedCounter, scrapedGauge } from "./scraped-metrics.js";
 import {
@@ -90,6 +90,24 @@ export class ServerMetrics {
         read,
       );
     }
+
+    const device = engine.device;
+    new Gauge({
+      name: "continuum:device_info",
+      help: "Where the model runs (value 1, the device in labels): its backend and memory, repeating layers on the GPU, where the KV cache is.",
+      labelNames: ["backend", "device", "memory_bytes", "layers_offloaded", "layers_total", "kv_cache"],
+      registers,
+    }).set(
+      {
+        backend: device.backend,
+        device: device.device,
+        memory_bytes: String(device.memoryBytes),
+        layers_offloaded: String(device.layersOffloaded),
+        layers_total: String(device.layersTotal),
+        kv_cache: device.kvCache,
+      },
+      1,
+    );
 
     registerVllmGauges(registers, m);
     this.vllmTokenLatency = registerVllmTokenLatency(registers);

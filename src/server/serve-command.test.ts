@@ -7,10 +7,11 @@ import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { runServe, serveCommand } from "../cli/serve-command.js";
 import type { LlamaEngineOptions } from "../engine/engine-factory.js";
+import { H100_ALL_LAYERS } from "../engine/test-support/devices.js";
 import { FakeEngine } from "./test-support/fake-engine.js";
 
 describe("continuum serve", () => {
-  test("flags parse vLLM-style and reach the engine factory; the banner names URL, model and policy", async () => {
+  test("flags parse vLLM-style and reach the engine factory; the banner names URL, model, device and policy", async () => {
     const command = serveCommand();
     let parsed: Record<string, unknown> = {};
     command.exitOverride().action((o: Record<string, unknown>) => {
@@ -30,7 +31,7 @@ describe("continuum serve", () => {
 
     let received: LlamaEngineOptions | null = null;
     const lines: string[] = [];
-    const engine = new FakeEngine();
+    const engine = new FakeEngine({ device: H100_ALL_LAYERS });
     const server = await runServe(parsed as never, {
       createEngine: (options) => {
         received = options;
@@ -61,9 +62,13 @@ describe("continuum serve", () => {
       });
       assert.match(lines[0]!, /^continuum serve: listening on http:\/\/127\.0\.0\.1:\d+$/);
       assert.match(lines[1]!, /model fake-model .*scheduling policy vllm/);
-      assert.equal(lines[2], "  fake KV");
-      assert.match(lines[3]!, /TTL cost model: prefill and tier reloads priced from the engine's own steps/);
-      assert.equal(lines[4], `  live dashboard at ${server.url}/dashboard`);
+      assert.equal(
+        lines[2],
+        "  device: cuda · NVIDIA H100 80GB HBM3 · 79.6 GiB · 32/32 layers on the GPU · KV cache on the GPU",
+      );
+      assert.equal(lines[3], "  fake KV");
+      assert.match(lines[4]!, /TTL cost model: prefill and tier reloads priced from the engine's own steps/);
+      assert.equal(lines[5], `  live dashboard at ${server.url}/dashboard`);
       assert.equal((await fetch(`${server.url}/health`)).status, 200);
       const models = await fetch(`${server.url}/v1/models`, { headers: { Authorization: "Bearer k" } });
       const ids = ((await models.json()) as { data: { id: string }[] }).data.map((m) => m.id);

@@ -395,6 +395,25 @@ test("dashboard: the page and its libraries are open, its state wants the API ke
   });
 });
 
+test("dashboard state: the device the model runs on, as fields and as the banner's line", async () => {
+  const device = {
+    backend: "vulkan",
+    device: "AMD Radeon RX 7900 XTX",
+    memoryBytes: 24 * 1024 ** 3,
+    layersOffloaded: 20,
+    layersTotal: 32,
+    kvCache: "split" as const,
+  };
+  await withServer({ device }, {}, async (t) => {
+    const body = (await (await fetch(`${t.url}/dashboard/state`)).json()) as Json;
+    assert.deepEqual(body.device, {
+      ...device,
+      summary:
+        "vulkan · AMD Radeon RX 7900 XTX · 24.0 GiB · 20/32 layers on the GPU · KV cache split between the GPU and RAM",
+    });
+  });
+});
+
 test("retention hints: cache_control (top level or nvext) and an expected tool duration reach the engine", async () => {
   await withServer({}, {}, async (t) => {
     const send = async (extra: Record<string, unknown>) => {

@@ -26,6 +26,8 @@ export interface LlamaServer {
   readonly engine: Engine;
   readonly openai: OpenAI;
   readonly model: string;
+  /** the start-up banner's lines */
+  readonly banner: readonly string[];
   /** The gauges and counters of /metrics, by name (labels dropped: one model per server). */
   metrics(): Promise<Record<string, number>>;
   /** Stops the server (engine included) and returns the scheduler's event log (`--record`). */
@@ -57,6 +59,7 @@ export async function startLlamaServer(
   ];
   let engine: Engine | null = null;
   let server: RunningServer | null = null;
+  const banner: string[] = [];
   const command = serveCommand().exitOverride();
   command.action(async (options) => {
     server = await runServe(options, {
@@ -64,7 +67,7 @@ export async function startLlamaServer(
         engine = await createLlamaEngine(engineOptions);
         return engine;
       },
-      log: () => {},
+      log: (line) => banner.push(line),
       handleSignals: false,
     });
   });
@@ -84,6 +87,7 @@ export async function startLlamaServer(
     engine,
     openai,
     model,
+    banner,
     async metrics() {
       const text = await (await fetch(`${running.url}/metrics`)).text();
       const values: Record<string, number> = {};

@@ -49,6 +49,17 @@ export const engineProfileSchema = z.object({
   }),
   stepOverheadS: seconds,
   offload: z.object({ cpuBandwidthBps: positive, diskBandwidthBps: positive }),
+  /** optional: where it was measured (profiles written before it lack it) */
+  deviceInfo: z
+    .object({
+      backend: z.string().min(1),
+      device: z.string(),
+      memoryBytes: z.number().nonnegative(),
+      layersOffloaded: z.number().int().nonnegative(),
+      layersTotal: z.number().int().nonnegative(),
+      kvCache: z.enum(["gpu", "cpu", "split"]),
+    })
+    .optional(),
 });
 
 export type EngineProfileJson = z.infer<typeof engineProfileSchema>;

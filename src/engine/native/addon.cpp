@@ -648,6 +648,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createContext", Napi::Function::New(env, CreateContext));
   exports.Set("LlamaModel", data->modelCtor.Value());
   exports.Set("LlamaContext", data->contextCtor.Value());
+  RegisterHostMemory(env, exports);
   return exports;
 }
 

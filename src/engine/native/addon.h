@@ -92,6 +92,8 @@ int64_t kvBytesPerToken(const llama_model* model, ggml_type typeK, ggml_type typ
 
 // Defined in context.cpp.
 Napi::Function DefineContext(Napi::Env env);
+// allocPinnedBuffer, measureHostCopyBandwidth (host-memory.cpp)
+void RegisterHostMemory(Napi::Env env, Napi::Object exports);
 Napi::Value CreateContext(const Napi::CallbackInfo& info);
 
 }  // namespace continuum

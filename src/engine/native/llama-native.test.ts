@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { ensureBuiltinModel, renderChatML } from "../gguf/index.js";
 import {
+  allocPinnedBuffer,
   DecodeBatch,
   devices,
   isLlamaError,
@@ -12,6 +13,7 @@ import {
   type LlamaModel,
   loadBackends,
   loadModel,
+  measureHostCopyBandwidth,
   setLogLevel,
   versionInfo,
 } from "./llama-native.js";
@@ -89,6 +91,11 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
     const b = loadBackends();
     assert.ok(b.dir.endsWith("bins/linux-x64"), b.dir);
     assert.ok(devices().some((d) => d.type === "cpu"));
+  });
+
+  test("without a GPU backend there is no page-locked memory to hand out and no GPU copy to time", () => {
+    assert.equal(allocPinnedBuffer(1 << 20), null);
+    assert.equal(measureHostCopyBandwidth(1 << 20, 1), null);
   });
 
   test("model info matches the built-in tiny preset", () => {

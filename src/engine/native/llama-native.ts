@@ -7,10 +7,11 @@
  * (or any other async op on that context) is in flight, every other op on the context throws
  * LLAMA_CONTEXT_BUSY: the engine loop is expected to serialize ops per context.
  */
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { findGpuPlugin } from "../gpu/plugin-discovery.js";
 
 // ---------------------------------------------------------------------------------------------------------
 // public types
@@ -51,8 +52,11 @@ export interface BackendsInfo {
 export interface LoadBackendsOptions {
   /** Directory with libggml-cpu-*.so (default: the directory of the linked libllama). */
   dir?: string;
-  /** Also load GPU plugins from installed optional GPU packages (default: true unless CONTINUUM_LLAMA_GPU=0). */
-  gpu?: boolean;
+  /**
+   * GPU backend plugin files to load (default: the one findGpuPlugin picks: CONTINUUM_GPU_PLUGIN, a plugin
+   * built here, an installed GPU package's; none with CONTINUUM_LLAMA_GPU=0).
+   */
+  gpuPlugins?: readonly string[];
 }
 
 export interface LoadModelOptions {
@@ -314,6 +318,22 @@ interface RawAddon {
   devices(): DeviceInfo[];
   loadModel(path: string, opts: { gpuLayers: number; vocabOnly: boolean; mmap?: boolean }): Promise<RawModel>;
   createContext(model: RawModel, opts: Record<string, unknown>): Promise<RawContext>;
+  allocPinnedBuffer(bytes: number): Buffer | null;
+  measureHostCopyBandwidth(bytes: number, repeats: number): HostCopyBandwidth | null;
+}
+
+/** Bytes per second one way and the other between host memory and the GPU. */
+export interface CopyRates {
+  readonly hostToDeviceBps: number;
+  readonly deviceToHostBps: number;
+}
+
+/** Whole-buffer copies between the first GPU and host memory, page-locked (pinned) and ordinary (pageable). */
+export interface HostCopyBandwidth {
+  readonly device: string;
+  readonly bytes: number;
+  readonly pinned: CopyRates;
+  readonly pageable: CopyRates;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -322,7 +342,7 @@ interface RawAddon {
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
 
-function findProjectRoot(): string {
+export function findProjectRoot(): string {
   let dir = here;
   for (;;) {
     const pkg = join(dir, "package.json");
@@ -404,45 +424,20 @@ export function setLogLevel(level: LogLevel): void {
   native().setLogLevel(level);
 }
 
-const GPU_PACKAGES = [
-  "@node-llama-cpp/linux-x64-cuda",
-  "@node-llama-cpp/linux-x64-cuda-ext",
-  "@node-llama-cpp/linux-x64-vulkan",
-] as const;
-
-/** GPU backend plugins (libggml-cuda*.so, libggml-vulkan*.so) in installed optional GPU packages. */
-export function findGpuBackendPlugins(): string[] {
-  const found: string[] = [];
-  for (const pkg of GPU_PACKAGES) {
-    let pkgDir: string;
-    try {
-      pkgDir = resolve(dirname(require.resolve(pkg)), "..");
-    } catch {
-      continue;
-    }
-    const bins = join(pkgDir, "bins");
-    if (!existsSync(bins)) continue;
-    for (const sub of readdirSync(bins, { withFileTypes: true })) {
-      if (!sub.isDirectory()) continue;
-      for (const f of readdirSync(join(bins, sub.name))) {
-        if (/^libggml-(cuda|vulkan)[^/]*\.so$/.test(f)) found.push(join(bins, sub.name, f));
-      }
-    }
-  }
-  return found;
+function defaultGpuPlugins(): string[] {
+  const plugin = findGpuPlugin(findProjectRoot());
+  return plugin ? [plugin.file] : [];
 }
 
 let backends: BackendsInfo | undefined;
 
 /**
  * Loads ggml's runtime backend plugins: the best libggml-cpu-<arch>.so from the prebuilt package's bin dir
- * and, when an optional GPU package is installed, its GPU plugin. Must run before loadModel (which calls
- * it if needed). Idempotent.
+ * and the GPU plugins of opts.gpuPlugins. Must run before loadModel (which calls it if needed). Idempotent.
  */
 export function loadBackends(opts: LoadBackendsOptions = {}): BackendsInfo {
-  const wantGpu = opts.gpu ?? process.env["CONTINUUM_LLAMA_GPU"] !== "0";
-  const extra = wantGpu ? findGpuBackendPlugins() : [];
-  const info = native().loadBackends(opts.dir, extra);
+  const gpuPlugins = opts.gpuPlugins ?? defaultGpuPlugins();
+  const info = native().loadBackends(opts.dir, [...gpuPlugins]);
   backends = {
     dir: info.dir,
     loaded: [...(backends?.loaded ?? []), ...info.loaded],
@@ -450,6 +445,19 @@ export function loadBackends(opts: LoadBackendsOptions = {}): BackendsInfo {
     devices: info.devices,
   };
   return backends;
+}
+
+/**
+ * Page-locked host memory of the first GPU backend (cudaMallocHost for CUDA), which the GPU copies at DMA
+ * speed where ordinary memory goes through a staging buffer; null without a GPU backend that offers it.
+ */
+export function allocPinnedBuffer(bytes: number): Buffer | null {
+  return native().allocPinnedBuffer(bytes);
+}
+
+/** The machine's host <-> GPU copy bandwidth (best of `repeats` copies of `bytes`); null without a GPU. */
+export function measureHostCopyBandwidth(bytes: number, repeats = 5): HostCopyBandwidth | null {
+  return native().measureHostCopyBandwidth(bytes, repeats);
 }
 
 export function devices(): DeviceInfo[] {
@@ -466,7 +474,7 @@ export async function loadModel(path: string, opts: LoadModelOptions = {}): Prom
     vocabOnly: opts.vocabOnly ?? false,
     ...(opts.mmap === undefined ? {} : { mmap: opts.mmap }),
   });
-  return new LlamaModel(raw, path);
+  return new LlamaModel(raw, path, gpuLayers);
 }
 
 /** Same as model.createContext(opts): one context with one unified KV pool for all its sequences. */
@@ -484,6 +492,8 @@ export class LlamaModel {
   constructor(
     private readonly raw: RawModel,
     readonly path: string,
+    /** n_gpu_layers the model was loaded with (negative: all) */
+    readonly gpuLayers: number,
   ) {
     this.info = raw.info();
   }

@@ -1,7 +1,16 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { parseEngineProfile } from "../../core/profile/engine-profile-format.js";
 import { loadEngineProfile } from "../../sim/hardware/engine-profile.js";
-import { buildProfile, cpuDeviceName, decodeIntercept, fitLine } from "./build-profile.js";
+import { H100_ALL_LAYERS } from "../test-support/devices.js";
+import {
+  buildProfile,
+  cpuDeviceName,
+  decodeIntercept,
+  describeProfile,
+  deviceId,
+  fitLine,
+} from "./build-profile.js";
 import type { DecodeSample, PrefillSample } from "./measure.js";
 
 // A synthetic engine: a step of n new tokens after c costs FIXED + A((c+n)^2 - c^2) + B n of model
@@ -55,8 +64,11 @@ function measurements() {
   };
 }
 
+const H100 = H100_ALL_LAYERS;
+
 const identity = {
   device: "cpu-test",
+  deviceInfo: H100,
   model: "synthetic",
   threads: 2,
   kvBytesPerToken: 5120,
@@ -76,6 +88,18 @@ describe("buildProfile", () => {
     assert.equal(file.prefill.points.length, 6);
     assert.equal(file.decode.points.length, 18);
     assert.equal(file.notes.nBatch, N_BATCH);
+  });
+
+  it("records where it was measured; a profile written before that field still parses", () => {
+    const file = JSON.parse(JSON.stringify(buildProfile(identity, measurements(), { seconds: 1 })));
+    assert.deepEqual(parseEngineProfile(file).deviceInfo, H100);
+    const { deviceInfo: _, ...older } = file;
+    assert.equal(parseEngineProfile(older).deviceInfo, undefined);
+    assert.equal(loadEngineProfile(older).id, "engine/cpu-test/synthetic");
+    assert.throws(
+      () => parseEngineProfile({ ...file, deviceInfo: { ...H100, kvCache: "vram" } }),
+      /deviceInfo\.kvCache/,
+    );
   });
 
   it("prices steps like the engine it measured: chunked prefill, decodes, fixed cost", () => {
@@ -104,6 +128,23 @@ describe("buildProfile", () => {
     // PrefillReload's quadratic: close to a one-chunk prefill at its own length
     const q = prefillQuadratic;
     assert.ok(Math.abs(q.c - (FIXED + LOOP)) < 0.01, `c = ${q.c}`);
+  });
+
+  it("prints the RAM tier's restores and saves beside the GPU's pinned copies of the same size", () => {
+    const hostCopy = {
+      device: "NVIDIA H100 80GB HBM3",
+      bytes: 64 * 2 ** 20,
+      pinned: { hostToDeviceBps: 50e9, deviceToHostBps: 40e9 },
+      pageable: { hostToDeviceBps: 5e9, deviceToHostBps: 6e9 },
+    };
+    const onGpu = buildProfile(identity, { ...measurements(), hostCopy }, { seconds: 1 });
+    assert.deepEqual(onGpu.notes.offload.hostCopy, hostCopy);
+    const text = describeProfile(onGpu);
+    // restores at 4 GB/s are 8% of 50 GB/s pinned; saves at 2 GB/s are 5% of 40
+    assert.match(text, /restore 4\.0 GB\/s \(8% of pinned 50\.0 GB\/s; pageable 5\.0 GB\/s\)/);
+    assert.match(text, /save 2\.0 GB\/s \(5% of pinned 40\.0 GB\/s; pageable 6\.0 GB\/s\)/);
+    const onCpu = buildProfile(identity, { ...measurements(), hostCopy: null }, { seconds: 1 });
+    assert.doesNotMatch(describeProfile(onCpu), /pinned/);
   });
 
   it("refuses empty measurements", () => {
@@ -140,5 +181,10 @@ describe("helpers", () => {
       "cpu-amd-epyc-7b13-64-core-processor",
     );
     assert.equal(cpuDeviceName(""), "cpu-unknown");
+  });
+
+  it("deviceId names a GPU by its backend and model", () => {
+    assert.equal(deviceId(H100), "cuda-nvidia-h100-80gb-hbm3");
+    assert.equal(deviceId({ ...H100, backend: "cpu", layersOffloaded: 0, kvCache: "cpu" }), cpuDeviceName());
   });
 });

@@ -25,6 +25,8 @@ import {
   engineProfileSchema,
 } from "../../core/profile/engine-profile-format.js";
 import { fitQuadratic } from "../../core/profile/quadratic.js";
+import type { DeviceInfo } from "../device-info.js";
+import type { HostCopyBandwidth } from "../native/llama-native.js";
 import type {
   DecodeSample,
   EngineOverheadSample,
@@ -41,10 +43,14 @@ export interface ProfileMeasurements {
   readonly decode: readonly DecodeSample[];
   readonly offload: OffloadSample;
   readonly engineOverhead: EngineOverheadSample;
+  /** the GPU's own copy bandwidth with host memory, at the offload state's size (null on the CPU) */
+  readonly hostCopy?: HostCopyBandwidth | null;
 }
 
 export interface ProfileIdentity {
   readonly device: string;
+  /** where the model and its KV cache ran */
+  readonly deviceInfo: DeviceInfo;
   readonly model: string;
   readonly threads: number;
   readonly kvBytesPerToken: number;
@@ -68,6 +74,8 @@ export type ContinuumProfileFile = EngineProfileJson & {
       readonly restoreRamBps: number;
       readonly saveFileBps: number;
       readonly loadFileBps: number;
+      /** whole-buffer copies of the same size between the GPU and host memory, beside the tier's saves and restores */
+      readonly hostCopy?: HostCopyBandwidth;
     };
     readonly seconds: number;
     readonly text: string;
@@ -158,6 +166,7 @@ export function buildProfile(
     stepOverheadS,
     // reloads are what the cost model prices (PrefillReload): use the restore direction
     offload: { cpuBandwidthBps: restoreRamBps, diskBandwidthBps: loadFileBps },
+    deviceInfo: id.deviceInfo,
     notes: {
       generator: "continuum profile",
       createdAt: meta.createdAt ?? new Date().toISOString(),
@@ -171,6 +180,7 @@ export function buildProfile(
         restoreRamBps,
         saveFileBps: bps(o.saveFileS),
         loadFileBps,
+        ...(m.hostCopy ? { hostCopy: m.hostCopy } : {}),
       },
       seconds: meta.seconds,
       text:
@@ -195,17 +205,42 @@ export function cpuDeviceName(cpuinfo?: string): string {
     }
   }
   const m = /^model name\s*:\s*(.+)$/m.exec(text);
-  const slug = (m?.[1] ?? "unknown")
+  const name = (m?.[1] ?? "unknown")
     .toLowerCase()
     .replace(/\((r|tm|c)\)/g, "")
-    .replace(/\bcpu\b|@.*$/g, "")
+    .replace(/\bcpu\b|@.*$/g, "");
+  return `cpu-${idSlug(name) || "unknown"}`;
+}
+
+/** The default device id: cpuDeviceName() on the CPU, else the backend and GPU, e.g. "cuda-nvidia-h100-80gb-hbm3". */
+export function deviceId(info: DeviceInfo): string {
+  return info.backend === "cpu" ? cpuDeviceName() : idSlug(`${info.backend} ${info.device}`);
+}
+
+function idSlug(text: string): string {
+  return text
+    .toLowerCase()
     .replace(/[^a-z0-9]+/g, "-")
     .replace(/^-+|-+$/g, "");
-  return `cpu-${slug || "unknown"}`;
+}
+
+/** The RAM tier's restores and saves beside the GPU's pinned copies of the same size, or null on the CPU. */
+export function describeTierAgainstPinned(notes: ContinuumProfileFile["notes"]["offload"]): string | null {
+  const copy = notes.hostCopy;
+  if (!copy) return null;
+  const gbps = (bps: number) => `${(bps / 1e9).toFixed(1)} GB/s`;
+  const share = (bps: number, of: number) => `${((100 * bps) / of).toFixed(0)}%`;
+  return (
+    `  RAM tier vs the GPU's copies of ${(notes.bytes / 2 ** 20).toFixed(0)} MiB: restore ${gbps(notes.restoreRamBps)} ` +
+    `(${share(notes.restoreRamBps, copy.pinned.hostToDeviceBps)} of pinned ${gbps(copy.pinned.hostToDeviceBps)}; ` +
+    `pageable ${gbps(copy.pageable.hostToDeviceBps)}), save ${gbps(notes.saveRamBps)} ` +
+    `(${share(notes.saveRamBps, copy.pinned.deviceToHostBps)} of pinned ${gbps(copy.pinned.deviceToHostBps)}; ` +
+    `pageable ${gbps(copy.pageable.deviceToHostBps)})`
+  );
 }
 
 /** One-paragraph human summary of a profile, for the command's output. */
-export function describeProfile(p: EngineProfileJson): string {
+export function describeProfile(p: EngineProfileJson | ContinuumProfileFile): string {
   const { a, b, c } = p.prefill.quadratic ?? { a: 0, b: 0, c: 0 };
   const last = p.prefill.points.at(-1)!;
   const d1 = p.decode.points
@@ -221,5 +256,7 @@ export function describeProfile(p: EngineProfileJson): string {
     `  step overhead ${(p.stepOverheadS * 1000).toFixed(2)} ms; KV ${p.kvBytesPerToken} B/token, capacity ${p.kvCapacityTokens} tokens`,
     `  offload: RAM ${(p.offload.cpuBandwidthBps / 1e9).toFixed(2)} GB/s, disk ${(p.offload.diskBandwidthBps / 1e9).toFixed(2)} GB/s`,
   ];
+  const tierVsPinned = "notes" in p ? describeTierAgainstPinned(p.notes.offload) : null;
+  if (tierVsPinned) lines.push(tierVsPinned);
   return lines.join("\n");
 }

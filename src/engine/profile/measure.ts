@@ -268,7 +268,7 @@ export async function measureOffload(
   const file = join(dir, "seq.state");
   let bytes = 0;
   // saves write into a reused buffer, as the engine's RAM tier does (the warm-up allocates it)
-  const buffers = new StateBufferPool(1);
+  const buffers = new StateBufferPool(1, (n) => runner.allocateStateBuffer(n));
   const take = (n: number) => buffers.take(n);
   try {
     for (let r = 0; r <= plan.offloadRepeats; r++) {

@@ -85,6 +85,13 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
     assert.equal(profile.model, "continuum-tiny");
     assert.equal(profile.kvBytesPerToken, 1024); // tiny: 4 layers x 2 KV heads x 32 dims x (K+V) x f16
     assert.equal(file.threads, 1);
+    // measured where the test runs: the CPU, holding all 4 layers and their KV
+    assert.match(file.device, /^cpu-/);
+    assert.deepEqual(
+      [file.deviceInfo?.backend, file.deviceInfo?.layersOffloaded, file.deviceInfo?.layersTotal],
+      ["cpu", 0, 4],
+    );
+    assert.equal(file.deviceInfo?.kvCache, "cpu");
     assert.equal(file.decode.points.length, 6);
     // a measured chunk is priced as measured (the simulator's chunk prices come from this grid), except that
     // more context never costs less and no step costs less than the step overhead: a noisy measurement below

@@ -5,12 +5,14 @@
  */
 import { basename } from "node:path";
 import { type BuiltinPreset, ensureBuiltinModel } from "../gguf/index.js";
+import { setUpGpuBackend } from "../gpu/gpu-backend-setup.js";
 import { defaultThreads, LlamaModelRunner } from "../llama-model-runner.js";
 import type { KvLayout } from "../model-runner.js";
+import { measureHostCopyBandwidth } from "../native/llama-native.js";
 import {
   buildProfile,
   type ContinuumProfileFile,
-  cpuDeviceName,
+  deviceId,
   type ProfileMeasurements,
 } from "./build-profile.js";
 import {
@@ -29,7 +31,7 @@ export interface RunProfileOptions {
   readonly builtinModel?: BuiltinPreset;
   /** model name in the profile (default: the GGUF's general.name, else the file name) */
   readonly modelName?: string;
-  /** device id in the profile (default: cpu-<CPU model name>) */
+  /** device id in the profile (default: cpu-<CPU model name>, or <backend>-<GPU name> on a GPU) */
   readonly device?: string;
   /** CPU threads (default: cores - 1, like serve) */
   readonly threads?: number;
@@ -111,6 +113,7 @@ export async function runProfile(options: RunProfileOptions = {}): Promise<Conti
   const base = options.quick ? QUICK_PLAN : DEFAULT_PLAN;
   const maxBatch = Math.max(...(options.plan?.decodeBatches ?? base.decodeBatches));
   const kvLayout = options.kvLayout ?? "unified";
+  await setUpGpuBackend({ modelPath, gpuLayers: "auto" });
   const runner = await LlamaModelRunner.open({
     modelPath,
     kvCells,
@@ -140,11 +143,26 @@ export async function runProfile(options: RunProfileOptions = {}): Promise<Conti
     const prefillChunks = await measurePrefillChunks(runner, plan, nBatch, log);
     const decode = await measureDecode(runner, plan, nBatch, log);
     const engineOverhead = await measureEngineOverhead(runner, plan, nBatch, log);
-    const measurements: ProfileMeasurements = { prefill, prefillChunks, decode, offload, engineOverhead };
+    const hostCopy = measureHostCopyBandwidth(offload.bytes);
+    if (hostCopy) {
+      log(
+        `GPU copies of ${(offload.bytes / 2 ** 20).toFixed(0)} MiB: pinned ${(hostCopy.pinned.hostToDeviceBps / 1e9).toFixed(1)} GB/s to the GPU, ` +
+          `${(hostCopy.pinned.deviceToHostBps / 1e9).toFixed(1)} GB/s back; pageable ${(hostCopy.pageable.hostToDeviceBps / 1e9).toFixed(1)} / ${(hostCopy.pageable.deviceToHostBps / 1e9).toFixed(1)} GB/s`,
+      );
+    }
+    const measurements: ProfileMeasurements = {
+      prefill,
+      prefillChunks,
+      decode,
+      offload,
+      engineOverhead,
+      hostCopy,
+    };
     const seconds = (performance.now() - t0) / 1000;
     return buildProfile(
       {
-        device: options.device ?? cpuDeviceName(),
+        device: options.device ?? deviceId(runner.device),
+        deviceInfo: runner.device,
         model,
         threads,
         kvBytesPerToken: runner.kvBytesPerToken,

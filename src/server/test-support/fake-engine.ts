@@ -5,6 +5,7 @@
  * shares with its previous turn (prompt + output).
  */
 import type { SchedulerSnapshot } from "../../core/scheduler-snapshot.js";
+import { cpuDeviceInfo, type DeviceInfo } from "../../engine/device-info.js";
 import {
   type ChatTurn,
   type EngineMetrics,
@@ -27,6 +28,8 @@ export interface FakeEngineOptions {
   readonly metrics?: Partial<EngineMetrics>;
   /** the model's chat template as a real model's engine reports it (default: none) */
   readonly chatTemplate?: ModelChatTemplate;
+  /** where the model runs (default: this machine's CPU) */
+  readonly device?: DeviceInfo;
 }
 
 function words(text: string): string[] {
@@ -50,6 +53,7 @@ export class FakeEngine implements EngineService {
   readonly modelId = "fake-model";
   readonly maxContextTokens: number;
   readonly kvSummary = "fake KV";
+  readonly device: DeviceInfo;
   readonly chatTemplate: ModelChatTemplate;
   readonly requests: GenerateRequest[] = [];
   readonly aborted: string[] = [];
@@ -65,6 +69,7 @@ export class FakeEngine implements EngineService {
   constructor(private readonly options: FakeEngineOptions = {}) {
     this.maxContextTokens = options.maxContextTokens ?? 4096;
     this.chatTemplate = options.chatTemplate ?? NO_CHAT_TEMPLATE;
+    this.device = options.device ?? cpuDeviceInfo();
   }
 
   renderChat(messages: readonly ChatTurn[]): string {

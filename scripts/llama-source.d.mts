@@ -1,0 +1,16 @@
+/** source.json of an unpacked tree. */
+export interface LlamaSourceMeta {
+  nodeLlamaCppVersion: string;
+  llamaCppTag: string;
+  commit: string;
+  patches: string[];
+}
+
+export function llamaSourceDir(root?: string): string;
+
+export function ensureLlamaSource(options?: { root?: string; log?: (line: string) => void }): {
+  dir: string;
+  meta: LlamaSourceMeta;
+};
+
+export function removeStaleBuildDir(buildDir: string, sourceDir: string): void;

@@ -1,0 +1,110 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  type BenchFigures,
+  type CheckFigures,
+  formatVerdict,
+  judge,
+  parseDeviceInfoMetric,
+} from "./verdict.js";
+
+function bench(meanJctS: number, laterTurnsCachedRatio: number): BenchFigures {
+  return {
+    completed: 24,
+    programs: 24,
+    meanJctS,
+    p95JctS: meanJctS * 2,
+    throughputJps: 0.5,
+    cachedRatio: laterTurnsCachedRatio * 0.9,
+    laterTurnsCachedRatio,
+    errors: {},
+  };
+}
+
+const served: CheckFigures = {
+  pluginBuilt: true,
+  device: {
+    backend: "cuda",
+    device: "NVIDIA H100 80GB HBM3",
+    layersOffloaded: 32,
+    layersTotal: 32,
+    kvCache: "gpu",
+  },
+  steps: [
+    { shape: { kind: "prefill", N: 512, P: 0 }, ms: 15, referenceMs: 14.4, ratio: 15 / 14.4, within: true },
+    { shape: { kind: "decode", B: 1, L: 1024 }, ms: 9, referenceMs: 6.7, ratio: 9 / 6.7, within: false },
+  ],
+  bench: {
+    light: { "cachettl-adaptive": bench(6, 0.86), vllm: bench(6.1, 0.79) },
+    heavy: { "cachettl-adaptive": bench(20, 0.6), vllm: bench(31, 0.1) },
+  },
+  tier: {
+    stateBytes: 512 * 2 ** 20,
+    restoreBps: 30e9,
+    saveBps: 20e9,
+    pinnedHostToDeviceBps: 50e9,
+    pinnedDeviceToHostBps: 45e9,
+    pageableHostToDeviceBps: 5e9,
+    pageableDeviceToHostBps: 5e9,
+  },
+};
+
+describe("gpu-check verdict", () => {
+  it("passes, fails and says which numbers, criterion by criterion", () => {
+    const v = judge(served, { stepTolerance: 0.25, cachedTarget: 0.8 });
+    assert.deepEqual(
+      v.map((c) => c.pass),
+      [true, true, false, false, false, true],
+    );
+    const text = formatVerdict(v);
+    assert.match(
+      text,
+      /FAIL {2}steps within 25\.0% of the reference: 1\/2 shapes within; ratio to reference 1\.04-1\.34/,
+    );
+    assert.match(
+      text,
+      /FAIL {2}turns 2\+ at least 80\.0% from cache \(light load\): cachettl-adaptive 86\.0%, vllm 79\.0%/,
+    );
+    assert.match(text, /restore 60\.0% of pinned, save 44\.4% of pinned/);
+    assert.match(
+      text,
+      /PASS {2}cachettl-adaptive's mean JCT below vllm's \(heavy load\): 20\.00 s vs 31\.00 s \(0\.65x\)/,
+    );
+  });
+
+  it("leaves what was not measured open instead of passing or failing it", () => {
+    const v = judge(
+      { pluginBuilt: null, device: null, steps: null, bench: {}, tier: null },
+      { stepTolerance: 0.25, cachedTarget: 0.8 },
+    );
+    assert.deepEqual(
+      v.map((c) => c.pass),
+      [null, null, null, null, null, null],
+    );
+  });
+
+  it("does not count a lower mean JCT when fewer programs finished", () => {
+    const heavy = { "cachettl-adaptive": { ...bench(20, 0.6), completed: 20 }, vllm: bench(31, 0.1) };
+    const v = judge(
+      { ...served, bench: { ...served.bench, heavy } },
+      { stepTolerance: 0.25, cachedTarget: 0.8 },
+    );
+    assert.equal(v.at(-1)?.pass, false);
+  });
+
+  it("reads the device_info gauge's labels from /metrics", () => {
+    const metrics = [
+      "# HELP continuum:device_info where the model runs",
+      "# TYPE continuum:device_info gauge",
+      'continuum:device_info{backend="cuda",device="NVIDIA H100 80GB HBM3",memory_bytes="85520809984",layers_offloaded="32",layers_total="32",kv_cache="gpu"} 1',
+    ].join("\n");
+    assert.deepEqual(parseDeviceInfoMetric(metrics), {
+      backend: "cuda",
+      device: "NVIDIA H100 80GB HBM3",
+      layersOffloaded: 32,
+      layersTotal: 32,
+      kvCache: "gpu",
+    });
+    assert.equal(parseDeviceInfoMetric("vllm:num_requests_running 0"), null);
+  });
+});

@@ -1,0 +1,147 @@
+/**
+ * The GPU check's verdict: each acceptance figure of a serving GPU (plugin built, every layer on the GPU,
+ * llama.cpp's steps beside a reference, later turns from cache, the RAM tier against pinned copies,
+ * cachettl-adaptive against vllm under load) from what the check measured. A figure that was not measured
+ * is `null`, never estimated.
+ */
+import type { StepComparison } from "../../engine/profile/step-shapes.js";
+
+export interface DeviceInfoLabels {
+  readonly backend: string;
+  readonly device: string;
+  readonly layersOffloaded: number;
+  readonly layersTotal: number;
+  readonly kvCache: string;
+}
+
+export interface BenchFigures {
+  readonly completed: number;
+  readonly programs: number;
+  readonly meanJctS: number;
+  readonly p95JctS: number;
+  readonly throughputJps: number;
+  readonly cachedRatio: number;
+  readonly laterTurnsCachedRatio: number;
+  readonly errors: Record<string, number>;
+}
+
+export interface TierFigures {
+  readonly stateBytes: number;
+  readonly restoreBps: number;
+  readonly saveBps: number;
+  readonly pinnedHostToDeviceBps: number;
+  readonly pinnedDeviceToHostBps: number;
+  readonly pageableHostToDeviceBps: number;
+  readonly pageableDeviceToHostBps: number;
+}
+
+export interface CheckFigures {
+  readonly pluginBuilt: boolean | null;
+  readonly device: DeviceInfoLabels | null;
+  readonly steps: readonly StepComparison[] | null;
+  /** bench results by load ("light", "heavy") and policy */
+  readonly bench: Readonly<Record<string, Readonly<Record<string, BenchFigures>>>>;
+  readonly tier: TierFigures | null;
+}
+
+export interface Criterion {
+  readonly name: string;
+  /** null: not measured */
+  readonly pass: boolean | null;
+  readonly detail: string;
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+/** Each acceptance figure, passed, failed, or not measured, with the numbers behind it. */
+export function judge(f: CheckFigures, opts: { stepTolerance: number; cachedTarget: number }): Criterion[] {
+  const out: Criterion[] = [];
+  out.push({
+    name: "plugin built for this GPU",
+    pass: f.pluginBuilt,
+    detail: f.pluginBuilt === null ? "not run" : f.pluginBuilt ? "built" : "build failed",
+  });
+  const d = f.device;
+  out.push({
+    name: "all layers on the GPU",
+    pass: d === null ? null : d.backend !== "cpu" && d.layersOffloaded === d.layersTotal && d.layersTotal > 0,
+    detail:
+      d === null
+        ? "no device_info"
+        : `${d.backend} ${d.device}: ${d.layersOffloaded}/${d.layersTotal} layers, KV cache on ${d.kvCache}`,
+  });
+  if (f.steps === null || f.steps.length === 0) {
+    out.push({
+      name: `steps within ${pct(opts.stepTolerance)} of the reference`,
+      pass: null,
+      detail: "not measured",
+    });
+  } else {
+    const within = f.steps.filter((s) => s.within).length;
+    const ratios = f.steps.map((s) => s.ratio);
+    out.push({
+      name: `steps within ${pct(opts.stepTolerance)} of the reference`,
+      pass: within === f.steps.length,
+      detail: `${within}/${f.steps.length} shapes within; ratio to reference ${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`,
+    });
+  }
+  const light = f.bench["light"] ?? {};
+  const cachedRows = Object.entries(light);
+  out.push({
+    name: `turns 2+ at least ${pct(opts.cachedTarget)} from cache (light load)`,
+    pass:
+      cachedRows.length === 0
+        ? null
+        : cachedRows.every(([, b]) => b.laterTurnsCachedRatio >= opts.cachedTarget),
+    detail:
+      cachedRows.length === 0
+        ? "not measured"
+        : cachedRows.map(([p, b]) => `${p} ${pct(b.laterTurnsCachedRatio)}`).join(", "),
+  });
+  const t = f.tier;
+  out.push({
+    name: "RAM tier at >= 50% of pinned copy bandwidth",
+    pass:
+      t === null
+        ? null
+        : t.restoreBps >= 0.5 * t.pinnedHostToDeviceBps && t.saveBps >= 0.5 * t.pinnedDeviceToHostBps,
+    detail:
+      t === null
+        ? "not measured"
+        : `${(t.stateBytes / 2 ** 20).toFixed(0)} MiB states: restore ${pct(t.restoreBps / t.pinnedHostToDeviceBps)} ` +
+          `of pinned, save ${pct(t.saveBps / t.pinnedDeviceToHostBps)} of pinned`,
+  });
+  const heavy = f.bench["heavy"] ?? {};
+  const ours = heavy["cachettl-adaptive"];
+  const vllm = heavy["vllm"];
+  out.push({
+    name: "cachettl-adaptive's mean JCT below vllm's (heavy load)",
+    pass: ours && vllm ? ours.completed === vllm.completed && ours.meanJctS < vllm.meanJctS : null,
+    detail:
+      ours && vllm
+        ? `${ours.meanJctS.toFixed(2)} s vs ${vllm.meanJctS.toFixed(2)} s (${(ours.meanJctS / vllm.meanJctS).toFixed(2)}x), ` +
+          `${ours.completed}/${ours.programs} and ${vllm.completed}/${vllm.programs} programs done`
+        : "not measured",
+  });
+  return out;
+}
+
+/** `continuum:device_info{...} 1` from a /metrics text, or null. */
+export function parseDeviceInfoMetric(metrics: string): DeviceInfoLabels | null {
+  const line = metrics.split("\n").find((l) => l.startsWith("continuum:device_info{"));
+  if (!line) return null;
+  const labels = new Map<string, string>();
+  for (const m of line.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels.set(m[1] as string, m[2] as string);
+  return {
+    backend: labels.get("backend") ?? "",
+    device: labels.get("device") ?? "",
+    layersOffloaded: Number(labels.get("layers_offloaded") ?? Number.NaN),
+    layersTotal: Number(labels.get("layers_total") ?? Number.NaN),
+    kvCache: labels.get("kv_cache") ?? "",
+  };
+}
+
+export function formatVerdict(criteria: readonly Criterion[]): string {
+  const mark = (p: boolean | null) => (p === null ? "n/a " : p ? "PASS" : "FAIL");
+  return criteria.map((c) => `${mark(c.pass)}  ${c.name}: ${c.detail}`).join("\n");
+}

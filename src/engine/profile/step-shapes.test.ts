@@ -1,0 +1,90 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { ensureBuiltinModel } from "../gguf/index.js";
+import { type LlamaModel, loadModel } from "../native/llama-native.js";
+import { compareSteps, measureStepShapes, parseReferenceSteps, type StepShape } from "./step-shapes.js";
+
+const supported = process.platform === "linux" && process.arch === "x64";
+
+describe("reference steps", () => {
+  it("reads prefill and decode lines, skips the rest, and names a bad line", () => {
+    const steps = parseReferenceSteps(
+      [
+        '{"kind": "info", "gpu": "NVIDIA H100 80GB HBM3"}',
+        '{"kind": "prefill", "N": 512, "P": 0, "ms": 14.3}',
+        '{"kind": "decode", "B": 8, "L": 1024, "ms": 7.2, "ms_eager": 7.9}',
+        '{"kind": "done", "s": 24.2}',
+        "",
+      ].join("\n"),
+    );
+    assert.deepEqual(steps, [
+      { shape: { kind: "prefill", N: 512, P: 0 }, ms: 14.3 },
+      { shape: { kind: "decode", B: 8, L: 1024 }, ms: 7.2 },
+    ]);
+    assert.throws(
+      () => parseReferenceSteps('{"kind": "decode", "B": 8, "ms": 1}'),
+      /line 1: decode needs a number L/,
+    );
+  });
+
+  it("puts each measured step beside the reference at the same shape, within the tolerance either way", () => {
+    const reference = parseReferenceSteps(
+      ['{"kind":"prefill","N":512,"P":0,"ms":10}', '{"kind":"decode","B":1,"L":1024,"ms":8}'].join("\n"),
+    );
+    const rows = compareSteps(
+      [
+        { shape: { kind: "prefill", N: 512, P: 0 }, ms: 13, samplesMs: [13] },
+        { shape: { kind: "decode", B: 1, L: 1024 }, ms: 5, samplesMs: [5] },
+        { shape: { kind: "decode", B: 2, L: 1024 }, ms: 5, samplesMs: [5] },
+      ],
+      reference,
+      0.25,
+    );
+    assert.deepEqual(
+      rows.map((r) => [r.shape.kind, r.ratio, r.within]),
+      [
+        ["prefill", 1.3, false],
+        ["decode", 0.625, false],
+      ],
+    );
+    assert.equal(
+      compareSteps([{ shape: reference[0]!.shape, ms: 11, samplesMs: [11] }], reference, 0.25)[0]?.within,
+      true,
+    );
+  });
+});
+
+describe("step shapes on the engine", {
+  skip: supported ? false : "llama.cpp engine is linux-x64 only",
+}, () => {
+  let model: LlamaModel;
+  before(async () => {
+    model = await loadModel(await ensureBuiltinModel({ preset: "tiny" }), { gpuLayers: 0 });
+  });
+  after(() => model?.free());
+
+  it("times every shape that fits, each sequence with its own context, and says why the others were skipped", async () => {
+    const shapes: StepShape[] = [
+      { kind: "prefill", N: 64, P: 0 },
+      { kind: "prefill", N: 32, P: 128 },
+      { kind: "decode", B: 2, L: 64 },
+      { kind: "decode", B: 4, L: 2048 },
+    ];
+    const { steps, skipped } = await measureStepShapes(model, shapes, {
+      maxKvCells: 2048,
+      ubatchTokens: 512,
+      repeats: 2,
+    });
+    assert.deepEqual(
+      steps.map((s) => s.shape),
+      shapes.slice(0, 3),
+    );
+    for (const s of steps) {
+      assert.equal(s.samplesMs.length, 2);
+      assert.ok(s.ms > 0 && Number.isFinite(s.ms));
+    }
+    assert.deepEqual(skipped, [
+      { shape: shapes[3], why: "more KV than this run allows, or longer than the model's context" },
+    ]);
+  });
+});

@@ -1,0 +1,250 @@
+/**
+ * Model time of single engine steps at given shapes, for holding llama.cpp's kernels against a reference
+ * measured elsewhere at the same shapes (a JSONL of `{"kind":"prefill","N","P","ms"}` and
+ * `{"kind":"decode","B","L","ms"}` lines, e.g. whole steps of PyTorch on the same GPU).
+ *
+ * Prefill (N, P): one llama_decode of N new tokens after P cached ones of the same sequence, the last row
+ * sampled. Decode (B, L): one token for each of B sequences holding L tokens each, every sequence in its own
+ * KV stream (attention reads only its own cells, as paged attention does), filled by restoring one saved
+ * context into every stream. Time is llama_decode's wall time on the worker (it waits for the outputs).
+ */
+import {
+  allocPinnedBuffer,
+  DecodeBatch,
+  type LlamaContext,
+  type LlamaModel,
+} from "../native/llama-native.js";
+import { median } from "./measure.js";
+
+export interface PrefillShape {
+  readonly kind: "prefill";
+  /** new tokens */
+  readonly N: number;
+  /** tokens already cached */
+  readonly P: number;
+}
+
+export interface DecodeShape {
+  readonly kind: "decode";
+  /** sequences */
+  readonly B: number;
+  /** KV tokens each */
+  readonly L: number;
+}
+
+export type StepShape = PrefillShape | DecodeShape;
+
+export interface ReferenceStep {
+  readonly shape: StepShape;
+  readonly ms: number;
+}
+
+export interface MeasuredStep {
+  readonly shape: StepShape;
+  /** median over the timed repeats */
+  readonly ms: number;
+  readonly samplesMs: readonly number[];
+}
+
+export interface StepComparison {
+  readonly shape: StepShape;
+  readonly ms: number;
+  readonly referenceMs: number;
+  /** ms / referenceMs */
+  readonly ratio: number;
+  readonly within: boolean;
+}
+
+/** The prefill and decode lines of a reference file; other kinds (info, done) are skipped. */
+export function parseReferenceSteps(jsonl: string): ReferenceStep[] {
+  const out: ReferenceStep[] = [];
+  for (const [i, line] of jsonl.split("\n").entries()) {
+    if (line.trim() === "") continue;
+    const row = JSON.parse(line) as Record<string, unknown>;
+    const num = (key: string): number => {
+      const v = row[key];
+      if (typeof v !== "number" || !Number.isFinite(v)) {
+        throw new Error(`line ${i + 1}: ${String(row["kind"])} needs a number ${key}`);
+      }
+      return v;
+    };
+    if (row["kind"] === "prefill")
+      out.push({ shape: { kind: "prefill", N: num("N"), P: num("P") }, ms: num("ms") });
+    if (row["kind"] === "decode")
+      out.push({ shape: { kind: "decode", B: num("B"), L: num("L") }, ms: num("ms") });
+  }
+  return out;
+}
+
+export function describeShape(s: StepShape): string {
+  return s.kind === "prefill" ? `prefill ${s.N} after ${s.P}` : `decode ${s.B} x ${s.L}`;
+}
+
+/** Each measured step beside the reference at the same shape; `tolerance` 0.25: within 25% either way. */
+export function compareSteps(
+  measured: readonly MeasuredStep[],
+  reference: readonly ReferenceStep[],
+  tolerance: number,
+): StepComparison[] {
+  const key = (s: StepShape) => describeShape(s);
+  const byShape = new Map(reference.map((r) => [key(r.shape), r.ms]));
+  const out: StepComparison[] = [];
+  for (const m of measured) {
+    const referenceMs = byShape.get(key(m.shape));
+    if (referenceMs === undefined) continue;
+    const ratio = m.ms / referenceMs;
+    out.push({ shape: m.shape, ms: m.ms, referenceMs, ratio, within: Math.abs(ratio - 1) <= tolerance });
+  }
+  return out;
+}
+
+export interface StepShapeOptions {
+  /** KV cells at most (memory bound); shapes needing more are skipped and named in `skipped` */
+  readonly maxKvCells: number;
+  /** rows per ubatch (llama.cpp splits a longer call) */
+  readonly ubatchTokens: number;
+  /** timed repeats per shape after one warm-up */
+  readonly repeats: number;
+  readonly log?: (line: string) => void;
+}
+
+export interface StepShapeResult {
+  readonly steps: MeasuredStep[];
+  readonly skipped: { shape: StepShape; why: string }[];
+}
+
+/** Node's Buffers stop short of 4 GiB; a saved state is one Buffer. */
+const MAX_STATE_BYTES = 2 ** 31;
+
+const tokenAt = (i: number, nVocab: number) => 64 + (((i * 2654435761) >>> 0) % Math.max(1, nVocab - 64));
+
+/** The longest sequence the model was trained for (unbounded when the file does not say). */
+const contextLimit = (model: LlamaModel) => model.info.nCtxTrain || Number.POSITIVE_INFINITY;
+
+/** Rounds up to llama.cpp's 256-cell granularity. */
+const cellsFor = (tokens: number) => Math.ceil(tokens / 256) * 256;
+
+async function fill(
+  ctx: LlamaContext,
+  seqId: number,
+  from: number,
+  to: number,
+  nVocab: number,
+): Promise<void> {
+  const rows = ctx.info.nBatch;
+  const batch = new DecodeBatch(rows);
+  for (let start = from; start < to; start += rows) {
+    batch.clear();
+    const end = Math.min(to, start + rows);
+    for (let p = start; p < end; p++) batch.add(tokenAt(p, nVocab), p, seqId, p === end - 1);
+    await ctx.decode(batch, { sample: false });
+  }
+}
+
+async function measurePrefills(
+  model: LlamaModel,
+  shapes: readonly PrefillShape[],
+  opts: StepShapeOptions,
+  result: StepShapeResult,
+): Promise<void> {
+  const fits = shapes.filter((s) => {
+    const ok = s.N + s.P + 1 <= Math.min(opts.maxKvCells, contextLimit(model));
+    if (!ok)
+      result.skipped.push({
+        shape: s,
+        why: "more KV than this run allows, or longer than the model's context",
+      });
+    return ok;
+  });
+  if (fits.length === 0) return;
+  const maxN = Math.max(...fits.map((s) => s.N));
+  const ctx = await model.createContext({
+    nCtx: cellsFor(Math.max(...fits.map((s) => s.N + s.P)) + 1),
+    nSeqMax: 1,
+    nBatch: maxN,
+    nUBatch: Math.min(maxN, opts.ubatchTokens),
+  });
+  const nVocab = model.info.nVocab;
+  try {
+    const byContext = [...new Set(fits.map((s) => s.P))].sort((a, b) => a - b);
+    const batch = new DecodeBatch(maxN);
+    for (const P of byContext) {
+      ctx.clear();
+      if (P > 0) await fill(ctx, 0, 0, P, nVocab);
+      for (const shape of fits.filter((s) => s.P === P)) {
+        const samples: number[] = [];
+        for (let r = 0; r <= opts.repeats; r++) {
+          batch.clear();
+          for (let p = P; p < P + shape.N; p++) batch.add(tokenAt(p, nVocab), p, 0, p === P + shape.N - 1);
+          const d = await ctx.decode(batch, { sample: false });
+          ctx.seqRemove(0, P, -1);
+          if (r > 0) samples.push(d.decodeMs);
+        }
+        result.steps.push({ shape, ms: median(samples), samplesMs: samples });
+        opts.log?.(`${describeShape(shape)}: ${median(samples).toFixed(2)} ms`);
+      }
+    }
+  } finally {
+    ctx.free();
+  }
+}
+
+async function measureDecodes(
+  model: LlamaModel,
+  shapes: readonly DecodeShape[],
+  opts: StepShapeOptions,
+  result: StepShapeResult,
+): Promise<void> {
+  const nVocab = model.info.nVocab;
+  const steps = opts.repeats + 1;
+  for (const shape of shapes) {
+    const streamCells = cellsFor(shape.L + steps + 1);
+    if (shape.B > 256 || streamCells * shape.B > opts.maxKvCells || shape.L + steps > contextLimit(model)) {
+      result.skipped.push({ shape, why: "more KV than this run allows, or longer than the model's context" });
+      continue;
+    }
+    if (shape.L * (model.info.kvBytesPerTokenF16 ?? 0) > MAX_STATE_BYTES) {
+      result.skipped.push({ shape, why: "one sequence's saved state would pass 2 GiB" });
+      continue;
+    }
+    const ctx = await model.createContext({
+      nCtx: streamCells * shape.B,
+      nSeqMax: shape.B,
+      kvUnified: false,
+      nBatch: Math.max(shape.B, Math.min(shape.L, 2048)),
+      nUBatch: Math.min(Math.max(shape.B, Math.min(shape.L, 2048)), opts.ubatchTokens),
+    });
+    try {
+      await fill(ctx, 0, 0, shape.L, nVocab);
+      const state = await ctx.saveSeqStateInto(0, (n) => allocPinnedBuffer(n) ?? Buffer.allocUnsafeSlow(n));
+      for (let s = 1; s < shape.B; s++) await ctx.restoreSeqState(s, state);
+      const batch = new DecodeBatch(shape.B);
+      const samples: number[] = [];
+      for (let step = 0; step < steps; step++) {
+        batch.clear();
+        const pos = shape.L + step;
+        for (let s = 0; s < shape.B; s++) batch.add(tokenAt(pos * 31 + s, nVocab), pos, s, true);
+        const d = await ctx.decode(batch, { sample: false });
+        if (step > 0) samples.push(d.decodeMs);
+      }
+      result.steps.push({ shape, ms: median(samples), samplesMs: samples });
+      opts.log?.(`${describeShape(shape)}: ${median(samples).toFixed(2)} ms`);
+    } finally {
+      ctx.free();
+    }
+  }
+}
+
+/** Measures every shape that fits `maxKvCells` on a loaded model (its own contexts, freed after). */
+export async function measureStepShapes(
+  model: LlamaModel,
+  shapes: readonly StepShape[],
+  opts: StepShapeOptions,
+): Promise<StepShapeResult> {
+  const result: StepShapeResult = { steps: [], skipped: [] };
+  const prefills = shapes.filter((s): s is PrefillShape => s.kind === "prefill");
+  const decodes = shapes.filter((s): s is DecodeShape => s.kind === "decode");
+  await measurePrefills(model, prefills, opts, result);
+  await measureDecodes(model, decodes, opts, result);
+  return result;
+}
