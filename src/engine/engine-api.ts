@@ -19,8 +19,15 @@ export interface SamplingParams {
   readonly stop: readonly string[];
   /** GBNF grammar constraining the output (JSON mode, tool-call schemas) */
   readonly grammar: string | null;
+  /** added to those tokens' logits before sampling (OpenAI's logit_bias; default none) */
+  readonly logitBias?: readonly TokenBias[];
   /** keep generating through end-of-generation tokens (load generators replaying traces) */
   readonly ignoreEos: boolean;
+}
+
+export interface TokenBias {
+  readonly token: number;
+  readonly bias: number;
 }
 
 export interface GenerateRequest {
@@ -38,6 +45,10 @@ export interface GenerateRequest {
   readonly cacheSalt?: string | null;
   /** fully rendered prompt text (chat template already applied) */
   readonly prompt: string;
+  /** the prompt as token ids, used as they are instead of tokenizing `prompt` (then only its label) */
+  readonly promptTokenIds?: readonly number[];
+  /** the done event carries the prompt's and the output's token ids */
+  readonly returnTokenIds?: boolean;
   readonly sampling: SamplingParams;
 }
 
@@ -63,6 +74,8 @@ export type GenerateEvent =
       readonly e2eS: number;
       /** the program's job completion time (first arrival to this finish) when this turn ended it, else null */
       readonly programJctS: number | null;
+      /** with `returnTokenIds`: the prompt's token ids and the generated ones */
+      readonly tokenIds?: { readonly prompt: readonly number[]; readonly output: readonly number[] };
     };
 
 export interface ChatTurn {
@@ -137,6 +150,8 @@ export interface EngineService {
   readonly modelId: string;
   /** context window of one sequence */
   readonly maxContextTokens: number;
+  /** token ids are 0..vocabSize-1 */
+  readonly vocabSize: number;
   /** where KV lives, for the start-up banner (e.g. "16128 KV tokens, RAM tier 4 GiB") */
   readonly kvSummary: string;
   /** where the model and its KV cache run (the banner, /metrics, the dashboard) */

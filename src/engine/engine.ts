@@ -36,6 +36,7 @@ import { KvTierStore } from "./kv-tier-store.js";
 import { type ModelRunner, RunnerBatch, type RunnerSampling } from "./model-runner.js";
 import { OutputText } from "./output-text.js";
 import type { StepLogFile } from "./step-log.js";
+import { TurnContinuations } from "./turn-continuation.js";
 
 /** RAM and disk tiers for KV the engine drops from the pool (both optional). */
 export interface EngineTierOptions {
@@ -108,6 +109,13 @@ interface Active {
 
 /** Requests counted at once whose tokens are kept for their generate() (others tokenize again). */
 const COUNTED_PROMPTS_KEPT = 32;
+/** Token ids of programs' last turns kept to splice their next prompts (4 bytes each: 16 MB). */
+const CONTINUATION_TOKENS_KEPT = 4_000_000;
+
+/** A program's turns continue each other within one tenant and cache salt only. */
+function continuationKey(spec: GenerateRequest): string | null {
+  return spec.programId === null ? null : `${spec.cacheSalt ?? ""}\u0000${spec.programId}`;
+}
 const DEFAULT_CPU_BANDWIDTH_BPS = 4e9;
 /** a plan with nothing to run while work waits (never expected): look again this much later */
 const STALL_RETRY_S = 0.005;
@@ -126,7 +134,8 @@ export function defaultCostModel(kvBytesPerToken: number, tiers: EngineTierOptio
 }
 
 function toRunnerSampling(s: SamplingParams): RunnerSampling | null {
-  if (s.temperature <= 0 && s.grammar === null) return null;
+  const logitBias = s.logitBias ?? [];
+  if (s.temperature <= 0 && s.grammar === null && logitBias.length === 0) return null;
   return {
     temperature: s.temperature,
     topK: s.topK,
@@ -134,7 +143,13 @@ function toRunnerSampling(s: SamplingParams): RunnerSampling | null {
     minP: s.minP,
     seed: s.seed,
     grammar: s.grammar,
+    logitBias,
   };
+}
+
+function tokenIdsOf(content: TokenIdContent, promptTokens: number): { prompt: number[]; output: number[] } {
+  const ids = Array.from({ length: content.length }, (_, pos) => content.tokenAt(pos));
+  return { prompt: ids.slice(0, promptTokens), output: ids.slice(promptTokens) };
 }
 
 function yieldToEventLoop(): Promise<void> {
@@ -150,6 +165,7 @@ function yieldToEventLoop(): Promise<void> {
 export class Engine implements EngineService {
   readonly modelId: string;
   readonly maxContextTokens: number;
+  readonly vocabSize: number;
   readonly kvSummary: string;
   readonly device: DeviceInfo;
   readonly scheduler: Scheduler;
@@ -174,6 +190,7 @@ export class Engine implements EngineService {
   private readonly maxWaiting: number;
   /** prompts counted and not yet queued, oldest first: generate() takes their tokens instead of tokenizing again */
   private readonly counted = new Map<string, Int32Array>();
+  private readonly continuations = new TurnContinuations(CONTINUATION_TOKENS_KEPT);
   private readonly closeRunner: boolean;
   private readonly active = new Map<string, Active>();
   private readonly batch = new RunnerBatch(1024);
@@ -192,6 +209,7 @@ export class Engine implements EngineService {
     const runner = options.runner;
     this.runner = runner;
     this.modelId = runner.modelId;
+    this.vocabSize = runner.vocabSize;
     this.device = runner.device;
     this.clock = options.clock ?? new RealClock();
     this.recorder = options.recorder ?? null;
@@ -326,6 +344,17 @@ export class Engine implements EngineService {
     return ids;
   }
 
+  private checkedTokenIds(ids: readonly number[]): Int32Array {
+    const bad = ids.find((id) => !Number.isInteger(id) || id < 0 || id >= this.vocabSize);
+    if (bad !== undefined) {
+      throw new EngineRejection(
+        `token id ${bad} is not in the vocabulary (0 to ${this.vocabSize - 1})`,
+        "invalid_request",
+      );
+    }
+    return Int32Array.from(ids);
+  }
+
   generate(spec: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
     if (this.closing) throw new EngineRejection("the engine is shutting down", "shutting_down");
     if (
@@ -357,7 +386,11 @@ export class Engine implements EngineService {
         Math.min(60, Math.max(1, Math.ceil(this.recentE2eS))),
       );
     }
-    const ids = this.tokenizeOnce(spec.prompt);
+    const program = continuationKey(spec);
+    const ids =
+      (spec.promptTokenIds ? this.checkedTokenIds(spec.promptTokenIds) : null) ??
+      (program === null ? null : this.continuations.splice(program, spec.prompt, this.runner)) ??
+      this.tokenizeOnce(spec.prompt);
     if (ids.length === 0) throw new EngineRejection("the prompt is empty", "invalid_request");
     if (ids.length >= this.maxContextTokens) {
       throw new EngineRejection(
@@ -647,6 +680,7 @@ export class Engine implements EngineService {
     this.active.delete(active.spec.requestId);
     active.signal.removeEventListener("abort", active.onAbort);
     const r = active.request;
+    this.rememberTurn(active, reason);
     const nowS = this.clock.nowS();
     const finishS = r.finishS ?? nowS;
     const e2eS = Math.max(0, finishS - r.arrivalS);
@@ -666,8 +700,21 @@ export class Engine implements EngineService {
       e2eS,
       programJctS:
         active.spec.isLastStep && reason !== "abort" ? Math.max(0, finishS - r.program.firstArrivalS) : null,
+      ...(active.spec.returnTokenIds ? { tokenIds: tokenIdsOf(active.content, r.promptTokens) } : {}),
     });
     active.channel.end();
+  }
+
+  /** A program's finished turn, for splicing its next prompt (turn-continuation.ts); its last turn, forgotten. */
+  private rememberTurn(active: Active, reason: FinishReason): void {
+    const program = continuationKey(active.spec);
+    if (program === null) return;
+    if (active.spec.isLastStep || reason === "abort") {
+      this.continuations.forget(program);
+      return;
+    }
+    const ids = Array.from({ length: active.content.length }, (_, i) => active.content.tokenAt(i));
+    this.continuations.remember(program, active.spec.prompt, ids, active.request.promptTokens);
   }
 
   private abortRequest(requestId: string): void {

@@ -115,6 +115,8 @@ export class FakeModelRunner implements ModelRunner {
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  /** every code point is a token */
+  readonly vocabSize = FAKE_EOS + 1;
   readonly chatTemplate: ModelChatTemplate = NO_CHAT_TEMPLATE;
   readonly device: DeviceInfo = cpuDeviceInfo();
   /** execute() calls and rows, for tests */
@@ -179,6 +181,14 @@ export class FakeModelRunner implements ModelRunner {
 
   isEog(token: number): boolean {
     return token === FAKE_EOS;
+  }
+
+  tokenizeContinuation(text: string): Int32Array {
+    return this.tokenize(text);
+  }
+
+  templatePiece(token: number): Uint8Array {
+    return this.tokenPiece(token);
   }
 
   renderChat(messages: readonly ChatMessageIn[]): string {

@@ -211,6 +211,9 @@ describe("engine over llama.cpp (built-in tiny model)", {
       const restored = await run(tiered, turn2);
       assert.ok(tiered.kvStats().restoredTokens >= tiered.countTokens(prompt1) - 16);
       assert.ok(restored.done.usage.cachedTokens > 0);
+      // the reference serves turn 1 too: turn 2's prompt then keeps turn 1's generated tokens in both engines
+      const referenceFirst = await run(fresh, request("c1", prompt1, { programId: "job", sampling }));
+      assert.equal(referenceFirst.done.text, first.done.text);
       const reference = await run(fresh, turn2);
       assert.equal(restored.done.text, reference.done.text);
       checkSlots(tiered);

@@ -86,12 +86,14 @@ export class LlamaModelRunner implements ModelRunner {
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  readonly vocabSize: number;
   readonly chatTemplate: ModelChatTemplate;
   readonly device: DeviceInfo;
   /** native decode calls and their summed time, for overhead measurements */
   decodeCalls = 0;
   private readonly decodeBatch: DecodeBatch;
   private readonly pieces: (Uint8Array | undefined)[];
+  private readonly templatePieces: (Uint8Array | undefined)[];
   private closed = false;
   /** Moving average of a decode step's compute per row (ms); unknown until the first decode step. */
   private decodeRowMs = Number.POSITIVE_INFINITY;
@@ -112,7 +114,9 @@ export class LlamaModelRunner implements ModelRunner {
     );
     this.kvBytesPerToken = info.kvBytesPerToken ?? model.info.kvBytesPerTokenF16 ?? 0;
     this.decodeBatch = new DecodeBatch(info.nBatch);
+    this.vocabSize = model.info.nVocab;
     this.pieces = new Array(model.info.nVocab);
+    this.templatePieces = new Array(model.info.nVocab);
     this.chatTemplate = modelChatTemplate(model);
     this.device = deviceInfoOf(devices(), model.info.nLayer, model.gpuLayers);
   }
@@ -163,6 +167,19 @@ export class LlamaModelRunner implements ModelRunner {
     return piece;
   }
 
+  tokenizeContinuation(text: string): Int32Array {
+    return this.model.tokenize(text, { addSpecial: false, parseSpecial: true });
+  }
+
+  templatePiece(token: number): Uint8Array {
+    let piece = this.templatePieces[token];
+    if (piece === undefined) {
+      piece = this.model.tokenToPiece(token, { special: true });
+      this.templatePieces[token] = piece;
+    }
+    return piece;
+  }
+
   isEog(token: number): boolean {
     return this.model.isEog(token);
   }
@@ -189,6 +206,7 @@ export class LlamaModelRunner implements ModelRunner {
       minP: sampling.minP,
       ...(sampling.seed === null ? {} : { seed: sampling.seed >>> 0 }),
       ...(sampling.grammar === null ? {} : { grammar: sampling.grammar }),
+      ...(sampling.logitBias.length === 0 ? {} : { logitBias: sampling.logitBias }),
     });
   }
 

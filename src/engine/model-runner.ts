@@ -14,7 +14,7 @@
  */
 
 import type { DeviceInfo } from "./device-info.js";
-import type { ModelChatTemplate } from "./engine-api.js";
+import type { ModelChatTemplate, TokenBias } from "./engine-api.js";
 
 export interface RunnerSampling {
   /** <= 0: greedy */
@@ -26,6 +26,8 @@ export interface RunnerSampling {
   readonly seed: number | null;
   /** GBNF grammar constraining the output */
   readonly grammar: string | null;
+  /** added to those tokens' logits (empty: none) */
+  readonly logitBias: readonly TokenBias[];
 }
 
 export interface ChatMessageIn {
@@ -117,6 +119,8 @@ export interface ModelRunner {
   /** longest sequence one slot may hold (the model's context window; with streams, also the slot's stream) */
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  /** token ids are 0..vocabSize-1 */
+  readonly vocabSize: number;
   /** where the model and its KV cache run */
   readonly device: DeviceInfo;
 
@@ -126,6 +130,10 @@ export interface ModelRunner {
   tokenizeAsync(text: string): Promise<Int32Array>;
   /** Raw bytes of one token's text (may be part of a UTF-8 character; empty for control tokens). */
   tokenPiece(token: number): Uint8Array;
+  /** Tokens of text that follows other tokens: no BOS, control tokens recognised. */
+  tokenizeContinuation(text: string): Int32Array;
+  /** A token's bytes as a chat template writes it: control tokens as their text (`<|im_end|>`). */
+  templatePiece(token: number): Uint8Array;
   isEog(token: number): boolean;
   /** the model's Jinja chat template (GGUF `tokenizer.chat_template`) and special tokens */
   readonly chatTemplate: ModelChatTemplate;

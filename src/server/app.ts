@@ -7,17 +7,20 @@ import { createHash, randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { cors } from "hono/cors";
 import type { EngineService } from "../engine/engine-api.js";
 import { chatCompletions, type RequestContext } from "./chat-completions.js";
 import { serverChatTemplate } from "./chat-template.js";
 import { completions } from "./completions.js";
+import { allowedOriginsCors } from "./cors-policy.js";
 import { DASHBOARD_ASSET_PREFIX, registerDashboard } from "./dashboard.js";
 import { DashboardHistory } from "./dashboard-history.js";
 import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
 import { type AppEnv, InflightRequests, unixSeconds } from "./generation.js";
+import { countMessageTokens, messages } from "./messages.js";
+import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
 import { ServerMetrics } from "./metrics.js";
 import { scopeToTenant } from "./program-fields.js";
+import { responsesHandler } from "./responses.js";
 
 export interface AppOptions {
   readonly engine: EngineService;
@@ -123,6 +126,10 @@ export function createApp(options: AppOptions): ContinuumApp {
         `continuum server: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
       );
     }
+    if (isMessagesPath(c.req.path)) {
+      for (const [name, value] of Object.entries(errorHeaders(apiError))) c.header(name, value);
+      return c.json(anthropicErrorBody(apiError), apiError.status);
+    }
     return errorResponse(c, apiError);
   });
   app.notFound((c) =>
@@ -135,34 +142,20 @@ export function createApp(options: AppOptions): ContinuumApp {
   const origins = options.allowedOrigins ?? [];
   if (origins.length > 0) {
     // Before authentication: a browser's preflight carries no Authorization header.
-    app.use(
-      "*",
-      cors({
-        origin: origins.includes("*") ? "*" : [...origins],
-        allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
-        allowHeaders: [
-          "Authorization",
-          "Content-Type",
-          "X-Request-Id",
-          "X-Program-Id",
-          "X-Session-ID",
-          "X-Last-Step",
-        ],
-        exposeHeaders: ["X-Request-Id", "Retry-After"],
-        maxAge: 600,
-      }),
-    );
+    app.use("*", allowedOriginsCors(origins));
   }
 
   app.use("*", async (c, next) => {
     if (tenantOfDigest.size === 0 || isOpenPath(c.req.path)) return next();
     const header = c.req.header("authorization") ?? "";
     const match = /^Bearer\s+(.+)$/i.exec(header.trim());
-    const tenant = match ? tenantOfDigest.get(digest(match[1] as string).toString("hex")) : undefined;
+    // Anthropic's clients send the key as x-api-key: an equal alternative to the bearer token.
+    const key = match?.[1] ?? c.req.header("x-api-key")?.trim();
+    const tenant = key ? tenantOfDigest.get(digest(key).toString("hex")) : undefined;
     if (tenant === undefined) {
       throw new ApiError(
         401,
-        "Incorrect or missing API key (send Authorization: Bearer <key>).",
+        "Incorrect or missing API key (send Authorization: Bearer <key> or x-api-key: <key>).",
         "invalid_request_error",
         "invalid_api_key",
       );
@@ -222,6 +215,9 @@ export function createApp(options: AppOptions): ContinuumApp {
 
   app.post("/v1/chat/completions", (c) => chatCompletions(c, ctx));
   app.post("/v1/completions", (c) => completions(c, ctx));
+  app.post("/v1/messages", (c) => messages(c, ctx));
+  app.post("/v1/messages/count_tokens", (c) => countMessageTokens(c, ctx));
+  app.post("/v1/responses", responsesHandler(ctx, logError));
   const modelObject = (id: string) => ({
     id,
     object: "model",

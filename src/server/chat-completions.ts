@@ -36,12 +36,19 @@ export interface RequestContext extends GenerationDeps {
   readonly newRequestId: (c: Context<AppEnv>) => string;
 }
 
-interface ToolSetup {
+export interface ToolSetup {
   /** offered functions the output may call; empty: no tool-call parsing */
   readonly parseFor: readonly ToolSpec[];
   readonly rendered: readonly ToolInput[];
   readonly grammar: string | null;
   readonly parallel: boolean;
+}
+
+/** A chat request's prompt text: the server's template (`--chat-template`), else the model's own. */
+export function renderChatPrompt(ctx: RequestContext, body: ChatCompletionBody, tools: ToolSetup): string {
+  return ctx.chatTemplate
+    ? ctx.chatTemplate.render(body.messages, tools.rendered)
+    : ctx.engine.renderChat(chatTurns(body.messages, tools.rendered));
 }
 
 export function checkModel(ctx: RequestContext, model: string | null | undefined): string {
@@ -59,7 +66,7 @@ export function checkModel(ctx: RequestContext, model: string | null | undefined
   return model;
 }
 
-function toolSetup(body: ChatCompletionBody): ToolSetup {
+export function toolSetup(body: ChatCompletionBody): ToolSetup {
   const tools = body.tools ?? [];
   const specs: ToolSpec[] = tools.map((t) => ({
     name: t.function.name,
@@ -96,7 +103,7 @@ function toolCallsJson(calls: readonly ParsedToolCall[]) {
  * Content and tool calls of a finished output. A call cut off by max_tokens or the context (`truncated`)
  * comes back as a call with the arguments generated so far, never as markup in the content.
  */
-function splitOutput(
+export function splitOutput(
   text: string,
   tools: ToolSetup,
   format: ToolCallFormat,
@@ -144,9 +151,7 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
       "response_format",
     );
   }
-  const prompt = ctx.chatTemplate
-    ? ctx.chatTemplate.render(body.messages, tools.rendered)
-    : ctx.engine.renderChat(chatTurns(body.messages, tools.rendered));
+  const prompt = renderChatPrompt(ctx, body, tools);
   const format = ctx.chatTemplate?.format ?? "generic";
   const { requestId, generation } = await startGeneration(
     c,

@@ -1,8 +1,11 @@
 import type { Context } from "hono";
+import type { GenerateUsage } from "../engine/engine-api.js";
 import { checkModel, type RequestContext, readJsonBody } from "./chat-completions.js";
+import { type CompletionPrompt, completionPrompts } from "./completion-prompts.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import {
   type AppEnv,
+  type Generation,
   openAIFinishReason,
   openAIUsage,
   SSE_DONE,
@@ -11,13 +14,13 @@ import {
   unixSeconds,
 } from "./generation.js";
 import { responseFormatGrammar } from "./sampling.js";
-import { completionSchema } from "./schemas.js";
+import { type CompletionBody, completionSchema } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
 
 /** OpenAI's (and vLLM's) default for text completions; chat completions may fill the context. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 
-/** `POST /v1/completions`: one raw prompt, no chat template. */
+/** `POST /v1/completions`: raw prompts (no chat template), one choice per prompt in order. */
 export async function completions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const body = completionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
@@ -26,65 +29,124 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   }
   if (body.suffix) throw ApiError.badRequest("suffix is not supported", "suffix", "unsupported_value");
   if ((body.best_of ?? 1) !== 1) throw ApiError.badRequest("only best_of=1 is supported", "best_of");
-  const prompt = typeof body.prompt === "string" ? body.prompt : body.prompt[0]!;
-  const { requestId, generation } = await startGeneration(
-    c,
-    ctx,
-    body,
-    prompt,
-    body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
-    responseFormatGrammar(body.response_format),
-    undefined,
-  );
+  const prompts = completionPrompts(body.prompt, ctx.engine.vocabSize);
+  if (body.echo && prompts.some((p) => typeof p !== "string")) {
+    throw ApiError.badRequest("echo is not supported with token-id prompts", "echo", "unsupported_value");
+  }
+  const returnTokenIds = body.return_token_ids ?? false;
+  if (returnTokenIds && body.stream) {
+    throw ApiError.badRequest("return_token_ids is not supported when streaming", "return_token_ids");
+  }
+  const generations = await startAll(c, ctx, body, prompts, returnTokenIds);
   const meta = {
-    id: `cmpl-${requestId}`,
+    id: `cmpl-${generations[0]!.requestId}`,
     object: "text_completion",
     created: unixSeconds(),
     model,
     system_fingerprint: ctx.systemFingerprint,
   };
-  const echo = body.echo ? prompt : "";
+  const echoOf = (i: number) => (body.echo ? (prompts[i] as string) : "");
+  const abortAll = () => {
+    for (const g of generations) g.generation.abort();
+  };
 
   if (body.stream) {
     const includeUsage = body.stream_options?.include_usage ?? false;
     const usageField = includeUsage ? { usage: null } : {};
-    const chunk = (text: string, finish: string | null = null) =>
+    const chunk = (index: number, text: string, finish: string | null = null) =>
       sseData({
         ...meta,
-        choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
+        choices: [{ index, text, logprobs: null, finish_reason: finish }],
         ...usageField,
       });
     async function* frames(): AsyncGenerator<string> {
+      const usages: GenerateUsage[] = [];
       try {
-        if (echo) yield chunk(echo);
-        for await (const event of generation.events()) {
-          if (event.type === "delta") {
-            if (event.text.length > 0) yield chunk(event.text);
-            continue;
+        for (const [index, { generation }] of generations.entries()) {
+          if (echoOf(index)) yield chunk(index, echoOf(index));
+          for await (const event of generation.events()) {
+            if (event.type === "delta") {
+              if (event.text.length > 0) yield chunk(index, event.text);
+              continue;
+            }
+            usages.push(event.usage);
+            yield chunk(index, "", openAIFinishReason(event.finishReason));
           }
-          yield chunk("", openAIFinishReason(event.finishReason));
-          if (includeUsage) yield sseData({ ...meta, choices: [], usage: openAIUsage(event.usage) });
         }
+        if (includeUsage) yield sseData({ ...meta, choices: [], usage: openAIUsage(sumUsage(usages)) });
       } catch (error) {
         yield sseData(errorBody(toApiError(error)));
       }
       yield SSE_DONE;
     }
-    return sseResponse(frames(), () => generation.abort());
+    return sseResponse(frames(), abortAll);
   }
 
-  const done = await generation.done();
-  if (done === null) throw new Error("the engine ended the request without a result");
+  const dones = await Promise.all(generations.map((g) => g.generation.done()));
+  const choices = dones.map((done, index) => {
+    if (done === null) throw new Error("the engine ended the request without a result");
+    return {
+      index,
+      text: echoOf(index) + done.text,
+      logprobs: null,
+      finish_reason: openAIFinishReason(done.finishReason),
+      ...(returnTokenIds && done.tokenIds
+        ? { prompt_token_ids: done.tokenIds.prompt, token_ids: done.tokenIds.output }
+        : {}),
+    };
+  });
   return c.json({
     ...meta,
-    choices: [
-      {
-        index: 0,
-        text: echo + done.text,
-        logprobs: null,
-        finish_reason: openAIFinishReason(done.finishReason),
-      },
-    ],
-    usage: openAIUsage(done.usage),
+    choices,
+    usage: openAIUsage(sumUsage(dones.map((done) => done!.usage))),
   });
+}
+
+/**
+ * Queues one generation per prompt. A client's X-Request-Id names the first; the others get it with
+ * their index appended, as request ids must be unique. If one cannot start, those already queued end.
+ */
+async function startAll(
+  c: Context<AppEnv>,
+  ctx: RequestContext,
+  body: CompletionBody,
+  prompts: readonly CompletionPrompt[],
+  returnTokenIds: boolean,
+): Promise<{ requestId: string; generation: Generation }[]> {
+  const started: { requestId: string; generation: Generation }[] = [];
+  try {
+    for (const [i, prompt] of prompts.entries()) {
+      const first = started[0]?.requestId;
+      const indexed: RequestContext =
+        first === undefined ? ctx : { ...ctx, newRequestId: () => `${first}-${i}` };
+      started.push(
+        await startGeneration(
+          c,
+          indexed,
+          body,
+          typeof prompt === "string" ? prompt : `<${prompt.length} token ids>`,
+          body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
+          responseFormatGrammar(body.response_format),
+          undefined,
+          false,
+          { ...(typeof prompt === "string" ? {} : { promptTokenIds: prompt }), returnTokenIds },
+        ),
+      );
+    }
+  } catch (error) {
+    for (const s of started) s.generation.abort();
+    throw error;
+  }
+  return started;
+}
+
+function sumUsage(usages: readonly GenerateUsage[]): GenerateUsage {
+  return usages.reduce(
+    (sum, u) => ({
+      promptTokens: sum.promptTokens + u.promptTokens,
+      completionTokens: sum.completionTokens + u.completionTokens,
+      cachedTokens: sum.cachedTokens + u.cachedTokens,
+    }),
+    { promptTokens: 0, completionTokens: 0, cachedTokens: 0 },
+  );
 }

@@ -50,6 +50,18 @@ class RecentlyFinished {
   }
 }
 
+/**
+ * With several API keys a tenant sees only its own programs, under the ids it sent; an open or
+ * single-key server (tenant null) sees them all.
+ */
+function programsOfTenant(programs: readonly DashboardProgram[], tenant: string | null): DashboardProgram[] {
+  if (tenant === null) return [...programs];
+  const prefix = `${tenant}/`;
+  return programs
+    .filter((p) => p.id.startsWith(prefix))
+    .map((p) => ({ ...p, id: p.id.slice(prefix.length) }));
+}
+
 export function registerDashboard(
   app: Hono<AppEnv>,
   engine: EngineService,
@@ -89,7 +101,7 @@ export function registerDashboard(
       running: snapshot.numRunning,
       waiting: snapshot.numWaiting,
       numPrograms: snapshot.numPrograms,
-      programs: finished.update(snapshot.programs, snapshot.timeS),
+      programs: programsOfTenant(finished.update(snapshot.programs, snapshot.timeS), c.get("tenant") ?? null),
       history: history.history,
     });
   });

@@ -144,6 +144,26 @@ describe("JSON schema -> GBNF", () => {
   });
 });
 
+describe("string pattern", () => {
+  test("a pattern outside the enforceable subset is refused, naming the property and the pattern", () => {
+    for (const pattern of ["^(?=a)b$", "(a)\\1", "\\bword", "^a(b$)", "[", "x{2000}"]) {
+      const schema = { type: "object", properties: { code: { type: "string", pattern } } };
+      assert.throws(
+        () => jsonSchemaToGbnf(schema),
+        (error: Error) =>
+          error instanceof SchemaConversionError &&
+          error.message.includes("code") &&
+          error.message.includes(JSON.stringify(pattern)),
+        pattern,
+      );
+    }
+    assert.throws(
+      () => jsonSchemaToGbnf({ type: "string", pattern: "^a+$", maxLength: 3 }),
+      SchemaConversionError,
+    );
+  });
+});
+
 // llama.cpp itself parses the grammars and constrains a (random-weight) model with them.
 const supported = process.platform === "linux" && process.arch === "x64";
 
@@ -172,6 +192,42 @@ describe("llama.cpp accepts the grammars", {
       ]),
     ];
     for (const grammar of grammars) assert.doesNotThrow(() => ctx.setSampler(0, { grammar }), grammar);
+  });
+
+  /** Samples one constrained completion of "JSON:" (temperature 1, so seeds differ). */
+  async function sample(grammar: string, seed: number): Promise<string> {
+    const prompt = model.tokenize("JSON:", { addSpecial: true });
+    ctx.clear();
+    ctx.setSampler(0, { grammar, temperature: 1, topK: 32, seed });
+    const batch = new DecodeBatch(64).addSequence(prompt, 0, 0);
+    let pos = prompt.length;
+    const tokens: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const out = (await ctx.decode(batch)).outputs[0]!;
+      if (out.isEog) return model.detokenize(tokens);
+      tokens.push(out.token);
+      batch.clear().add(out.token, pos++, 0, true);
+    }
+    throw new Error(`no end after ${JSON.stringify(model.detokenize(tokens))}`);
+  }
+
+  test("constrained sampling yields strings that match the schema's pattern", async () => {
+    const patterns = [
+      "^\\d{3}-\\d{2,4}$",
+      "^(cat|dog)s?$",
+      "^[A-Z][a-z_]{1,5}( [^a-z\\s]{1,4})?$",
+      '^a"b\\\\c\\.$',
+      "^.{2,3}$|^x$",
+      "^id-(?<n>[0-9a-f]{4})$",
+    ];
+    for (const pattern of patterns) {
+      const grammar = jsonSchemaToGbnf({ type: "string", pattern });
+      for (const seed of [1, 2, 3]) {
+        const text = await sample(grammar, seed);
+        const value = JSON.parse(text) as string;
+        assert.match(value, new RegExp(pattern), `seed ${seed}: ${text}`);
+      }
+    }
   });
 
   test("constrained sampling yields JSON that matches a closed schema", async () => {

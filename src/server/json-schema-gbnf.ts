@@ -3,9 +3,11 @@
  * type (incl. lists), properties/required, items/prefixItems, min/maxItems, min/maxLength, enum, const,
  * anyOf/oneOf, allOf of objects, $ref into $defs/definitions (recursion allowed), nullable.
  * Objects emit their required properties first, then the optional ones, each in schema order; extra
- * properties are not generated. Keywords outside the subset (pattern, format, minimum...) are ignored,
- * which only makes the grammar looser than the schema.
+ * properties are not generated. A string's `pattern` is enforced (pattern-gbnf.ts) or, beyond that
+ * subset, refused. Other keywords outside the subset (format, minimum...) are ignored, which only makes
+ * the grammar looser than the schema.
  */
+import { patternGbnf, UnsupportedPatternError } from "./pattern-gbnf.js";
 
 export class SchemaConversionError extends Error {
   constructor(message: string) {
@@ -152,6 +154,7 @@ class GrammarBuilder {
       case "object":
         return this.object(schema, hint, depth);
       case undefined:
+        if (typeof schema["pattern"] === "string") return this.string(schema, hint);
         if (isSchema(schema["properties"])) return this.object(schema, hint, depth);
         if ("items" in schema || "prefixItems" in schema) return this.array(schema, hint, depth);
         return "value";
@@ -200,11 +203,28 @@ class GrammarBuilder {
   }
 
   private string(schema: Schema, hint: string): string {
+    if (schema["pattern"] !== undefined) return this.patternString(schema, hint);
     const min = nonNegativeInt(schema["minLength"], "minLength") ?? 0;
     const max = nonNegativeInt(schema["maxLength"], "maxLength");
     if (min === 0 && max === undefined) return "string";
     if (max !== undefined && max < min) throw new SchemaConversionError(`${hint}: maxLength < minLength`);
     return this.addRule(hint, `"\\"" ${repeat("char", min, max)} "\\""`);
+  }
+
+  private patternString(schema: Schema, hint: string): string {
+    const pattern = schema["pattern"];
+    if (typeof pattern !== "string") throw new SchemaConversionError(`${hint}: pattern must be a string`);
+    const refuse = (why: string) =>
+      new SchemaConversionError(`${hint}: pattern ${JSON.stringify(pattern)} cannot be enforced: ${why}`);
+    if (schema["minLength"] !== undefined || schema["maxLength"] !== undefined) {
+      throw refuse("it is combined with minLength/maxLength");
+    }
+    try {
+      return this.addRule(hint, `"\\"" ${patternGbnf(pattern)} "\\""`);
+    } catch (error) {
+      if (error instanceof UnsupportedPatternError) throw refuse(error.message);
+      throw error;
+    }
   }
 
   private array(schema: Schema, hint: string, depth: number): string {

@@ -109,3 +109,25 @@ export function scopeToTenant(
     cacheSalt: salt === "" ? null : salt,
   };
 }
+
+/**
+ * Claude Code's session, so every turn of one session is one program: its `x-claude-code-session-id`
+ * header, else the Messages API's `metadata.user_id` when it is a JSON string holding `session_id`,
+ * or the plain string itself.
+ */
+export function claudeCodeSessionId(
+  header: HeaderReader,
+  metadataUserId: string | null | undefined,
+): string | null {
+  const fromHeader = idOf(header("x-claude-code-session-id"));
+  if (fromHeader !== null || metadataUserId === null || metadataUserId === undefined) return fromHeader;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(metadataUserId);
+  } catch {
+    return idOf(metadataUserId);
+  }
+  if (typeof parsed !== "object" || parsed === null) return idOf(metadataUserId);
+  const session = (parsed as Record<string, unknown>)["session_id"];
+  return typeof session === "string" ? idOf(session) : null;
+}

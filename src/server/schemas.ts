@@ -135,6 +135,8 @@ const common = {
   n: z.number().int().min(1).nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
+  /** token id (as a string) -> added to its logit */
+  logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullish(),
   user: z.string().nullish(),
   response_format: responseFormat.nullish(),
   /** vLLM extension, sent by mini-swe-agent: keep generating through end-of-generation tokens */
@@ -171,7 +173,14 @@ export type ChatCompletionBody = z.infer<typeof chatCompletionSchema>;
 
 export const completionSchema = z.object({
   ...common,
-  prompt: z.union([z.string(), z.array(z.string()).length(1)]),
+  prompt: z.union([
+    z.string(),
+    z.array(z.string()).min(1),
+    z.array(z.number().int()).min(1),
+    z.array(z.array(z.number().int()).min(1)).min(1),
+  ]),
+  /** vLLM's: each choice carries the prompt's and the output's token ids */
+  return_token_ids: z.boolean().nullish(),
   echo: z.boolean().nullish(),
   logprobs: nonNegativeInt.nullish(),
   suffix: z.string().nullish(),

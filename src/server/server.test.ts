@@ -227,6 +227,84 @@ describe("responses", () => {
     });
   });
 
+  test("a JSON-schema pattern is enforced by the grammar, or refused with a 400 naming it", async () => {
+    await withServer({ reply: () => '"AB-12"' }, {}, async (t) => {
+      const schemaWith = (pattern: string) => ({
+        type: "object",
+        properties: { code: { type: "string", pattern } },
+        required: ["code"],
+      });
+      const format = (pattern: string) => ({
+        response_format: { type: "json_schema", json_schema: { name: "x", schema: schemaWith(pattern) } },
+      });
+      await (await t.post("/v1/chat/completions", chat(format("^[A-Z]{2}-\\d+$")))).json();
+      assert.match(t.engine.requests[0]!.sampling.grammar ?? "", /\[A-Z\]\{2,2\} "-" \[0-9\]\+/);
+
+      const refused = await expectError(
+        await t.post("/v1/chat/completions", chat(format("^(?!admin)\\w+$"))),
+        400,
+        "response_format.json_schema.schema",
+      );
+      assert.equal(refused.error.type, "invalid_request_error");
+      assert.match(refused.error.message, /code: pattern "\^\(\?!admin\)\\\\w\+\$" cannot be enforced/);
+
+      const tool = { type: "function", function: { name: "lookup", parameters: schemaWith("(a)\\1") } };
+      const forced = await expectError(
+        await t.post("/v1/chat/completions", chat({ tools: [tool], tool_choice: "required" })),
+        400,
+        "tools",
+      );
+      assert.match(forced.error.message, /code: pattern "\(a\)\\\\1" cannot be enforced/);
+      assert.equal(t.engine.requests.length, 1, "a refused request never reaches the engine");
+    });
+  });
+
+  test("/v1/completions: a list of prompts (text or token ids) gets one choice per prompt, in order", async () => {
+    await withServer({ reply: (r) => ` re:${r.promptTokenIds?.join(",") ?? r.prompt}` }, {}, async (t) => {
+      const texts = (await (await t.post("/v1/completions", { prompt: ["one", "two"] })).json()) as Json;
+      assert.deepEqual(
+        texts.choices.map((c: Json) => [c.index, c.text]),
+        [
+          [0, " re:one"],
+          [1, " re:two"],
+        ],
+      );
+      assert.equal(texts.usage.prompt_tokens, 2);
+      const ids = (await (await t.post("/v1/completions", { prompt: [[1, 2, 3], [7]] })).json()) as Json;
+      assert.deepEqual(
+        ids.choices.map((c: Json) => c.text),
+        [" re:1,2,3", " re:7"],
+      );
+      const single = (await (await t.post("/v1/completions", { prompt: [5, 6] })).json()) as Json;
+      assert.deepEqual(
+        single.choices.map((c: Json) => c.text),
+        [" re:5,6"],
+      );
+
+      const raw = await (await t.post("/v1/completions", { prompt: ["a", "b"], stream: true })).text();
+      const chunks = sseEvents(raw)
+        .slice(0, -1)
+        .map((e) => (JSON.parse(e) as Json).choices[0]);
+      for (const index of [0, 1]) {
+        const own = chunks.filter((c: Json) => c.index === index);
+        assert.equal(own.map((c: Json) => c.text).join(""), ` re:${index === 0 ? "a" : "b"}`);
+        assert.equal(own.at(-1).finish_reason, "stop");
+      }
+
+      const bad = await expectError(
+        await t.post("/v1/completions", { prompt: [[1], [2, 40000]] }),
+        400,
+        "prompt",
+      );
+      assert.match(bad.error.message, /prompt\[1\]\[1\]: token id 40000 is not in the model's vocabulary/);
+      await expectError(await t.post("/v1/completions", { prompt: [1, -2] }), 400, "prompt");
+      await expectError(await t.post("/v1/completions", { prompt: [1.5] }), 400);
+      const before = t.engine.requests.length;
+      await expectError(await t.post("/v1/completions", { prompt: [[1], [99999]] }), 400, "prompt");
+      assert.equal(t.engine.requests.length, before, "a bad id in any prompt queues none of them");
+    });
+  });
+
   test("text completion, echo, and /v1/models", async () => {
     await withServer({ reply: () => " world" }, {}, async (t) => {
       const response = await t.post("/v1/completions", { model: "fake-model", prompt: "hello", echo: true });
@@ -392,6 +470,28 @@ test("dashboard: the page and its libraries are open, its state wants the API ke
   await withServer({}, { dashboard: false }, async (t) => {
     assert.equal((await fetch(`${t.url}/dashboard`)).status, 404);
     assert.equal((await fetch(`${t.url}/dashboard/state`)).status, 404);
+  });
+});
+
+test("dashboard state: with two API keys each tenant sees only its own programs, under its own ids", async () => {
+  await withServer({}, { apiKeys: ["key-a", "key-b"] }, async (t) => {
+    for (const [key, job] of [
+      ["key-a", "a-job"],
+      ["key-b", "b-job"],
+      ["key-b", "shared-name"],
+      ["key-a", "shared-name"],
+    ] as const) {
+      await (
+        await t.post("/v1/chat/completions", chat({ job_id: job }), { Authorization: `Bearer ${key}` })
+      ).json();
+    }
+    const programIds = async (key: string) => {
+      const state = await fetch(`${t.url}/dashboard/state`, { headers: { Authorization: `Bearer ${key}` } });
+      const body = (await state.json()) as Json;
+      return body.programs.map((p: Json) => p.id).sort();
+    };
+    assert.deepEqual(await programIds("key-a"), ["a-job", "shared-name"]);
+    assert.deepEqual(await programIds("key-b"), ["b-job", "shared-name"]);
   });
 });
 
@@ -1020,6 +1120,28 @@ describe("robustness", () => {
       });
       assert.equal(preflight.headers.get("access-control-allow-origin"), null, "no CORS unless allowed");
       await preflight.text();
+    });
+  });
+
+  test("--allowed-origins: a preflight from an allowed origin gets the SDK headers it asks for", async () => {
+    await withServer({}, { allowedOrigins: ["https://ui.example"], apiKeys: ["k"] }, async (t) => {
+      const preflight = (origin: string) =>
+        fetch(`${t.url}/v1/chat/completions`, {
+          method: "OPTIONS",
+          headers: {
+            Origin: origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "x-stainless-os, x-stainless-lang, authorization",
+          },
+        });
+      const allowed = await preflight("https://ui.example");
+      assert.equal(allowed.status, 204);
+      const allowedHeaders = (allowed.headers.get("access-control-allow-headers") ?? "").split(",");
+      assert.deepEqual(allowedHeaders, ["x-stainless-os", "x-stainless-lang", "authorization"]);
+      const refused = await preflight("https://evil.example");
+      await refused.text();
+      const corsHeaders = [...refused.headers.keys()].filter((name) => name.startsWith("access-control-"));
+      assert.deepEqual(corsHeaders, []);
     });
   });
 

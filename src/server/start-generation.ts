@@ -3,6 +3,7 @@ import type { GenerateRequest } from "../engine/engine-api.js";
 import type { RequestContext } from "./chat-completions.js";
 import { ApiError } from "./errors.js";
 import { type AppEnv, Generation } from "./generation.js";
+import { logitBias } from "./logit-bias.js";
 import { programFields, scopeToTenant } from "./program-fields.js";
 import { samplingParams } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
@@ -16,7 +17,10 @@ const MAX_BYTES_PER_TOKEN = 32;
 /**
  * What chat and text completions share once the prompt is known: its length, the sampling parameters,
  * the program fields, and the generation queued on the engine. `priorTurns`: earlier turns of its
- * program the request carries (undefined for a raw-text prompt).
+ * program the request carries (undefined for a raw-text prompt). `capToContext`: a maxTokens beyond the
+ * context's room is lowered to fit instead of refused (clients that always ask for their model's largest
+ * output, as Claude Code does). `tokenIds`: a prompt given as token ids (then `prompt` is only its
+ * label), and whether the result carries the prompt's and the output's ids.
  */
 export async function startGeneration(
   c: Context<AppEnv>,
@@ -26,6 +30,8 @@ export async function startGeneration(
   maxTokens: number | null | undefined,
   grammar: string | null,
   priorTurns: number | undefined,
+  capToContext = false,
+  tokenIds: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> = {},
 ): Promise<{ requestId: string; generation: Generation }> {
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
   // (tokenizing a 30 MB prompt blocks the event loop for seconds).
@@ -37,8 +43,14 @@ export async function startGeneration(
       "prompt_too_long",
     );
   }
-  const promptTokens = await ctx.engine.countPromptTokens(prompt);
-  const sampling = samplingParams(body, maxTokens, promptTokens, ctx.engine.maxContextTokens, grammar);
+  const promptTokens = tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt));
+  const room = ctx.engine.maxContextTokens - promptTokens;
+  const cappedMaxTokens =
+    capToContext && maxTokens != null && room > 0 ? Math.min(maxTokens, room) : maxTokens;
+  const sampling = {
+    ...samplingParams(body, cappedMaxTokens, promptTokens, ctx.engine.maxContextTokens, grammar),
+    ...(body.logit_bias ? { logitBias: logitBias(body.logit_bias, ctx.engine.vocabSize) } : {}),
+  };
   const requestId = ctx.newRequestId(c);
   const fields = programFields(body, (name) => c.req.header(name));
   const request: GenerateRequest = {
@@ -48,6 +60,7 @@ export async function startGeneration(
     prompt,
     sampling,
     ...(priorTurns === undefined ? {} : { priorTurns }),
+    ...tokenIds,
   };
   return { requestId, generation: await Generation.start(ctx, c, request, body.stream !== true) };
 }

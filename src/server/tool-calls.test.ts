@@ -6,6 +6,7 @@ import {
   bashTool,
   parseJsonLenient,
   parseToolCalls,
+  parseTruncatedToolCall,
   ToolCallStreamGate,
   type ToolSpec,
 } from "./tool-calls.js";
@@ -181,5 +182,21 @@ describe("chat rendering", () => {
     );
     assert.deepEqual(turns[3], { role: "tool", content: "a.py" });
     assert.deepEqual(turns[4], { role: "system", content: "be brief" });
+  });
+});
+
+describe("a forced call cut off at any length", () => {
+  test("every prefix of a Hermes call, from its first character, is a call with no content before it", () => {
+    const call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
+    for (let end = 1; end <= call.length; end++) {
+      const parsed = parseTruncatedToolCall(call.slice(0, end), [weather]);
+      assert.equal(parsed?.start, 0, JSON.stringify(call.slice(0, end)));
+      assert.equal(parsed.calls[0]!.name, "get_weather");
+    }
+  });
+
+  test("text that only looks like the tag's start somewhere inside is not a call", () => {
+    assert.equal(parseTruncatedToolCall("a <tool", [weather]), null);
+    assert.equal(parseTruncatedToolCall("<b>", [weather]), null);
   });
 });

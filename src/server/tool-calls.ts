@@ -311,6 +311,14 @@ export class ToolCallStreamGate {
   }
 }
 
+/** Where a Hermes call opens in `output`, also when the output was cut inside the opening tag itself. */
+function hermesOpening(output: string): number {
+  const at = output.indexOf(HERMES_OPEN);
+  if (at !== -1) return at;
+  const rest = output.trimStart();
+  return rest.length > 0 && HERMES_OPEN.startsWith(rest) ? output.length - rest.length : -1;
+}
+
 const TRUNCATED_NAME = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)(")?/;
 const ARGUMENTS_KEY = /\s*,\s*"arguments"\s*:\s*/y;
 
@@ -321,7 +329,7 @@ const ARGUMENTS_KEY = /\s*,\s*"arguments"\s*:\s*/y;
  * opens no call.
  */
 export function parseTruncatedToolCall(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
-  const start = output.indexOf(HERMES_OPEN);
+  const start = hermesOpening(output);
   if (start === -1) return null;
   const body = output.slice(start + HERMES_OPEN.length);
   const named = TRUNCATED_NAME.exec(body);

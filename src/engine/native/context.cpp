@@ -382,7 +382,7 @@ Napi::Value Context::Info(const Napi::CallbackInfo& info) {
 
 // setSampler(seqId, params | null)
 // params: { temperature = 0 (greedy), topK = 0, topP = 1, minP = 0, seed = LLAMA_DEFAULT_SEED,
-//           grammar?: GBNF string, grammarRoot = "root" }
+//           grammar?: GBNF string, grammarRoot = "root", logitBias?: [{ token, bias }] }
 Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ContextState& s = idle(env);
@@ -399,10 +399,27 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
     const std::string grammar = optString(o, "grammar", "");
     const std::string root = optString(o, "grammarRoot", "root");
     if (seed < 0 || seed > 4294967295.0) throw Napi::RangeError::New(env, "seed must be a uint32");
+    const int32_t nVocab = llama_vocab_n_tokens(s.model->vocab);
+    std::vector<llama_logit_bias> biases;
+    if (o.Has("logitBias") && o.Get("logitBias").IsArray()) {
+      Napi::Array list = o.Get("logitBias").As<Napi::Array>();
+      for (uint32_t i = 0; i < list.Length(); i++) {
+        Napi::Object entry = list.Get(i).As<Napi::Object>();
+        const double token = optNumber(entry, "token", -1);
+        if (token < 0 || token >= nVocab || token != static_cast<int32_t>(token)) {
+          throw Napi::RangeError::New(env, "logitBias token out of range");
+        }
+        biases.push_back({static_cast<llama_token>(token), static_cast<float>(optNumber(entry, "bias", 0))});
+      }
+    }
 
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
     chain = llama_sampler_chain_init(cp);
+    if (!biases.empty()) {
+      llama_sampler_chain_add(chain,
+                              llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(biases.size()), biases.data()));
+    }
     if (!grammar.empty()) {
       llama_sampler* g = llama_sampler_init_grammar(s.model->vocab, grammar.c_str(), root.c_str());
       if (g == nullptr) {

@@ -147,6 +147,8 @@ export interface SamplerParams {
   /** GBNF grammar constraining the output (applied first in the chain). */
   grammar?: string;
   grammarRoot?: string;
+  /** added to the token's logit before the grammar and sampling (OpenAI's logit_bias) */
+  logitBias?: readonly { readonly token: number; readonly bias: number }[];
 }
 
 export interface ChatMessage {

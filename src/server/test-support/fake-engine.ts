@@ -52,6 +52,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 export class FakeEngine implements EngineService {
   readonly modelId = "fake-model";
   readonly maxContextTokens: number;
+  readonly vocabSize = 32000;
   readonly kvSummary = "fake KV";
   readonly device: DeviceInfo;
   readonly chatTemplate: ModelChatTemplate;
@@ -113,7 +114,7 @@ export class FakeEngine implements EngineService {
     try {
       const reply = this.options.reply?.(request) ?? "Hello there!";
       const pieces = typeof reply === "string" ? [reply] : reply;
-      const promptWords = words(request.prompt);
+      const promptWords = request.promptTokenIds?.map(String) ?? words(request.prompt);
       const previous = request.programId ? (this.lastContext.get(request.programId) ?? []) : [];
       let cached = 0;
       while (

@@ -1,0 +1,71 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { type ContinuationTokenizer, TurnContinuations } from "./turn-continuation.js";
+
+// A tokenizer whose token ids are code points, with one control token written `<eot>` by the template and
+// ids >= 1000 standing for pieces of several characters.
+const EOT = 7;
+const PIECES = new Map<number, string>([
+  [EOT, "<eot>"],
+  [1000, "ab"],
+  [1001, "é"],
+]);
+const tokenizer: ContinuationTokenizer = {
+  tokenizeContinuation: (text) => Int32Array.from(Array.from(text, (c) => c.codePointAt(0) as number)),
+  templatePiece: (token) => Buffer.from(PIECES.get(token) ?? String.fromCodePoint(token), "utf8"),
+};
+const ids = (text: string) => Array.from(text, (c) => c.codePointAt(0) as number);
+
+describe("TurnContinuations", () => {
+  it("keeps the last prompt's ids and the generated tokens the new prompt repeats, then tokenizes the rest", () => {
+    const turns = new TurnContinuations(1000);
+    // the prompt "Q:" was tokenized with a BOS (id 1) the text does not show; the model answered "ab" + <eot>
+    turns.remember("p", "Q:", [1, ...ids("Q:"), 1000, EOT], 3);
+    const spliced = turns.splice("p", "Q:ab<eot>next", tokenizer);
+    assert.deepEqual(Array.from(spliced ?? []), [1, ...ids("Q:"), 1000, EOT, ...ids("next")]);
+  });
+
+  it("stops at the first generated token the prompt does not repeat", () => {
+    const turns = new TurnContinuations(1000);
+    turns.remember("p", "Q:", [...ids("Q:"), 1000, ...ids("cd"), EOT], 2);
+    // the client sent the reply back trimmed differently: "ab" then "xd"
+    assert.deepEqual(Array.from(turns.splice("p", "Q:abxd", tokenizer) ?? []), [
+      ...ids("Q:"),
+      1000,
+      ...ids("xd"),
+    ]);
+  });
+
+  it("never ends the kept tokens inside a character", () => {
+    const turns = new TurnContinuations(1000);
+    // "é" generated as two byte tokens (0xC3, 0xA9 as ids 2000/2001), the second differing from the prompt's
+    const split: ContinuationTokenizer = {
+      ...tokenizer,
+      templatePiece: (t) =>
+        t === 2000 ? Buffer.from([0xc3]) : t === 2001 ? Buffer.from([0xa8]) : tokenizer.templatePiece(t),
+    };
+    turns.remember("p", "Q:", [...ids("Q:"), 2000, 2001], 2);
+    assert.deepEqual(Array.from(turns.splice("p", "Q:é!", split) ?? []), [...ids("Q:"), ...ids("é!")]);
+  });
+
+  it("leaves a prompt that does not extend the last one to ordinary tokenization", () => {
+    const turns = new TurnContinuations(1000);
+    turns.remember("p", "Q: one", ids("Q: one"), 6);
+    assert.equal(turns.splice("p", "Q: two and more", tokenizer), null);
+    assert.equal(turns.splice("p", "Q:", tokenizer), null);
+    assert.equal(turns.splice("other", "Q: one more", tokenizer), null);
+  });
+
+  it("keeps at most maxTokens ids, dropping the least recently used programs", () => {
+    const turns = new TurnContinuations(10);
+    turns.remember("a", "aaaa", ids("aaaa"), 4);
+    turns.remember("b", "bbbb", ids("bbbb"), 4);
+    assert.notEqual(turns.splice("a", "aaaa!", tokenizer), null); // a is now the most recent
+    turns.remember("c", "cccc", ids("cccc"), 4);
+    assert.equal(turns.size, 2);
+    assert.equal(turns.splice("b", "bbbb!", tokenizer), null);
+    assert.notEqual(turns.splice("a", "aaaa!", tokenizer), null);
+    turns.remember("huge", "x", ids("x".repeat(11)), 1);
+    assert.equal(turns.splice("huge", "x!", tokenizer), null);
+  });
+});

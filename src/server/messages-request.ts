@@ -1,0 +1,155 @@
+/**
+ * An Anthropic Messages request -> the chat-completions form the server generates from: system blocks
+ * become one system message, tool_use blocks assistant tool_calls, tool_result blocks `tool` messages,
+ * tools and tool_choice their OpenAI shapes. Images are refused (the served model has no vision).
+ */
+import { ApiError } from "./errors.js";
+import type {
+  CountTokensBody,
+  MessagesBody,
+  MessagesContentBlock,
+  MessagesMessage,
+  MessagesTool,
+  MessagesToolChoice,
+} from "./messages-schema.js";
+import type { ChatMessageInput, ToolChoiceInput, ToolInput } from "./schemas.js";
+import { jsonDumps } from "./tool-calls.js";
+
+type CacheControl = { type: "ephemeral"; ttl?: string | number | null | undefined };
+type TextBlock = { text: string };
+
+function noVision(param: string): ApiError {
+  return ApiError.badRequest(
+    `${param}: image content is not supported: the served model has no vision (send text only)`,
+    param,
+    "unsupported_content",
+  );
+}
+
+const joinText = (blocks: readonly TextBlock[]) => blocks.map((b) => b.text).join("\n\n");
+
+function toolResultText(
+  content: Extract<MessagesContentBlock, { type: "tool_result" }>["content"],
+  param: string,
+) {
+  if (content === null || content === undefined) return "";
+  if (typeof content === "string") return content;
+  return content
+    .map((block, i) => {
+      if (block.type === "image") throw noVision(`${param}.content[${i}]`);
+      return block.text;
+    })
+    .join("\n\n");
+}
+
+function userMessages(content: MessagesMessage["content"], param: string): ChatMessageInput[] {
+  if (typeof content === "string") return [{ role: "user", content }];
+  const out: ChatMessageInput[] = [];
+  let text: TextBlock[] = [];
+  const flushText = () => {
+    if (text.length > 0) out.push({ role: "user", content: joinText(text) });
+    text = [];
+  };
+  for (const [i, block] of content.entries()) {
+    const at = `${param}[${i}]`;
+    if (block.type === "text") text.push(block);
+    else if (block.type === "image") throw noVision(at);
+    else if (block.type === "tool_result") {
+      flushText();
+      out.push({ role: "tool", tool_call_id: block.tool_use_id, content: toolResultText(block.content, at) });
+    } else if (block.type === "tool_use") {
+      throw ApiError.badRequest(`${at}: tool_use blocks belong to assistant messages`, at);
+    }
+  }
+  flushText();
+  return out;
+}
+
+function assistantMessage(content: MessagesMessage["content"], param: string): ChatMessageInput {
+  if (typeof content === "string") return { role: "assistant", content };
+  const text: TextBlock[] = [];
+  const calls: { id: string; type: "function"; function: { name: string; arguments: string } }[] = [];
+  for (const [i, block] of content.entries()) {
+    const at = `${param}[${i}]`;
+    if (block.type === "text") text.push(block);
+    else if (block.type === "image") throw noVision(at);
+    else if (block.type === "tool_use") {
+      // Python-spaced JSON, as the model wrote the call: the echoed turn re-renders its cached tokens.
+      calls.push({
+        id: block.id,
+        type: "function",
+        function: { name: block.name, arguments: jsonDumps(block.input) },
+      });
+    } else if (block.type === "tool_result") {
+      throw ApiError.badRequest(`${at}: tool_result blocks belong to user messages`, at);
+    }
+  }
+  return { role: "assistant", content: joinText(text), ...(calls.length > 0 ? { tool_calls: calls } : {}) };
+}
+
+export function chatMessages(body: CountTokensBody): ChatMessageInput[] {
+  const system = typeof body.system === "string" ? body.system : joinText(body.system ?? []);
+  const out: ChatMessageInput[] = system.length > 0 ? [{ role: "system", content: system }] : [];
+  for (const [i, message] of body.messages.entries()) {
+    const param = `messages[${i}].content`;
+    if (message.role === "user") out.push(...userMessages(message.content, param));
+    else out.push(assistantMessage(message.content, param));
+  }
+  return out;
+}
+
+export function chatTools(tools: readonly MessagesTool[] | null | undefined): ToolInput[] {
+  return (tools ?? []).map((tool) => ({
+    type: "function",
+    function: { name: tool.name, description: tool.description, parameters: tool.input_schema },
+  }));
+}
+
+export function chatToolChoice(choice: MessagesToolChoice | null | undefined): ToolChoiceInput | undefined {
+  if (!choice) return undefined;
+  switch (choice.type) {
+    case "any":
+      return "required";
+    case "tool":
+      return { type: "function", function: { name: choice.name } };
+    default:
+      return choice.type;
+  }
+}
+
+/**
+ * The last `cache_control` mark in prompt order (tools, system, messages, then the request's own, which
+ * marks the prompt's end). Anthropic requires longer
+ * TTLs before shorter ones, so the last mark is the one that bounds the whole prefix's retention.
+ */
+export function lastCacheControl(body: CountTokensBody): CacheControl | null {
+  const blocks: { cache_control?: CacheControl | null }[] = [
+    ...(body.tools ?? []),
+    ...(typeof body.system === "string" ? [] : (body.system ?? [])),
+    ...body.messages.flatMap((m) => (typeof m.content === "string" ? [] : m.content)),
+  ];
+  let last: CacheControl | null = null;
+  for (const block of blocks) last = block.cache_control ?? last;
+  return body.cache_control ?? last;
+}
+
+/** The chat-completions body (still to be validated by its schema) a Messages request generates as. */
+export function chatCompletionRequest(body: MessagesBody, sessionId: string | null): Record<string, unknown> {
+  const parallel =
+    body.tool_choice?.type === "none" ? undefined : body.tool_choice?.disable_parallel_tool_use;
+  return {
+    model: body.model,
+    messages: chatMessages(body),
+    tools: chatTools(body.tools),
+    tool_choice: chatToolChoice(body.tool_choice),
+    parallel_tool_calls: parallel === true ? false : undefined,
+    max_tokens: body.max_tokens,
+    stop: body.stop_sequences,
+    temperature: body.temperature,
+    top_p: body.top_p,
+    top_k: body.top_k,
+    stream: body.stream,
+    session_id: sessionId ?? undefined,
+    cache_control: lastCacheControl(body) ?? undefined,
+  };
+}

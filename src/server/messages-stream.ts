@@ -1,0 +1,125 @@
+/**
+ * A generation as the Anthropic Messages API streams it: message_start, ping, then each content block
+ * (content_block_start, its text_delta or input_json_delta events, content_block_stop), message_delta
+ * with the stop reason and usage, message_stop. Tool calls are read as chat completions read them.
+ */
+import { splitOutput, type ToolSetup } from "./chat-completions.js";
+import { toApiError } from "./errors.js";
+import type { Generation } from "./generation.js";
+import { anthropicErrorBody } from "./messages-errors.js";
+import { messagesUsage, stopReason, toolUseId } from "./messages-response.js";
+import { StreamedToolCall } from "./streamed-tool-call.js";
+import { type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
+import { ToolCallStreamGate } from "./tool-calls.js";
+
+export function sseEvent(type: string, payload: Record<string, unknown>): string {
+  return `event: ${type}\ndata: ${JSON.stringify({ type, ...payload })}\n\n`;
+}
+
+export interface MessageMeta {
+  readonly id: string;
+  readonly model: string;
+}
+
+/** Opens, fills and closes content blocks, numbering them in order. */
+class BlockWriter {
+  private next = 0;
+  private open: "text" | "tool_use" | null = null;
+
+  /** `text` into the open text block, first closing any other block and opening a text block. */
+  *text(text: string): Generator<string> {
+    if (text.length === 0) return;
+    if (this.open !== "text") {
+      yield* this.close();
+      yield this.start({ type: "text", text: "" }, "text");
+    }
+    yield sseEvent("content_block_delta", { index: this.next - 1, delta: { type: "text_delta", text } });
+  }
+
+  *toolUse(id: string, name: string): Generator<string> {
+    yield* this.close();
+    yield this.start({ type: "tool_use", id, name, input: {} }, "tool_use");
+  }
+
+  *inputJson(partial: string): Generator<string> {
+    if (partial.length === 0) return;
+    yield sseEvent("content_block_delta", {
+      index: this.next - 1,
+      delta: { type: "input_json_delta", partial_json: partial },
+    });
+  }
+
+  *close(): Generator<string> {
+    if (this.open === null) return;
+    this.open = null;
+    yield sseEvent("content_block_stop", { index: this.next - 1 });
+  }
+
+  private start(block: Record<string, unknown>, kind: "text" | "tool_use"): string {
+    this.open = kind;
+    return sseEvent("content_block_start", { index: this.next++, content_block: block });
+  }
+}
+
+export async function* messagesStreamEvents(
+  generation: Generation,
+  meta: MessageMeta,
+  tools: ToolSetup,
+  format: ToolCallFormat,
+): AsyncGenerator<string> {
+  // The engine reports how much of the prompt was cached only when done: message_start carries zeros
+  // and message_delta the message's totals (Anthropic's clients overwrite usage with them).
+  const emptyUsage = messagesUsage({ promptTokens: 0, completionTokens: 0, cachedTokens: 0 });
+  const gate =
+    tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
+  const live = gate ? new StreamedToolCall() : null;
+  const blocks = new BlockWriter();
+  let streamed = 0;
+  try {
+    yield sseEvent("message_start", {
+      message: {
+        ...meta,
+        type: "message",
+        role: "assistant",
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: emptyUsage,
+      },
+    });
+    yield sseEvent("ping", {});
+    for await (const event of generation.events()) {
+      if (event.type === "delta") {
+        const text = gate ? gate.push(event.text) : event.text;
+        streamed += text.length;
+        yield* blocks.text(text);
+        if (gate && live) {
+          const { opened, args } = live.push(gate.held);
+          if (opened) yield* blocks.toolUse(toolUseId(live), live.name as string);
+          yield* blocks.inputJson(args);
+        }
+        continue;
+      }
+      // A call already announced is a call, even when the output ended before it closed.
+      const cut = event.finishReason !== "stop" || live?.opened === true;
+      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
+      yield* blocks.text(event.text.slice(streamed, Math.max(contentEnd, streamed)));
+      for (const [index, call] of calls.entries()) {
+        if (index === 0 && gate && live?.opened) {
+          yield* blocks.inputJson(live.finish(gate.held));
+          continue;
+        }
+        yield* blocks.toolUse(toolUseId(call), call.name);
+        yield* blocks.inputJson(call.arguments);
+      }
+      yield* blocks.close();
+      yield sseEvent("message_delta", {
+        delta: { stop_reason: stopReason(event, calls), stop_sequence: null },
+        usage: messagesUsage(event.usage),
+      });
+      yield sseEvent("message_stop", {});
+    }
+  } catch (error) {
+    yield sseEvent("error", anthropicErrorBody(toApiError(error)));
+  }
+}

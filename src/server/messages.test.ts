@@ -1,0 +1,185 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { type Json, withServer } from "./test-support/test-server.js";
+
+const body = (extra: Record<string, unknown> = {}) => ({
+  model: "fake-model",
+  max_tokens: 64,
+  messages: [{ role: "user", content: "hi" }],
+  ...extra,
+});
+
+/** `event:` name and parsed data of each frame of an Anthropic SSE body. */
+function events(text: string): { event: string; data: Json }[] {
+  return text
+    .split("\n\n")
+    .filter((frame) => frame.length > 0)
+    .map((frame) => {
+      const m = /^event: (\S+)\ndata: (.*)$/s.exec(frame);
+      assert.ok(m, `not an event frame: ${JSON.stringify(frame)}`);
+      const data = JSON.parse(m[2]!);
+      assert.equal(data.type, m[1], "the data's type names its event");
+      return { event: m[1]!, data };
+    });
+}
+
+const WEATHER_TOOL = {
+  name: "get_weather",
+  input_schema: { type: "object", properties: { city: { type: "string" } } },
+};
+
+describe("POST /v1/messages (fake engine)", () => {
+  test("a streamed text answer: message_start, ping, one text block, message_delta, message_stop", async () => {
+    await withServer({ reply: () => ["Hello", " there", "!"] }, {}, async (t) => {
+      const response = await t.post("/v1/messages?beta=true", body({ stream: true, service_tier: "auto" }), {
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "interleaved-thinking-2025-05-14",
+      });
+      assert.equal(response.status, 200);
+      const got = events(await response.text());
+      assert.deepEqual(
+        got.map((e) => e.event),
+        [
+          "message_start",
+          "ping",
+          "content_block_start",
+          ...got.filter((e) => e.event === "content_block_delta").map(() => "content_block_delta"),
+          "content_block_stop",
+          "message_delta",
+          "message_stop",
+        ],
+      );
+      const start = got[0]!.data.message;
+      assert.match(start.id, /^msg_/);
+      assert.deepEqual([start.role, start.content, start.model], ["assistant", [], "fake-model"]);
+      const text = got
+        .filter((e) => e.event === "content_block_delta")
+        .map((e) => e.data.delta.text)
+        .join("");
+      assert.equal(text, "Hello there!");
+      const delta = got.find((e) => e.event === "message_delta")!.data;
+      assert.deepEqual(delta.delta, { stop_reason: "end_turn", stop_sequence: null });
+      assert.equal(delta.usage.output_tokens, 2);
+    });
+  });
+
+  test("a streamed tool call: a tool_use block whose input_json_delta pieces add up to its input", async () => {
+    const reply = [
+      '<tool_call>\n{"name": "get_weather", ',
+      '"arguments": {"city": ',
+      '"Paris"}}\n</tool_call>',
+    ];
+    await withServer({ reply: () => reply }, {}, async (t) => {
+      const response = await t.post("/v1/messages", body({ stream: true, tools: [WEATHER_TOOL] }));
+      const got = events(await response.text());
+      const starts = got.filter((e) => e.event === "content_block_start");
+      assert.equal(starts.length, 1);
+      assert.equal(starts[0]!.data.content_block.type, "tool_use");
+      assert.equal(starts[0]!.data.content_block.name, "get_weather");
+      assert.match(starts[0]!.data.content_block.id, /^toolu_/);
+      const json = got
+        .filter((e) => e.event === "content_block_delta")
+        .map((e) => e.data.delta.partial_json)
+        .join("");
+      assert.deepEqual(JSON.parse(json), { city: "Paris" });
+      assert.equal(got.find((e) => e.event === "message_delta")!.data.delta.stop_reason, "tool_use");
+    });
+  });
+
+  test("usage: input_tokens excludes the cached tokens, which are cache reads; nothing is cache creation", async () => {
+    await withServer({ reply: () => "fine thanks" }, {}, async (t) => {
+      const headers = { "x-claude-code-session-id": "cc-1" };
+      const first = (await (await t.post("/v1/messages", body(), headers)).json()) as Json;
+      const second = (await (
+        await t.post(
+          "/v1/messages",
+          body({
+            messages: [
+              { role: "user", content: "hi" },
+              { role: "assistant", content: [{ type: "text", text: "fine thanks" }] },
+              { role: "user", content: "and you?" },
+            ],
+          }),
+          headers,
+        )
+      ).json()) as Json;
+      assert.equal(first.usage.cache_read_input_tokens, 0);
+      assert.ok(second.usage.cache_read_input_tokens > 0, JSON.stringify(second.usage));
+      assert.equal(second.usage.cache_creation_input_tokens, 0);
+      const [r1, r2] = t.engine.requests;
+      assert.equal(r2!.programId, "cc-1");
+      const promptWords = r2!.prompt.split(/\s+/).filter((w) => w.length > 0).length;
+      assert.equal(second.usage.input_tokens + second.usage.cache_read_input_tokens, promptWords);
+      assert.equal(r1!.programId, "cc-1");
+      assert.deepEqual(second.content, [{ type: "text", text: "fine thanks" }]);
+      assert.equal(second.stop_reason, "end_turn");
+    });
+  });
+
+  test("metadata.user_id names the program, cache_control's ttl bounds its retention", async () => {
+    await withServer({}, {}, async (t) => {
+      const response = await t.post(
+        "/v1/messages",
+        body({
+          metadata: { user_id: JSON.stringify({ session_id: "sess-9" }) },
+          system: [{ type: "text", text: "sys", cache_control: { type: "ephemeral", ttl: "5m" } }],
+        }),
+      );
+      assert.equal(response.status, 200);
+      assert.equal(t.engine.requests[0]!.programId, "sess-9");
+      assert.equal(t.engine.requests[0]!.retentionHints?.ttlS, 300);
+    });
+  });
+
+  test("errors are Anthropic-shaped: an image, a bad field, an unknown model", async () => {
+    await withServer({}, {}, async (t) => {
+      const image = { type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } };
+      const cases: [Record<string, unknown>, number, string, RegExp][] = [
+        [body({ messages: [{ role: "user", content: [image] }] }), 400, "invalid_request_error", /no vision/],
+        [body({ max_tokens: "many" }), 400, "invalid_request_error", /max_tokens/],
+        [body({ model: "claude-opus" }), 404, "not_found_error", /claude-opus/],
+      ];
+      for (const [request, status, type, message] of cases) {
+        const response = await t.post("/v1/messages", request);
+        assert.equal(response.status, status);
+        const error = (await response.json()) as Json;
+        assert.equal(error.type, "error");
+        assert.equal(error.error.type, type);
+        assert.match(error.error.message, message);
+      }
+    });
+  });
+
+  test("count_tokens counts the rendered prompt, tools included", async () => {
+    await withServer({}, {}, async (t) => {
+      const count = async (extra: Record<string, unknown>) => {
+        const { max_tokens: _, ...request } = body(extra);
+        return ((await (await t.post("/v1/messages/count_tokens", request)).json()) as Json).input_tokens;
+      };
+      const plain = await count({});
+      assert.ok(plain > 0);
+      assert.ok((await count({ tools: [WEATHER_TOOL] })) > plain);
+    });
+  });
+});
+
+describe("x-api-key", () => {
+  test("is accepted like a bearer token on /v1; a wrong key is an Anthropic authentication_error", async () => {
+    await withServer({}, { apiKeys: ["secret"] }, async (t) => {
+      assert.equal((await t.post("/v1/messages", body(), { "x-api-key": "secret" })).status, 200);
+      assert.equal(
+        (
+          await t.post(
+            "/v1/chat/completions",
+            { messages: [{ role: "user", content: "hi" }] },
+            { "x-api-key": "secret" },
+          )
+        ).status,
+        200,
+      );
+      const wrong = await t.post("/v1/messages", body(), { "x-api-key": "nope" });
+      assert.equal(wrong.status, 401);
+      assert.equal(((await wrong.json()) as Json).error.type, "authentication_error");
+    });
+  });
+});

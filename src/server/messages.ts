@@ -1,0 +1,69 @@
+/**
+ * `POST /v1/messages` and `POST /v1/messages/count_tokens`, the Anthropic Messages API (what Claude Code
+ * and @anthropic-ai/sdk speak): the request is translated into a chat completion and generated exactly
+ * as `/v1/chat/completions` generates it; only the response shapes differ.
+ */
+import type { Context } from "hono";
+import {
+  checkModel,
+  type RequestContext,
+  readJsonBody,
+  renderChatPrompt,
+  splitOutput,
+  toolSetup,
+} from "./chat-completions.js";
+import { type AppEnv, sseResponse } from "./generation.js";
+import { chatCompletionRequest, chatMessages, chatToolChoice, chatTools } from "./messages-request.js";
+import { messagesUsage, stopReason, toolUseBlock } from "./messages-response.js";
+import { countTokensSchema, messagesSchema } from "./messages-schema.js";
+import { messagesStreamEvents } from "./messages-stream.js";
+import { claudeCodeSessionId } from "./program-fields.js";
+import { chatCompletionSchema } from "./schemas.js";
+import { startGeneration } from "./start-generation.js";
+
+export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
+  const request = messagesSchema.parse(await readJsonBody(c));
+  const model = checkModel(ctx, request.model);
+  const sessionId = claudeCodeSessionId((name) => c.req.header(name), request.metadata?.user_id);
+  const body = chatCompletionSchema.parse(chatCompletionRequest(request, sessionId));
+  const tools = toolSetup(body);
+  const format = ctx.chatTemplate?.format ?? "generic";
+  const { requestId, generation } = await startGeneration(
+    c,
+    ctx,
+    body,
+    renderChatPrompt(ctx, body, tools),
+    body.max_tokens,
+    tools.grammar,
+    body.messages.filter((m) => m.role === "assistant").length,
+    true,
+  );
+  const meta = { id: `msg_${requestId}`, model };
+  if (body.stream) {
+    return sseResponse(messagesStreamEvents(generation, meta, tools, format), () => generation.abort());
+  }
+  const done = await generation.done();
+  if (done === null) throw new Error("the engine ended the request without a result");
+  const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
+  return c.json({
+    ...meta,
+    type: "message",
+    role: "assistant",
+    content: [...(content ? [{ type: "text", text: content }] : []), ...calls.map(toolUseBlock)],
+    stop_reason: stopReason(done, calls),
+    stop_sequence: null,
+    usage: messagesUsage(done.usage),
+  });
+}
+
+export async function countMessageTokens(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
+  const request = countTokensSchema.parse(await readJsonBody(c));
+  checkModel(ctx, request.model);
+  const body = chatCompletionSchema.parse({
+    messages: chatMessages(request),
+    tools: chatTools(request.tools),
+    tool_choice: chatToolChoice(request.tool_choice),
+  });
+  const prompt = renderChatPrompt(ctx, body, toolSetup(body));
+  return c.json({ input_tokens: await ctx.engine.countPromptTokens(prompt) });
+}

@@ -1,0 +1,156 @@
+/**
+ * A Responses API request as the chat-completions request the server generates from: input items become
+ * chat messages (`developer` turns system ones), flat function tools become chat tools, and the tools the
+ * server cannot run (hosted ones such as `web_search` and `file_search`, Codex's `namespace`, `custom`,
+ * ...) are dropped.
+ */
+import type { z } from "zod";
+import { ApiError } from "./errors.js";
+import {
+  type FunctionTool,
+  functionCallItemSchema,
+  functionCallOutputItemSchema,
+  functionToolSchema,
+  messageItemSchema,
+  type ResponsesBody,
+} from "./responses-schema.js";
+import {
+  type ChatCompletionBody,
+  type ChatMessageInput,
+  chatCompletionSchema,
+  type ToolChoiceInput,
+} from "./schemas.js";
+
+export interface ChatRequest {
+  readonly chat: ChatCompletionBody;
+  /** the messages without the instructions: what a stored response is continued from */
+  readonly conversation: readonly ChatMessageInput[];
+  /** the function tools offered, as the response lists them */
+  readonly tools: readonly FunctionTool[];
+  /** the types of the tools dropped, each once */
+  readonly droppedTools: readonly string[];
+}
+
+type AssistantMessage = Extract<ChatMessageInput, { role: "assistant" }>;
+type ItemContent = z.infer<typeof messageItemSchema>["content"];
+
+const TEXT_PARTS = new Set(["input_text", "output_text", "text"]);
+
+function parseItem<T extends z.ZodType>(schema: T, item: unknown, param: string): z.infer<T> {
+  const parsed = schema.safeParse(item);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const where = [param, ...issue.path.map(String)].join(".");
+  throw ApiError.badRequest(`${where}: ${issue.message}`, where, "invalid_value");
+}
+
+function contentText(content: ItemContent, param: string): string {
+  if (typeof content === "string") return content;
+  return content
+    .map((part, i) => {
+      if (!TEXT_PARTS.has(part.type) || typeof part.text !== "string") {
+        throw ApiError.badRequest(
+          `content part of type ${JSON.stringify(part.type)} is not supported (text only)`,
+          `${param}.content[${i}]`,
+          "unsupported_value",
+        );
+      }
+      return part.text;
+    })
+    .join("");
+}
+
+/** Input items as chat messages; consecutive function calls join the assistant turn before them. */
+export function inputMessages(input: ResponsesBody["input"]): ChatMessageInput[] {
+  if (typeof input === "string") return [{ role: "user", content: input }];
+  const messages: ChatMessageInput[] = [];
+  const callNames = new Map<string, string>();
+  for (const [i, item] of input.entries()) {
+    const param = `input[${i}]`;
+    const type = item.type ?? "message";
+    if (type === "reasoning") continue;
+    if (type === "message") {
+      const message = parseItem(messageItemSchema, item, param);
+      const role = message.role === "developer" ? "system" : message.role;
+      messages.push({ role, content: contentText(message.content, param) });
+    } else if (type === "function_call") {
+      const call = parseItem(functionCallItemSchema, item, param);
+      callNames.set(call.call_id, call.name);
+      const last = messages.at(-1);
+      const turn: AssistantMessage =
+        last?.role === "assistant" ? last : { role: "assistant", content: null, tool_calls: [] };
+      if (turn !== last) messages.push(turn);
+      turn.tool_calls = [
+        ...(turn.tool_calls ?? []),
+        { id: call.call_id, type: "function", function: { name: call.name, arguments: call.arguments } },
+      ];
+    } else if (type === "function_call_output") {
+      const output = parseItem(functionCallOutputItemSchema, item, param);
+      const name = callNames.get(output.call_id);
+      messages.push({
+        role: "tool",
+        content: contentText(output.output, param),
+        tool_call_id: output.call_id,
+        ...(name === undefined ? {} : { name }),
+      });
+    } else {
+      throw ApiError.badRequest(
+        `input items of type ${JSON.stringify(type)} are not supported`,
+        `${param}.type`,
+        "unsupported_value",
+      );
+    }
+  }
+  return messages;
+}
+
+function offeredTools(tools: ResponsesBody["tools"]): { offered: FunctionTool[]; dropped: string[] } {
+  const offered: FunctionTool[] = [];
+  const dropped = new Set<string>();
+  for (const [i, tool] of (tools ?? []).entries()) {
+    if (tool.type === "function") offered.push(parseItem(functionToolSchema, tool, `tools[${i}]`));
+    else dropped.add(tool.type ?? "unknown");
+  }
+  return { offered, dropped: [...dropped] };
+}
+
+function chatToolChoice(
+  choice: ResponsesBody["tool_choice"],
+  hasTools: boolean,
+): ToolChoiceInput | undefined {
+  if (!hasTools || choice === null || choice === undefined) return undefined;
+  if (typeof choice === "string") return choice;
+  if (choice.type !== "function") return "auto"; // a hosted tool, which was dropped
+  if (!choice.name)
+    throw ApiError.badRequest("tool_choice of type function needs a name", "tool_choice.name");
+  return { type: "function", function: { name: choice.name } };
+}
+
+/** The chat request for `body`; `previous`: the conversation of the response it continues, if any. */
+export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessageInput[]): ChatRequest {
+  const {
+    input,
+    instructions,
+    tools,
+    tool_choice,
+    max_output_tokens,
+    store,
+    previous_response_id,
+    metadata,
+    prompt_cache_key,
+    client_metadata,
+    ...common
+  } = body;
+  const conversation = [...previous, ...inputMessages(input)];
+  if (conversation.length === 0) throw ApiError.badRequest("input has no items", "input");
+  const { offered, dropped } = offeredTools(tools);
+  const system: ChatMessageInput[] = instructions ? [{ role: "system", content: instructions }] : [];
+  const chat = chatCompletionSchema.parse({
+    ...common,
+    messages: [...system, ...conversation],
+    tools: offered.map(({ type, ...fn }) => ({ type, function: fn })),
+    tool_choice: chatToolChoice(tool_choice, offered.length > 0),
+    max_completion_tokens: max_output_tokens,
+  });
+  return { chat, conversation, tools: offered, droppedTools: dropped };
+}

@@ -1,0 +1,74 @@
+/**
+ * The request body of `POST /v1/responses` (OpenAI's Responses API). Input items and tools are checked
+ * one by one where they are translated (responses-input.ts), so an item of an unknown type gets an error
+ * naming it. Unknown top-level fields (`reasoning`, `include`, `text`, `truncation`, `service_tier`, ...)
+ * are dropped, as on the other endpoints.
+ */
+import { z } from "zod";
+import { chatCompletionSchema } from "./schemas.js";
+
+const typedObject = z.object({ type: z.string().optional() }).passthrough();
+
+export const responsesSchema = chatCompletionSchema
+  .omit({
+    messages: true,
+    tools: true,
+    tool_choice: true,
+    max_tokens: true,
+    max_completion_tokens: true,
+    logprobs: true,
+    top_logprobs: true,
+    stream_options: true,
+    response_format: true,
+    n: true,
+  })
+  .extend({
+    input: z.union([z.string(), z.array(typedObject)]),
+    instructions: z.string().nullish(),
+    tools: z.array(typedObject).nullish(),
+    tool_choice: z
+      .union([
+        z.enum(["none", "auto", "required"]),
+        z.object({ type: z.string(), name: z.string().optional() }),
+      ])
+      .nullish(),
+    max_output_tokens: z.number().int().min(1).nullish(),
+    store: z.boolean().nullish(),
+    previous_response_id: z.string().min(1).nullish(),
+    metadata: z.record(z.string(), z.string()).nullish(),
+    // Where Codex names its conversation (see responses-program.ts)
+    prompt_cache_key: z.string().nullish(),
+    client_metadata: z.object({ session_id: z.string().nullish() }).passthrough().nullish(),
+  });
+export type ResponsesBody = z.infer<typeof responsesSchema>;
+
+export const functionToolSchema = z.object({
+  type: z.literal("function"),
+  name: z.string().min(1),
+  description: z.string().nullish(),
+  parameters: z.record(z.string(), z.unknown()).nullish(),
+  strict: z.boolean().nullish(),
+});
+export type FunctionTool = z.infer<typeof functionToolSchema>;
+
+const textPart = z.object({ type: z.string(), text: z.string().optional() }).passthrough();
+const itemContent = z.union([z.string(), z.array(textPart)]);
+
+export const messageItemSchema = z.object({
+  type: z.literal("message").optional(),
+  role: z.enum(["developer", "system", "user", "assistant"]),
+  content: itemContent,
+});
+
+export const functionCallItemSchema = z.object({
+  type: z.literal("function_call"),
+  call_id: z.string().min(1),
+  name: z.string().min(1),
+  arguments: z.string(),
+});
+
+export const functionCallOutputItemSchema = z.object({
+  type: z.literal("function_call_output"),
+  call_id: z.string().min(1),
+  output: itemContent,
+});

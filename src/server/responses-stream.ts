@@ -1,0 +1,185 @@
+/**
+ * A streamed response as the Responses API's server-sent events (`event:` and `data:` lines, each
+ * payload with its `type` and `sequence_number`): created, in_progress, then per output item its
+ * added / delta / done events (text as a message item, each call as a function_call item, the first
+ * call's arguments streamed while the model writes them), then completed or incomplete with the whole
+ * response and its usage.
+ */
+
+import { splitOutput, type ToolSetup } from "./chat-completions.js";
+import { errorBody, toApiError } from "./errors.js";
+import type { Generation } from "./generation.js";
+import {
+  type FunctionCallItem,
+  functionCallItem,
+  type MessageItem,
+  messageItem,
+  newItemId,
+  type OutputItem,
+  outputText,
+  type ResponseMeta,
+  type ResponseStatus,
+  responseObject,
+  responseStatus,
+} from "./responses-output.js";
+import { StreamedToolCall } from "./streamed-tool-call.js";
+import { type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
+import { type ParsedToolCall, ToolCallStreamGate } from "./tool-calls.js";
+
+/** The events of one response, numbered, and the output items they have announced. */
+class ResponseEvents {
+  private sequence = 0;
+  readonly items: OutputItem[] = [];
+  private text: { id: string; index: number; text: string } | null = null;
+  private call: { id: string; index: number; callId: string; name: string } | null = null;
+
+  frame(type: string, fields: Record<string, unknown>): string {
+    const data = { type, sequence_number: this.sequence++, ...fields };
+    return `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
+  }
+
+  textDelta(delta: string): string[] {
+    const frames: string[] = [];
+    if (this.text === null) {
+      const id = newItemId("msg");
+      const index = this.items.length;
+      this.text = { id, index, text: "" };
+      const added: MessageItem = { ...messageItem(id, "", "in_progress"), content: [] };
+      this.items.push(added);
+      frames.push(this.frame("response.output_item.added", { output_index: index, item: added }));
+      frames.push(
+        this.frame("response.content_part.added", {
+          item_id: id,
+          output_index: index,
+          content_index: 0,
+          part: outputText(""),
+        }),
+      );
+    }
+    this.text.text += delta;
+    frames.push(
+      this.frame("response.output_text.delta", {
+        item_id: this.text.id,
+        output_index: this.text.index,
+        content_index: 0,
+        delta,
+        logprobs: [],
+      }),
+    );
+    return frames;
+  }
+
+  /** Ends the message item, if one is open. */
+  endText(status: ResponseStatus): string[] {
+    if (this.text === null) return [];
+    const { id, index, text } = this.text;
+    this.text = null;
+    const item = messageItem(id, text, status);
+    this.items[index] = item;
+    const at = { item_id: id, output_index: index, content_index: 0 };
+    return [
+      this.frame("response.output_text.done", { ...at, text, logprobs: [] }),
+      this.frame("response.content_part.done", { ...at, part: outputText(text) }),
+      this.frame("response.output_item.done", { output_index: index, item }),
+    ];
+  }
+
+  startCall(callId: string, name: string): string[] {
+    const frames = this.endText("completed");
+    const id = newItemId("fc");
+    const index = this.items.length;
+    this.call = { id, index, callId, name };
+    const added = functionCallItem(id, { id: callId, name, arguments: "" }, "in_progress");
+    this.items.push(added);
+    frames.push(this.frame("response.output_item.added", { output_index: index, item: added }));
+    return frames;
+  }
+
+  callArguments(delta: string): string[] {
+    if (this.call === null || delta.length === 0) return [];
+    const { id, index } = this.call;
+    return [
+      this.frame("response.function_call_arguments.delta", { item_id: id, output_index: index, delta }),
+    ];
+  }
+
+  /** Ends the open call with its final arguments. */
+  endCall(args: string, status: ResponseStatus): string[] {
+    if (this.call === null) return [];
+    const { id, index, callId, name } = this.call;
+    this.call = null;
+    const item: FunctionCallItem = functionCallItem(id, { id: callId, name, arguments: args }, status);
+    this.items[index] = item;
+    return [
+      this.frame("response.function_call_arguments.done", {
+        item_id: id,
+        output_index: index,
+        name,
+        arguments: args,
+      }),
+      this.frame("response.output_item.done", { output_index: index, item }),
+    ];
+  }
+
+  wholeCall(call: ParsedToolCall, status: ResponseStatus): string[] {
+    return [
+      ...this.startCall(call.id, call.name),
+      ...this.callArguments(call.arguments),
+      ...this.endCall(call.arguments, status),
+    ];
+  }
+}
+
+/** The event stream; `onDone` gets the finished response's output items (to store them). */
+export async function* responseEventStream(
+  generation: Generation,
+  meta: ResponseMeta,
+  tools: ToolSetup,
+  format: ToolCallFormat,
+  onDone: (items: readonly OutputItem[]) => void,
+): AsyncGenerator<string> {
+  const events = new ResponseEvents();
+  const inProgress = { response: responseObject(meta, "in_progress", [], null) };
+  yield events.frame("response.created", inProgress);
+  yield events.frame("response.in_progress", inProgress);
+  const gate =
+    tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
+  const live = gate ? new StreamedToolCall() : null;
+  let streamed = 0;
+  try {
+    for await (const event of generation.events()) {
+      if (event.type === "delta") {
+        const text = gate ? gate.push(event.text) : event.text;
+        streamed += text.length;
+        if (text.length > 0) yield* events.textDelta(text);
+        if (gate && live) {
+          const { opened, args } = live.push(gate.held);
+          if (opened) yield* events.startCall(live.id, live.name as string);
+          yield* events.callArguments(args);
+        }
+        continue;
+      }
+      const status = responseStatus(event);
+      // A call already announced is a call, even when the output ended before it closed.
+      const cut = event.finishReason !== "stop" || live?.opened === true;
+      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
+      const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
+      if (rest.trim().length > 0 && !live?.opened) yield* events.textDelta(rest);
+      yield* events.endText(status);
+      for (const [index, call] of calls.entries()) {
+        if (index === 0 && gate && live?.opened) {
+          yield* events.callArguments(live.finish(gate.held));
+          yield* events.endCall(call.arguments, status);
+        } else {
+          yield* events.wholeCall(call, status);
+        }
+      }
+      onDone(events.items);
+      const type = status === "completed" ? "response.completed" : "response.incomplete";
+      yield events.frame(type, { response: responseObject(meta, status, events.items, event.usage) });
+    }
+  } catch (error) {
+    const { error: detail } = errorBody(toApiError(error));
+    yield events.frame("error", { code: detail.code, message: detail.message, param: detail.param });
+  }
+}

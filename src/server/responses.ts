@@ -1,0 +1,105 @@
+/**
+ * `POST /v1/responses`: OpenAI's Responses API (what Codex CLI and `openai.responses.create` speak),
+ * served by translating the request into a chat completion and its output back into response items.
+ * Stateless unless `store: true`; tools the server cannot run are dropped (see responses-input.ts).
+ */
+import type { Context } from "hono";
+import {
+  checkModel,
+  type RequestContext,
+  readJsonBody,
+  renderChatPrompt,
+  splitOutput,
+  toolSetup,
+} from "./chat-completions.js";
+import { ApiError } from "./errors.js";
+import { type AppEnv, sseResponse, unixSeconds } from "./generation.js";
+import { chatRequestOf } from "./responses-input.js";
+import {
+  assistantTurn,
+  type OutputItem,
+  outputItems,
+  type ResponseMeta,
+  responseObject,
+  responseStatus,
+} from "./responses-output.js";
+import { withCodexProgramId } from "./responses-program.js";
+import { responsesSchema } from "./responses-schema.js";
+import { ResponseStore } from "./responses-store.js";
+import { responseEventStream } from "./responses-stream.js";
+import { startGeneration } from "./start-generation.js";
+
+/** How many `store: true` conversations are kept (least recently used first out). */
+export const STORED_RESPONSES = 1024;
+
+/** Response header listing the request's tool types that were dropped (comma-separated). */
+export const DROPPED_TOOLS_HEADER = "X-Continuum-Dropped-Tools";
+
+export function responsesHandler(
+  ctx: RequestContext,
+  log: (message: string) => void,
+): (c: Context<AppEnv>) => Promise<Response> {
+  const store = new ResponseStore(STORED_RESPONSES);
+  const announcedDrops = new Set<string>();
+  return async (c) => {
+    const body = responsesSchema.parse(await readJsonBody(c));
+    const model = checkModel(ctx, body.model);
+    const tenant = c.get("tenant") ?? null;
+    const previousId = body.previous_response_id;
+    const previous = previousId ? store.get(tenant, previousId) : [];
+    if (previous === undefined) {
+      throw new ApiError(
+        404,
+        `Previous response with id '${previousId}' not found (only responses created with store: true are kept, the last ${STORED_RESPONSES}).`,
+        "invalid_request_error",
+        "previous_response_not_found",
+        "previous_response_id",
+      );
+    }
+    const request = chatRequestOf(body, previous);
+    for (const type of request.droppedTools) {
+      if (announcedDrops.has(type)) continue;
+      announcedDrops.add(type);
+      log(`continuum server: /v1/responses drops tools of type "${type}" (only function tools run here)`);
+    }
+    const chat = withCodexProgramId(request.chat, body, (name) => c.req.header(name));
+    const tools = toolSetup(chat);
+    const prompt = renderChatPrompt(ctx, chat, tools);
+    const format = ctx.chatTemplate?.format ?? "generic";
+    const { requestId, generation } = await startGeneration(
+      c,
+      ctx,
+      chat,
+      prompt,
+      chat.max_completion_tokens,
+      tools.grammar,
+      chat.messages.filter((m) => m.role === "assistant").length,
+    );
+    const meta: ResponseMeta = {
+      id: `resp_${requestId}`,
+      created_at: unixSeconds(),
+      model,
+      tools: request.tools,
+      body,
+    };
+    const keep = (items: readonly OutputItem[]) => {
+      if (body.store) store.set(tenant, meta.id, [...request.conversation, assistantTurn(items)]);
+    };
+    const dropped = request.droppedTools.join(",");
+    if (body.stream) {
+      const response = sseResponse(responseEventStream(generation, meta, tools, format, keep), () =>
+        generation.abort(),
+      );
+      if (dropped) response.headers.set(DROPPED_TOOLS_HEADER, dropped);
+      return response;
+    }
+    const done = await generation.done();
+    if (done === null) throw new Error("the engine ended the request without a result");
+    const status = responseStatus(done);
+    const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
+    const output = outputItems(content, calls, status);
+    keep(output);
+    if (dropped) c.header(DROPPED_TOOLS_HEADER, dropped);
+    return c.json(responseObject(meta, status, output, done.usage));
+  };
+}
