@@ -327,6 +327,31 @@ const blockedBehindOwnPin: [string, number, number, number, number, Op[]] = [
   ],
 ];
 
+/** Regression: a turn cut for kv_capacity inside schedule() pinned with a TTL (5e-324 s) that could not move the clock. */
+const pinExpiredAtBirth: [string, number, number, number, number, Op[]] = [
+  "cachettl-adaptive:p90-pins",
+  8,
+  16,
+  1,
+  0,
+  [
+    { kind: "add", program: 0, reuse: 0, size: 0, output: 1, last: false, tool: null, duplicate: false },
+    { kind: "step", dt: 0, stop: null },
+    { kind: "step", dt: 5e-324, stop: null },
+    ...Array.from({ length: 4 }, () => ({ kind: "step" as const, dt: 0, stop: null })),
+    {
+      kind: "add",
+      program: 0,
+      reuse: 0,
+      size: 0.8125,
+      output: 26,
+      last: false,
+      tool: null,
+      duplicate: false,
+    },
+  ],
+];
+
 describe("scheduler properties through the public API (overlapping programs, duplicates, stops)", () => {
   it("stays consistent and live: a waiting head never starves while nothing runs", () => {
     fc.assert(
@@ -339,7 +364,7 @@ describe("scheduler properties through the public API (overlapping programs, dup
         fc.array(op, { minLength: 20, maxLength: 300 }),
         runOps,
       ),
-      { numRuns: 500, examples: [blockedBehindOwnPin] },
+      { numRuns: 500, examples: [blockedBehindOwnPin, pinExpiredAtBirth] },
     );
   });
 });

@@ -734,8 +734,9 @@ export class Scheduler {
       this.policy.retain(request, program, tool ?? UNKNOWN_TOOL, this.ctx),
       request.retentionHints,
     );
-    // A turn that outlives its program's last step (overlapping requests) has no next turn to pin for.
-    if (retention.kind === "pin" && retention.ttlS > 0 && !program.ended) {
+    // A turn that outlives its program's last step (overlapping requests) has no next turn to pin for; a TTL
+    // too small to move the clock past now (a tool seen taking 5e-324 s) would be a pin already expired.
+    if (retention.kind === "pin" && nowS + retention.ttlS > nowS && !program.ended) {
       this.pin(request, program, retention.ttlS, nowS);
     } else {
       this.releaseRequestKv(request, "finished");
