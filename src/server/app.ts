@@ -15,6 +15,7 @@ import { allowedOriginsCors } from "./cors-policy.js";
 import { DASHBOARD_ASSET_PREFIX, registerDashboard } from "./dashboard.js";
 import { DashboardHistory } from "./dashboard-history.js";
 import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
+import { GeneratedReplies } from "./generated-replies.js";
 import { type AppEnv, InflightRequests, unixSeconds } from "./generation.js";
 import { countMessageTokens, messages } from "./messages.js";
 import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
@@ -67,6 +68,8 @@ export interface ContinuumApp {
 // The dashboard page holds no data (it asks for a key when its state endpoint wants one).
 const OPEN_PATHS = new Set(["/health", "/metrics", "/dashboard"]);
 const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+/** Replies with tool calls kept to render them back as generated (a few KB each). */
+const GENERATED_REPLIES_KEPT = 4096;
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();
@@ -111,6 +114,7 @@ export function createApp(options: AppOptions): ContinuumApp {
     modelNames,
     chatTemplate: serverChatTemplate(engine.chatTemplate, options.chatTemplate ?? null),
     systemFingerprint: systemFingerprint(engine),
+    generatedReplies: new GeneratedReplies(GENERATED_REPLIES_KEPT),
     newRequestId: (c) => {
       const given = c.req.header("x-request-id")?.trim();
       return given && given.length <= 128 ? given : randomUUID().replace(/-/g, "");

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { chatTurns } from "./chat-render.js";
 import type { ChatTemplate } from "./chat-template.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
+import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import {
   type AppEnv,
   type DoneEvent,
@@ -34,6 +35,8 @@ export interface RequestContext extends GenerationDeps {
   /** `system_fingerprint` of every response and chunk */
   readonly systemFingerprint: string;
   readonly newRequestId: (c: Context<AppEnv>) => string;
+  /** this server's replies with tool calls, rendered as generated when a client sends them back */
+  readonly generatedReplies: GeneratedReplies;
 }
 
 export interface ToolSetup {
@@ -42,13 +45,16 @@ export interface ToolSetup {
   readonly rendered: readonly ToolInput[];
   readonly grammar: string | null;
   readonly parallel: boolean;
+  /** where a reply with tool calls is remembered, to render it back as generated (generated-replies.ts) */
+  readonly replies: ReplyMemory | null;
 }
 
 /** A chat request's prompt text: the server's template (`--chat-template`), else the model's own. */
 export function renderChatPrompt(ctx: RequestContext, body: ChatCompletionBody, tools: ToolSetup): string {
+  const messages = tools.replies?.restore(body.messages) ?? body.messages;
   return ctx.chatTemplate
-    ? ctx.chatTemplate.render(body.messages, tools.rendered)
-    : ctx.engine.renderChat(chatTurns(body.messages, tools.rendered));
+    ? ctx.chatTemplate.render(messages, tools.rendered)
+    : ctx.engine.renderChat(chatTurns(messages, tools.rendered));
 }
 
 export function checkModel(ctx: RequestContext, model: string | null | undefined): string {
@@ -66,7 +72,7 @@ export function checkModel(ctx: RequestContext, model: string | null | undefined
   return model;
 }
 
-export function toolSetup(body: ChatCompletionBody): ToolSetup {
+export function toolSetup(body: ChatCompletionBody, replies: ReplyMemory | null = null): ToolSetup {
   const tools = body.tools ?? [];
   const specs: ToolSpec[] = tools.map((t) => ({
     name: t.function.name,
@@ -76,10 +82,10 @@ export function toolSetup(body: ChatCompletionBody): ToolSetup {
   const parallel = body.parallel_tool_calls ?? true;
   // The tools stay in the prompt (as models' own templates keep them): a program's final "none" turn
   // then extends the prefix its earlier turns cached. Nothing is parsed as a call.
-  if (choice === "none") return { parseFor: [], rendered: tools, grammar: null, parallel };
+  if (choice === "none") return { parseFor: [], rendered: tools, grammar: null, parallel, replies };
   if (tools.length === 0)
     throw ApiError.badRequest(`tool_choice ${JSON.stringify(choice)} needs tools`, "tool_choice");
-  if (choice === "auto") return { parseFor: specs, rendered: tools, grammar: null, parallel };
+  if (choice === "auto") return { parseFor: specs, rendered: tools, grammar: null, parallel, replies };
   const named = choice === "required" ? null : choice.function.name;
   const forced = named === null ? specs : specs.filter((s) => s.name === named);
   if (forced.length === 0) {
@@ -88,7 +94,7 @@ export function toolSetup(body: ChatCompletionBody): ToolSetup {
       "tool_choice",
     );
   }
-  return { parseFor: specs, rendered: tools, grammar: forcedToolGrammar(forced), parallel };
+  return { parseFor: specs, rendered: tools, grammar: forcedToolGrammar(forced), parallel, replies };
 }
 
 function toolCallsJson(calls: readonly ParsedToolCall[]) {
@@ -115,6 +121,7 @@ export function splitOutput(
   if (parsed === null) return { content: text, calls: [], contentEnd: text.length };
   const calls = tools.parallel ? [...parsed.calls] : parsed.calls.slice(0, 1);
   const content = text.slice(0, parsed.start).trim();
+  tools.replies?.remember(text, content, calls);
   return { content: content.length > 0 ? content : null, calls, contentEnd: parsed.start };
 }
 
@@ -143,7 +150,7 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   const body = chatCompletionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
   if (body.logprobs) throw ApiError.badRequest("logprobs are not supported", "logprobs", "unsupported_value");
-  const tools = toolSetup(body);
+  const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
   const formatGrammar = responseFormatGrammar(body.response_format);
   if (formatGrammar !== null && tools.grammar !== null) {
     throw ApiError.badRequest(

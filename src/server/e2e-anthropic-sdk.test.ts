@@ -99,9 +99,9 @@ describe("@anthropic-ai/sdk against the llama.cpp engine (tiny model)", { skip: 
     assert.ok(["Paris", "Rome"].includes((call.input as { city: string }).city));
   });
 
-  test("a 4-turn tool loop under one Claude Code session reads the previous turns' KV from cache", async () => {
+  test("a 4-turn tool loop under one Claude Code session reads the previous prompt and reply from cache", async () => {
     const messages: MessageParam[] = [{ role: "user", content: "Weather in Paris, then Rome?" }];
-    let previousPrompt = 0;
+    let previousSequence = 0;
     for (let turn = 0; turn < 4; turn++) {
       const stream = client.messages.stream(
         greedy({
@@ -120,13 +120,14 @@ describe("@anthropic-ai/sdk against the llama.cpp engine (tiny model)", { skip: 
       const { input_tokens, cache_read_input_tokens, cache_creation_input_tokens } = message.usage;
       assert.equal(cache_creation_input_tokens, 0);
       if (turn > 0) {
-        const floor = previousPrompt - (previousPrompt % BLOCK_TOKENS);
+        // every full block of the previous prompt and reply (its last token was sampled, never fed)
+        const floor = previousSequence - 1 - ((previousSequence - 1) % BLOCK_TOKENS);
         assert.ok(
           (cache_read_input_tokens ?? 0) >= floor,
-          `turn ${turn}: ${JSON.stringify(message.usage)}, previous prompt ${previousPrompt}`,
+          `turn ${turn}: ${JSON.stringify(message.usage)}, previous prompt and reply ${previousSequence}`,
         );
       }
-      previousPrompt = input_tokens + (cache_read_input_tokens ?? 0);
+      previousSequence = input_tokens + (cache_read_input_tokens ?? 0) + message.usage.output_tokens;
       messages.push({ role: "assistant", content: message.content });
       messages.push({
         role: "user",

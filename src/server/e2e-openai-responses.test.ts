@@ -134,12 +134,12 @@ describe("openai SDK responses.create against continuum serve (real engine, tiny
     assert.deepEqual(response.tools, []);
   });
 
-  test("a 4-turn stateless tool loop under one session-id reuses each previous turn's prompt", async () => {
+  test("a 4-turn stateless tool loop under one session-id reuses each previous turn's prompt and call", async () => {
     const input: ResponseInputItem[] = [
       { role: "developer", content: "Fix the failing test in this repo." },
       { role: "user", content: "Go." },
     ];
-    const prompts: number[] = [];
+    const sequences: number[] = [];
     const cached: number[] = [];
     for (let turn = 0; turn < 4; turn++) {
       const response = await s.openai.responses.create(
@@ -162,13 +162,15 @@ describe("openai SDK responses.create against continuum serve (real engine, tiny
         { type: "function_call", call_id: call.call_id, name: call.name, arguments: call.arguments },
         { type: "function_call_output", call_id: call.call_id, output: `ran ${turn}: ok` },
       );
-      prompts.push(response.usage!.input_tokens);
+      sequences.push(response.usage!.input_tokens + response.usage!.output_tokens);
       cached.push(response.usage!.input_tokens_details.cached_tokens);
     }
     for (let turn = 1; turn < 4; turn++) {
+      // every full block of the previous prompt and call (its last token was sampled, never fed)
+      const previous = sequences[turn - 1]! - 1;
       assert.ok(
-        cached[turn]! >= prompts[turn - 1]! - BLOCK_TOKENS,
-        `turn ${turn} cached ${cached[turn]} of the previous prompt's ${prompts[turn - 1]} (all: ${cached})`,
+        cached[turn]! >= previous - (previous % BLOCK_TOKENS),
+        `turn ${turn} cached ${cached[turn]} of the previous prompt and call's ${sequences[turn - 1]} (all: ${cached})`,
       );
     }
   });

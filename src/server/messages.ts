@@ -26,7 +26,7 @@ export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise
   const model = checkModel(ctx, request.model);
   const sessionId = claudeCodeSessionId((name) => c.req.header(name), request.metadata?.user_id);
   const body = chatCompletionSchema.parse(chatCompletionRequest(request, sessionId));
-  const tools = toolSetup(body);
+  const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
   const format = ctx.chatTemplate?.format ?? "generic";
   const { requestId, generation } = await startGeneration(
     c,
@@ -64,6 +64,10 @@ export async function countMessageTokens(c: Context<AppEnv>, ctx: RequestContext
     tools: chatTools(request.tools),
     tool_choice: chatToolChoice(request.tool_choice),
   });
-  const prompt = renderChatPrompt(ctx, body, toolSetup(body));
+  const prompt = renderChatPrompt(
+    ctx,
+    body,
+    toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages)),
+  );
   return c.json({ input_tokens: await ctx.engine.countPromptTokens(prompt) });
 }

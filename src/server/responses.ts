@@ -63,7 +63,7 @@ export function responsesHandler(
       log(`continuum server: /v1/responses drops tools of type "${type}" (only function tools run here)`);
     }
     const chat = withCodexProgramId(request.chat, body, (name) => c.req.header(name));
-    const tools = toolSetup(chat);
+    const tools = toolSetup(chat, ctx.generatedReplies.scoped(c.get("tenant") ?? null, chat.messages));
     const prompt = renderChatPrompt(ctx, chat, tools);
     const format = ctx.chatTemplate?.format ?? "generic";
     const { requestId, generation } = await startGeneration(

@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { GeneratedReplies } from "./generated-replies.js";
+import type { ChatMessageInput } from "./schemas.js";
+
+const user: ChatMessageInput = { role: "user", content: "Weather in Paris?" };
+const generated = '<tool_call>\n{"name": "get_weather",   "arguments": {"city":"Paris"}}\n</tool_call>';
+const call = { id: "call_1", name: "get_weather", arguments: '{"city": "Paris"}' };
+const echoed = (args: string, id = "toolu_9"): ChatMessageInput => ({
+  role: "assistant",
+  content: "",
+  tool_calls: [{ id, type: "function", function: { name: "get_weather", arguments: args } }],
+});
+const result: ChatMessageInput = { role: "tool", content: "18 C", tool_call_id: "toolu_9" };
+
+describe("GeneratedReplies", () => {
+  it("renders a tool-call reply sent back unchanged as the text generated, whatever its call id and key order", () => {
+    const replies = new GeneratedReplies(16);
+    replies.scoped("key-a", [user]).remember(generated, null, [call]);
+    const next = [user, echoed('{ "city" : "Paris" }'), result];
+    assert.deepEqual(replies.scoped("key-a", next).restore(next), [
+      user,
+      { role: "assistant", content: generated },
+      result,
+    ]);
+  });
+
+  it("leaves a reply whose arguments, content or conversation changed, and other tenants' replies, as sent", () => {
+    const replies = new GeneratedReplies(16);
+    replies.scoped("key-a", [user]).remember(generated, null, [call]);
+    const changedArgs = [user, echoed('{"city": "Rome"}')];
+    assert.deepEqual(replies.scoped("key-a", changedArgs).restore(changedArgs), changedArgs);
+    const otherConversation = [
+      { role: "user", content: "Weather in Oslo?" } as ChatMessageInput,
+      echoed(call.arguments),
+    ];
+    assert.deepEqual(
+      replies.scoped("key-a", otherConversation).restore(otherConversation),
+      otherConversation,
+    );
+    const otherTenant = [user, echoed(call.arguments)];
+    assert.deepEqual(replies.scoped("key-b", otherTenant).restore(otherTenant), otherTenant);
+  });
+
+  it("gives each of two identical calls its own generated text back", () => {
+    const replies = new GeneratedReplies(16);
+    const first = [user];
+    replies.scoped(null, first).remember("first text", null, [call]);
+    const second = [user, echoed(call.arguments), result];
+    replies.scoped(null, second).remember("second text", null, [call]);
+    const third = [...second, echoed(call.arguments), result];
+    const restored = replies.scoped(null, third).restore(third);
+    assert.deepEqual(
+      restored.filter((m) => m.role === "assistant").map((m) => m.content),
+      ["first text", "second text"],
+    );
+  });
+});
