@@ -67,6 +67,8 @@ export type GenerateEvent =
       readonly type: "done";
       readonly finishReason: FinishReason;
       readonly text: string;
+      /** the `stop` string that ended the text (its finishReason is "stop"); null otherwise */
+      readonly stopSequence?: string | null;
       readonly usage: GenerateUsage;
       /** seconds from arrival to admission, to first token, to finish */
       readonly queueS: number;

@@ -690,6 +690,7 @@ export class Engine implements EngineService {
       type: "done",
       finishReason: reason,
       text: reason === "abort" ? active.output.emittedText : active.output.text,
+      stopSequence: reason === "stop" ? active.output.stopString : null,
       usage: {
         promptTokens: r.promptTokens,
         completionTokens: r.numOutputTokens,

@@ -36,9 +36,13 @@ describe("OutputText", () => {
     assert.equal(out.text, "go START");
   });
 
-  test("the earliest of several stop strings wins", () => {
+  test("the earliest of several stop strings wins, and is named", () => {
     const r = feed(["bb", "a"], ["xxbb", "a"]);
     assert.equal(r.text, "xx");
+    const out = new OutputText(["bb", "x"]);
+    out.push(bytes("abbx"));
+    assert.equal(out.stopString, "bb");
+    assert.equal(new OutputText(["bb"]).stopString, null);
   });
 
   test("UTF-8 characters split across tokens are held until whole", () => {

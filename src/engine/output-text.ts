@@ -10,6 +10,7 @@ export class OutputText {
   private full = "";
   private emitted = 0;
   private stopped = false;
+  private matchedStop: string | null = null;
 
   constructor(stops: readonly string[]) {
     this.stops = stops.filter((s) => s.length > 0);
@@ -30,6 +31,11 @@ export class OutputText {
     return this.stopped;
   }
 
+  /** The stop string that ended the text, or null (EOS, max tokens, or still going). */
+  get stopString(): string | null {
+    return this.matchedStop;
+  }
+
   /** Adds a token's bytes; returns the new text safe to stream and whether a stop string ended it. */
   push(bytes: Uint8Array): { delta: string; stopped: boolean } {
     if (this.stopped) return { delta: "", stopped: true };
@@ -40,7 +46,10 @@ export class OutputText {
       const from = Math.max(0, before - this.longestStop + 1);
       for (const stop of this.stops) {
         const at = this.full.indexOf(stop, from);
-        if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+        if (at >= 0 && (cut < 0 || at < cut)) {
+          cut = at;
+          this.matchedStop = stop;
+        }
       }
       if (cut >= 0) {
         this.full = this.full.slice(0, cut);

@@ -24,11 +24,17 @@ export function messagesUsage(usage: GenerateUsage): MessagesUsage {
   };
 }
 
-export type StopReason = "end_turn" | "tool_use" | "max_tokens";
+export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence";
 
 export function stopReason(done: DoneEvent, calls: readonly ParsedToolCall[]): StopReason {
   if (done.finishReason === "length" || done.finishReason === "kv_capacity") return "max_tokens";
-  return calls.length > 0 ? "tool_use" : "end_turn";
+  if (calls.length > 0) return "tool_use";
+  return done.stopSequence ? "stop_sequence" : "end_turn";
+}
+
+/** The stop sequence that ended the reply (Anthropic's `stop_sequence`), or null. */
+export function stopSequence(done: DoneEvent, calls: readonly ParsedToolCall[]): string | null {
+  return stopReason(done, calls) === "stop_sequence" ? (done.stopSequence ?? null) : null;
 }
 
 /** Anthropic's tool-use id for a parsed call, the same whether it was streamed or not. */

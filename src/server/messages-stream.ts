@@ -7,7 +7,7 @@ import { splitOutput, type ToolSetup } from "./chat-completions.js";
 import { toApiError } from "./errors.js";
 import type { Generation } from "./generation.js";
 import { anthropicErrorBody } from "./messages-errors.js";
-import { messagesUsage, stopReason, toolUseId } from "./messages-response.js";
+import { messagesUsage, stopReason, stopSequence, toolUseId } from "./messages-response.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
 import { type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
 import { ToolCallStreamGate } from "./tool-calls.js";
@@ -114,7 +114,7 @@ export async function* messagesStreamEvents(
       }
       yield* blocks.close();
       yield sseEvent("message_delta", {
-        delta: { stop_reason: stopReason(event, calls), stop_sequence: null },
+        delta: { stop_reason: stopReason(event, calls), stop_sequence: stopSequence(event, calls) },
         usage: messagesUsage(event.usage),
       });
       yield sseEvent("message_stop", {});

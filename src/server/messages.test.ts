@@ -63,6 +63,20 @@ describe("POST /v1/messages (fake engine)", () => {
     });
   });
 
+  test("a stop sequence that ends the reply is named: stop_reason stop_sequence, streamed or not", async () => {
+    await withServer({ reply: () => ["Step one.", " STOP here", " never"] }, {}, async (t) => {
+      const request = body({ stop_sequences: ["STOP", "END"] });
+      const message = (await (await t.post("/v1/messages", request)).json()) as Json;
+      assert.deepEqual(
+        [message.content, message.stop_reason, message.stop_sequence],
+        [[{ type: "text", text: "Step one. " }], "stop_sequence", "STOP"],
+      );
+      const streamed = events(await (await t.post("/v1/messages", { ...request, stream: true })).text());
+      const delta = streamed.find((e) => e.event === "message_delta")!.data;
+      assert.deepEqual(delta.delta, { stop_reason: "stop_sequence", stop_sequence: "STOP" });
+    });
+  });
+
   test("a streamed tool call: a tool_use block whose input_json_delta pieces add up to its input", async () => {
     const reply = [
       '<tool_call>\n{"name": "get_weather", ',

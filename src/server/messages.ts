@@ -14,7 +14,7 @@ import {
 } from "./chat-completions.js";
 import { type AppEnv, sseResponse } from "./generation.js";
 import { chatCompletionRequest, chatMessages, chatToolChoice, chatTools } from "./messages-request.js";
-import { messagesUsage, stopReason, toolUseBlock } from "./messages-response.js";
+import { messagesUsage, stopReason, stopSequence, toolUseBlock } from "./messages-response.js";
 import { countTokensSchema, messagesSchema } from "./messages-schema.js";
 import { messagesStreamEvents } from "./messages-stream.js";
 import { claudeCodeSessionId } from "./program-fields.js";
@@ -51,7 +51,7 @@ export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise
     role: "assistant",
     content: [...(content ? [{ type: "text", text: content }] : []), ...calls.map(toolUseBlock)],
     stop_reason: stopReason(done, calls),
-    stop_sequence: null,
+    stop_sequence: stopSequence(done, calls),
     usage: messagesUsage(done.usage),
   });
 }

@@ -127,6 +127,7 @@ export class FakeEngine implements EngineService {
       let text = "";
       let firstTokenAt: number | null = null;
       let finishReason: "stop" | "length" | "abort" = "stop";
+      let stopSequence: string | null = null;
       for (const [i, piece] of pieces.entries()) {
         // max_tokens counts words here; the reply is cut after the piece that reaches it
         if (i > 0 && words(text).length >= request.sampling.maxTokens) {
@@ -140,6 +141,14 @@ export class FakeEngine implements EngineService {
           break;
         }
         firstTokenAt ??= performance.now();
+        const stop = request.sampling.stop.find((s) => (text + piece).includes(s));
+        if (stop !== undefined) {
+          const kept = (text + piece).slice(0, (text + piece).indexOf(stop)).slice(text.length);
+          text += kept;
+          if (kept.length > 0) yield { type: "delta", text: kept };
+          stopSequence = stop;
+          break;
+        }
         text += piece;
         yield { type: "delta", text: piece };
       }
@@ -151,6 +160,7 @@ export class FakeEngine implements EngineService {
         type: "done",
         finishReason,
         text,
+        stopSequence,
         usage: { promptTokens: promptWords.length, completionTokens, cachedTokens: cached },
         queueS: 0,
         ttftS: firstTokenAt === null ? null : (firstTokenAt - started) / 1000,
