@@ -163,9 +163,13 @@ export interface EngineService {
   renderChat(messages: readonly ChatTurn[]): string;
   /**
    * A prompt's tokens, counted off the event loop (a long prompt takes a while to tokenize); generate() of
-   * the same prompt reuses them.
+   * the same prompt for the same `program` reuses them. With a program, its next prompt keeps the token ids
+   * its last turn generated (turn-continuation.ts), and only the rest is tokenized.
    */
-  countPromptTokens(text: string): Promise<number>;
+  countPromptTokens(
+    text: string,
+    program?: Pick<GenerateRequest, "programId" | "cacheSalt"> | null,
+  ): Promise<number>;
   /**
    * Queues a request and streams its output. Throws EngineRejection before the first event when the
    * request cannot be taken. Aborting the signal (client went away) ends the stream with finishReason

@@ -77,6 +77,41 @@ describe("engine over the fake runner", () => {
     assert.ok(chatDone.text.length > 10 && chatDone.text.endsWith("."));
   });
 
+  test("a program's next prompt keeps its last turn's generated ids, counted once and reused by generate", async () => {
+    const runner = new FakeModelRunner({});
+    const tokenized: string[] = [];
+    const tokenize = runner.tokenize.bind(runner);
+    runner.tokenize = (text: string) => {
+      tokenized.push(text);
+      return tokenize(text);
+    };
+    const engine = new Engine({ runner, policy: "cachettl" });
+    try {
+      const prompt1 = engine.renderChat(chat("list the files"));
+      const first = await run(
+        engine,
+        request("t1", prompt1, { programId: "p", sampling: { maxTokens: 30 } }),
+      );
+      const prompt2 = `${prompt1}${first.done.text} then read the failing test`;
+      const program = { programId: "p", cacheSalt: null };
+      const counted = await engine.countPromptTokens(prompt2, program);
+      tokenized.length = 0;
+      const second = await run(
+        engine,
+        request("t2", prompt2, { programId: "p", sampling: { maxTokens: 4 } }),
+      );
+      assert.deepEqual(tokenized, [], "generate() took the counted ids");
+      assert.equal(second.done.usage.promptTokens, counted);
+      const sequence = first.done.usage.promptTokens + first.done.usage.completionTokens - 1;
+      assert.ok(
+        second.done.usage.cachedTokens >= sequence - (sequence % 16),
+        JSON.stringify(second.done.usage),
+      );
+    } finally {
+      await engine.shutdown();
+    }
+  });
+
   test("endProgram releases a pinned program's KV at once, in the scheduler and in the slots", async () => {
     await withEngine({ policy: fixedTtlPolicy(60) }, async (engine) => {
       await run(

@@ -113,8 +113,13 @@ const COUNTED_PROMPTS_KEPT = 32;
 const CONTINUATION_TOKENS_KEPT = 4_000_000;
 
 /** A program's turns continue each other within one tenant and cache salt only. */
-function continuationKey(spec: GenerateRequest): string | null {
+function continuationKey(spec: Pick<GenerateRequest, "programId" | "cacheSalt">): string | null {
   return spec.programId === null ? null : `${spec.cacheSalt ?? ""}\u0000${spec.programId}`;
+}
+
+/** Counted prompts are kept per program: the same text continues each program's own last turn. */
+function countedKey(program: string | null, text: string): string {
+  return `${program ?? ""}\u0001${text}`;
 }
 const DEFAULT_CPU_BANDWIDTH_BPS = 4e9;
 /** a plan with nothing to run while work waits (never expected): look again this much later */
@@ -321,27 +326,40 @@ export class Engine implements EngineService {
   }
 
   countTokens(text: string): number {
-    return this.remember(text, this.runner.tokenize(text));
+    return this.remember(countedKey(null, text), this.runner.tokenize(text));
   }
 
-  async countPromptTokens(text: string): Promise<number> {
-    return this.remember(text, await this.runner.tokenizeAsync(text));
+  async countPromptTokens(
+    text: string,
+    program: Pick<GenerateRequest, "programId" | "cacheSalt"> | null = null,
+  ): Promise<number> {
+    const key = program === null ? null : continuationKey(program);
+    const ids = (key === null ? null : this.splice(key, text)) ?? (await this.runner.tokenizeAsync(text));
+    return this.remember(countedKey(key, text), ids);
   }
 
-  private remember(text: string, ids: Int32Array): number {
-    this.counted.delete(text);
-    this.counted.set(text, ids);
+  private remember(key: string, ids: Int32Array): number {
+    this.counted.delete(key);
+    this.counted.set(key, ids);
     if (this.counted.size > COUNTED_PROMPTS_KEPT)
       this.counted.delete(this.counted.keys().next().value as string);
     return ids.length;
   }
 
+  private splice(program: string, text: string): Int32Array | null {
+    return this.continuations.splice(program, text, this.runner);
+  }
+
   /** The server counts a prompt's tokens just before queueing it: that tokenization is reused. */
-  private tokenizeOnce(text: string): Int32Array {
-    const ids = this.counted.get(text);
-    if (ids === undefined) return this.runner.tokenize(text);
-    this.counted.delete(text);
-    return ids;
+  private promptIds(spec: GenerateRequest): Int32Array {
+    const program = continuationKey(spec);
+    const key = countedKey(program, spec.prompt);
+    const counted = this.counted.get(key);
+    if (counted !== undefined) {
+      this.counted.delete(key);
+      return counted;
+    }
+    return (program === null ? null : this.splice(program, spec.prompt)) ?? this.runner.tokenize(spec.prompt);
   }
 
   private checkedTokenIds(ids: readonly number[]): Int32Array {
@@ -386,11 +404,7 @@ export class Engine implements EngineService {
         Math.min(60, Math.max(1, Math.ceil(this.recentE2eS))),
       );
     }
-    const program = continuationKey(spec);
-    const ids =
-      (spec.promptTokenIds ? this.checkedTokenIds(spec.promptTokenIds) : null) ??
-      (program === null ? null : this.continuations.splice(program, spec.prompt, this.runner)) ??
-      this.tokenizeOnce(spec.prompt);
+    const ids = spec.promptTokenIds ? this.checkedTokenIds(spec.promptTokenIds) : this.promptIds(spec);
     if (ids.length === 0) throw new EngineRejection("the prompt is empty", "invalid_request");
     if (ids.length >= this.maxContextTokens) {
       throw new EngineRejection(

@@ -88,7 +88,6 @@ export class LlamaModelRunner implements ModelRunner {
   readonly kvBytesPerToken: number;
   readonly vocabSize: number;
   readonly chatTemplate: ModelChatTemplate;
-  readonly device: DeviceInfo;
   /** native decode calls and their summed time, for overhead measurements */
   decodeCalls = 0;
   private readonly decodeBatch: DecodeBatch;
@@ -102,6 +101,7 @@ export class LlamaModelRunner implements ModelRunner {
     readonly model: LlamaModel,
     readonly context: LlamaContext,
     modelId: string,
+    readonly device: DeviceInfo,
   ) {
     const info = context.info;
     this.modelId = modelId;
@@ -118,14 +118,14 @@ export class LlamaModelRunner implements ModelRunner {
     this.pieces = new Array(model.info.nVocab);
     this.templatePieces = new Array(model.info.nVocab);
     this.chatTemplate = modelChatTemplate(model);
-    this.device = deviceInfoOf(devices(), model.info.nLayer, model.gpuLayers);
   }
 
   static async open(options: LlamaRunnerOptions): Promise<LlamaModelRunner> {
     const model = await loadModel(options.modelPath, { gpuLayers: options.gpuLayers ?? "auto" });
     try {
       const batchTokens = options.batchTokens ?? 512;
-      const kvOnGpu = deviceInfoOf(devices(), model.info.nLayer, model.gpuLayers).kvCache !== "cpu";
+      const device = deviceInfoOf(devices(), model.info.nLayer, model.gpuLayers);
+      const kvOnGpu = device.kvCache !== "cpu";
       const threads = options.threads ?? defaultThreads();
       const streams = options.kvLayout === "streams";
       // llama.cpp rounds each stream up to a multiple of 256 cells: round down instead, so that the streams
@@ -143,7 +143,7 @@ export class LlamaModelRunner implements ModelRunner {
         ...(options.kvCacheType ? { typeK: options.kvCacheType, typeV: options.kvCacheType } : {}),
       });
       const name = options.modelId ?? model.meta("general.name") ?? basename(options.modelPath, ".gguf");
-      return new LlamaModelRunner(model, context, name);
+      return new LlamaModelRunner(model, context, name, device);
     } catch (error) {
       model.free();
       throw error;
@@ -159,12 +159,7 @@ export class LlamaModelRunner implements ModelRunner {
   }
 
   tokenPiece(token: number): Uint8Array {
-    let piece = this.pieces[token];
-    if (piece === undefined) {
-      piece = this.model.tokenToPiece(token, { special: false });
-      this.pieces[token] = piece;
-    }
-    return piece;
+    return this.cachedPiece(this.pieces, token, false);
   }
 
   tokenizeContinuation(text: string): Int32Array {
@@ -172,10 +167,14 @@ export class LlamaModelRunner implements ModelRunner {
   }
 
   templatePiece(token: number): Uint8Array {
-    let piece = this.templatePieces[token];
+    return this.cachedPiece(this.templatePieces, token, true);
+  }
+
+  private cachedPiece(cache: (Uint8Array | undefined)[], token: number, special: boolean): Uint8Array {
+    let piece = cache[token];
     if (piece === undefined) {
-      piece = this.model.tokenToPiece(token, { special: true });
-      this.templatePieces[token] = piece;
+      piece = this.model.tokenToPiece(token, { special });
+      cache[token] = piece;
     }
     return piece;
   }

@@ -51,7 +51,7 @@ export interface ToolSetup {
 
 /** A chat request's prompt text: the server's template (`--chat-template`), else the model's own. */
 export function renderChatPrompt(ctx: RequestContext, body: ChatCompletionBody, tools: ToolSetup): string {
-  const messages = tools.replies?.restore(body.messages) ?? body.messages;
+  const messages = tools.replies?.restore() ?? body.messages;
   return ctx.chatTemplate
     ? ctx.chatTemplate.render(messages, tools.rendered)
     : ctx.engine.renderChat(chatTurns(messages, tools.rendered));
@@ -146,28 +146,55 @@ export async function readJsonBody(c: Context<AppEnv>): Promise<unknown> {
   }
 }
 
-export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
-  const body = chatCompletionSchema.parse(await readJsonBody(c));
-  const model = checkModel(ctx, body.model);
-  if (body.logprobs) throw ApiError.badRequest("logprobs are not supported", "logprobs", "unsupported_value");
+/** A chat request under way: its tools, the template's tool-call format, and the queued generation. */
+export interface ChatGeneration {
+  readonly tools: ToolSetup;
+  readonly format: ToolCallFormat;
+  readonly requestId: string;
+  readonly generation: Generation;
+}
+
+/**
+ * What chat completions, Messages and Responses share once their request is a chat request: tools (with
+ * this tenant's generated replies), the rendered prompt, and the generation queued. `formatGrammar`: a
+ * constraint of the output besides tools (response_format), refused beside a forced tool call.
+ */
+export async function startChat(
+  c: Context<AppEnv>,
+  ctx: RequestContext,
+  body: ChatCompletionBody,
+  maxTokens: number | null | undefined,
+  options: { formatGrammar?: { grammar: string; param: string } | null; capToContext?: boolean } = {},
+): Promise<ChatGeneration> {
   const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
-  const formatGrammar = responseFormatGrammar(body.response_format);
-  if (formatGrammar !== null && tools.grammar !== null) {
-    throw ApiError.badRequest(
-      "response_format cannot be combined with a forced tool_choice",
-      "response_format",
-    );
+  const extra = options.formatGrammar ?? null;
+  if (extra !== null && tools.grammar !== null) {
+    throw ApiError.badRequest(`${extra.param} cannot be combined with a forced tool_choice`, extra.param);
   }
-  const prompt = renderChatPrompt(ctx, body, tools);
-  const format = ctx.chatTemplate?.format ?? "generic";
   const { requestId, generation } = await startGeneration(
     c,
     ctx,
     body,
-    prompt,
-    body.max_completion_tokens ?? body.max_tokens,
-    tools.grammar ?? formatGrammar,
+    renderChatPrompt(ctx, body, tools),
+    maxTokens,
+    tools.grammar ?? extra?.grammar ?? null,
     body.messages.filter((m) => m.role === "assistant").length,
+    options.capToContext ?? false,
+  );
+  return { tools, format: ctx.chatTemplate?.format ?? "generic", requestId, generation };
+}
+
+export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
+  const body = chatCompletionSchema.parse(await readJsonBody(c));
+  const model = checkModel(ctx, body.model);
+  if (body.logprobs) throw ApiError.badRequest("logprobs are not supported", "logprobs", "unsupported_value");
+  const formatGrammar = responseFormatGrammar(body.response_format);
+  const { tools, format, requestId, generation } = await startChat(
+    c,
+    ctx,
+    body,
+    body.max_completion_tokens ?? body.max_tokens,
+    { formatGrammar: formatGrammar === null ? null : { grammar: formatGrammar, param: "response_format" } },
   );
   const meta = {
     id: `chatcmpl-${requestId}`,

@@ -18,7 +18,7 @@ describe("GeneratedReplies", () => {
     const replies = new GeneratedReplies(16);
     replies.scoped("key-a", [user]).remember(generated, null, [call]);
     const next = [user, echoed('{ "city" : "Paris" }'), result];
-    assert.deepEqual(replies.scoped("key-a", next).restore(next), [
+    assert.deepEqual(replies.scoped("key-a", next).restore(), [
       user,
       { role: "assistant", content: generated },
       result,
@@ -29,17 +29,14 @@ describe("GeneratedReplies", () => {
     const replies = new GeneratedReplies(16);
     replies.scoped("key-a", [user]).remember(generated, null, [call]);
     const changedArgs = [user, echoed('{"city": "Rome"}')];
-    assert.deepEqual(replies.scoped("key-a", changedArgs).restore(changedArgs), changedArgs);
+    assert.deepEqual(replies.scoped("key-a", changedArgs).restore(), changedArgs);
     const otherConversation = [
       { role: "user", content: "Weather in Oslo?" } as ChatMessageInput,
       echoed(call.arguments),
     ];
-    assert.deepEqual(
-      replies.scoped("key-a", otherConversation).restore(otherConversation),
-      otherConversation,
-    );
+    assert.deepEqual(replies.scoped("key-a", otherConversation).restore(), otherConversation);
     const otherTenant = [user, echoed(call.arguments)];
-    assert.deepEqual(replies.scoped("key-b", otherTenant).restore(otherTenant), otherTenant);
+    assert.deepEqual(replies.scoped("key-b", otherTenant).restore(), otherTenant);
   });
 
   it("gives each of two identical calls its own generated text back", () => {
@@ -49,7 +46,7 @@ describe("GeneratedReplies", () => {
     const second = [user, echoed(call.arguments), result];
     replies.scoped(null, second).remember("second text", null, [call]);
     const third = [...second, echoed(call.arguments), result];
-    const restored = replies.scoped(null, third).restore(third);
+    const restored = replies.scoped(null, third).restore();
     assert.deepEqual(
       restored.filter((m) => m.role === "assistant").map((m) => m.content),
       ["first text", "second text"],

@@ -18,8 +18,8 @@ import type { ParsedToolCall } from "./tool-calls.js";
 export interface ReplyMemory {
   /** A reply of this server: its whole generated text, the content before its calls, and the calls. */
   remember(text: string, content: string | null, calls: readonly ParsedToolCall[]): void;
-  /** `messages` with every assistant message that repeats a remembered reply as that reply's text. */
-  restore(messages: readonly ChatMessageInput[]): ChatMessageInput[];
+  /** The request's messages with every assistant message that repeats a remembered reply as its text. */
+  restore(): ChatMessageInput[];
 }
 
 type Arguments = string | Record<string, unknown> | undefined;
@@ -73,11 +73,14 @@ export class GeneratedReplies {
   /** The view of a request of `tenant` whose conversation is `requestMessages`. */
   scoped(tenant: string | null, requestMessages: readonly ChatMessageInput[]): ReplyMemory {
     const scope = tenant ?? "";
+    // restore() walks the same digest chain: its end is the digest remember() keys the reply under
+    let requestDigest: string | null = null;
     return {
       remember: (text, content, calls) => {
         if (calls.length === 0) return;
+        requestDigest ??= conversationDigest(scope, requestMessages);
         const key = replyKey(
-          conversationDigest(scope, requestMessages),
+          requestDigest,
           content ?? "",
           calls.map((c) => ({ name: c.name, args: c.arguments })),
         );
@@ -86,9 +89,9 @@ export class GeneratedReplies {
         this.texts.set(key, text);
         while (this.texts.size > this.maxReplies) this.texts.delete(this.texts.keys().next().value as string);
       },
-      restore: (messages) => {
+      restore: () => {
         let before = conversationDigest(scope, []);
-        return messages.map((message, i) => {
+        const restored = requestMessages.map((message, i) => {
           const digest = before;
           before = extend(before, message);
           if (message.role !== "assistant" || !message.tool_calls || message.tool_calls.length === 0) {
@@ -100,8 +103,10 @@ export class GeneratedReplies {
             message.tool_calls.map((c) => ({ name: c.function.name, args: c.function.arguments })),
           );
           const text = key === null ? undefined : this.texts.get(key);
-          return text === undefined ? message : { role: "assistant", content: text };
+          return text === undefined ? message : ({ role: "assistant", content: text } as const);
         });
+        requestDigest = before;
+        return restored;
       },
     };
   }

@@ -10,6 +10,7 @@ import {
   readJsonBody,
   renderChatPrompt,
   splitOutput,
+  startChat,
   toolSetup,
 } from "./chat-completions.js";
 import { type AppEnv, sseResponse } from "./generation.js";
@@ -19,25 +20,15 @@ import { countTokensSchema, messagesSchema } from "./messages-schema.js";
 import { messagesStreamEvents } from "./messages-stream.js";
 import { claudeCodeSessionId } from "./program-fields.js";
 import { chatCompletionSchema } from "./schemas.js";
-import { startGeneration } from "./start-generation.js";
 
 export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const request = messagesSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, request.model);
   const sessionId = claudeCodeSessionId((name) => c.req.header(name), request.metadata?.user_id);
   const body = chatCompletionSchema.parse(chatCompletionRequest(request, sessionId));
-  const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
-  const format = ctx.chatTemplate?.format ?? "generic";
-  const { requestId, generation } = await startGeneration(
-    c,
-    ctx,
-    body,
-    renderChatPrompt(ctx, body, tools),
-    body.max_tokens,
-    tools.grammar,
-    body.messages.filter((m) => m.role === "assistant").length,
-    true,
-  );
+  const { tools, format, requestId, generation } = await startChat(c, ctx, body, body.max_tokens, {
+    capToContext: true,
+  });
   const meta = { id: `msg_${requestId}`, model };
   if (body.stream) {
     return sseResponse(messagesStreamEvents(generation, meta, tools, format), () => generation.abort());

@@ -4,14 +4,7 @@
  * Stateless unless `store: true`; tools the server cannot run are dropped (see responses-input.ts).
  */
 import type { Context } from "hono";
-import {
-  checkModel,
-  type RequestContext,
-  readJsonBody,
-  renderChatPrompt,
-  splitOutput,
-  toolSetup,
-} from "./chat-completions.js";
+import { checkModel, type RequestContext, readJsonBody, splitOutput, startChat } from "./chat-completions.js";
 import { ApiError } from "./errors.js";
 import { type AppEnv, sseResponse, unixSeconds } from "./generation.js";
 import { chatRequestOf } from "./responses-input.js";
@@ -27,7 +20,6 @@ import { withCodexProgramId } from "./responses-program.js";
 import { responsesSchema } from "./responses-schema.js";
 import { ResponseStore } from "./responses-store.js";
 import { responseEventStream } from "./responses-stream.js";
-import { startGeneration } from "./start-generation.js";
 
 /** How many `store: true` conversations are kept (least recently used first out). */
 export const STORED_RESPONSES = 1024;
@@ -63,17 +55,11 @@ export function responsesHandler(
       log(`continuum server: /v1/responses drops tools of type "${type}" (only function tools run here)`);
     }
     const chat = withCodexProgramId(request.chat, body, (name) => c.req.header(name));
-    const tools = toolSetup(chat, ctx.generatedReplies.scoped(c.get("tenant") ?? null, chat.messages));
-    const prompt = renderChatPrompt(ctx, chat, tools);
-    const format = ctx.chatTemplate?.format ?? "generic";
-    const { requestId, generation } = await startGeneration(
+    const { tools, format, requestId, generation } = await startChat(
       c,
       ctx,
       chat,
-      prompt,
       chat.max_completion_tokens,
-      tools.grammar,
-      chat.messages.filter((m) => m.role === "assistant").length,
     );
     const meta: ResponseMeta = {
       id: `resp_${requestId}`,

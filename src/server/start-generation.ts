@@ -43,7 +43,10 @@ export async function startGeneration(
       "prompt_too_long",
     );
   }
-  const promptTokens = tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt));
+  const fields = programFields(body, (name) => c.req.header(name));
+  const program = scopeToTenant(c.get("tenant") ?? null, fields.programId, body.cache_salt);
+  const promptTokens =
+    tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt, program));
   const room = ctx.engine.maxContextTokens - promptTokens;
   const cappedMaxTokens =
     capToContext && maxTokens != null && room > 0 ? Math.min(maxTokens, room) : maxTokens;
@@ -52,11 +55,10 @@ export async function startGeneration(
     ...(body.logit_bias ? { logitBias: logitBias(body.logit_bias, ctx.engine.vocabSize) } : {}),
   };
   const requestId = ctx.newRequestId(c);
-  const fields = programFields(body, (name) => c.req.header(name));
   const request: GenerateRequest = {
     requestId,
     ...fields,
-    ...scopeToTenant(c.get("tenant") ?? null, fields.programId, body.cache_salt),
+    ...program,
     prompt,
     sampling,
     ...(priorTurns === undefined ? {} : { priorTurns }),

@@ -86,7 +86,7 @@ export type ProgressLog = (line: string) => void;
 const silent: ProgressLog = () => {};
 
 /** Deterministic non-special token ids (the values do not change compute, only keep logits finite). */
-function tokenAt(i: number, nVocab: number): number {
+export function tokenAt(i: number, nVocab: number): number {
   const lo = Math.min(64, nVocab - 1);
   return lo + (((i * 2654435761) >>> 0) % Math.max(1, nVocab - lo));
 }

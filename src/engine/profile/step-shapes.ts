@@ -14,7 +14,7 @@ import {
   type LlamaContext,
   type LlamaModel,
 } from "../native/llama-native.js";
-import { median } from "./measure.js";
+import { median, tokenAt } from "./measure.js";
 
 export interface PrefillShape {
   readonly kind: "prefill";
@@ -115,8 +115,6 @@ export interface StepShapeResult {
 
 /** Node's Buffers stop short of 4 GiB; a saved state is one Buffer. */
 const MAX_STATE_BYTES = 2 ** 31;
-
-const tokenAt = (i: number, nVocab: number) => 64 + (((i * 2654435761) >>> 0) % Math.max(1, nVocab - 64));
 
 /** The longest sequence the model was trained for (unbounded when the file does not say). */
 const contextLimit = (model: LlamaModel) => model.info.nCtxTrain || Number.POSITIVE_INFINITY;
