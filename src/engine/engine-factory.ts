@@ -11,7 +11,7 @@ import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { setUpGpuBackend } from "./gpu/gpu-backend-setup.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
 import type { KvLayout } from "./model-runner.js";
-import { devices, type KvCacheType } from "./native/llama-native.js";
+import type { KvCacheType } from "./native/llama-native.js";
 import { stepLogFile } from "./step-log.js";
 
 const CPU_ENGINE_DEFAULT_OFFLOAD_GB = 4;
@@ -143,7 +143,7 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
     ...(options.gpuLayers === undefined ? {} : { gpuLayers: options.gpuLayers }),
   });
   try {
-    const onCpu = options.gpuLayers === 0 || !devices().some((d) => d.type === "gpu" || d.type === "igpu");
+    const onCpu = runner.device.kvCache === "cpu";
     let cpuGb = options.cpuOffloadGb ?? (onCpu && diskGb <= 0 ? CPU_ENGINE_DEFAULT_OFFLOAD_GB : 0);
     // offload policies mean nothing without a tier: give them a modest RAM one
     if (policy.needsOffload && cpuGb <= 0 && diskGb <= 0) cpuGb = 2;
