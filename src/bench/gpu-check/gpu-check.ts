@@ -336,6 +336,7 @@ async function writeSummary(): Promise<ReturnType<typeof judge>> {
     pluginBuilt: progress.pluginBuilt,
     device: firstServed?.device ?? null,
     steps: progress.steps ? compareSteps(progress.steps.steps, reference, 0.25) : null,
+    stepsNotRun: progress.steps?.skipped.length ?? 0,
     bench,
     tier: progress.tier,
   };

@@ -30,9 +30,28 @@ const served: CheckFigures = {
     layersTotal: 32,
     kvCache: "gpu",
   },
+  stepsNotRun: 0,
   steps: [
-    { shape: { kind: "prefill", N: 512, P: 0 }, ms: 15, referenceMs: 14.4, ratio: 15 / 14.4, within: true },
-    { shape: { kind: "decode", B: 1, L: 1024 }, ms: 9, referenceMs: 6.7, ratio: 9 / 6.7, within: false },
+    {
+      shape: { kind: "prefill", N: 512, P: 0 },
+      basis: "compute",
+      ms: 15,
+      referenceMs: 14.4,
+      ratio: 15 / 14.4,
+      within: true,
+      wallMs: 19,
+      wallRatio: 19 / 14.4,
+    },
+    {
+      shape: { kind: "decode", B: 1, L: 1024 },
+      basis: "compute",
+      ms: 9,
+      referenceMs: 6.7,
+      ratio: 9 / 6.7,
+      within: false,
+      wallMs: 10,
+      wallRatio: 10 / 6.7,
+    },
   ],
   bench: {
     light: { "cachettl-adaptive": bench(6, 0.86), vllm: bench(6.1, 0.79) },
@@ -59,7 +78,7 @@ describe("gpu-check verdict", () => {
     const text = formatVerdict(v);
     assert.match(
       text,
-      /FAIL {2}steps within 25\.0% of the reference: 1\/2 shapes within; ratio to reference 1\.04-1\.34/,
+      /FAIL {2}steps within 25\.0% of the reference: 1\/2 shapes within; model compute to reference 1\.04-1\.34, whole llama_decode 1\.32-1\.49/,
     );
     assert.match(
       text,
@@ -72,9 +91,18 @@ describe("gpu-check verdict", () => {
     );
   });
 
+  it("does not pass the steps while reference shapes were not run", () => {
+    const allWithin = served.steps?.map((s) => ({ ...s, within: true })) ?? [];
+    const judged = (stepsNotRun: number) =>
+      judge({ ...served, steps: allWithin, stepsNotRun }, { stepTolerance: 0.25, cachedTarget: 0.8 })[2];
+    assert.equal(judged(0)?.pass, true);
+    assert.equal(judged(3)?.pass, false);
+    assert.match(judged(3)?.detail ?? "", /2\/2 shapes within, 3 reference shapes not run/);
+  });
+
   it("leaves what was not measured open instead of passing or failing it", () => {
     const v = judge(
-      { pluginBuilt: null, device: null, steps: null, bench: {}, tier: null },
+      { pluginBuilt: null, device: null, steps: null, stepsNotRun: 0, bench: {}, tier: null },
       { stepTolerance: 0.25, cachedTarget: 0.8 },
     );
     assert.deepEqual(

@@ -39,6 +39,8 @@ export interface CheckFigures {
   readonly pluginBuilt: boolean | null;
   readonly device: DeviceInfoLabels | null;
   readonly steps: readonly StepComparison[] | null;
+  /** reference shapes that were not run (too much KV for this GPU, or longer than the model's context) */
+  readonly stepsNotRun: number;
   /** bench results by load ("light", "heavy") and policy */
   readonly bench: Readonly<Record<string, Readonly<Record<string, BenchFigures>>>>;
   readonly tier: TierFigures | null;
@@ -78,11 +80,15 @@ export function judge(f: CheckFigures, opts: { stepTolerance: number; cachedTarg
     });
   } else {
     const within = f.steps.filter((s) => s.within).length;
-    const ratios = f.steps.map((s) => s.ratio);
+    const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`;
+    const basis = f.steps.every((s) => s.basis === "compute") ? "model compute" : "llama_decode wall time";
+    const notRun = f.stepsNotRun > 0 ? `, ${f.stepsNotRun} reference shapes not run` : "";
     out.push({
       name: `steps within ${pct(opts.stepTolerance)} of the reference`,
-      pass: within === f.steps.length,
-      detail: `${within}/${f.steps.length} shapes within; ratio to reference ${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`,
+      pass: within === f.steps.length && f.stepsNotRun === 0,
+      detail:
+        `${within}/${f.steps.length} shapes within${notRun}; ${basis} to reference ${range(f.steps.map((s) => s.ratio))}` +
+        `, whole llama_decode ${range(f.steps.map((s) => s.wallRatio))}`,
     });
   }
   const light = f.bench["light"] ?? {};

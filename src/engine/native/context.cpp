@@ -57,6 +57,11 @@ struct ContextState {
   bool kvUnified = true;
   ggml_type typeK = GGML_TYPE_F16;
   ggml_type typeV = GGML_TYPE_F16;
+  // computeTiming: wall time from the first layer's input norm to the logits, summed over micro-batches
+  bool computeTiming = false;
+  int64_t computeMarkUs = -1;
+  int64_t computeUs = 0;
+  int32_t computeSpans = 0;
 
   ~ContextState() {
     for (llama_sampler* s : samplers) {
@@ -74,6 +79,28 @@ struct ContextState {
     }
   }
 };
+
+// The model's compute of one micro-batch, as a GPU's own clock would see it: ggml's scheduler synchronizes
+// its backend at each tensor this callback asks for, so the time from the first layer's input norm (inputs
+// built and copied, graph launched) to the logits (all of the model's kernels finished, before the logits are
+// copied out) excludes the host work of a step: graph building, the attention mask, uploads, output copies.
+constexpr const char* kComputeStartTensor = "attn_norm-0";
+constexpr const char* kComputeEndTensor = "result_output";
+
+static bool computeTimingCallback(ggml_tensor* t, bool ask, void* user) {
+  const bool start = std::strcmp(t->name, kComputeStartTensor) == 0;
+  const bool end = std::strcmp(t->name, kComputeEndTensor) == 0;
+  if (ask) return start || end;
+  auto* s = static_cast<ContextState*>(user);
+  if (start) {
+    s->computeMarkUs = nowUs();
+  } else if (end && s->computeMarkUs >= 0) {
+    s->computeUs += nowUs() - s->computeMarkUs;
+    s->computeSpans++;
+    s->computeMarkUs = -1;
+  }
+  return true;
+}
 
 class DecodeWorker;
 
@@ -183,6 +210,8 @@ class CreateContextWorker : public Napi::AsyncWorker {
     st_->kvUnified = params.kv_unified;
     st_->typeK = params.type_k;
     st_->typeV = params.type_v;
+    st_->computeTiming = params.cb_eval != nullptr;
+    params_.cb_eval_user_data = st_.get();
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -246,7 +275,8 @@ class CreateContextWorker : public Napi::AsyncWorker {
 
 // createContext(model, opts) -> Promise<LlamaContext>
 // opts: { nCtx, nSeqMax, nBatch, nUBatch, threads, threadsBatch, flashAttn?: boolean (absent = auto),
-//         kvUnified = true, typeK = "f16", typeV = typeK, swaFull = false, threadpoolPoll = 50 }
+//         kvUnified = true, typeK = "f16", typeV = typeK, swaFull = false, threadpoolPoll = 50,
+//         computeTiming = false }
 Napi::Value CreateContext(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "model must be a LlamaModel");
@@ -277,6 +307,7 @@ Napi::Value CreateContext(const Napi::CallbackInfo& info) {
   p.swa_full = optBool(o, "swaFull", false);
   p.no_perf = true;
   p.embeddings = false;
+  if (optBool(o, "computeTiming", false)) p.cb_eval = computeTimingCallback;
   const double poll = optNumber(o, "threadpoolPoll", 50);
 
   const size_t maxSeq = llama_max_parallel_sequences();
@@ -518,15 +549,21 @@ class DecodeWorker : public ContextWorker {
       b.seq_id[i][0] = seq[i];
       b.logits[i] = want[i];
     }
+    s.computeMarkUs = -1;
+    s.computeUs = 0;
+    s.computeSpans = 0;
     const int64_t t0 = nowUs();
     int32_t rc = 0;
     try {
       rc = llama_decode(s.ctx, b);
+      // llama_decode may return while a GPU still computes; the step is not over until the outputs are ready
+      if (rc == 0) llama_synchronize(s.ctx);
     } catch (const std::exception& e) {
       Fail("LLAMA_DECODE_FAILED", e.what());
       return;
     }
     decodeUs_ = nowUs() - t0;
+    computeUs_ = s.computeTiming && s.computeSpans > 0 ? s.computeUs : -1;
     if (rc != 0) {
       const char* code = rc == 1    ? "LLAMA_DECODE_NO_KV_SLOT"
                          : rc == 2  ? "LLAMA_DECODE_ABORTED"
@@ -618,6 +655,7 @@ class DecodeWorker : public ContextWorker {
     o.Set("nVocab", Napi::Number::New(env, nVocab_));
     o.Set("decodeUs", Napi::Number::New(env, static_cast<double>(decodeUs_)));
     o.Set("sampleUs", Napi::Number::New(env, static_cast<double>(sampleUs_)));
+    if (computeUs_ >= 0) o.Set("computeUs", Napi::Number::New(env, static_cast<double>(computeUs_)));
     return o;
   }
 
@@ -631,6 +669,7 @@ class DecodeWorker : public ContextWorker {
   int32_t nVocab_ = 0;
   int64_t decodeUs_ = 0;
   int64_t sampleUs_ = 0;
+  int64_t computeUs_ = -1;
 };
 
 template <typename T>

@@ -117,6 +117,11 @@ export interface ContextOptions {
   swaFull?: boolean;
   /** ggml threadpool spin level between graph computes, 0..100 (0 = sleep at once). Default 50. */
   threadpoolPoll?: number;
+  /**
+   * Report each decode's model compute time (DecodeResult.computeMs). ggml then synchronizes twice per
+   * micro-batch: for measurements, not for serving. Default false.
+   */
+  computeTiming?: boolean;
 }
 
 export interface ContextInfo {
@@ -176,10 +181,16 @@ export interface DecodeOutput {
 
 export interface DecodeResult {
   outputs: DecodeOutput[];
-  /** Wall time of llama_decode on the worker thread. */
+  /** Wall time of llama_decode on the worker thread, until its outputs are ready (a GPU synchronized). */
   decodeMs: number;
   /** Wall time of sampling (and logits copies) on the worker thread. */
   sampleMs: number;
+  /**
+   * With ContextOptions.computeTiming: the time from the first layer's input norm to the logits, summed over
+   * micro-batches (the model's kernels, without building the graph and mask, uploads or copying logits out).
+   * null otherwise, or when the model's graph has no such tensors.
+   */
+  computeMs: number | null;
 }
 
 export interface SeqStateFile {
@@ -232,6 +243,7 @@ interface RawDecodeResult {
   nVocab: number;
   decodeUs: number;
   sampleUs: number;
+  computeUs?: number;
 }
 
 function rawArgs(
@@ -260,7 +272,12 @@ function decodeResult(r: RawDecodeResult): DecodeResult {
     if (r.logits) out.logits = r.logits.subarray(j * r.nVocab, (j + 1) * r.nVocab);
     outputs.push(out);
   }
-  return { outputs, decodeMs: r.decodeUs / 1000, sampleMs: r.sampleUs / 1000 };
+  return {
+    outputs,
+    decodeMs: r.decodeUs / 1000,
+    sampleMs: r.sampleUs / 1000,
+    computeMs: r.computeUs === undefined ? null : r.computeUs / 1000,
+  };
 }
 
 interface RawModel {

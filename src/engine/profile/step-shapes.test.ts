@@ -31,25 +31,42 @@ describe("reference steps", () => {
     const reference = parseReferenceSteps(
       ['{"kind":"prefill","N":512,"P":0,"ms":10}', '{"kind":"decode","B":1,"L":1024,"ms":8}'].join("\n"),
     );
+    const wallOnly = (shape: StepShape, ms: number) => ({
+      shape,
+      ms,
+      samplesMs: [ms],
+      computeMs: null,
+      computeSamplesMs: [],
+    });
     const rows = compareSteps(
       [
-        { shape: { kind: "prefill", N: 512, P: 0 }, ms: 13, samplesMs: [13] },
-        { shape: { kind: "decode", B: 1, L: 1024 }, ms: 5, samplesMs: [5] },
-        { shape: { kind: "decode", B: 2, L: 1024 }, ms: 5, samplesMs: [5] },
+        wallOnly({ kind: "prefill", N: 512, P: 0 }, 13),
+        wallOnly({ kind: "decode", B: 1, L: 1024 }, 5),
+        wallOnly({ kind: "decode", B: 2, L: 1024 }, 5),
       ],
       reference,
       0.25,
     );
     assert.deepEqual(
-      rows.map((r) => [r.shape.kind, r.ratio, r.within]),
+      rows.map((r) => [r.shape.kind, r.basis, r.ratio, r.within]),
       [
-        ["prefill", 1.3, false],
-        ["decode", 0.625, false],
+        ["prefill", "wall", 1.3, false],
+        ["decode", "wall", 0.625, false],
       ],
     );
-    assert.equal(
-      compareSteps([{ shape: reference[0]!.shape, ms: 11, samplesMs: [11] }], reference, 0.25)[0]?.within,
-      true,
+    assert.equal(compareSteps([wallOnly(reference[0]!.shape, 11)], reference, 0.25)[0]?.within, true);
+  });
+
+  it("holds the model's compute time against a kernel-time reference, and keeps the wall time beside it", () => {
+    const reference = parseReferenceSteps('{"kind":"prefill","N":512,"P":0,"ms":10}');
+    const [row] = compareSteps(
+      [{ shape: reference[0]!.shape, ms: 14, samplesMs: [14], computeMs: 11, computeSamplesMs: [11] }],
+      reference,
+      0.25,
+    );
+    assert.deepEqual(
+      [row?.basis, row?.ms, row?.ratio, row?.within, row?.wallMs, row?.wallRatio],
+      ["compute", 11, 1.1, true, 14, 1.4],
     );
   });
 });
@@ -82,6 +99,9 @@ describe("step shapes on the engine", {
     for (const s of steps) {
       assert.equal(s.samplesMs.length, 2);
       assert.ok(s.ms > 0 && Number.isFinite(s.ms));
+      // the model's compute is part of the step: timed, and never longer than the whole llama_decode
+      assert.equal(s.computeSamplesMs.length, 2);
+      assert.ok(s.computeMs !== null && s.computeMs > 0 && s.computeMs <= s.ms, `${s.computeMs} vs ${s.ms}`);
     }
     assert.deepEqual(skipped, [
       { shape: shapes[3], why: "more KV than this run allows, or longer than the model's context" },
