@@ -5,8 +5,10 @@ import { BlockPool } from "./kv/block-pool.js";
 import { KvCacheManager, type PrefixMatch } from "./kv/kv-cache-manager.js";
 import { OffloadTiers, type TierConfig } from "./kv/offload-tiers.js";
 import { MinHeap } from "./min-heap.js";
+import { PinBook } from "./pin-book.js";
 import type { PolicyContext, SchedulingPolicy } from "./policy.js";
-import { type Pin, Program } from "./program.js";
+import type { Program } from "./program.js";
+import { ProgramRegistry, RequestRejectedError } from "./program-registry.js";
 import type { EventRecorder } from "./recorder/recorder.js";
 import { type FinishReason, Request, type RequestSpec } from "./request.js";
 import { buildSnapshot, type SchedulerSnapshot } from "./scheduler-snapshot.js";
@@ -50,17 +52,7 @@ export interface SchedulerDeps {
 }
 
 /** A request the scheduler refuses at the door; the server maps it to a 4xx. */
-export const DEFAULT_MAX_PROGRAMS = 65_536;
-
-export class RequestRejectedError extends Error {
-  constructor(
-    message: string,
-    readonly code: "duplicate_request" | "prompt_too_long" | "invalid_request" | "too_many_programs",
-  ) {
-    super(message);
-    this.name = "RequestRejectedError";
-  }
-}
+export { DEFAULT_MAX_PROGRAMS, RequestRejectedError } from "./program-registry.js";
 
 export interface SchedulerStats {
   steps: number;
@@ -127,14 +119,10 @@ export class Scheduler {
   /** programs with a waiting request whose attained service moved this step */
   private readonly serviceMoved = new Set<Program>();
   private readonly running: Request[] = [];
-  private readonly programs = new Map<string, Program>();
-  private readonly pinned = new Set<Program>();
+  private readonly programs: ProgramRegistry;
+  private readonly pins: PinBook;
   private readonly live = new Map<string, Request>();
   private readonly ctx: { -readonly [K in keyof PolicyContext]: PolicyContext[K] };
-  private readonly programIdleTimeoutS: number;
-  private readonly maxPrograms: number;
-  /** pins by sacrifice order (key = -rank); entries of released pins are skipped lazily */
-  private pinVictims = new MinHeap<Pin>();
   /** the head that could not fit, and the free blocks then: nothing to retry until more are free */
   private blockedHead: Request | null = null;
   private blockedHeadFreeBlocks = 0;
@@ -159,8 +147,27 @@ export class Scheduler {
     this.policy = deps.policy;
     this.clock = deps.clock;
     this.recorder = deps.recorder ?? null;
-    this.programIdleTimeoutS = config.programIdleTimeoutS ?? 3600;
-    this.maxPrograms = config.maxPrograms ?? DEFAULT_MAX_PROGRAMS;
+    this.programs = new ProgramRegistry({
+      ...(config.maxPrograms === undefined ? {} : { maxPrograms: config.maxPrograms }),
+      ...(config.programIdleTimeoutS === undefined ? {} : { idleTimeoutS: config.programIdleTimeoutS }),
+      onForget: (programId) => this.tracker.forgetProgram(programId),
+    });
+    this.pins = new PinBook({
+      kv: this.kv,
+      policy: this.policy,
+      programs: this.programs,
+      counters: this.stats,
+      record: (event) => this.record(event),
+      onPinned: (change) => this.pendingPins.push(change),
+      onReleased: (change) => this.pendingReleases.push(change),
+      onPinChanged: (program, released, nowS) => {
+        if (program.numWaiting > 0) this.reprioritizeProgram(program);
+        if (released) {
+          this.markUnheld(program, nowS);
+          this.programs.forgetIfDone(program);
+        }
+      },
+    });
     this.ctx = {
       nowS: 0,
       ttl: this.ttl,
@@ -186,13 +193,11 @@ export class Scheduler {
   }
 
   get numPinnedPrograms(): number {
-    return this.pinned.size;
+    return this.pins.size;
   }
 
   get numPinnedTokens(): number {
-    let tokens = 0;
-    for (const program of this.pinned) tokens += program.pin?.tokens ?? 0;
-    return tokens;
+    return this.pins.tokens;
   }
 
   /** Fraction of KV blocks held by running requests and pins (1 = the whole pool). */
@@ -236,12 +241,7 @@ export class Scheduler {
 
   /** Earliest pin expiry, so an event loop knows when the scheduler next has something to do. */
   nextPinExpiryS(): number | null {
-    let earliest: number | null = null;
-    for (const program of this.pinned) {
-      const expiresS = program.pin?.expiresS ?? Number.POSITIVE_INFINITY;
-      if (earliest === null || expiresS < earliest) earliest = expiresS;
-    }
-    return earliest;
+    return this.pins.nextExpiryS();
   }
 
   /** A new LLM call arrives. Throws RequestRejectedError for requests that can never run. */
@@ -273,15 +273,7 @@ export class Scheduler {
     }
     const nowS = this.clock.nowS();
     const programId = spec.programId ?? `anonymous:${spec.requestId}`;
-    let program = this.programs.get(programId);
-    if (program?.ended && program.numWaiting + program.numRunning > 0) {
-      // An overlapping request of a program whose "last" step already finished: it is not over yet.
-      program.ended = false;
-    } else if (!program || program.ended) {
-      if (!program) this.makeRoomForProgram(nowS);
-      program = new Program(programId, nowS);
-      this.programs.set(programId, program);
-    }
+    const program = this.programs.programFor(programId, nowS);
     const sample = this.tracker.onRequestArrived(programId, nowS);
     if (sample) this.ttl.tools.record(sample.tool, sample.durationS);
     const request = new Request(spec, program, nowS, this.nextSequenceNumber++);
@@ -320,11 +312,11 @@ export class Scheduler {
     this.record({ kind: "aborted", programId: program.id, requestId, timeS: request.finishS });
     if (request.isLastStep && program.numWaiting + program.numRunning === 0) {
       // The client gave up on its program's last call (or its only one): the program is over.
-      if (program.pin) this.releasePin(program, "last_step");
+      if (program.pin) this.pins.release(program, "last_step", request.finishS);
       program.ended = true;
       this.tracker.forgetProgram(program.id);
     }
-    this.forgetIfIdle(program);
+    this.programs.forgetIfDone(program);
     return true;
   }
 
@@ -335,7 +327,7 @@ export class Scheduler {
   endProgramById(programId: string): boolean {
     const program = this.programs.get(programId);
     if (!program || program.ended) return false;
-    if (program.pin) this.releasePin(program, "last_step");
+    if (program.pin) this.pins.release(program, "last_step", this.clock.nowS());
     this.endProgram(program);
     return true;
   }
@@ -345,9 +337,9 @@ export class Scheduler {
     const nowS = this.clock.nowS();
     this.ctx.nowS = nowS;
     this.stats.steps++;
-    if (this.stats.steps % SWEEP_EVERY_STEPS === 0) this.forgetIdlePrograms(nowS);
-    this.expirePins(nowS);
-    this.compactPinVictims();
+    if (this.stats.steps % SWEEP_EVERY_STEPS === 0) this.programs.forgetIdle(nowS);
+    this.pins.expireDue(nowS);
+    this.pins.compact();
     if (this.policy.dynamicPriorities) {
       if (this.policy.nextPriorityChangeS) this.refreshDuePriorities(nowS);
       else this.refreshAllPriorities();
@@ -426,9 +418,9 @@ export class Scheduler {
     const holders = new Int32Array(pool.numBlocks);
     for (const request of this.running)
       for (const b of request.blockIds) holders[b] = (holders[b] as number) + 1;
-    for (const program of this.pinned) {
+    for (const program of this.pins.programs()) {
       if (!program.pin) throw new Error(`program ${program.id} is in the pinned set without a pin`);
-      if (this.programs.get(program.id) !== program) {
+      if (!this.programs.holds(program)) {
         throw new Error(
           `pinned program ${program.id} is not the live program of that id: unsacrificable pin`,
         );
@@ -460,7 +452,7 @@ export class Scheduler {
 
   /** Pins past their TTL whose program has no waiting request. Empty right after schedule() by design. */
   overduePins(nowS: number): Program[] {
-    return [...this.pinned].filter((p) => p.pin !== null && p.pin.expiresS <= nowS && p.numWaiting === 0);
+    return this.pins.overdue(nowS);
   }
 
   private scheduleRunning(chunks: ScheduledChunk[], preempted: Request[], budget: { tokens: number }): void {
@@ -469,7 +461,7 @@ export class Scheduler {
       const numTokens = Math.min(request.numTokens - request.numComputedTokens, budget.tokens);
       let scheduled = true;
       while (!this.kv.allocateSlots(request, numTokens)) {
-        if (this.sacrificePin(null, request.program, this.running.length > 1)) continue;
+        if (this.pins.sacrifice(null, request.program, this.running.length > 1, this.clock.nowS())) continue;
         const victim = this.preemptionVictim(i) ?? request;
         if (victim === request && this.running.length === 1) {
           // Alone, with every pin gone, and still short: the sequence outgrew the whole pool.
@@ -513,7 +505,8 @@ export class Scheduler {
       const numTokens = this.admissionChunk(head, match, budget.tokens);
       if (!this.admissionFits(head, match, numTokens)) {
         // Unpinning may reorder the queue (a program losing its pin drops back), so look at the head again.
-        if (this.sacrificePin(head.programId, head.program, this.running.length > 0)) continue;
+        if (this.pins.sacrifice(head.programId, head.program, this.running.length > 0, this.clock.nowS()))
+          continue;
         this.blockedHead = head;
         this.blockedHeadFreeBlocks = this.kv.pool.numFreeBlocks;
         return;
@@ -559,9 +552,9 @@ export class Scheduler {
   /** Same head as last time, no more free blocks, no pin to give up: the lookup would fail again. */
   private stillBlocked(head: Request): boolean {
     if (head !== this.blockedHead) return false;
-    // Any pin counts, the head's own too: sacrificePin gives it up when it is the last one, and a pin
+    // Any pin counts, the head's own too: PinBook.sacrifice gives it up when it is the last one, and a pin
     // created since (an overlapping turn of the head's program) may also be a prefix hit for the head.
-    return this.pinned.size === 0 && this.kv.pool.numFreeBlocks <= this.blockedHeadFreeBlocks;
+    return this.pins.size === 0 && this.kv.pool.numFreeBlocks <= this.blockedHeadFreeBlocks;
   }
 
   /** A preempted request whose sequence grew past the whole pool can never run again. */
@@ -618,7 +611,7 @@ export class Scheduler {
     this.kv.admit(request, match);
     if (program.pin) {
       this.stats.pinsReused++;
-      this.releasePin(program, "reused");
+      this.pins.release(program, "reused", nowS);
     }
     const wasPreempted = request.preempted;
     request.status = "running";
@@ -724,7 +717,7 @@ export class Scheduler {
     this.tracker.onRequestFinished(program.id, tool, nowS);
     if (request.isLastStep) {
       this.releaseRequestKv(request, "last_step");
-      if (program.pin) this.releasePin(program, "last_step");
+      if (program.pin) this.pins.release(program, "last_step", nowS);
       this.endProgram(program);
       return;
     }
@@ -737,7 +730,7 @@ export class Scheduler {
     // A turn that outlives its program's last step (overlapping requests) has no next turn to pin for; a TTL
     // too small to move the clock past now (a tool seen taking 5e-324 s) would be a pin already expired.
     if (retention.kind === "pin" && nowS + retention.ttlS > nowS && !program.ended) {
-      this.pin(request, program, retention.ttlS, nowS);
+      this.pins.pin(request, program, retention.ttlS, nowS);
     } else {
       this.releaseRequestKv(request, "finished");
       this.markUnheld(program, nowS);
@@ -750,122 +743,9 @@ export class Scheduler {
     }
   }
 
-  private pin(request: Request, program: Program, ttlS: number, nowS: number): void {
-    if (program.pin) this.releasePin(program, "reused");
-    const pin: Pin = {
-      programId: program.id,
-      requestId: request.id,
-      blockIds: request.blockIds,
-      tokens: request.numComputedTokens,
-      pinnedS: nowS,
-      ttlS,
-      expiresS: nowS + ttlS,
-    };
-    this.kv.writeThrough(request);
-    request.blockIds = [];
-    request.numCachedBlocks = 0;
-    program.pin = pin;
-    this.pendingPins.push({
-      requestId: request.id,
-      programId: program.id,
-      tokens: pin.tokens,
-      expiresS: pin.expiresS,
-    });
-    this.pinned.add(program);
-    this.pinVictims.push(-this.policy.pinVictimRank(program), pin);
-    this.stats.pinsCreated++;
-    this.record({ kind: "pinned", programId: program.id, requestId: request.id, timeS: nowS, ttlS });
-    if (program.numWaiting > 0) this.reprioritizeProgram(program);
-  }
-
-  private releasePin(program: Program, reason: "expired" | "reused" | "last_step" | "victim"): void {
-    const pin = program.pin;
-    if (!pin) return;
-    program.pin = null;
-    this.pinned.delete(program);
-    this.kv.freeBlocks(pin.blockIds);
-    this.pendingReleases.push({
-      requestId: pin.requestId,
-      programId: program.id,
-      holder: "pin",
-      reason,
-      tokens: pin.tokens,
-    });
-    this.record({
-      kind: "unpinned",
-      programId: program.id,
-      requestId: pin.requestId,
-      timeS: this.clock.nowS(),
-      reason,
-    });
-    if (program.numWaiting > 0) this.reprioritizeProgram(program);
-    this.markUnheld(program, this.clock.nowS());
-    this.forgetIfIdle(program);
-  }
-
   /** Expires pins that are due, outside a step (an idle engine's timer). */
   expireDuePins(): void {
-    this.expirePins(this.clock.nowS());
-  }
-
-  private expirePins(nowS: number): void {
-    if (this.pinned.size === 0) return;
-    for (const program of this.pinned) {
-      const pin = program.pin as Pin;
-      if (pin.expiresS <= nowS && program.numWaiting === 0) {
-        this.stats.pinsExpired++;
-        this.releasePin(program, "expired");
-      }
-    }
-  }
-
-  /**
-   * Unpins the policy's preferred victim for `requester`'s turn (never `sparedProgramId` while others
-   * exist). Under the policy's "ranked-after" rule, while others run, only a pin ranked as a victim ahead
-   * of the requester's program may go.
-   */
-  private sacrificePin(sparedProgramId: string | null, requester: Program, othersRun: boolean): boolean {
-    const rankFloor =
-      this.policy.pinSacrifice === "ranked-after" && othersRun
-        ? this.policy.pinVictimRank(requester)
-        : Number.NEGATIVE_INFINITY;
-    let spared: { key: number; pin: Pin } | null = null;
-    let chosen: Pin | null = null;
-    while (this.pinVictims.size > 0) {
-      const key = this.pinVictims.peekKey() as number;
-      const pin = this.pinVictims.pop() as Pin;
-      const program = this.programs.get(pin.programId);
-      if (!program || program.pin !== pin) continue;
-      if (program.id === sparedProgramId) {
-        spared = { key, pin };
-        continue;
-      }
-      // The heap pops the largest rank first: once one is not ahead of the requester, none is.
-      if (-key <= rankFloor) {
-        this.pinVictims.push(key, pin);
-        break;
-      }
-      chosen = pin;
-      break;
-    }
-    if (spared) {
-      if (chosen || rankFloor > Number.NEGATIVE_INFINITY) this.pinVictims.push(spared.key, spared.pin);
-      else chosen = spared.pin;
-    }
-    if (!chosen) return false;
-    this.stats.pinsSacrificed++;
-    this.releasePin(this.programs.get(chosen.programId) as Program, "victim");
-    return true;
-  }
-
-  /** Drops heap entries of pins released by expiry or reuse, so the heap stays O(live pins). */
-  private compactPinVictims(): void {
-    if (this.pinVictims.size <= 2 * this.pinned.size + 64) return;
-    const fresh = new MinHeap<Pin>();
-    for (const program of this.pinned) {
-      if (program.pin) fresh.push(-this.policy.pinVictimRank(program), program.pin);
-    }
-    this.pinVictims = fresh;
+    this.pins.expireDue(this.clock.nowS());
   }
 
   /** A request leaves the running set: its blocks go back to the pool, its executor's sequence with them. */
@@ -886,7 +766,7 @@ export class Scheduler {
     this.policy.onProgramEnded?.(program);
     this.ttl.memoryfulness.observeFinishedProgram(program.numFinished);
     this.tracker.forgetProgram(program.id);
-    this.forgetIfIdle(program);
+    this.programs.forgetIfDone(program);
   }
 
   private toolOf(request: Request): string | null {
@@ -953,36 +833,6 @@ export class Scheduler {
     let tokens = 0;
     for (const request of this.running) tokens += request.numComputedTokens;
     return tokens;
-  }
-
-  private forgetIfIdle(program: Program): void {
-    if (program.ended && program.pin === null && program.numWaiting === 0 && program.numRunning === 0) {
-      if (this.programs.get(program.id) === program) this.programs.delete(program.id);
-    }
-  }
-
-  /** The program table is bounded: idle programs leave early to make room, else the new one is refused. */
-  private makeRoomForProgram(nowS: number): void {
-    if (this.programs.size < this.maxPrograms) return;
-    this.forgetIdlePrograms(nowS, 0);
-    if (this.programs.size >= this.maxPrograms) {
-      throw new RequestRejectedError(
-        `${this.programs.size} programs hold requests or pinned KV (the limit); retry when some end`,
-        "too_many_programs",
-      );
-    }
-  }
-
-  private forgetIdlePrograms(nowS: number, idleTimeoutS = this.programIdleTimeoutS): void {
-    for (const program of this.programs.values()) {
-      const idle = program.pin === null && program.numWaiting === 0 && program.numRunning === 0;
-      // A program whose requests were all aborted never finished one: idle since it arrived.
-      const lastActiveS = program.lastFinishS ?? program.firstArrivalS;
-      if (idle && nowS - lastActiveS >= idleTimeoutS) {
-        this.programs.delete(program.id);
-        this.tracker.forgetProgram(program.id);
-      }
-    }
   }
 
   private record(event: Parameters<EventRecorder["record"]>[0]): void {
