@@ -26,6 +26,8 @@ export interface RequestSpec {
    * its earlier turns). Absent: not known (a raw-text prompt).
    */
   readonly priorTurns?: number;
+  /** when the request reached the server, if before the scheduler was given it (a serving loop's inbox) */
+  readonly arrivalS?: number;
 }
 
 /** One LLM call in flight. Mutable state is owned by the scheduler; everyone else reads it. */

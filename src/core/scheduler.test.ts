@@ -56,6 +56,24 @@ describe("Scheduler: batching", () => {
     assert.equal(scheduler.hasUnfinishedRequests(), false);
   });
 
+  it("requests the executor reports failed end as aborted in update(), their chunks not counted, their KV freed", () => {
+    const { scheduler } = testScheduler(vllm(), { numBlocks: 64 });
+    const a = addRequest(scheduler, "A", 32, { maxOutputTokens: 5 });
+    const b = addRequest(scheduler, "B", 32, { maxOutputTokens: 5 });
+    const plan = scheduler.schedule();
+    const { finished, kvChanges } = scheduler.update(plan, { durationS: 0.01, failed: new Set(["A"]) });
+    assert.deepEqual(finished, []);
+    assert.equal(a.status, "aborted");
+    assert.equal(a.numComputedTokens, 0, "the failed step's chunk is not counted");
+    assert.equal(b.numComputedTokens, 32);
+    assert.deepEqual(
+      kvChanges.released.map((r) => [r.requestId, r.reason]),
+      [["A", "aborted"]],
+    );
+    scheduler.checkInvariants();
+    assert.equal(scheduler.kvUsageFraction(), 2 / 64, "only B's two blocks are held");
+  });
+
   it("chunked prefill: a long prompt takes several steps, each within maxNumBatchedTokens", () => {
     const { scheduler, clock } = testScheduler(vllm(), { numBlocks: 64, maxNumBatchedTokens: 64 });
     const a = addRequest(scheduler, "A", 200, { maxOutputTokens: 2 });

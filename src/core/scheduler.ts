@@ -274,9 +274,10 @@ export class Scheduler {
     const nowS = this.clock.nowS();
     const programId = spec.programId ?? `anonymous:${spec.requestId}`;
     const program = this.programs.programFor(programId, nowS);
-    const sample = this.tracker.onRequestArrived(programId, nowS);
+    const arrivalS = Math.min(spec.arrivalS ?? nowS, nowS);
+    const sample = this.tracker.onRequestArrived(programId, arrivalS);
     if (sample) this.ttl.tools.record(sample.tool, sample.durationS);
-    const request = new Request(spec, program, nowS, this.nextSequenceNumber++);
+    const request = new Request(spec, program, arrivalS, this.nextSequenceNumber++);
     program.contextTokens = spec.promptTokens;
     if (program.unheldSinceS !== null) {
       program.unheldS += nowS - program.unheldSinceS;
@@ -374,6 +375,7 @@ export class Scheduler {
     this.ctx.nowS = nowS;
     const finished: Request[] = this.finishedOutsideUpdate;
     this.finishedOutsideUpdate = [];
+    for (const requestId of result.failed ?? []) this.abort(requestId);
     for (const request of plan.admitted) this.accountAdmission(request, plan.nowS, result);
     for (const chunk of plan.chunks) {
       const request = chunk.request;

@@ -92,4 +92,9 @@ export interface StepResult {
    * and computed again in this step (a real engine that had to drop a sequence). Missing: none.
    */
   readonly recomputed?: ReadonlyMap<string, number>;
+  /**
+   * Request ids the executor could not carry (a step that threw, a sampler it could not set up): their KV is
+   * not trusted and their clients were told; update() ends them as aborted and counts none of their chunks.
+   */
+  readonly failed?: ReadonlySet<string>;
 }

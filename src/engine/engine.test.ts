@@ -123,6 +123,8 @@ describe("engine over the fake runner", () => {
       assert.equal(engine.endProgram("job"), true);
       assert.equal(engine.endProgram("job"), false, "already ended");
       assert.equal(engine.endProgram("nobody"), false);
+      // the scheduler hears of it at the loop's next turn
+      for (let i = 0; i < 50 && engine.scheduler.numPinnedPrograms > 0; i++) await sleep(5);
       assert.equal(engine.scheduler.numPinnedPrograms, 0);
       for (let i = 0; i < 50 && engine.kv.slots.some((s) => s.pinned); i++) await sleep(5);
       assert.equal(engine.kv.slots.filter((s) => s.pinned).length, 0, "the idle loop released the slot");
@@ -149,6 +151,8 @@ describe("engine over the fake runner", () => {
       }
       assert.equal(done?.finishReason, "abort");
       assert.ok(done && done.text.length >= 20 && /^y+$/.test(done.text));
+      // the stream ends at once; the scheduler drops the request at the loop's next turn
+      for (let i = 0; i < 50 && engine.metrics().running > 0; i++) await sleep(5);
       const m = engine.metrics();
       assert.equal(m.running, 0);
       assert.equal(m.waiting, 0);
@@ -472,5 +476,43 @@ describe("engine over the fake runner", () => {
         assert.notEqual(costs.reloadS(1000, "cpu"), prior);
       },
     );
+  });
+  test("every scheduler change happens inside the step loop: arrivals, aborts, disconnects, program ends", async () => {
+    await withEngine({ policy: fixedTtlPolicy(60), stepDelayMs: 1 }, async (engine) => {
+      const scheduler = engine.scheduler as unknown as Record<string, (...args: unknown[]) => unknown>;
+      const calls: { method: string; inLoop: boolean }[] = [];
+      for (const method of ["addRequest", "abort", "endProgramById", "schedule", "update", "expireDuePins"]) {
+        const original = scheduler[method] as (...args: unknown[]) => unknown;
+        scheduler[method] = function (this: unknown, ...args: unknown[]) {
+          const stack = new Error().stack ?? "";
+          calls.push({ method, inLoop: /StepLoop\.(next|complete)/.test(stack) });
+          return original.apply(this, args);
+        };
+      }
+      const finished = run(engine, request("p1", "a turn that calls a tool", { programId: "job" }));
+      const aborted = new AbortController();
+      const long = engine.generate(
+        request("long", "a long answer", { sampling: { maxTokens: 4000 } }),
+        aborted.signal,
+      );
+      const disconnected = engine.generate(
+        request("gone", "another long answer", { sampling: { maxTokens: 4000 } }),
+        new AbortController().signal,
+      );
+      for await (const event of disconnected) if (event.type === "delta") break;
+      let deltas = 0;
+      for await (const event of long) if (event.type === "delta" && ++deltas === 3) aborted.abort();
+      await finished;
+      assert.equal(engine.endProgram("job"), true);
+      for (let i = 0; i < 100 && engine.scheduler.numPinnedPrograms > 0; i++) await sleep(5);
+      const called = new Set(calls.map((c) => c.method));
+      for (const method of ["addRequest", "abort", "endProgramById", "schedule", "update"])
+        assert.ok(called.has(method), `${method} was called`);
+      assert.deepEqual(
+        calls.filter((c) => !c.inLoop),
+        [],
+        "scheduler methods called outside StepLoop.next/complete",
+      );
+    });
   });
 });

@@ -1,0 +1,78 @@
+import type { TokenIdContent } from "../core/kv/token-content.js";
+import type { Request, RequestSpec } from "../core/request.js";
+import type { FinishReason, GenerateEvent, GenerateRequest } from "./engine-api.js";
+import type { EventChannel } from "./event-channel.js";
+import type { OutputText } from "./output-text.js";
+
+/** A generate() call in flight: its scheduler request, its tokens, its text so far and its stream. */
+export interface ActiveRequest {
+  readonly spec: GenerateRequest;
+  /** what the scheduler is given when the loop delivers the request */
+  readonly requestSpec: RequestSpec;
+  /** the scheduler's request, from its delivery on (null while posted) */
+  request: Request | null;
+  readonly content: TokenIdContent;
+  readonly output: OutputText;
+  readonly channel: EventChannel<GenerateEvent>;
+  readonly signal: AbortSignal;
+  readonly onAbort: () => void;
+  firstAdmittedS: number | null;
+  done: boolean;
+}
+
+/** The generate() calls in flight, by request id. */
+export type ActiveRequests = Map<string, ActiveRequest>;
+
+/** The request's stream fails with `error` (a failed step, a bad sampler); it leaves the table. */
+export function failActive(active: ActiveRequest, table: ActiveRequests, error: unknown): void {
+  if (active.done) return;
+  active.done = true;
+  table.delete(active.spec.requestId);
+  active.signal.removeEventListener("abort", active.onAbort);
+  active.channel.fail(error);
+}
+
+function tokenIdsOf(content: TokenIdContent, promptTokens: number): { prompt: number[]; output: number[] } {
+  const ids = Array.from({ length: content.length }, (_, pos) => content.tokenAt(pos));
+  return { prompt: ids.slice(0, promptTokens), output: ids.slice(promptTokens) };
+}
+
+/** The done event of a request that ended for `reason` at `nowS`: usage and timings as the scheduler saw them. */
+export function doneEvent(active: ActiveRequest, reason: FinishReason, nowS: number): GenerateEvent {
+  const r = active.request;
+  if (r === null) return abortedBeforeStart(active.requestSpec.promptTokens);
+  const finishS = r.finishS ?? nowS;
+  const e2eS = Math.max(0, finishS - r.arrivalS);
+  const admittedS = active.firstAdmittedS ?? r.admittedS;
+  return {
+    type: "done",
+    finishReason: reason,
+    text: reason === "abort" ? active.output.emittedText : active.output.text,
+    stopSequence: reason === "stop" ? active.output.stopString : null,
+    usage: {
+      promptTokens: r.promptTokens,
+      completionTokens: r.numOutputTokens,
+      cachedTokens: r.cachedTokens ?? 0,
+    },
+    queueS: Math.max(0, (admittedS ?? finishS) - r.arrivalS),
+    ttftS: r.firstTokenS === null ? null : Math.max(0, r.firstTokenS - r.arrivalS),
+    e2eS,
+    programJctS:
+      active.spec.isLastStep && reason !== "abort" ? Math.max(0, finishS - r.program.firstArrivalS) : null,
+    ...(active.spec.returnTokenIds ? { tokenIds: tokenIdsOf(active.content, r.promptTokens) } : {}),
+  };
+}
+
+/** The done event of a request whose client left before it was queued. */
+export function abortedBeforeStart(promptTokens: number): GenerateEvent {
+  return {
+    type: "done",
+    finishReason: "abort",
+    text: "",
+    usage: { promptTokens, completionTokens: 0, cachedTokens: 0 },
+    queueS: 0,
+    ttftS: null,
+    e2eS: 0,
+    programJctS: null,
+  };
+}

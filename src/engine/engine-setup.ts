@@ -1,0 +1,189 @@
+import { CalibratedCostModel } from "../core/calibrated-cost-model.js";
+import type { Clock } from "../core/clock.js";
+import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
+import { GIB, tierConfigs } from "../core/kv/offload-tiers.js";
+import type { SchedulingPolicy } from "../core/policy.js";
+import type { EventRecorder } from "../core/recorder/recorder.js";
+import { Scheduler } from "../core/scheduler.js";
+import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
+import { createPolicy } from "../policies/index.js";
+import { KvSlots } from "./kv-slots.js";
+import { KvTierStore } from "./kv-tier-store.js";
+import type { ModelRunner } from "./model-runner.js";
+import type { StepLogFile } from "./step-log.js";
+
+/** RAM and disk tiers for KV the engine drops from the pool (both optional). */
+export interface EngineTierOptions {
+  readonly cpuBytes?: number;
+  readonly diskBytes?: number;
+  readonly diskDir?: string | null;
+  /** transfer rates the scheduler's cost model assumes for reloads (bytes/s) */
+  readonly cpuBandwidthBps?: number;
+  readonly diskBandwidthBps?: number;
+}
+
+export interface EngineOptions {
+  readonly runner: ModelRunner;
+  /** a policy name (src/policies) or instance */
+  readonly policy: string | SchedulingPolicy;
+  /** running requests at once (default min(64, runner slots / 2)) */
+  readonly maxNumSeqs?: number;
+  /** tokens per step, decodes and prefill chunks together (default 512) */
+  readonly maxNumBatchedTokens?: number;
+  readonly blockSizeTokens?: number;
+  /** KV tokens the scheduler may account for (default: the runner's cells minus a small headroom) */
+  readonly kvPoolTokens?: number;
+  readonly tiers?: EngineTierOptions;
+  /**
+   * Only running sequences stay in the runner's pool; pinned KV waits in the RAM tier (KvSlotsOptions). For a
+   * model on the CPU with a RAM tier, where both are the same memory (default false).
+   */
+  readonly kvRunningOnly?: boolean;
+  /**
+   * PrefillReload for the TTL model, e.g. from a `continuum profile`. Default: prefill priced from the
+   * engine's own steps as they run (CalibratedCostModel), defaultCostModel until it has seen enough.
+   */
+  readonly costs?: CostModel;
+  readonly ttl?: TtlEstimatorOptions;
+  /** waiting requests beyond which new ones are refused as overloaded (default 1024) */
+  readonly maxWaiting?: number;
+  /** programs kept at most (default 65536): idle ones are forgotten early, then new ones get 429 */
+  readonly maxPrograms?: number;
+  readonly recorder?: EventRecorder;
+  readonly clock?: Clock;
+  /** one record per executed step (`serve --step-log`) */
+  readonly stepLog?: StepLogFile;
+  /** close the runner at shutdown (default true) */
+  readonly closeRunner?: boolean;
+}
+
+const DEFAULT_CPU_BANDWIDTH_BPS = 4e9;
+const DEFAULT_DISK_BANDWIDTH_BPS = 1e9;
+
+/** Prefill of a small CPU model: ~5k tokens/s plus 5 ms per call (a profile file replaces it). */
+export function defaultCostModel(kvBytesPerToken: number, tiers: EngineTierOptions = {}): CostModel {
+  return quadraticCostModel({
+    prefillQuadratic: { a: 0, b: 2e-4, c: 0.005 },
+    kvBytesPerToken,
+    reloadBandwidthBps: {
+      cpu: tiers.cpuBandwidthBps ?? DEFAULT_CPU_BANDWIDTH_BPS,
+      disk: tiers.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
+    },
+  });
+}
+
+/** What an engine is made of, sized from its options and its runner. */
+export interface EngineParts {
+  readonly scheduler: Scheduler;
+  readonly kv: KvSlots;
+  readonly tierStore: KvTierStore | null;
+  readonly costs: CostModel;
+  readonly calibratedCosts: CalibratedCostModel | null;
+  readonly blockSizeTokens: number;
+  /** the longest sequence (prompt and output) the pool and the runner hold */
+  readonly maxContextTokens: number;
+  /** one line for the banner: pool, streams, tiers */
+  readonly kvSummary: string;
+}
+
+/**
+ * The scheduler's pool sized to the runner's cells (less a small headroom), its run slots to the runner's
+ * sequence slots (one kept for resident KV), the tiers, the TTL model's costs, and the KV mapping between the
+ * scheduler's blocks and the runner's sequences.
+ */
+export function buildEngineParts(options: EngineOptions, clock: Clock): EngineParts {
+  const runner = options.runner;
+  const recorder = options.recorder ?? null;
+  const b = options.blockSizeTokens ?? 16;
+  const headroom = Math.min(256, Math.floor(runner.kvCells / 64));
+  const poolTokens = Math.min(options.kvPoolTokens ?? runner.kvCells - headroom, runner.kvCells);
+  const numBlocks = Math.floor(poolTokens / b);
+  if (numBlocks < 2) throw new Error(`KV pool of ${poolTokens} tokens is too small`);
+  // a running request needs a slot; keep at least one for resident (pinned / cached) KV
+  const maxNumSeqs = options.maxNumSeqs ?? Math.max(1, Math.min(64, Math.floor(runner.maxSeqs / 2)));
+  if (maxNumSeqs > runner.maxSeqs - 1) {
+    throw new Error(`maxNumSeqs ${maxNumSeqs} needs more than the runner's ${runner.maxSeqs} slots`);
+  }
+  const maxContextTokens = Math.min(runner.maxContextTokens, numBlocks * b);
+
+  const tierOpts = options.tiers ?? {};
+  const maxNumBatchedTokens = options.maxNumBatchedTokens ?? 512;
+  const calibratedCosts = options.costs
+    ? null
+    : new CalibratedCostModel(defaultCostModel(runner.kvBytesPerToken, tierOpts), maxNumBatchedTokens);
+  const costs = options.costs ?? (calibratedCosts as CalibratedCostModel);
+  const cpuBytes = Math.max(0, Math.floor(tierOpts.cpuBytes ?? 0));
+  const diskBytes = Math.max(0, Math.floor(tierOpts.diskBytes ?? 0));
+  const tiers = tierConfigs({
+    cpuBytes,
+    diskBytes,
+    cpuBandwidthBps: tierOpts.cpuBandwidthBps ?? DEFAULT_CPU_BANDWIDTH_BPS,
+    diskBandwidthBps: tierOpts.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
+  });
+  const gib = (bytes: number) => `${Number((bytes / GIB).toFixed(2))} GiB`;
+  const kvSummary = [
+    `${numBlocks * b} KV tokens`,
+    ...(runner.kvLayout === "streams"
+      ? [
+          `${runner.maxSeqs} streams of ${Math.floor(runner.kvCells / runner.maxSeqs)} (longest sequence ${maxContextTokens - 1} tokens)`,
+        ]
+      : []),
+    ...(cpuBytes > 0 ? [`RAM tier ${gib(cpuBytes)}`] : []),
+    ...(diskBytes > 0 ? [`disk tier ${gib(diskBytes)}`] : []),
+  ].join(", ");
+  const tierStore =
+    tiers.length > 0
+      ? new KvTierStore({
+          cpuBytes,
+          diskBytes,
+          diskDir: tierOpts.diskDir ?? null,
+          blockSizeTokens: b,
+          ...(runner.allocateStateBuffer ? { allocateState: runner.allocateStateBuffer.bind(runner) } : {}),
+        })
+      : null;
+
+  const policy = typeof options.policy === "string" ? createPolicy(options.policy) : options.policy;
+  const scheduler = new Scheduler(
+    {
+      numBlocks,
+      blockSizeTokens: b,
+      maxNumBatchedTokens,
+      maxNumSeqs,
+      kvBytesPerToken: runner.kvBytesPerToken,
+      tiers,
+      costs,
+      ...(options.ttl ? { ttl: options.ttl } : {}),
+      ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
+    },
+    { clock, policy, ...(recorder ? { recorder } : {}) },
+  );
+  const kv = new KvSlots(
+    runner,
+    tierStore,
+    b,
+    recorder
+      ? (slot, savedTo) => {
+          // the engine dropping KV (pinned or cached) from the pool, and where it went
+          const base = { programId: slot.programId, requestId: slot.requestId, timeS: clock.nowS() };
+          if (savedTo) recorder.record({ ...base, kind: "offloaded", tokens: slot.length, tier: savedTo });
+          recorder.record({ ...base, kind: "evicted", tokens: slot.length });
+        }
+      : null,
+    {
+      runningOnly: options.kvRunningOnly ?? false,
+      ...(calibratedCosts
+        ? { onRestore: (tier, tokens, s) => calibratedCosts.observeReload(tier, tokens, s) }
+        : {}),
+    },
+  );
+  return {
+    scheduler,
+    kv,
+    tierStore,
+    costs,
+    calibratedCosts,
+    blockSizeTokens: b,
+    maxContextTokens,
+    kvSummary,
+  };
+}

@@ -1,0 +1,215 @@
+import type { CalibratedCostModel } from "../core/calibrated-cost-model.js";
+import type { Clock } from "../core/clock.js";
+import type { TokenIdContent } from "../core/kv/token-content.js";
+import type { Request } from "../core/request.js";
+import type { Executor } from "../core/step-loop.js";
+import type { KvChanges, SampledToken, ScheduledChunk, StepPlan, StepResult } from "../core/step-plan.js";
+import { type ActiveRequests, failActive } from "./active-request.js";
+import { EngineRejection, type SamplingParams } from "./engine-api.js";
+import type { KvSlots } from "./kv-slots.js";
+import { type ModelRunner, RunnerBatch, type RunnerSampling } from "./model-runner.js";
+import type { StepLogFile } from "./step-log.js";
+
+/** Counters of the engine's executor (for benchmarks and the TS overhead measurement). */
+export interface EngineLoopStats {
+  steps: number;
+  /** rows sent to the runner: prefill (prompt and recompute) and decode tokens */
+  batchedTokens: number;
+  sampledTokens: number;
+  /** wall time of steps, and the part the runner reported as model compute */
+  stepWallS: number;
+  computeS: number;
+  failedSteps: number;
+}
+
+export interface LlamaExecutorDeps {
+  readonly runner: ModelRunner;
+  readonly kv: KvSlots;
+  /** the generate() calls in flight; the executor streams their tokens and fails them when a step fails */
+  readonly active: ActiveRequests;
+  readonly clock: Clock;
+  /** the TTL model's prices, learnt from the steps run (null: the caller gave fixed costs) */
+  readonly calibratedCosts: CalibratedCostModel | null;
+  readonly stepLog: StepLogFile | null;
+}
+
+function toRunnerSampling(s: SamplingParams): RunnerSampling | null {
+  const logitBias = s.logitBias ?? [];
+  if (s.temperature <= 0 && s.grammar === null && logitBias.length === 0) return null;
+  return {
+    temperature: s.temperature,
+    topK: s.topK,
+    topP: s.topP,
+    minP: s.minP,
+    seed: s.seed,
+    grammar: s.grammar,
+    logitBias,
+  };
+}
+
+/**
+ * The step loop's executor on llama.cpp: follow the plan's KV ownership changes, materialise admitted
+ * requests' prefixes in runner slots, then ONE batch of every chunk (decode tokens, prefill chunks, and
+ * whatever admitted prefix the engine no longer held); sampled tokens are detokenized, checked against
+ * stop strings, EOS and max tokens, and streamed. What went wrong is said in the StepResult (`failed`,
+ * `recomputed`): the scheduler changes only in its own update().
+ */
+export class LlamaExecutor implements Executor<Promise<StepResult>> {
+  readonly stats: EngineLoopStats = {
+    steps: 0,
+    batchedTokens: 0,
+    sampledTokens: 0,
+    stepWallS: 0,
+    computeS: 0,
+    failedSteps: 0,
+  };
+  private readonly batch = new RunnerBatch(1024);
+
+  constructor(private readonly deps: LlamaExecutorDeps) {}
+
+  applyKvChanges(changes: KvChanges): void {
+    this.deps.kv.apply(changes);
+  }
+
+  async execute(plan: StepPlan): Promise<StepResult> {
+    const { kv, runner } = this.deps;
+    const t0 = performance.now();
+    const startS = this.deps.clock.nowS();
+    const restoredBefore = kv.stats.restoredTokens;
+    kv.apply(plan);
+    let computeS = 0;
+    const sampled = new Map<string, SampledToken>();
+    const recomputed = new Map<string, number>();
+    const failed = new Set<string>();
+    const inBatch: { chunk: ScheduledChunk; rows: number }[] = [];
+    try {
+      await this.admit(plan, recomputed, failed);
+      await kv.spillCache();
+      const batch = this.batch;
+      batch.clear();
+      for (const chunk of plan.chunks) {
+        const request = chunk.request;
+        if (request.status !== "running" || failed.has(request.id)) continue;
+        const slot = kv.slotOf(request);
+        if (!slot) throw new Error(`running request ${request.id} has no sequence slot`);
+        if (slot.length > chunk.startToken) kv.truncate(slot, chunk.startToken);
+        const from = slot.length;
+        const end = chunk.startToken + chunk.numTokens;
+        const content = request.content as TokenIdContent;
+        for (let pos = from; pos < end; pos++) {
+          batch.add(content.tokenAt(pos), pos, slot.seqId, chunk.samples && pos === end - 1);
+        }
+        inBatch.push({ chunk, rows: end - from });
+      }
+      if (batch.length > 0) {
+        await kv.ensureFree(batch.length);
+        const result = await runner.execute(batch);
+        computeS = result.computeS;
+        for (const { chunk, rows } of inBatch) {
+          const slot = kv.slotOf(chunk.request);
+          if (slot) kv.extend(slot, rows);
+        }
+        for (const out of result.outputs) this.onSample(out.seqId, out.token, out.isEog, sampled);
+        this.stats.batchedTokens += batch.length;
+        this.stats.sampledTokens += result.outputs.length;
+      }
+    } catch (error) {
+      sampled.clear();
+      this.failStep(plan, error, failed);
+    }
+    const durationS = (performance.now() - t0) / 1000;
+    const ran = inBatch.map(({ chunk, rows }) => [rows, chunk.startToken + chunk.numTokens - rows] as const);
+    this.deps.calibratedCosts?.observe(ran, computeS);
+    this.deps.stepLog?.log({
+      t: startS,
+      wallS: durationS,
+      computeS,
+      planned: plan.chunks.map((c) => [c.numTokens, c.contextTokens] as const),
+      ran,
+      restoredTokens: kv.stats.restoredTokens - restoredBefore,
+    });
+    this.stats.steps++;
+    this.stats.stepWallS += durationS;
+    this.stats.computeS += computeS;
+    return { durationS, sampled, recomputed, ...(failed.size > 0 ? { failed } : {}) };
+  }
+
+  /** Slots for newly admitted requests, their prefix materialised, their sampler set. */
+  private async admit(plan: StepPlan, recomputed: Map<string, number>, failed: Set<string>): Promise<void> {
+    if (plan.admitted.length === 0) return;
+    const { kv, runner, active: table } = this.deps;
+    const startOf = new Map<Request, number>();
+    for (const chunk of plan.chunks)
+      if (!startOf.has(chunk.request)) startOf.set(chunk.request, chunk.startToken);
+    for (const request of plan.admitted) {
+      if (request.status !== "running") continue;
+      const active = table.get(request.id);
+      const { slot, recomputedTokens } = await kv.admit(
+        request,
+        startOf.get(request) ?? request.numComputedTokens,
+      );
+      if (recomputedTokens > 0) recomputed.set(request.id, recomputedTokens);
+      if (!active || active.request !== request) continue;
+      active.firstAdmittedS ??= request.admittedS;
+      try {
+        runner.setSampler(slot.seqId, toRunnerSampling(active.spec.sampling));
+        if (active.spec.sampling.grammar !== null) {
+          // a re-admitted (preempted) request's grammar resumes after the output it already has
+          for (let pos = request.promptTokens; pos < active.content.length; pos++) {
+            runner.acceptToken(slot.seqId, active.content.tokenAt(pos));
+          }
+        }
+      } catch (error) {
+        failed.add(request.id);
+        failActive(
+          active,
+          table,
+          new EngineRejection(`sampling setup failed: ${(error as Error).message}`, "invalid_request"),
+        );
+      }
+    }
+  }
+
+  /** A sampled token of a slot: output text, stop checks, stream delta. */
+  private onSample(seqId: number, token: number, isEog: boolean, sampled: Map<string, SampledToken>): void {
+    const { kv, runner, active: table } = this.deps;
+    const request = kv.slots[seqId]?.owner;
+    if (request?.status !== "running") return;
+    const active = table.get(request.id);
+    if (!active || active.request !== request || active.done) return;
+    active.content.append(token);
+    let delta: string;
+    let stop: boolean;
+    if ((isEog || runner.isEog(token)) && !active.spec.sampling.ignoreEos) {
+      delta = active.output.finish();
+      stop = true;
+    } else {
+      const pushed = active.output.push(runner.tokenPiece(token));
+      delta = pushed.delta;
+      stop = pushed.stopped;
+    }
+    const lastToken = request.numOutputTokens + 1 >= request.maxOutputTokens;
+    if (!stop && lastToken) delta += active.output.finish();
+    if (delta.length > 0) active.channel.push({ type: "delta", text: delta });
+    if (stop || lastToken) sampled.set(request.id, { stop, text: active.output.text });
+  }
+
+  /**
+   * A step that threw: every request of the plan fails (update() would otherwise count chunks that never
+   * ran as computed), its KV is dropped (it may be half written); serving goes on.
+   */
+  private failStep(plan: StepPlan, error: unknown, failed: Set<string>): void {
+    this.stats.failedSteps++;
+    const { kv, active: table } = this.deps;
+    const err = error instanceof Error ? error : new Error(String(error));
+    const victims = new Set<Request>(plan.admitted);
+    for (const chunk of plan.chunks) victims.add(chunk.request);
+    for (const request of victims) {
+      const slot = kv.slotOf(request);
+      if (slot) kv.drop(slot);
+      failed.add(request.id);
+      const active = table.get(request.id);
+      if (active && active.request === request) failActive(active, table, err);
+    }
+  }
+}
