@@ -126,6 +126,22 @@ export interface EngineMetrics {
   readonly prefill1kTokensS: number;
   /** what it prices bringing 1024 tokens back from the RAM tier at */
   readonly ramReload1kTokensS: number;
+  /** what the engine holds in this process's memory, by owner (`continuum:memory_bytes`) */
+  readonly memory: EngineMemory;
+}
+
+/** Bytes of host memory the engine holds, by owner; the rest of the process's RSS is the JS heap and runtime. */
+export interface EngineMemory {
+  /** the model's weights, when they live in RAM (a model on the CPU) */
+  readonly modelBytes: number;
+  /** llama.cpp's KV pool, when it lives in RAM */
+  readonly kvPoolBytes: number;
+  /** saved sequence states held by the RAM tier (bounded by --cpu-offload-gb) */
+  readonly ramTierBytes: number;
+  /** buffers kept for reuse by later saves */
+  readonly stateBufferBytes: number;
+  /** programs in the scheduler's table (their state lives on the JS heap) */
+  readonly programs: number;
 }
 
 /** Why the engine refuses a request; the server maps each code to a status. */

@@ -389,6 +389,9 @@ describe("engine over the fake runner", () => {
           await Promise.all(others);
         }
         assert.ok(engine.kvStats().savedToTier > 0, "something was saved to the tier");
+        const memory = engine.metrics().memory;
+        assert.ok(memory.ramTierBytes > 0 && memory.ramTierBytes <= 64 << 20, JSON.stringify(memory));
+        assert.ok(memory.kvPoolBytes > 0, "the fake runner's pool counts as RAM");
         const prompt2 = engine.renderChat([
           ...turn1,
           { role: "assistant", content: first.done.text },

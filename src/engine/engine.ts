@@ -270,6 +270,13 @@ export class Engine implements EngineService {
       pinsSacrificed: s.stats.pinsSacrificed,
       prefill1kTokensS: this.costs.prefillS(1024),
       ramReload1kTokensS: this.costs.reloadS(1024, "cpu"),
+      memory: {
+        modelBytes: this.device.layersOffloaded === 0 ? this.runner.weightBytes : 0,
+        kvPoolBytes: this.device.kvCache === "cpu" ? this.runner.kvCells * this.runner.kvBytesPerToken : 0,
+        ramTierBytes: this.tierStore?.usage.cpuBytes ?? 0,
+        stateBufferBytes: this.tierStore?.buffers.freeBytes ?? 0,
+        programs: s.numLivePrograms,
+      },
     };
   }
 

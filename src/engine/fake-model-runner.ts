@@ -119,6 +119,8 @@ export class FakeModelRunner implements ModelRunner {
   readonly vocabSize = FAKE_EOS + 1;
   readonly chatTemplate: ModelChatTemplate = NO_CHAT_TEMPLATE;
   readonly device: DeviceInfo = cpuDeviceInfo();
+  /** no weights: replies are scripted */
+  readonly weightBytes = 0;
   /** execute() calls and rows, for tests */
   executeCalls = 0;
   executedRows = 0;

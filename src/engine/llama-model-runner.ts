@@ -86,6 +86,7 @@ export class LlamaModelRunner implements ModelRunner {
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  readonly weightBytes: number;
   readonly vocabSize: number;
   readonly chatTemplate: ModelChatTemplate;
   /** native decode calls and their summed time, for overhead measurements */
@@ -113,6 +114,7 @@ export class LlamaModelRunner implements ModelRunner {
       info.nCtxSeq,
     );
     this.kvBytesPerToken = info.kvBytesPerToken ?? model.info.kvBytesPerTokenF16 ?? 0;
+    this.weightBytes = model.info.sizeBytes;
     this.decodeBatch = new DecodeBatch(info.nBatch);
     this.vocabSize = model.info.nVocab;
     this.pieces = new Array(model.info.nVocab);

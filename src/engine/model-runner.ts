@@ -119,6 +119,8 @@ export interface ModelRunner {
   /** longest sequence one slot may hold (the model's context window; with streams, also the slot's stream) */
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  /** the model's weights in bytes (where they live: `device`) */
+  readonly weightBytes: number;
   /** token ids are 0..vocabSize-1 */
   readonly vocabSize: number;
   /** where the model and its KV cache run */

@@ -33,6 +33,13 @@ export class StateBufferPool {
     return buffer;
   }
 
+  /** Bytes of the buffers kept for reuse. */
+  get freeBytes(): number {
+    let bytes = 0;
+    for (const buffer of this.free) bytes += buffer.length;
+    return bytes;
+  }
+
   /** The memory behind a state this pool handed out (what holding the state costs); the state's length otherwise. */
   capacityOf(state: Buffer): number {
     return this.owned.has(state.buffer) ? state.buffer.byteLength : state.length;

@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EngineService, FinishReason, GenerateEvent } from "../engine/engine-api.js";
+import { registerMemoryMetrics } from "./memory-metrics.js";
 import { scrapedCounter, scrapedGauge } from "./scraped-metrics.js";
 import {
   registerVllmGauges,
@@ -109,6 +110,7 @@ export class ServerMetrics {
       1,
     );
 
+    registerMemoryMetrics(registers, () => m().memory);
     registerVllmGauges(registers, m);
     this.vllmTokenLatency = registerVllmTokenLatency(registers);
 

@@ -208,6 +208,7 @@ export class FakeEngine implements EngineService {
       pinsSacrificed: 0,
       prefill1kTokensS: 0.2,
       ramReload1kTokensS: 0.001,
+      memory: { modelBytes: 0, kvPoolBytes: 0, ramTierBytes: 0, stateBufferBytes: 0, programs: 0 },
       ...this.options.metrics,
     };
   }
