@@ -10,6 +10,7 @@ import { profileCommand } from "./profile-command.js";
 import { reproduceCommand } from "./reproduce-command.js";
 import { serveCommand } from "./serve-command.js";
 import { simulateCommand, sweepCommand } from "./simulate-command.js";
+import { stepTimeCommand } from "./step-time-command.js";
 
 const program = new Command("continuum")
   .description("Continuum: multi-turn LLM agent serving with KV-cache time-to-live (CacheTTL)")
@@ -23,6 +24,7 @@ const program = new Command("continuum")
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())
   .addCommand(capacityCommand())
+  .addCommand(stepTimeCommand())
   .addCommand(reproduceCommand())
   .addCommand(benchCommand())
   .addCommand(analyzeCommand())

@@ -60,6 +60,10 @@ export function withLazyPrefillQuadratic(fields: Omit<HardwareProfile, "prefillQ
   };
 }
 
+function rooflineModelOf(gpuId: GpuId, modelId: ModelId): RooflineLatencyModel {
+  return new RooflineLatencyModel(rooflineSpecFor(GPUS[gpuId], MODELS[modelId], TENSOR_PARALLEL[modelId]));
+}
+
 function buildProfile(gpuId: GpuId, modelId: ModelId): HardwareProfile {
   const gpu = GPUS[gpuId];
   const shape = MODELS[modelId];
@@ -74,7 +78,7 @@ function buildProfile(gpuId: GpuId, modelId: ModelId): HardwareProfile {
     gpu: gpuId,
     model: modelId,
     tensorParallel: tp,
-    latency: new RooflineLatencyModel(rooflineSpecFor(gpu, shape, tp)),
+    latency: rooflineModelOf(gpuId, modelId),
     kvBytesPerToken: kvBytes,
     kvCapacityTokens: Math.floor(kvBytesPerGpu / (kvBytes / tp)),
     maxContextTokens: Math.min(shape.contextTokens, Math.floor(kvBytesPerGpu / (kvBytes / tp))),
@@ -97,14 +101,22 @@ function isModelId(id: string): id is ModelId {
   return Object.hasOwn(MODELS, id);
 }
 
+function unknownProfile(gpu: string, model: string): Error {
+  return new Error(
+    `unknown hardware profile ${profileId(gpu, model)}: gpu must be one of ${Object.keys(GPUS).join(", ")}` +
+      ` and model one of ${Object.keys(MODELS).join(", ")}`,
+  );
+}
+
+/** The step model of a shipped profile as a roofline, whose steps split by component (`breakdown`). */
+export function getRooflineModel(gpu: string, model: string): RooflineLatencyModel {
+  if (!isGpuId(gpu) || !isModelId(model)) throw unknownProfile(gpu, model);
+  return rooflineModelOf(gpu, model);
+}
+
 /** The shipped profile for a GPU and model; the same object on every call. */
 export function getProfile(gpu: string, model: string): HardwareProfile {
-  if (!isGpuId(gpu) || !isModelId(model)) {
-    throw new Error(
-      `unknown hardware profile ${profileId(gpu, model)}: gpu must be one of ${Object.keys(GPUS).join(", ")}` +
-        ` and model one of ${Object.keys(MODELS).join(", ")}`,
-    );
-  }
+  if (!isGpuId(gpu) || !isModelId(model)) throw unknownProfile(gpu, model);
   const id = profileId(gpu, model);
   let profile = cache.get(id);
   if (!profile) {

@@ -13,6 +13,11 @@ export interface RooflineSpec {
   readonly lmHeadFlopsPerRow: number;
   readonly hbmBandwidthBps: number;
   readonly weightReadEfficiency: number;
+  /** per layer: fixed time of the small kernels between the GEMMs (norms, RoPE, activation, residual adds) */
+  readonly layerKernelsS: number;
+  /** activation bytes one token moves through those kernels in all layers, and their share of HBM bandwidth */
+  readonly elementwiseBytesPerToken: number;
+  readonly elementwiseEfficiency: number;
   readonly matmulFlops: number;
   readonly matmulEfficiency: number;
   /** p of the p-norm joining the memory and compute bounds; 2 matches Vidur's knee at 128-512 tokens */
@@ -27,6 +32,12 @@ export interface RooflineSpec {
   /** K and V of one token in one layer on this GPU */
   readonly kvBytesPerTokenLayer: number;
   readonly kvReadEfficiency: number;
+  /**
+   * per layer and decode key: tensor-core FLOPs of the decode kernel, whose query tile pads each GQA group
+   * (standard kernel, or the split-KV kernel it runs below splitKvBelowSequences decoding sequences)
+   */
+  readonly decodeAttentionFlopsPerKey: { readonly standard: number; readonly splitKv: number };
+  readonly splitKvBelowSequences: number;
   /** per layer and attention kernel (prefill, decode) that runs in the step */
   readonly attentionKernelS: number;
   readonly tensorParallel: number;
@@ -40,6 +51,7 @@ export interface RooflineSpec {
 export interface StepBreakdown {
   overheadS: number;
   linearS: number;
+  elementwiseS: number;
   lmHeadS: number;
   prefillAttentionS: number;
   decodeAttentionS: number;
@@ -58,11 +70,17 @@ interface Coefficients {
   readonly lmHeadWeightS: number;
   readonly rowComputeS: number;
   readonly kneeExponent: number;
+  readonly smallKernelsS: number;
+  readonly elementwiseTokenS: number;
   readonly globalLayers: number;
   readonly slidingLayers: number;
   readonly windowTokens: number;
   readonly queryKeyLayerS: number;
   readonly kvTokenLayerS: number;
+  /** per decode key and layer: the slower of reading its K and V and multiplying it against the padded tile */
+  readonly decodeKeyLayerS: number;
+  readonly splitKvDecodeKeyLayerS: number;
+  readonly splitKvBelowSequences: number;
   readonly attentionKernelsS: number;
   readonly allReduceFixedS: number;
   readonly allReduceTokenS: number;
@@ -73,6 +91,8 @@ function coefficientsOf(spec: RooflineSpec): Coefficients {
   const matmulFlops = spec.matmulFlops * spec.matmulEfficiency;
   const tp = spec.tensorParallel;
   const allReduces = tp > 1 ? 2 * spec.layers : 0;
+  const attentionFlops = spec.attentionFlops * spec.attentionMatmulEfficiency;
+  const kvTokenLayerS = spec.kvBytesPerTokenLayer / (spec.hbmBandwidthBps * spec.kvReadEfficiency);
   return {
     overheadS: spec.stepOverheadS,
     weightS: spec.linearWeightBytes / weightBps,
@@ -80,11 +100,16 @@ function coefficientsOf(spec: RooflineSpec): Coefficients {
     lmHeadWeightS: spec.lmHeadWeightBytes / weightBps,
     rowComputeS: spec.lmHeadFlopsPerRow / matmulFlops,
     kneeExponent: spec.rooflineKneeExponent,
+    smallKernelsS: spec.layers * spec.layerKernelsS,
+    elementwiseTokenS: spec.elementwiseBytesPerToken / (spec.hbmBandwidthBps * spec.elementwiseEfficiency),
     globalLayers: spec.layers - spec.slidingWindowLayers,
     slidingLayers: spec.slidingWindowLayers,
     windowTokens: spec.slidingWindowTokens,
-    queryKeyLayerS: spec.attentionFlopsPerQueryKey / (spec.attentionFlops * spec.attentionMatmulEfficiency),
-    kvTokenLayerS: spec.kvBytesPerTokenLayer / (spec.hbmBandwidthBps * spec.kvReadEfficiency),
+    queryKeyLayerS: spec.attentionFlopsPerQueryKey / attentionFlops,
+    kvTokenLayerS,
+    decodeKeyLayerS: Math.max(kvTokenLayerS, spec.decodeAttentionFlopsPerKey.standard / attentionFlops),
+    splitKvDecodeKeyLayerS: Math.max(kvTokenLayerS, spec.decodeAttentionFlopsPerKey.splitKv / attentionFlops),
+    splitKvBelowSequences: spec.splitKvBelowSequences,
     attentionKernelsS: spec.layers * spec.attentionKernelS,
     allReduceFixedS: allReduces * spec.allReduceLatencyS,
     // ring all-reduce moves 2(tp-1)/tp of the buffer through each GPU's links
@@ -98,6 +123,11 @@ function linearLayersS(k: Coefficients, tokens: number): number {
   return tokens > 0 ? pNorm(k.weightS, tokens * k.tokenComputeS, k.kneeExponent) : 0;
 }
 
+/** The small kernels between the GEMMs: each costs a few microseconds however few tokens, then bandwidth. */
+function elementwiseLayersS(k: Coefficients, tokens: number): number {
+  return tokens > 0 ? pNorm(k.smallKernelsS, tokens * k.elementwiseTokenS, k.kneeExponent) : 0;
+}
+
 /** Keys one query attends to, summed over layers: sliding-window layers stop at their window. */
 function keyLayers(k: Coefficients, keys: number): number {
   return k.globalLayers * keys + k.slidingLayers * Math.min(keys, k.windowTokens);
@@ -105,8 +135,10 @@ function keyLayers(k: Coefficients, keys: number): number {
 
 /**
  * Roofline step-time model: fixed overhead + linear layers (weights streamed once per step, joined
- * smoothly to the compute bound of the batched tokens) + LM head + attention (prefill by FLOPs, decode
- * by KV bytes) + tensor-parallel all-reduces. O(chunks) per step with no allocation.
+ * smoothly to the compute bound of the batched tokens) + the small kernels between them (a fixed time per
+ * layer joined to the activation bytes they move) + LM head + attention (prefill by FLOPs; decode by the
+ * slower of its KV bytes and its padded query tiles' FLOPs) + tensor-parallel all-reduces. O(chunks) per
+ * step with no allocation.
  */
 export class RooflineLatencyModel extends AccumulatingLatencyModel {
   readonly name: string;
@@ -131,9 +163,12 @@ export class RooflineLatencyModel extends AccumulatingLatencyModel {
     return { ...acc.parts };
   }
 
-  /** Linear layers alone for `tokens` batched tokens: what Vidur's per-operator profiles measure. */
-  linearS(tokens: number): number {
-    return linearLayersS(this.coefficients, tokens);
+  /**
+   * Everything but attention and the LM head for `tokens` batched tokens (GEMMs and the small kernels
+   * between them): what Vidur's per-operator profiles measure.
+   */
+  nonAttentionS(tokens: number): number {
+    return linearLayersS(this.coefficients, tokens) + elementwiseLayersS(this.coefficients, tokens);
   }
 }
 
@@ -148,6 +183,7 @@ class RooflineAccumulator implements StepAccumulator {
   readonly parts: StepBreakdown = {
     overheadS: 0,
     linearS: 0,
+    elementwiseS: 0,
     lmHeadS: 0,
     prefillAttentionS: 0,
     decodeAttentionS: 0,
@@ -188,15 +224,26 @@ class RooflineAccumulator implements StepAccumulator {
     const p = this.parts;
     p.overheadS = k.overheadS;
     p.linearS = linearLayersS(k, this.tokens);
+    p.elementwiseS = elementwiseLayersS(k, this.tokens);
     p.lmHeadS = pNorm(k.lmHeadWeightS, this.rows * k.rowComputeS, k.kneeExponent);
     p.prefillAttentionS =
       this.prefillChunks > 0
         ? k.attentionKernelsS +
           Math.max(this.prefillQueryKeyLayers * k.queryKeyLayerS, this.prefillKvTokenLayers * k.kvTokenLayerS)
         : 0;
+    const decodeKeyLayerS =
+      this.decodeChunks < k.splitKvBelowSequences ? k.splitKvDecodeKeyLayerS : k.decodeKeyLayerS;
     p.decodeAttentionS =
-      this.decodeChunks > 0 ? k.attentionKernelsS + this.decodeKvTokenLayers * k.kvTokenLayerS : 0;
+      this.decodeChunks > 0 ? k.attentionKernelsS + this.decodeKvTokenLayers * decodeKeyLayerS : 0;
     p.allReduceS = k.allReduceFixedS + this.tokens * k.allReduceTokenS;
-    return p.overheadS + p.linearS + p.lmHeadS + p.prefillAttentionS + p.decodeAttentionS + p.allReduceS;
+    return (
+      p.overheadS +
+      p.linearS +
+      p.elementwiseS +
+      p.lmHeadS +
+      p.prefillAttentionS +
+      p.decodeAttentionS +
+      p.allReduceS
+    );
   }
 }

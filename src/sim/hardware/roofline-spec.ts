@@ -14,6 +14,29 @@ export interface RooflineOptions {
 // engines with CUDA graphs. Assumed, not calibrated: no public measurement isolates it.
 export const DEFAULT_STEP_OVERHEAD_S = 1.5e-3;
 
+// FlashAttention-2 splits each sequence's keys across multiprocessors (flash-decoding) unless the
+// (sequence, KV head) pairs, one 128-thread block each, fill 80% of two blocks per multiprocessor.
+const SPLIT_KV_BELOW_BLOCKS_PER_MULTIPROCESSOR = 0.8 * 2;
+
+/**
+ * Activation bytes one token moves through the small kernels of one layer, per GPU: two RMSNorms (read
+ * and write the hidden state), RoPE on its queries and keys (read and write), the gated activation (read
+ * gate and up, write one) and two residual adds (read two, write one). Sharded dimensions split over TP.
+ */
+function elementwiseBytesPerTokenLayer(shape: ModelShape, tensorParallel: number): number {
+  const bf16 = 2;
+  const h = shape.hiddenSize;
+  const rotated = ((shape.attentionHeads + shape.kvHeads) * shape.headDim) / tensorParallel;
+  const intermediate = shape.intermediateSize / tensorParallel;
+  return bf16 * (2 * 2 * h + 2 * rotated + 3 * intermediate + 2 * 3 * h);
+}
+
+/** Query rows per (sequence, KV head) in a decode attention tile: the GQA group padded up to the tile. */
+function paddedQueryRows(shape: ModelShape, tileRows: number): number {
+  const group = shape.attentionHeads / shape.kvHeads;
+  return Math.ceil(group / tileRows) * tileRows;
+}
+
 /** Derives every roofline number for `shape` sharded over `tensorParallel` GPUs of type `gpu`. */
 export function rooflineSpecFor(
   gpu: GpuSpec,
@@ -31,6 +54,10 @@ export function rooflineSpecFor(
   const tp = tensorParallel;
   const linearParamsPerGpu = linearParams(shape) / tp;
   const lmHeadParamsPerGpu = (shape.vocabSize * shape.hiddenSize) / tp;
+  const kvHeadsPerGpu = shape.kvHeads / tp;
+  // per key and layer: QK^T and PV (2 FLOPs per multiply-add each) for every padded query row
+  const decodeFlopsPerKey = (tileRows: number) =>
+    4 * kvHeadsPerGpu * paddedQueryRows(shape, tileRows) * shape.headDim;
   return {
     name: `${gpu.id}/${shape.name}/TP${tp}/${precision}`,
     stepOverheadS: options.stepOverheadS ?? DEFAULT_STEP_OVERHEAD_S,
@@ -40,6 +67,9 @@ export function rooflineSpecFor(
     lmHeadFlopsPerRow: 2 * lmHeadParamsPerGpu,
     hbmBandwidthBps: gpu.hbmBandwidthBps,
     weightReadEfficiency: gpu.weightReadEfficiency,
+    layerKernelsS: gpu.layerKernelsS,
+    elementwiseBytesPerToken: elementwiseBytesPerTokenLayer(shape, tp) * shape.layers,
+    elementwiseEfficiency: gpu.elementwiseEfficiency,
     matmulFlops,
     matmulEfficiency,
     rooflineKneeExponent: 2,
@@ -51,6 +81,11 @@ export function rooflineSpecFor(
     attentionMatmulEfficiency: gpu.attentionMatmulEfficiency,
     kvBytesPerTokenLayer: (2 * shape.kvHeads * shape.headDim * bytesPerValue) / tp,
     kvReadEfficiency: gpu.kvReadEfficiency,
+    decodeAttentionFlopsPerKey: {
+      standard: decodeFlopsPerKey(gpu.decodeQueryTileRows.standard),
+      splitKv: decodeFlopsPerKey(gpu.decodeQueryTileRows.splitKv),
+    },
+    splitKvBelowSequences: (SPLIT_KV_BELOW_BLOCKS_PER_MULTIPROCESSOR * gpu.multiprocessors) / kvHeadsPerGpu,
     attentionKernelS: gpu.attentionKernelS,
     tensorParallel: tp,
     // activations stay bf16 on the wire even with fp8 weights
