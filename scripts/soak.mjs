@@ -76,18 +76,38 @@ async function agent(client) {
   }
 }
 
+/** The server's own account of its memory (continuum:memory_bytes{owner}), in MB. */
+async function memoryByOwner() {
+  try {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const owners = {};
+    for (const m of text.matchAll(/^continuum:memory_bytes\{[^}]*owner="(\w+)"[^}]*\} (\S+)$/gm)) {
+      owners[m[1]] = Number(m[2]) / 2 ** 20;
+    }
+    return owners;
+  } catch {
+    return {};
+  }
+}
+const ownersText = (owners) =>
+  Object.entries(owners)
+    .map(([owner, mb]) => `${owner} ${mb.toFixed(0)}`)
+    .join(", ");
+
 const samples = [];
-const sampler = setInterval(() => {
-  samples.push({ s: Math.round((Date.now() - (endAt - minutes * 60_000)) / 1000), rss: rssMb() });
-  const last = samples.at(-1);
+const sampler = setInterval(async () => {
+  const s = Math.round((Date.now() - (endAt - minutes * 60_000)) / 1000);
+  const rss = rssMb();
+  const owners = await memoryByOwner();
+  samples.push({ s, rss, owners });
   process.stderr.write(
-    `# ${last.s} s: RSS ${last.rss.toFixed(0)} MB, ${latenciesMs.length} requests, ${programs} programs\n`,
+    `# ${s} s: RSS ${rss.toFixed(0)} MB (${ownersText(owners)}), ${latenciesMs.length} requests, ${programs} programs\n`,
   );
 }, 30_000);
-samples.push({ s: 0, rss: rssMb() });
+samples.push({ s: 0, rss: rssMb(), owners: await memoryByOwner() });
 await Promise.all(Array.from({ length: clients }, (_, i) => agent(i)));
 clearInterval(sampler);
-samples.push({ s: minutes * 60, rss: rssMb() });
+samples.push({ s: minutes * 60, rss: rssMb(), owners: await memoryByOwner() });
 
 const sorted = [...latenciesMs].sort((a, b) => a - b);
 const pct = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
@@ -95,5 +115,6 @@ console.log(`clients ${clients}, ${minutes} min: ${latenciesMs.length} requests 
 console.log(`latency p50 ${pct(0.5).toFixed(0)} ms, p99 ${pct(0.99).toFixed(0)} ms`);
 console.log(`errors: ${errors.size === 0 ? "none" : [...errors].map(([k, v]) => `${k} x${v}`).join(", ")}`);
 console.log(`RSS MB over time: ${samples.map((x) => `${x.s}s ${x.rss.toFixed(0)}`).join(", ")}`);
+console.log(`at the end, MB by owner: ${ownersText(samples.at(-1).owners)}`);
 server.kill("SIGTERM");
 await new Promise((resolve) => server.once("exit", resolve));
