@@ -4,7 +4,7 @@
  */
 import * as vega from "vega";
 import { compile, type TopLevelSpec } from "vega-lite";
-import { atX, type JctMetric, loadsOf, type ReportRun } from "./report-run.js";
+import { atX, type JctMetric, type LoadCeiling, loadsOf, type ReportRun } from "./report-run.js";
 import type { SeriesStyle } from "./series-style.js";
 
 const WIDTH = 560;
@@ -50,13 +50,16 @@ export function jctVsLoad(
   styles: Map<string, SeriesStyle>,
   metric: JctMetric,
   xTitle: string,
+  ceiling?: LoadCeiling,
 ): TopLevelSpec {
   const scales = seriesScales(styles);
+  const loads = loadsOf(runs);
+  const heaviest = loads[loads.length - 1] ?? 0;
   const x = {
     field: "x",
     type: "quantitative",
     title: xTitle,
-    axis: { values: loadsOf(runs), format: ".6~g", labelOverlap: "greedy" },
+    axis: { values: loads, format: ".6~g", labelOverlap: "greedy" },
   } as const;
   const y = { field: "jct", type: "quantitative", title: `${metric} JCT (s)` } as const;
   return {
@@ -65,6 +68,7 @@ export function jctVsLoad(
     title: `${metric === "mean" ? "Mean" : metric} job completion time vs ${xTitle.replace(/ \(.*\)$/, "")}`,
     data: { values: runs.map((r) => ({ series: r.label, x: r.jps, jct: r.jct[metric] })) },
     layer: [
+      ...(ceiling && heaviest > ceiling.jps ? pastCeilingLayers(ceiling, heaviest) : []),
       {
         mark: { type: "line", strokeWidth: 2 },
         encoding: { x, y, color: scales.color, strokeDash: scales.strokeDash },
@@ -75,6 +79,31 @@ export function jctVsLoad(
       },
     ],
   } as TopLevelSpec;
+}
+
+/** Loads past the simulator's ceiling shaded, the ceiling ruled and named (drawn under the series). */
+function pastCeilingLayers(ceiling: LoadCeiling, heaviest: number) {
+  const x = { field: "x", type: "quantitative" } as const;
+  return [
+    {
+      data: { values: [{ x: ceiling.jps, x2: heaviest }] },
+      mark: { type: "rect", color: "#ea580c", opacity: 0.1 },
+      encoding: { x, x2: { field: "x2" } },
+    },
+    {
+      data: { values: [{ x: ceiling.jps }] },
+      mark: { type: "rule", color: "#ea580c", strokeDash: [4, 3], strokeWidth: 1.5 },
+      encoding: { x },
+    },
+    {
+      data: {
+        values: [{ x: ceiling.jps, text: `simulator's ceiling ${ceiling.jps.toPrecision(3)} jobs/s ⚠` }],
+      },
+      // left of the rule, at the top: the heaviest loads' long JCTs are to its right
+      mark: { type: "text", align: "right", baseline: "top", dx: -4, dy: 4, color: "#9a3412", fontSize: 11 },
+      encoding: { x, y: { value: 0 }, text: { field: "text" } },
+    },
+  ];
 }
 
 export function jctCdf(

@@ -83,4 +83,33 @@ describe("the simulation report", () => {
     assert.match(html, /<th>max-num-seqs<\/th><th>16<\/th><th>64<\/th>/);
     assert.match(html, /<td class="win">2\.00×<\/td>/);
   });
+
+  it("marks loads past the simulator's ceiling on the chart, in both tables, and warns on their ratios", async () => {
+    const ceiling = { jps: 0.1, fullBatchJps: 0.12 };
+    const html = await renderReportHtml({ title: "sweep", settings: [], runs, ceiling });
+    assert.match(html, /<th>0\.05<\/th><th class="past">0\.15 ⚠<\/th><th class="past">0\.35 ⚠<\/th>/);
+    assert.match(html, /<td class="win">2\.00×<\/td>/, "a ratio below the ceiling carries no warning");
+    assert.match(html, /<td class="win past">2\.00× ⚠<\/td>/, "past it, the same ratio does");
+    assert.match(
+      html,
+      /<p class="warning">⚠ 0\.15, 0\.35 jobs\/s are past the simulator's ceiling for this setup \(0\.100 jobs\/s/,
+    );
+    assert.match(
+      html,
+      />simulator's ceiling 0\.100 jobs\/s ⚠<\/text>/,
+      "the chart names the ceiling where it shades",
+    );
+    assert.equal(
+      html.match(/<td>0\.35 ⚠ past the ceiling<\/td>/g)?.length,
+      3,
+      "every run at that load, in the full table",
+    );
+    const below = await renderReportHtml({
+      title: "sweep",
+      settings: [],
+      runs,
+      ceiling: { jps: 1, fullBatchJps: 1 },
+    });
+    assert.doesNotMatch(below, /⚠|past the ceiling/, "loads within the ceiling are not marked");
+  });
 });

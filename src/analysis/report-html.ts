@@ -5,10 +5,19 @@
  * then the distributions, the KV cache of each policy as small multiples, the full table and the settings.
  */
 import { jctCdf, jctVsLoad, kvSmallMultiples, renderSvg } from "./report-charts.js";
-import { type JctMetric, loadsOf, type ReportRun, unfinished, unique } from "./report-run.js";
+import {
+  ceilingWarning,
+  type JctMetric,
+  type LoadCeiling,
+  loadsOf,
+  pastCeiling,
+  type ReportRun,
+  unfinished,
+  unique,
+} from "./report-run.js";
 import { type SeriesStyle, seriesStyles } from "./series-style.js";
 
-export type { JctMetric, ReportRun } from "./report-run.js";
+export type { JctMetric, LoadCeiling, ReportRun } from "./report-run.js";
 
 export interface ReportInput {
   readonly title: string;
@@ -23,6 +32,8 @@ export interface ReportInput {
   readonly panels?: ReadonlyMap<string, { readonly baseline?: string; readonly xTitle?: string }>;
   /** the JCT statistic of the headline chart and the ratios; default mean */
   readonly metric?: JctMetric;
+  /** the simulator's ceilings for the runs' setup (simulate, sweep): loads past them are marked */
+  readonly ceiling?: LoadCeiling;
 }
 
 /** Ratios within this distance of 1 are ties, neither a win nor a loss. */
@@ -50,8 +61,10 @@ function ratioTable(
   metric: JctMetric,
   xTitle: string,
   swatches: Map<string, string>,
+  ceiling: LoadCeiling | undefined,
 ): string {
   const loads = loadsOf(runs);
+  const past = loads.filter((jps) => pastCeiling(ceiling, jps));
   const at = (label: string, jps: number) => runs.find((r) => r.label === label && r.jps === jps);
   const rows = unique(runs.map((r) => r.label)).map((label) => {
     const cells = loads.map((jps) => {
@@ -59,18 +72,22 @@ function ratioTable(
       const base = at(baseline, jps);
       if (!run || !base || !(run.jct[metric] > 0)) return "<td>-</td>";
       const ratio = base.jct[metric] / run.jct[metric];
-      const mark = unfinished(run) ? "*" : "";
-      return `<td class="${label === baseline ? "tie" : ratioClass(ratio)}">${ratio.toFixed(2)}×${mark}</td>`;
+      const mark = `${unfinished(run) ? "*" : ""}${pastCeiling(ceiling, jps) ? " ⚠" : ""}`;
+      return `<td class="${label === baseline ? "tie" : ratioClass(ratio)}${pastCeiling(ceiling, jps) ? " past" : ""}">${ratio.toFixed(2)}×${mark}</td>`;
     });
     return `<tr><th>${swatches.get(label) ?? ""}${escapeHtml(label)}${label === baseline ? " (baseline)" : ""}</th>${cells.join("")}</tr>`;
   });
   const anyUnfinished = runs.some(unfinished);
   return `<table class="ratios"><caption>${escapeHtml(baseline)}'s ${metric} JCT ÷ each run's: above 1 finishes programs faster (green), below 1 slower (red), within ${TIE * 100}% a tie</caption>
-<thead><tr><th>${escapeHtml(xTitle)}</th>${loads.map((l) => `<th>${l === 0 ? "all programs" : l}</th>`).join("")}</tr></thead>
-<tbody>${rows.join("\n")}</tbody></table>${anyUnfinished ? `<p class="note">* some programs unfinished at the end of the run: its JCT covers the finished ones only.</p>` : ""}`;
+<thead><tr><th>${escapeHtml(xTitle)}</th>${loads.map((l) => `<th${pastCeiling(ceiling, l) ? ' class="past"' : ""}>${l === 0 ? "all programs" : l}${pastCeiling(ceiling, l) ? " ⚠" : ""}</th>`).join("")}</tr></thead>
+<tbody>${rows.join("\n")}</tbody></table>${anyUnfinished ? `<p class="note">* some programs unfinished at the end of the run: its JCT covers the finished ones only.</p>` : ""}${ceiling && past.length > 0 ? `<p class="warning">⚠ ${escapeHtml(ceilingWarning(ceiling, past))}.</p>` : ""}`;
 }
 
-function fullTable(runs: readonly ReportRun[], swatches: Map<string, string>): string {
+function fullTable(
+  runs: readonly ReportRun[],
+  swatches: Map<string, string>,
+  ceiling: LoadCeiling | undefined,
+): string {
   const extraKeys = unique(runs.flatMap((r) => Object.keys(r.extra ?? {})));
   const grouped = runs.some((r) => r.group !== undefined);
   const head = [
@@ -91,7 +108,7 @@ function fullTable(runs: readonly ReportRun[], swatches: Map<string, string>): s
     const cells = [
       ...(grouped ? [r.group ?? ""] : []),
       r.label,
-      r.jps.toString(),
+      `${r.jps}${pastCeiling(ceiling, r.jps) ? " ⚠ past the ceiling" : ""}`,
       `${r.completed}/${r.programs}`,
       ...[r.jct.mean, r.jct.p50, r.jct.p90, r.jct.p95, r.jct.p99].map((x) => x.toFixed(1)),
       r.throughputJps.toFixed(4),
@@ -120,14 +137,14 @@ async function panel(
   const xTitle = input.panels?.get(group)?.xTitle ?? input.xTitle ?? "load (jobs/s)";
   const headline =
     loads.length > 1
-      ? await renderSvg(jctVsLoad(runs, own, metric, xTitle))
+      ? await renderSvg(jctVsLoad(runs, own, metric, xTitle, input.ceiling))
       : await renderSvg(jctCdf(heaviest, own, xTitle));
   const details: string[] = [];
   if (loads.length > 1) details.push(await renderSvg(jctCdf(heaviest, own, xTitle)));
   if (heaviest.some((r) => (r.kvUsage ?? []).length > 0))
     details.push(await renderSvg(kvSmallMultiples(heaviest, xTitle)));
   return `<section class="panel">${group ? `<h2>${escapeHtml(group)}</h2>` : ""}
-<div class="headline"><div class="chart">${headline}</div>${ratioTable(runs, baselineFor(input, group, labels), metric, xTitle, swatches)}</div>
+<div class="headline"><div class="chart">${headline}</div>${ratioTable(runs, baselineFor(input, group, labels), metric, xTitle, swatches, input.ceiling)}</div>
 ${details.map((svg) => `<div class="chart">${svg}</div>`).join("\n")}
 </section>`;
 }
@@ -164,12 +181,14 @@ caption { caption-side: top; text-align: left; font-size: 0.85rem; color: #555; 
 .ratios td.win { background: #e3f4e6; } .ratios td.loss { background: #fbe3e1; } .ratios td.tie { color: #666; }
 .swatch { display: inline-block; width: 0.8rem; height: 0.8rem; margin-right: 0.4rem; vertical-align: -0.1rem; border-radius: 2px; }
 .note { font-size: 0.85rem; color: #555; }
+.warning { font-size: 0.85rem; color: #9a3412; background: #fff7ed; border-left: 3px solid #ea580c; padding: 0.4rem 0.6rem; max-width: 40rem; }
+.ratios th.past, .ratios td.past { outline: 2px dashed #ea580c; outline-offset: -3px; }
 .chart { margin: 1rem 0; }
 </style></head><body>
 <h1>${escapeHtml(input.title)}</h1>
 ${panels.join("\n")}
 <h2 id="all-runs">All runs</h2>
-${fullTable(input.runs, swatches)}
+${fullTable(input.runs, swatches, input.ceiling)}
 <h2>Settings</h2>
 <ul>${input.settings.map((s) => `<li>${escapeHtml(s)}</li>`).join("")}</ul>
 </body></html>

@@ -9,7 +9,6 @@ import {
   metaString,
   readGgufInfo,
 } from "../engine/gguf/index.js";
-import type { BatchedBenchRow } from "../engine/profile/batched-bench.js";
 import { measureProfileToFile } from "../engine/profile/profile-file.js";
 import { loadEngineProfile } from "../sim/hardware/engine-profile.js";
 import { generateWorkload } from "../workload/generators.js";
@@ -24,6 +23,7 @@ import {
   startServer,
   stopServer,
 } from "./compare/processes.js";
+import { compareRawKernels } from "./compare/raw-kernels.js";
 import {
   type BenchResult,
   type CompareResults,
@@ -62,14 +62,18 @@ const { values: args } = parseArgs({
     "max-tool-s": { type: "string", default: "3" },
     np: { type: "string", default: "1,2,4" },
     "cache-ram-mib": { type: "string", default: "4096" },
-    policies: { type: "string", default: "vllm,cachettl,cachettl-adaptive,continuum-heuristic" },
+    // ours, the paper's and the fork's rules, and the peers of issue #32 (ThunderAgent, CONCUR)
+    policies: {
+      type: "string",
+      default: "vllm,cachettl,cachettl-adaptive,continuum-heuristic,thunderagent,concur",
+    },
     seed: { type: "string", default: "1" },
     "no-trial": { type: "boolean", default: false },
     "skip-sim": { type: "boolean", default: false },
     "skip-raw": { type: "boolean", default: false },
     "raw-rounds": { type: "string", default: "2" },
-    // serving runs per load, interleaved (llama-server, each policy, again): medians and ranges; each round
-    // adds ~12 min, so one by default keeps the whole command within 15 min
+    // serving runs per load, interleaved (llama-server, each policy, again): medians and ranges; a round
+    // took ~12 min with four policies (~18 min expected with six), so one by default
     "serve-rounds": { type: "string", default: "1" },
     // the `continuum` entry point run for serve / bench / simulate (tsx)
     cli: { type: "string", default: join(ROOT, "src", "cli", "main.ts") },
@@ -78,7 +82,6 @@ const { values: args } = parseArgs({
   },
 });
 const CLI = ["--import", "tsx", resolve(args.cli)];
-const RAW_DECODE_STEPS = 128;
 
 const threads = Number(args.threads);
 const kvTokens = Number(args["kv-tokens"]);
@@ -322,114 +325,22 @@ const profileFile = await measureProfileToFile(
 const profileLatency = loadEngineProfile(profileFile).latency;
 
 // 4. raw kernels: llama-batched-bench vs ours
-const raw: RawRow[] = [];
-if (!args["skip-raw"]) {
-  // 128 decode steps a row: with 32, a row lasted 60-90 ms at one sequence and moved by 30% between rounds
-  const common = ["-npp", "512", "-ntg", String(RAW_DECODE_STEPS), "-npl", "1,4,16"];
-  const llamaRows: { row: BatchedBenchRow; kvUnified: boolean }[] = [];
-  const oursRows: { row: BatchedBenchRow; kvUnified: boolean }[] = [];
-  // interleaved rounds, best of each: this machine's speed drifts by tens of percent between runs
-  const rounds = Number(args["raw-rounds"]);
-  for (let round = 0; round < rounds; round++) {
-    for (const kvUnified of [false, true]) {
-      const out = await runCommand(
-        batchedBenchBin,
-        [
-          ...llamaCommonArgv(modelPath),
-          kvUnified ? "-kvu" : "-no-kvu",
-          "--output-format",
-          "jsonl",
-          ...common,
-        ],
-        join(outDir, `llama-batched-bench${kvUnified ? "-kvu" : ""}-${round}.log`),
-      );
-      for (const line of out.split("\n")) {
-        if (!line.startsWith("{")) continue;
-        const j = JSON.parse(line) as Record<string, number>;
-        llamaRows.push({
-          kvUnified,
-          row: {
-            pp: j["pp"]!,
-            tg: j["tg"]!,
-            pl: j["pl"]!,
-            nKv: j["n_kv"]!,
-            tPp: j["t_pp"]!,
-            speedPp: j["speed_pp"]!,
-            tTg: j["t_tg"]!,
-            speedTg: j["speed_tg"]!,
-          },
-        });
-      }
-    }
-    for (const kvUnified of [true, false]) {
-      const layout = kvUnified ? "unified" : "streams";
-      const oursOut = await runCommand(
-        process.execPath,
-        [
-          "--import",
-          "tsx",
-          join(ROOT, "src", "engine", "profile", "batched-bench.ts"),
-          "--model",
-          modelPath,
-          "--threads",
-          String(threads),
-          "--ctx",
-          String(kvTokens),
-          "--batch",
-          "512",
-          "--npp",
-          "512",
-          "--ntg",
-          String(RAW_DECODE_STEPS),
-          "--npl",
-          "1,4,16",
-          "--kv-layout",
-          layout,
-          "--json",
-        ],
-        join(outDir, `continuum-batched-bench-${layout}-${round}.log`),
-      );
-      for (const l of oursOut.split("\n"))
-        if (l.startsWith("{")) oursRows.push({ kvUnified, row: JSON.parse(l) as BatchedBenchRow });
-    }
-  }
-  const same = (x: BatchedBenchRow, y: BatchedBenchRow) => x.pp === y.pp && x.tg === y.tg && x.pl === y.pl;
-  const bestOf = (rows: BatchedBenchRow[]) => ({
-    speedPp: Math.max(...rows.map((r) => r.speedPp)),
-    speedTg: Math.max(...rows.map((r) => r.speedTg)),
-  });
-  const layoutBest = (rows: typeof llamaRows, o: BatchedBenchRow, unified: boolean) => {
-    const matching = rows.filter((r) => r.kvUnified === unified && same(r.row, o)).map((r) => r.row);
-    return matching.length > 0 ? bestOf(matching) : null;
-  };
-  const ours = oursRows.map((x) => x.row).filter((o, i, all) => all.findIndex((x) => same(x, o)) === i);
-  for (const o of ours) {
-    const mine = bestOf(oursRows.filter((x) => same(x.row, o)).map((x) => x.row));
-    const perSeq = layoutBest(llamaRows, o, false);
-    const unified = layoutBest(llamaRows, o, true);
-    const peers = [perSeq, unified].filter((x) => x !== null);
-    if (peers.length === 0) continue;
-    // the peer at its best per row: prefill and decode each from its faster KV layout
-    raw.push({
-      pp: o.pp,
-      tg: o.tg,
-      pl: o.pl,
-      llama: {
-        speedPp: Math.max(...peers.map((x) => x.speedPp)),
-        speedTg: Math.max(...peers.map((x) => x.speedTg)),
-        kvUnified: unified !== null && (perSeq === null || unified.speedTg > perSeq.speedTg),
-      },
-      llamaUnified: unified,
-      ours: mine,
-      oursUnified: layoutBest(oursRows, o, true),
+const raw: RawRow[] = args["skip-raw"]
+  ? []
+  : await compareRawKernels({
+      batchedBenchBin,
+      llamaArgv: llamaCommonArgv(modelPath),
+      modelPath,
+      threads,
+      kvTokens,
+      rounds: Number(args["raw-rounds"]),
+      outDir,
     });
-  }
-  for (const r of raw) {
-    log(
-      `raw pp ${r.pp} tg ${r.tg} pl ${r.pl}: prefill ${r.ours.speedPp.toFixed(0)} vs ${r.llama.speedPp.toFixed(0)} t/s, ` +
-        `decode ${r.ours.speedTg.toFixed(1)} vs ${r.llama.speedTg.toFixed(1)} t/s`,
-    );
-  }
+for (const r of raw) {
+  log(
+    `raw pp ${r.pp} tg ${r.tg} pl ${r.pl}: prefill ${r.ours.speedPp.toFixed(0)} vs ${r.llama.speedPp.toFixed(0)} t/s, ` +
+      `decode ${r.ours.speedTg.toFixed(1)} vs ${r.llama.speedTg.toFixed(1)} t/s`,
+  );
 }
 
 // 5. both servers at their best: a short trial at the heavy load

@@ -33,6 +33,9 @@ const BASELINES = [
   "vllm-offload",
   "infercept",
   "cachettl-offload",
+  // the peers of issue #32: program pause/resume, and agent admission as congestion control
+  "thunderagent",
+  "concur",
 ];
 
 /**

@@ -1,9 +1,11 @@
 import { Command, InvalidArgumentError } from "commander";
-import { startCluster } from "../cluster/cluster.js";
+import { parseReplicaUrl, type RemoteReplica, startCluster } from "../cluster/cluster.js";
 import { positiveInt } from "./sim-options.js";
 
 interface ClusterCliOptions {
-  replicas: number;
+  replicas?: number;
+  replica?: RemoteReplica[];
+  replicaHost: string;
   port: number;
   host: string;
   haproxy: string;
@@ -19,12 +21,40 @@ function basePort(value: string): number {
   return n;
 }
 
+function replicaCount(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected a count, got "${value}"`);
+  return n;
+}
+
+function remoteReplica(value: string, previous: RemoteReplica[] | undefined): RemoteReplica[] {
+  try {
+    return [...(previous ?? []), parseReplicaUrl(value)];
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+}
+
 export function clusterCommand(): Command {
   return new Command("cluster")
     .description(
-      "N `continuum serve` replicas on one host behind HAProxy: every turn of a program on the replica holding its KV",
+      "`continuum serve` replicas behind HAProxy, started here and/or on other hosts: every turn of a program on the replica holding its KV",
     )
-    .option("--replicas <n>", "replicas to start (ports P+1 .. P+N)", positiveInt, 2)
+    .option(
+      "--replicas <n>",
+      "replicas to start on this host (ports P+1 .. P+N); default 2, or 0 with --replica",
+      replicaCount,
+    )
+    .option(
+      "--replica <url>",
+      "a replica this cluster fronts but does not start, http://host:port[?agent-port=N] (repeatable)",
+      remoteReplica,
+    )
+    .option(
+      "--replica-host <host>",
+      "where started replicas listen (0.0.0.0: every interface, for balancers on other hosts)",
+      "127.0.0.1",
+    )
     .option("--port <port>", "the balancer's port P", basePort, 8000)
     .option("--host <host>", "where the balancer listens", "127.0.0.1")
     .option("--haproxy <path>", "the haproxy binary", "haproxy")
@@ -36,16 +66,25 @@ export function clusterCommand(): Command {
       positiveInt,
       4096,
     )
-    .argument("[serve-flags...]", "any `continuum serve` flag, given to every replica")
+    .argument("[serve-flags...]", "any `continuum serve` flag, given to every started replica")
     .allowUnknownOption()
     .addHelpText(
       "after",
-      "\nExample: continuum cluster --replicas 3 --port 8000 --builtin-model tiny --threads 1",
+      "\nExamples:\n  continuum cluster --replicas 3 --port 8000 --builtin-model tiny --threads 1\n" +
+        "  continuum cluster --replicas 0 --host 0.0.0.0 --replica http://10.0.0.2:8001 --replica http://10.0.0.3:8001\n" +
+        "\nCtrl-C or SIGTERM drains the replicas and stops (a second Ctrl-C kills them); a replica that dies is restarted.",
     )
     .action(async (serveArgs: string[], o: ClusterCliOptions) => {
       const log = (line: string) => process.stdout.write(`${line}\n`);
+      const remote = o.replica ?? [];
+      const replicas = o.replicas ?? (remote.length > 0 ? 0 : 2);
+      if (replicas + remote.length === 0) {
+        throw new Error("--replicas 0 needs at least one --replica");
+      }
       const cluster = await startCluster({
-        replicas: o.replicas,
+        replicas,
+        remote,
+        replicaHost: o.replicaHost,
         port: o.port,
         host: o.host,
         serveArgs,
@@ -58,21 +97,29 @@ export function clusterCommand(): Command {
         startTimeoutMs: 600_000,
         stopTimeoutMs: 60_000,
       });
-      log(`continuum cluster: ${o.replicas} replicas behind HAProxy on ${cluster.url}`);
-      for (const r of cluster.replicas) log(`  ${r.name} ${r.url}`);
+      log(`continuum cluster: ${cluster.replicas.length} replicas behind HAProxy on ${cluster.url}`);
+      for (const r of cluster.started) log(`  ${r.name} ${r.url} (pid ${r.process.pid})`);
+      for (const r of cluster.replicas.slice(cluster.started.length)) log(`  ${r.name} ${r.url} (remote)`);
       log(`  HAProxy configuration: ${cluster.configPath}`);
+      log(`  fleet view: ${cluster.url}/dashboard, ${cluster.url}/metrics`);
       let stopping = false;
       const stop = (reason: string, code: number) => {
-        if (stopping) return;
+        if (stopping) {
+          log(`continuum cluster: ${reason} again, killing the replicas and HAProxy`);
+          cluster.kill();
+          process.exit(1);
+        }
         stopping = true;
-        log(`continuum cluster: ${reason}, stopping replicas (they drain) and HAProxy`);
+        log(
+          `continuum cluster: ${reason}, draining the replicas, then stopping HAProxy (again to kill them)`,
+        );
         cluster.stop().then(
-          () => process.exit(code),
+          (clean) => process.exit(clean ? code : 1),
           () => process.exit(1),
         );
       };
-      process.on("SIGINT", () => stop("SIGINT", 0));
-      process.on("SIGTERM", () => stop("SIGTERM", 0));
+      for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const)
+        process.on(signal, () => stop(signal, 0));
       void cluster.ended.then((why) => stop(why, 1));
     });
 }

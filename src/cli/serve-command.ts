@@ -4,6 +4,7 @@ import { describeDevice } from "../engine/device-info.js";
 import type { EngineService } from "../engine/engine-api.js";
 import type { LlamaEngineOptions } from "../engine/engine-factory.js";
 import { BUILTIN_PRESETS, type BuiltinPreset } from "../engine/gguf/index.js";
+import { defaultKvEventsTopic } from "../engine/kv-event-wire.js";
 import { KV_LAYOUTS, type KvLayout } from "../engine/model-runner.js";
 import type { KvCacheType } from "../engine/native/llama-native.js";
 import { isPolicyName, POLICY_NAMES, type PolicyName } from "../policies/index.js";
@@ -49,6 +50,8 @@ export interface ServeCliOptions {
   drainTimeout: number;
   stepLog?: string;
   agentPort?: number;
+  kvEventsEndpoint?: string;
+  kvEventsTopic?: string;
 }
 
 const KV_CACHE_TYPES: readonly KvCacheType[] = ["f16", "f32", "bf16", "q8_0", "q4_0"];
@@ -134,6 +137,8 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
     profilePath: o.profile,
     maxWaiting: o.maxWaiting,
     maxPrograms: o.maxPrograms,
+    kvEventsEndpoint: o.kvEventsEndpoint,
+    kvEventsTopic: o.kvEventsTopic,
   };
   for (const key of Object.keys(options)) if (options[key] === undefined) delete options[key];
   return options as LlamaEngineOptions;
@@ -195,6 +200,10 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       : "  TTL cost model: prefill and tier reloads priced from the engine's own steps and restores (--profile <file> for a measured one)",
   );
   if (o.dashboard ?? true) log(`  live dashboard at ${server.url}/dashboard`);
+  if (o.kvEventsEndpoint) {
+    const topic = o.kvEventsTopic ?? defaultKvEventsTopic(engine.modelId);
+    log(`  KV events (vLLM's format) on ${o.kvEventsEndpoint}, topic ${topic}`);
+  }
   const agent =
     o.agentPort === undefined
       ? null
@@ -280,7 +289,7 @@ export function serveCommand(): Command {
     .option("--max-num-batched-tokens <n>", "tokens per engine step (engine default 512)", positiveInt)
     .option(
       "--kv-cache-tokens <n>",
-      "KV cells of the pool, all sequences (engine default 16384)",
+      "KV cells of the pool, all sequences (default: two of the model's contexts of at most 64k tokens, within 4 GiB of KV, at least 16384)",
       positiveInt,
     )
     .addOption(
@@ -357,6 +366,14 @@ export function serveCommand(): Command {
       30,
     )
     .option("--agent-port <port>", "answer HAProxy's agent check on this port (ready / drain)", port)
+    .option(
+      "--kv-events-endpoint <endpoint>",
+      "publish the KV pool's blocks as vLLM's KV events on a ZMQ PUB socket: bound for tcp://*:5557, connected for tcp://host:5557 (llm-d's precise prefix-cache scoring)",
+    )
+    .option(
+      "--kv-events-topic <topic>",
+      "topic of the KV events (default kv@<$POD_IP or host name>@<model id>, as llm-d expects)",
+    )
     .action(async (o: ServeCliOptions) => {
       await runServe(o);
     });

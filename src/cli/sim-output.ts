@@ -1,9 +1,11 @@
 import { writeFileSync } from "node:fs";
 import { SingleBar } from "cli-progress";
 import { JCT_HEAD, jctCells } from "../analysis/jct-columns.js";
-import { type ReportRun, renderReportHtml } from "../analysis/report-html.js";
+import { type LoadCeiling, type ReportRun, renderReportHtml } from "../analysis/report-html.js";
+import { ceilingWarning } from "../analysis/report-run.js";
 import { formatTextTable } from "../analysis/text-table.js";
-import { type PointJob, validateJobInputs } from "../sim/point-job.js";
+import { ceilingOf } from "../sim/capacity.js";
+import { type PointJob, resolveHardware, validateJobInputs } from "../sim/point-job.js";
 import type { PointResult } from "../sim/simulate.js";
 import { type PointFailure, runSweepSettled, type SweepProgress } from "../sim/sweep.js";
 import { describeSettings, engineOf, hardwareOf, type SimCliOptions, workloadOf } from "./sim-options.js";
@@ -71,8 +73,19 @@ export async function runAndPrint(
   title: string,
 ): Promise<PointResult[]> {
   validateJobInputs(workloadOf(o), hardwareOf(o), engineOf(o));
-  const settings = describeSettings(o);
+  const { kvBoundJps, boundJps } = ceilingOf(
+    { workload: workloadOf(o), engine: engineOf(o) },
+    o.seed,
+    resolveHardware(hardwareOf(o)),
+  );
+  const ceiling: LoadCeiling = { jps: kvBoundJps, fullBatchJps: boundJps };
+  const settings = [
+    ...describeSettings(o),
+    `simulator's ceiling for this setup: ${kvBoundJps.toPrecision(3)} jobs/s (${boundJps.toPrecision(3)} with full decode batches)`,
+  ];
   for (const s of settings) process.stderr.write(`# ${s}\n`);
+  const past = [...new Set(jobs.map((j) => j.jps))].filter((jps) => jps > ceiling.jps).sort((a, b) => a - b);
+  if (past.length > 0) process.stderr.write(`# warning: ${ceilingWarning(ceiling, past)}\n`);
   process.stderr.write(`# policies ${o.policies.join(", ")}; ${jobs.length} simulation points\n`);
   const bar =
     jobs.length > 1 && process.stderr.isTTY
@@ -102,6 +115,7 @@ export async function runAndPrint(
     const html = await renderReportHtml({
       title,
       settings,
+      ceiling,
       runs: results.map((r) => ({
         ...reportRunOf(r.policy, r.jps, r),
         kvUsage: r.kv_usage,

@@ -21,7 +21,7 @@ export function sweepCommand(): Command {
       numberList,
       [0.05, 0.1, 0.2, 0.3, 0.4],
     );
-  addSimOptions(command, { policies: "vllm,autellix,cachettl", programs: 200 });
+  addSimOptions(command, { policies: "vllm,autellix,thunderagent,concur,cachettl", programs: 200 });
   return command.action(async (o: SimCliOptions & { jps: number[] }) => {
     await runAndPrint(o, jobsFor(o, o.jps), "continuum sweep");
   });

@@ -10,7 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, test } from "node:test";
-import { llamaSkip } from "../cli/test-support/llama-server.js";
+import { llamaSkip } from "../engine/test-support/llama-skip.js";
 import { haproxyMissing, type RunningCluster, startCluster } from "./cluster.js";
 
 const skip = llamaSkip || haproxyMissing("haproxy") || false;
@@ -57,6 +57,8 @@ async function turn(
 async function threeReplicas(port: number, dir: string, lines: string[]): Promise<RunningCluster> {
   return startCluster({
     replicas: 3,
+    remote: [],
+    replicaHost: "127.0.0.1",
     port,
     host: "127.0.0.1",
     serveArgs: [
@@ -109,9 +111,10 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
       for (const t of [0, 1]) await Promise.all(conversations.map((_, p) => runTurn(p, t)));
       // turn 3 goes out, and a replica dies under it
       const third = Promise.all(conversations.map((_, p) => runTurn(p, 2)));
-      const victim = cluster.replicas[1];
+      const victim = cluster.started[1];
       assert.ok(victim);
       victim.process.kill("SIGKILL");
+      const victimExited = victim.exited;
       await third;
       await Promise.all(conversations.map((_, p) => runTurn(p, 3)));
 
@@ -124,12 +127,12 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
         assert.ok((turns[1] as Turn).cachedTokens > 0, `program ${p}: turn 2 reused turn 1's KV`);
         assert.ok((turns[3] as Turn).cachedTokens > 0, `program ${p}: turn 4 reused turn 3's KV`);
       }
-      assert.equal(await victim.exited, null, "the victim was killed");
+      assert.equal(await victimExited, null, "the victim was killed");
     } finally {
       await cluster.stop();
       await rm(dir, { recursive: true, force: true });
     }
-    for (const replica of cluster.replicas.filter((r) => r.name !== "r2")) {
+    for (const replica of cluster.started.filter((r) => r.name !== "r2")) {
       assert.equal(
         await replica.exited,
         0,
@@ -158,9 +161,10 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
       };
       for (const t of [0, 1]) await Promise.all(old.map((_, p) => runTurn(p, t, false)));
 
-      const drained = cluster.replicas[0];
+      const drained = cluster.started[0];
       assert.ok(drained);
       drained.process.kill("SIGTERM");
+      const drainedExited = drained.exited;
       await new Promise((r) => setTimeout(r, 2_500)); // HAProxy's agent check (every second) sees "drain"
       const before = await finishedOn(drained.url);
       const fresh = await Promise.all(
@@ -186,7 +190,7 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
           assert.ok((turns[k] as Turn).cachedTokens > 0, `program ${p} turn ${k + 1} kept its KV`);
       }
       // its programs ended: the drained replica stops by itself, cleanly
-      assert.equal(await drained.exited, 0, lines.filter((l) => l.startsWith("[r1]")).join("\n"));
+      assert.equal(await drainedExited, 0, lines.filter((l) => l.startsWith("[r1]")).join("\n"));
     } finally {
       await cluster.stop();
       await rm(dir, { recursive: true, force: true });

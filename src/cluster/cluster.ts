@@ -1,20 +1,37 @@
 /**
- * One host, N replicas: `continuum serve` processes on consecutive ports behind HAProxy (see
- * haproxy-config.ts). The supervisor starts them, waits until each answers /health, writes the
- * configuration where the user can reuse it, and stops everything it started. A replica that dies is
- * left to HAProxy's failover; the cluster goes on while one replica lives.
+ * N replicas behind HAProxy: `continuum serve` processes the supervisor starts on consecutive ports of
+ * this host, and replicas on other hosts it fronts (see haproxy-config.ts). The supervisor starts its
+ * replicas, each in a process group of its own (a terminal's Ctrl-C reaches the supervisor only, which
+ * drains them), waits until each answers /health, writes the configuration where the user can reuse it,
+ * restarts a replica that dies (with backoff; HAProxy's health check takes it back), serves the fleet
+ * view and guards streams (supervisor-server.ts), and stops everything it started.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
+import type { FleetReplica } from "./fleet.js";
 import { haproxyConfig } from "./haproxy-config.js";
+import { type SupervisorServer, startSupervisorServer } from "./supervisor-server.js";
+
+/** A replica on another host (or started by someone else), as `--replica http://host:port` names it. */
+export interface RemoteReplica {
+  readonly host: string;
+  readonly port: number;
+  /** its `serve --agent-port`, given as `?agent-port=N`: HAProxy then sees it drain */
+  readonly agentPort?: number;
+}
 
 export interface ClusterOptions {
+  /** replicas to start on this host */
   readonly replicas: number;
-  /** the balancer's port; replicas listen on port + 1 .. port + replicas */
+  /** replicas to front without starting them */
+  readonly remote: readonly RemoteReplica[];
+  /** where started replicas listen (0.0.0.0 or :: for every interface; HAProxy reaches them on loopback) */
+  readonly replicaHost: string;
+  /** the balancer's port; started replicas listen on port + 1 .. port + replicas */
   readonly port: number;
-  /** where the balancer listens (replicas always listen on 127.0.0.1) */
+  /** where the balancer listens */
   readonly host: string;
   /** flags passed to every `continuum serve` */
   readonly serveArgs: readonly string[];
@@ -22,7 +39,7 @@ export interface ClusterOptions {
   readonly haproxy: string;
   /** where haproxy.cfg is written */
   readonly configDir: string;
-  /** GPU device per replica (CUDA_VISIBLE_DEVICES), in replica order; empty: leave the environment */
+  /** GPU device per started replica (CUDA_VISIBLE_DEVICES), in replica order; empty: leave the environment */
   readonly devices: readonly string[];
   /** how the `continuum` command is run again for the replicas (node's argv up to the subcommand) */
   readonly command: readonly string[];
@@ -36,22 +53,45 @@ export interface ClusterOptions {
   readonly stopTimeoutMs: number;
 }
 
-export interface ReplicaProcess {
+export interface ClusterReplica {
   readonly name: string;
+  /** where HAProxy and the supervisor reach it */
   readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly agentPort?: number;
+}
+
+/** A replica this cluster started; after a restart, `process` and `exited` are the new process's. */
+export interface StartedReplica extends ClusterReplica {
   readonly process: ChildProcess;
   readonly exited: Promise<number | null>;
+  /** times it was restarted after it died */
+  readonly restarts: number;
 }
 
 export interface RunningCluster {
   readonly url: string;
   readonly configPath: string;
-  readonly replicas: readonly ReplicaProcess[];
-  /** resolves when every replica has exited or the balancer has (the cluster cannot serve) */
+  /** every replica behind the balancer: the started ones, then the remote ones */
+  readonly replicas: readonly ClusterReplica[];
+  readonly started: readonly StartedReplica[];
+  /** resolves when HAProxy exited without being told to (the cluster cannot serve) */
   readonly ended: Promise<string>;
-  /** SIGTERM to every replica (they drain), then to HAProxy; kills what outlives the timeout */
-  stop(): Promise<void>;
+  /**
+   * SIGTERM to every started replica (they drain; HAProxy keeps serving their turns meanwhile), then to
+   * HAProxy; kills what outlives the timeout. True when everything stopped by itself, exiting 0.
+   */
+  stop(): Promise<boolean>;
+  /** SIGKILL to every process the cluster started (a second Ctrl-C) */
+  kill(): void;
 }
+
+/** First restart delay; it doubles up to RESTART_MAX_MS while the replica keeps dying. */
+const RESTART_FIRST_MS = 500;
+const RESTART_MAX_MS = 30_000;
+/** A replica up this long before it died is restarted after the first delay again. */
+const RESTART_STABLE_MS = 60_000;
 
 /** The install hint when HAProxy is missing. */
 export function haproxyMissing(binary: string): string | null {
@@ -60,6 +100,41 @@ export function haproxyMissing(binary: string): string | null {
     return `HAProxy not found (${binary}): continuum cluster runs it in front of the replicas. Install it with \`sudo apt-get install haproxy\` (Debian/Ubuntu) or pass --haproxy <path>.`;
   }
   return null;
+}
+
+/** `http://host:port[?agent-port=N]` as a remote replica; an Error saying what is wrong otherwise. */
+export function parseReplicaUrl(text: string): RemoteReplica {
+  const wrong = (why: string) => new Error(`--replica ${text}: ${why}`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw wrong("expected http://host:port");
+  }
+  if (url.protocol !== "http:") throw wrong("only http:// (HAProxy speaks plain HTTP to the replicas)");
+  if (url.pathname !== "/" || url.hash || url.username || url.password) {
+    throw wrong("expected http://host:port, with no path");
+  }
+  let agentPort: number | undefined;
+  for (const [key, value] of url.searchParams) {
+    const n = Number(value);
+    if (key !== "agent-port") throw wrong(`unknown parameter ${key} (only agent-port)`);
+    if (!Number.isInteger(n) || n < 1 || n > 65535) throw wrong(`agent-port ${value} is not a port`);
+    agentPort = n;
+  }
+  const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+  return { host, port: url.port ? Number(url.port) : 80, ...(agentPort === undefined ? {} : { agentPort }) };
+}
+
+/** Where a replica listening on `host` is reached from this host. */
+function reachableHost(host: string): string {
+  if (host === "0.0.0.0") return "127.0.0.1";
+  if (host === "::") return "::1";
+  return host;
+}
+
+function urlOf(host: string, port: number): string {
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }
 
 function exitOf(child: ChildProcess): Promise<number | null> {
@@ -72,6 +147,16 @@ function exitOf(child: ChildProcess): Promise<number | null> {
 function pipeLines(child: ChildProcess, prefix: string, log: (line: string) => void): void {
   for (const stream of [child.stdout, child.stderr]) {
     if (stream) createInterface({ input: stream }).on("line", (line) => log(`${prefix} ${line}`));
+  }
+}
+
+/** SIGKILL to a child's whole process group (it leads one: spawned detached). */
+function killGroup(child: ChildProcess): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    child.kill("SIGKILL");
   }
 }
 
@@ -94,111 +179,262 @@ async function waitHealthy(url: string, exited: Promise<unknown>, timeoutMs: num
   throw new Error(`${url} did not answer /health within ${timeoutMs} ms`);
 }
 
-async function stopProcess(child: ChildProcess, exited: Promise<unknown>, timeoutMs: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
+/**
+ * SIGTERM, then SIGKILL after the timeout; true when it exited by itself with 0 (or had exited before:
+ * a replica waiting for its restart).
+ */
+async function stopProcess(
+  child: ChildProcess,
+  exited: Promise<number | null>,
+  timeoutMs: number,
+): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return true;
   child.kill("SIGTERM");
-  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-  await exited;
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    killGroup(child);
+  }, timeoutMs);
+  const code = await exited;
   clearTimeout(timer);
+  return !killed && code === 0;
 }
 
-/** Replica i (1-based) serves on port + i and answers HAProxy's agent check on port + replicas + i. */
-function agentPortOf(o: ClusterOptions, i: number): number {
-  return o.port + o.replicas + i;
+/** One replica the cluster runs: its current process, respawned by `spawn()` after it died. */
+class Replica implements StartedReplica {
+  process!: ChildProcess;
+  exited!: Promise<number | null>;
+  restarts = 0;
+  /** when the current process was started, ms */
+  startedAtMs = 0;
+
+  constructor(
+    readonly name: string,
+    readonly host: string,
+    readonly port: number,
+    readonly agentPort: number,
+    private readonly launch: () => ChildProcess,
+  ) {
+    this.spawn();
+  }
+
+  get url(): string {
+    return urlOf(this.host, this.port);
+  }
+
+  spawn(): void {
+    this.process = this.launch();
+    this.exited = exitOf(this.process);
+    this.startedAtMs = Date.now();
+  }
 }
 
 export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
   const missing = haproxyMissing(o.haproxy);
   if (missing) throw new Error(missing);
+  if (o.replicas + o.remote.length === 0) throw new Error("a cluster needs at least one replica");
   if (o.devices.length > 0 && o.devices.length !== o.replicas) {
     throw new Error(`--devices names ${o.devices.length} devices for ${o.replicas} replicas`);
   }
   const [executable, ...prefixArgs] = o.command;
   if (!executable) throw new Error("no command to start the replicas with");
 
-  const replicas: ReplicaProcess[] = [];
-  const stopAll = async (haproxy: ChildProcess | null, haproxyExited: Promise<unknown> | null) => {
-    await Promise.all(replicas.map((r) => stopProcess(r.process, r.exited, o.stopTimeoutMs)));
-    if (haproxy && haproxyExited) await stopProcess(haproxy, haproxyExited, o.stopTimeoutMs);
-  };
+  const started: Replica[] = [];
+  const stopStarted = () =>
+    Promise.all(started.map((r) => stopProcess(r.process, r.exited, o.stopTimeoutMs)));
   try {
     for (let i = 1; i <= o.replicas; i++) {
       const name = `r${i}`;
       const port = o.port + i;
+      const agentPort = o.port + o.replicas + i;
       const device = o.devices[i - 1];
-      const child = spawn(
-        executable,
-        [
-          ...prefixArgs,
-          "serve",
-          ...o.serveArgs,
-          "--host",
-          "127.0.0.1",
-          "--port",
-          String(port),
-          "--agent-port",
-          String(agentPortOf(o, i)),
-        ],
-        {
-          stdio: ["ignore", "pipe", "pipe"],
-          env: device === undefined ? process.env : { ...process.env, CUDA_VISIBLE_DEVICES: device },
-        },
-      );
-      pipeLines(child, `[${name}]`, o.log);
-      replicas.push({ name, url: `http://127.0.0.1:${port}`, process: child, exited: exitOf(child) });
+      const launch = () => {
+        const child = spawn(
+          executable,
+          [
+            ...prefixArgs,
+            "serve",
+            ...o.serveArgs,
+            "--host",
+            o.replicaHost,
+            "--port",
+            String(port),
+            "--agent-port",
+            String(agentPort),
+          ],
+          {
+            stdio: ["ignore", "pipe", "pipe"],
+            env: device === undefined ? process.env : { ...process.env, CUDA_VISIBLE_DEVICES: device },
+            // its own process group: a terminal's Ctrl-C reaches the supervisor, which drains it
+            detached: true,
+          },
+        );
+        pipeLines(child, `[${name}]`, o.log);
+        return child;
+      };
+      started.push(new Replica(name, reachableHost(o.replicaHost), port, agentPort, launch));
     }
-    await Promise.all(replicas.map((r) => waitHealthy(r.url, r.exited, o.startTimeoutMs)));
+    await Promise.all(started.map((r) => waitHealthy(r.url, r.exited, o.startTimeoutMs)));
   } catch (error) {
-    await stopAll(null, null);
+    await stopStarted();
+    throw error;
+  }
+  const remote: ClusterReplica[] = o.remote.map((r, i) => ({
+    name: `r${o.replicas + i + 1}`,
+    url: urlOf(r.host, r.port),
+    ...r,
+  }));
+  await Promise.all(
+    remote.map(async (r) => {
+      const up = await fetch(`${r.url}/health`, { signal: AbortSignal.timeout(2000) }).then(
+        (response) => response.status === 200 || response.status === 503,
+        () => false,
+      );
+      if (!up)
+        o.log(
+          `continuum cluster: ${r.name} (${r.url}) does not answer /health yet; HAProxy adds it when it does`,
+        );
+    }),
+  );
+  const replicas: readonly ClusterReplica[] = [...started, ...remote];
+
+  const fleet = (): FleetReplica[] => [
+    ...started.map((r) => ({
+      name: r.name,
+      url: r.url,
+      started: true,
+      pid: r.process.pid ?? null,
+      restarts: r.restarts,
+    })),
+    ...remote.map((r) => ({ name: r.name, url: r.url, started: false, pid: null, restarts: 0 })),
+  ];
+  mkdirSync(o.configDir, { recursive: true });
+  const configPath = resolve(join(o.configDir, "haproxy.cfg"));
+  // streamed requests come back to HAProxy on a local socket: on Linux one of the abstract namespace (no
+  // file to clean up), elsewhere a file beside the configuration
+  const streamsName = `continuum-cluster-${o.port}-${process.pid}`;
+  const streams =
+    process.platform === "linux"
+      ? { bind: `abns@${streamsName}`, path: `\0${streamsName}` }
+      : {
+          bind: `unix@${resolve(join(o.configDir, "streams.sock"))}`,
+          path: resolve(join(o.configDir, "streams.sock")),
+        };
+  let supervisor: SupervisorServer;
+  try {
+    supervisor = await startSupervisorServer(fleet, streams.path);
+  } catch (error) {
+    await stopStarted();
     throw error;
   }
 
-  mkdirSync(o.configDir, { recursive: true });
-  const configPath = resolve(join(o.configDir, "haproxy.cfg"));
   writeFileSync(
     configPath,
     haproxyConfig({
       host: o.host,
       port: o.port,
-      replicas: replicas.map((r, i) => ({
-        name: r.name,
-        host: "127.0.0.1",
-        port: o.port + i + 1,
-        agentPort: agentPortOf(o, i + 1),
-      })),
+      replicas,
       bufferBytes: 1 << 20,
       maxConnections: o.maxConnections,
       checkIntervalMs: 1000,
+      supervisor: { port: supervisor.port, streamsBind: streams.bind },
     }),
   );
   // -db: foreground, logs to stderr; -W: master-worker, so SIGTERM stops it cleanly
-  const haproxy = spawn(o.haproxy, ["-W", "-db", "-f", configPath], { stdio: ["ignore", "pipe", "pipe"] });
+  const haproxy = spawn(o.haproxy, ["-W", "-db", "-f", configPath], {
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   pipeLines(haproxy, "[haproxy]", o.log);
   const haproxyExited = exitOf(haproxy);
-  const url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${o.port}`;
+  // a supervisor that exits without stopping (an uncaught error) leaves no balancer behind; its replicas
+  // see their parent gone and drain by themselves
+  const orphaned = () => killGroup(haproxy);
+  process.once("exit", orphaned);
+  const url = urlOf(o.host, o.port);
   try {
     await waitHealthy(url, haproxyExited, 10_000);
   } catch (error) {
-    await stopAll(haproxy, haproxyExited);
+    await stopStarted();
+    await stopProcess(haproxy, haproxyExited, o.stopTimeoutMs);
+    await supervisor.close();
+    process.removeListener("exit", orphaned);
     throw error;
   }
 
-  const ended = Promise.race([
-    haproxyExited.then((code) => `HAProxy exited (${code})`),
-    Promise.all(replicas.map((r) => r.exited)).then(() => "every replica exited"),
-  ]);
-  for (const r of replicas) {
-    void r.exited.then((code) => o.log(`continuum cluster: replica ${r.name} (${r.url}) exited (${code})`));
-  }
-  let stopping: Promise<void> | null = null;
+  let stopping = false;
+  /** restarts waiting out their delay, ended early by a stop */
+  const pauses = new Set<() => void>();
+  const pause = (ms: number) =>
+    new Promise<void>((done) => {
+      const wake = () => {
+        clearTimeout(timer);
+        pauses.delete(wake);
+        done();
+      };
+      const timer = setTimeout(wake, ms);
+      pauses.add(wake);
+    });
+  const endPauses = () => {
+    for (const wake of [...pauses]) wake();
+  };
+  const supervise = async (r: Replica) => {
+    let delayMs = RESTART_FIRST_MS;
+    for (;;) {
+      const code = await r.exited;
+      if (stopping) return;
+      if (Date.now() - r.startedAtMs >= RESTART_STABLE_MS) delayMs = RESTART_FIRST_MS;
+      const diedAtMs = Date.now();
+      const how = code === null ? (r.process.signalCode ?? "killed") : `code ${code}`;
+      o.log(
+        `continuum cluster: replica ${r.name} (${r.url}) exited (${how}); restart ${r.restarts + 1} in ${(delayMs / 1000).toFixed(1)} s`,
+      );
+      await pause(delayMs);
+      if (stopping) return;
+      delayMs = Math.min(2 * delayMs, RESTART_MAX_MS);
+      r.spawn();
+      r.restarts += 1;
+      try {
+        await waitHealthy(r.url, r.exited, o.startTimeoutMs);
+        o.log(
+          `continuum cluster: replica ${r.name} is back (pid ${r.process.pid}), ${((Date.now() - diedAtMs) / 1000).toFixed(1)} s after it exited`,
+        );
+      } catch (error) {
+        if (stopping) return;
+        o.log(`continuum cluster: replica ${r.name} did not come back: ${(error as Error).message}`);
+        killGroup(r.process);
+      }
+    }
+  };
+  for (const r of started) void supervise(r);
+
+  const ended = haproxyExited.then((code) =>
+    stopping ? new Promise<string>(() => {}) : `HAProxy exited (${code})`,
+  );
+  let stoppingAll: Promise<boolean> | null = null;
   return {
     url,
     configPath,
     replicas,
+    started,
     ended,
     stop() {
-      stopping ??= stopAll(haproxy, haproxyExited);
-      return stopping;
+      stoppingAll ??= (async () => {
+        stopping = true;
+        endPauses();
+        const replicasClean = await stopStarted();
+        const haproxyClean = await stopProcess(haproxy, haproxyExited, o.stopTimeoutMs);
+        await supervisor.close();
+        process.removeListener("exit", orphaned);
+        return replicasClean.every(Boolean) && haproxyClean;
+      })();
+      return stoppingAll;
+    },
+    kill() {
+      stopping = true;
+      endPauses();
+      for (const r of started) killGroup(r.process);
+      killGroup(haproxy);
     },
   };
 }

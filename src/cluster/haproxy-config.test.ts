@@ -17,6 +17,35 @@ const config = haproxyConfig({
   checkIntervalMs: 1000,
 });
 
+/** Two replicas started here, two on other hosts (one without an agent check), and the supervisor. */
+const fleet = haproxyConfig({
+  host: "0.0.0.0",
+  port: 8000,
+  replicas: [
+    { name: "r1", host: "127.0.0.1", port: 8001, agentPort: 8003 },
+    { name: "r2", host: "127.0.0.1", port: 8002, agentPort: 8004 },
+    { name: "r3", host: "10.0.0.2", port: 8001, agentPort: 9001 },
+    { name: "r4", host: "fd00::3", port: 8001 },
+  ],
+  bufferBytes: 1 << 20,
+  maxConnections: 4096,
+  checkIntervalMs: 1000,
+  supervisor: { port: 41234, streamsBind: "abns@continuum-cluster-8000-1" },
+});
+
+/** The lines of one section (`frontend continuum`, `backend by_program`...). */
+function section(text: string, header: string): string[] {
+  const lines = text.split("\n");
+  const start = lines.indexOf(header);
+  assert.ok(start >= 0, `no section ${header}`);
+  const end = lines.findIndex((line, i) => i > start && line === "");
+  return lines.slice(start + 1, end);
+}
+
+function programSources(lines: readonly string[]): string[] {
+  return lines.flatMap((line) => /set-var\(txn\.program\) (.+)$/.exec(line)?.[1] ?? []);
+}
+
 describe("haproxyConfig", () => {
   test("programs hash consistently to a replica; requests without one go to the least loaded", () => {
     assert.match(
@@ -50,25 +79,76 @@ describe("haproxyConfig", () => {
     assert.match(config, /^ {4}retry-on conn-failure empty-response response-timeout 503$/m);
   });
 
-  test("the program id is read body first, then headers, as the server reads it", () => {
-    const sources = [...config.matchAll(/set-var\(txn\.program\) (\S+)/g)].map((m) => m[1]);
-    assert.deepEqual(sources, [
-      "req.body,json_query('$.job_id')",
-      "req.body,json_query('$.program_id')",
-      "req.body,json_query('$.session_id')",
-      "req.body,json_query('$.session_params.session_id')",
-      "req.hdr(x-program-id)",
-      "req.hdr(x-session-id)",
+  test("the program id is read from a program's path, then body first, then headers, as the server reads it", () => {
+    assert.deepEqual(programSources(section(config, "frontend continuum")), [
+      "path,field(4,/),url_dec if { path_beg /v1/programs/ }",
+      "req.body,json_query('$.job_id') if !{ var(txn.program) -m found }",
+      "req.body,json_query('$.program_id') if !{ var(txn.program) -m found }",
+      "req.body,json_query('$.session_id') if !{ var(txn.program) -m found }",
+      "req.body,json_query('$.session_params.session_id') if !{ var(txn.program) -m found }",
+      "req.hdr(x-program-id) if !{ var(txn.program) -m found }",
+      "req.hdr(x-session-id) if !{ var(txn.program) -m found }",
+      // Codex's conversation ids stand in on /v1/responses only, as on the replica
+      "req.hdr(session-id) if { path /v1/responses } !{ var(txn.program) -m found }",
+      "req.hdr(thread-id) if { path /v1/responses } !{ var(txn.program) -m found }",
+      "req.body,json_query('$.client_metadata.session_id') if { path /v1/responses } !{ var(txn.program) -m found }",
+      "req.body,json_query('$.prompt_cache_key') if { path /v1/responses } !{ var(txn.program) -m found }",
     ]);
   });
 
-  test("HAProxy accepts it", { skip: HAPROXY ? false : "haproxy is not installed" }, () => {
+  test("no supervisor: no fleet view, no stream frontend", () => {
+    assert.doesNotMatch(config, /supervisor|frontend streams/);
+  });
+
+  test("replicas on other hosts are checked and hashed as the local ones", () => {
+    const servers = section(fleet, "backend by_program").filter((l) => l.startsWith("    server "));
+    assert.deepEqual(servers, [
+      "    server r1 127.0.0.1:8001 agent-check agent-addr 127.0.0.1 agent-port 8003",
+      "    server r2 127.0.0.1:8002 agent-check agent-addr 127.0.0.1 agent-port 8004",
+      "    server r3 10.0.0.2:8001 agent-check agent-addr 10.0.0.2 agent-port 9001",
+      "    server r4 [fd00::3]:8001",
+    ]);
+    assert.match(fleet, /^ {4}bind 0\.0\.0\.0:8000$/m);
+    assert.match(fleet, /^ {4}server r4 \[fd00::3\]:8001 track by_program\/r4$/m);
+  });
+
+  test("the fleet view and streamed requests go to a live supervisor, which sends streams back to a frontend routing as the first", () => {
+    const front = section(fleet, "frontend continuum");
+    const uses = front.filter((l) => l.includes("use_backend") || l.includes("default_backend"));
+    assert.deepEqual(uses, [
+      "    use_backend supervisor if fleet_view supervisor_up",
+      "    use_backend supervisor if { var(txn.stream) -m bool } supervisor_up",
+      "    use_backend by_program if { var(txn.program) -m found }",
+      "    default_backend least_loaded",
+    ]);
+    assert.ok(front.includes("    acl fleet_view path /metrics /dashboard"));
+    assert.ok(front.includes("    acl fleet_view path_beg /dashboard/"));
+    assert.ok(front.includes("    acl supervisor_up nbsrv(supervisor) gt 0"));
+    const streams = section(fleet, "frontend streams");
+    assert.equal(streams[0], "    bind abns@continuum-cluster-8000-1");
+    assert.deepEqual(programSources(streams), programSources(front));
+    assert.ok(!streams.some((l) => l.includes("supervisor")), "a guarded stream is not guarded again");
+    assert.deepEqual(section(fleet, "backend supervisor"), [
+      "    retry-on conn-failure empty-response",
+      "    server supervisor 127.0.0.1:41234 check inter 1000",
+    ]);
+  });
+
+  test("HAProxy accepts both, without warnings", {
+    skip: HAPROXY ? false : "haproxy is not installed",
+  }, () => {
     const dir = mkdtempSync(join(tmpdir(), "continuum-haproxy-"));
     try {
-      const path = join(dir, "haproxy.cfg");
-      writeFileSync(path, config);
-      const check = spawnSync("haproxy", ["-c", "-f", path], { encoding: "utf8" });
-      assert.equal(check.status, 0, check.stderr + check.stdout);
+      for (const [name, text] of [
+        ["local.cfg", config],
+        ["fleet.cfg", fleet],
+      ] as const) {
+        const path = join(dir, name);
+        writeFileSync(path, text);
+        const check = spawnSync("haproxy", ["-c", "-f", path], { encoding: "utf8" });
+        assert.equal(check.status, 0, check.stderr + check.stdout);
+        assert.doesNotMatch(check.stderr + check.stdout, /WARNING/, `${name}: ${check.stderr}`);
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

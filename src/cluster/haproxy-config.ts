@@ -1,10 +1,14 @@
 /**
- * The HAProxy configuration `continuum cluster` runs: every turn of an agent program goes to the
- * replica holding its KV (consistent hashing on the program id, read where clients put it, then a stick
- * table), requests without a program id go to the least-loaded replica, health checks take a dead
- * replica out, a draining replica (its agent says "drain") gets no new program but keeps its own, and a
- * request that met a dead or draining replica is retried on another one (it was never answered, so it
- * is answered exactly once).
+ * The HAProxy configuration `continuum cluster` runs: every turn of an agent program, and every call
+ * naming a program in its path (`DELETE /v1/programs/{id}`), goes to the replica holding its KV
+ * (consistent hashing on the program id, read where clients put it, then a stick table), requests
+ * without a program id go to the least-loaded replica, health checks take a dead replica out, a draining
+ * replica (its agent says "drain") gets no new program but keeps its own, and a request that met a dead
+ * or draining replica is retried on another one (it was never answered, so it is answered exactly once).
+ * Replicas may be on other hosts. With a supervisor, the fleet view (/metrics, /dashboard) and streamed
+ * requests go through it: it aggregates the replicas, and it ends a stream whose replica died with an
+ * SSE error event before sending the request back to a second frontend that routes it as any other.
+ * Without a live supervisor (the file reused alone) those requests are routed directly.
  */
 
 export interface HaproxyReplica {
@@ -26,19 +30,57 @@ export interface HaproxyOptions {
   readonly maxConnections: number;
   /** health-check interval, ms */
   readonly checkIntervalMs: number;
+  /** the cluster's supervisor (fleet view, stream guard), on this host; absent: none */
+  readonly supervisor?: {
+    readonly port: number;
+    /** where the supervisor sends streamed requests back: the second frontend's bind address */
+    readonly streamsBind: string;
+  };
 }
 
+export interface ProgramIdSource {
+  /** HAProxy sample expression */
+  readonly fetch: string;
+  /** the condition under which the replica reads it (an HAProxy ACL), if not every request */
+  readonly when?: string;
+}
+
+const RESPONSES = "{ path /v1/responses }";
+
 /**
- * Where the program id is read, in the order `continuum serve` itself reads it (body fields before
- * headers), so the balancer and the replica agree on which program a request belongs to.
+ * Where the program id is read, in the order `continuum serve` itself reads it, so the balancer and the
+ * replica agree on which program a request belongs to: the path of a program's own endpoint, the body
+ * fields before the headers (program-fields.ts), then the conversation ids Codex sends on
+ * /v1/responses, which stand in only there (responses-program.ts).
  */
-export const PROGRAM_ID_SOURCES: readonly string[] = [
-  "req.body,json_query('$.job_id')",
-  "req.body,json_query('$.program_id')",
-  "req.body,json_query('$.session_id')",
-  "req.body,json_query('$.session_params.session_id')",
-  "req.hdr(x-program-id)",
-  "req.hdr(x-session-id)",
+export const PROGRAM_ID_SOURCES: readonly ProgramIdSource[] = [
+  { fetch: "path,field(4,/),url_dec", when: "{ path_beg /v1/programs/ }" },
+  { fetch: "req.body,json_query('$.job_id')" },
+  { fetch: "req.body,json_query('$.program_id')" },
+  { fetch: "req.body,json_query('$.session_id')" },
+  { fetch: "req.body,json_query('$.session_params.session_id')" },
+  { fetch: "req.hdr(x-program-id)" },
+  { fetch: "req.hdr(x-session-id)" },
+  { fetch: "req.hdr(session-id)", when: RESPONSES },
+  { fetch: "req.hdr(thread-id)", when: RESPONSES },
+  { fetch: "req.body,json_query('$.client_metadata.session_id')", when: RESPONSES },
+  { fetch: "req.body,json_query('$.prompt_cache_key')", when: RESPONSES },
+];
+
+/** The frontend lines that name the program. */
+function programReads(): string[] {
+  return PROGRAM_ID_SOURCES.map((source, i) => {
+    const conditions = [
+      ...(source.when ? [source.when] : []),
+      ...(i > 0 ? ["!{ var(txn.program) -m found }"] : []),
+    ];
+    return `    http-request set-var(txn.program) ${source.fetch}${conditions.length > 0 ? ` if ${conditions.join(" ")}` : ""}`;
+  });
+}
+
+const PROGRAM_BACKENDS = [
+  "    use_backend by_program if { var(txn.program) -m found }",
+  "    default_backend least_loaded",
 ];
 
 function bindAddress(host: string, port: number): string {
@@ -47,11 +89,35 @@ function bindAddress(host: string, port: number): string {
 
 export function haproxyConfig(o: HaproxyOptions): string {
   if (o.replicas.length === 0) throw new Error("a cluster needs at least one replica");
-  const programId = PROGRAM_ID_SOURCES.map((source, i) =>
-    i === 0
-      ? `    http-request set-var(txn.program) ${source}`
-      : `    http-request set-var(txn.program) ${source} if !{ var(txn.program) -m found }`,
-  );
+  const fast = Math.ceil(o.checkIntervalMs / 2);
+  const supervisor = o.supervisor;
+  const throughSupervisor = supervisor
+    ? [
+        "    http-request set-var(txn.stream) req.body,json_query('$.stream')",
+        "    acl fleet_view path /metrics /dashboard",
+        "    acl fleet_view path_beg /dashboard/",
+        "    acl supervisor_up nbsrv(supervisor) gt 0",
+        "    use_backend supervisor if fleet_view supervisor_up",
+        "    use_backend supervisor if { var(txn.stream) -m bool } supervisor_up",
+      ]
+    : [];
+  const supervisorSections = supervisor
+    ? [
+        "# Streamed requests come back from the supervisor, which watches their responses.",
+        "frontend streams",
+        `    bind ${supervisor.streamsBind}`,
+        ...programReads(),
+        ...PROGRAM_BACKENDS,
+        "",
+        "# The supervisor: the fleet's /metrics and /dashboard, and the streams' guard.",
+        "backend supervisor",
+        // a request that met a connection the supervisor had just closed is sent again (it took none:
+        // it answers every request it reads)
+        "    retry-on conn-failure empty-response",
+        `    server supervisor 127.0.0.1:${supervisor.port} check inter ${o.checkIntervalMs}`,
+        "",
+      ]
+    : [];
   const servers = o.replicas.map(
     (r) =>
       `    server ${r.name} ${bindAddress(r.host, r.port)}` +
@@ -81,10 +147,11 @@ export function haproxyConfig(o: HaproxyOptions): string {
     "",
     "frontend continuum",
     `    bind ${bindAddress(o.host, o.port)}`,
-    ...programId,
-    "    use_backend by_program if { var(txn.program) -m found }",
-    "    default_backend least_loaded",
+    ...programReads(),
+    ...throughSupervisor,
+    ...PROGRAM_BACKENDS,
     "",
+    ...supervisorSections,
     "# One program, one replica: its KV is there. Consistent hashing moves only the programs of a",
     "# replica that leaves (they are re-prefilled on another one).",
     "backend by_program",
@@ -96,7 +163,8 @@ export function haproxyConfig(o: HaproxyOptions): string {
     "    option httpchk GET /health",
     // 503 is a draining replica: alive, serving its programs; its agent says drain
     "    http-check expect rstatus ^(200|503)$",
-    `    default-server check inter ${o.checkIntervalMs} fall 2 rise 2 agent-inter ${o.checkIntervalMs}`,
+    // a server changing state (and a dead one) is checked twice as often: it leaves and rejoins sooner
+    `    default-server check inter ${o.checkIntervalMs} fastinter ${fast} downinter ${fast} fall 2 rise 2 agent-inter ${o.checkIntervalMs}`,
     ...servers,
     "",
     "backend least_loaded",

@@ -1,4 +1,4 @@
-import type { Retention } from "./policy.js";
+import type { Retention } from "./retention.js";
 
 /** What a client says about the KV of a turn that ends in a tool call. */
 export interface RetentionHints {

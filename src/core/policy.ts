@@ -2,6 +2,7 @@ import type { CostModel } from "./cost-model.js";
 import type { TierName } from "./kv/offload-tiers.js";
 import type { Program } from "./program.js";
 import type { Request } from "./request.js";
+import type { Retention } from "./retention.js";
 import type { TtlEstimator } from "./ttl/ttl-model.js";
 
 /** What a policy may read when it decides. */
@@ -22,11 +23,6 @@ export interface PolicyContext {
   /** the programs the scheduler knows (running, waiting, pinned, or between turns and not forgotten) */
   programs(): Iterable<Program>;
 }
-
-/** What happens to a finished non-last request's KV. */
-export type Retention = { readonly kind: "free" } | { readonly kind: "pin"; readonly ttlS: number };
-
-export const FREE: Retention = { kind: "free" };
 
 /**
  * A scheduling policy: waiting order, KV retention at the end of a turn, and whom to sacrifice under
@@ -80,6 +76,16 @@ export interface SchedulingPolicy {
    * the scheduler. Default: always.
    */
   admitsNewProgram?(request: Request, program: Program, ctx: PolicyContext): boolean;
+
+  /**
+   * May this waiting turn of any program, a returning one too, start now? A policy that pauses whole
+   * programs (ThunderAgent, CONCUR) holds a paused program's next turn here, as their routers hold it
+   * before the engine. Asked, like admitsNewProgram, only for a turn never admitted (a preempted turn is
+   * never held) and only while something is running, so a refusal never stalls the scheduler. A held turn
+   * keeps its place in the queue, and the queue stops at it: order held turns after the others
+   * (dynamicPriorities with nextPriorityChangeS re-sorts them when they may go). Default: always.
+   */
+  admitsTurn?(request: Request, program: Program, ctx: PolicyContext): boolean;
 
   /** A program ended: its last step finished, or the client ended it (DELETE /v1/programs). */
   onProgramEnded?(program: Program): void;

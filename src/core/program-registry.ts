@@ -20,6 +20,8 @@ export interface ProgramRegistryOptions {
   readonly idleTimeoutS?: number;
   /** a program was forgotten (its tool-call history goes with it) */
   readonly onForget: (programId: string) => void;
+  /** a program left the table, ended or forgotten (the dashboard's finished programs) */
+  readonly onLeave: (program: Program) => void;
 }
 
 /**
@@ -32,11 +34,13 @@ export class ProgramRegistry {
   private readonly maxPrograms: number;
   private readonly idleTimeoutS: number;
   private readonly onForget: (programId: string) => void;
+  private readonly onLeave: (program: Program) => void;
 
   constructor(options: ProgramRegistryOptions) {
     this.maxPrograms = options.maxPrograms ?? DEFAULT_MAX_PROGRAMS;
     this.idleTimeoutS = options.idleTimeoutS ?? 3600;
     this.onForget = options.onForget;
+    this.onLeave = options.onLeave;
   }
 
   get size(): number {
@@ -76,7 +80,10 @@ export class ProgramRegistry {
   /** An ended program with nothing in flight and no pin leaves the table. */
   forgetIfDone(program: Program): void {
     if (program.ended && program.pin === null && program.numWaiting === 0 && program.numRunning === 0) {
-      if (this.holds(program)) this.programs.delete(program.id);
+      if (this.holds(program)) {
+        this.programs.delete(program.id);
+        this.onLeave(program);
+      }
     }
   }
 
@@ -89,6 +96,7 @@ export class ProgramRegistry {
       if (idle && nowS - lastActiveS >= idleTimeoutS) {
         this.programs.delete(program.id);
         this.onForget(program.id);
+        this.onLeave(program);
       }
     }
   }

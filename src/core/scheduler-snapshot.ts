@@ -4,11 +4,11 @@ import type { Program } from "./program.js";
 import type { Request } from "./request.js";
 
 /**
- * A program's state as an operator sees it: a turn running, a turn waiting (`evicted`: waiting, and its
- * context was not resident when the turn came: it is recomputed or reloaded), between turns with its KV
- * pinned, or between turns without a pin (in a tool call, or done without saying so).
+ * A program's state as an operator sees it: a turn running, a turn waiting, between turns with its KV
+ * pinned, or between turns without a pin (in a tool call, or done without saying so). Where its KV is
+ * meanwhile (the pool, a tier, or nowhere) is the engine's to say.
  */
-export type ProgramState = "running" | "waiting" | "evicted" | "pinned" | "tool";
+export type ProgramState = "running" | "waiting" | "pinned" | "tool";
 
 export interface ProgramSnapshot {
   readonly id: string;
@@ -21,6 +21,45 @@ export interface ProgramSnapshot {
   readonly ageS: number;
   /** prompt tokens of its turns whose KV was reused, over all their prompt tokens (null before a turn ran) */
   readonly cachedShare: number | null;
+}
+
+/** A program that left the scheduler, as it was when it left. */
+export interface DepartedProgram {
+  readonly id: string;
+  /** ended by its last step or its client; false: forgotten after idling */
+  readonly ended: boolean;
+  readonly contextTokens: number;
+  /** turns finished */
+  readonly turns: number;
+  /** seconds from its first turn's arrival to when it left */
+  readonly lifeS: number;
+  readonly cachedShare: number | null;
+  /** seconds since it left */
+  readonly leftAgoS: number;
+}
+
+/** Programs that left the scheduler, newest last, recorded as they leave: at most `capacity`. */
+export class DepartedPrograms {
+  private readonly departed: { program: Program; leftS: number }[] = [];
+
+  constructor(private readonly capacity: number) {}
+
+  add(program: Program, nowS: number): void {
+    this.departed.push({ program, leftS: nowS });
+    if (this.departed.length > this.capacity) this.departed.shift();
+  }
+
+  list(nowS: number): DepartedProgram[] {
+    return this.departed.map(({ program, leftS }) => ({
+      id: program.id,
+      ended: program.ended,
+      contextTokens: program.contextTokens,
+      turns: program.numFinished,
+      lifeS: leftS - program.firstArrivalS,
+      cachedShare: cachedShareOf(program),
+      leftAgoS: nowS - leftS,
+    }));
+  }
 }
 
 export interface KvPoolSnapshot {
@@ -44,14 +83,20 @@ export interface SchedulerSnapshot {
   readonly numPrograms: number;
   /** the programs, busiest first (running, waiting, pinned, then between turns), at most `maxPrograms` */
   readonly programs: readonly ProgramSnapshot[];
+  /** the latest programs to leave the scheduler, newest last */
+  readonly departed: readonly DepartedProgram[];
 }
 
-const STATE_ORDER: Record<ProgramState, number> = { running: 0, waiting: 1, evicted: 1, pinned: 2, tool: 3 };
+const STATE_ORDER: Record<ProgramState, number> = { running: 0, waiting: 1, pinned: 2, tool: 3 };
 
-function programState(program: Program, evictedWaiting: ReadonlySet<Program>): ProgramState {
+function programState(program: Program): ProgramState {
   if (program.numRunning > 0) return "running";
-  if (program.numWaiting > 0) return evictedWaiting.has(program) ? "evicted" : "waiting";
+  if (program.numWaiting > 0) return "waiting";
   return program.pin !== null ? "pinned" : "tool";
+}
+
+function cachedShareOf(program: Program): number | null {
+  return program.promptTokensServed > 0 ? program.cachedTokensServed / program.promptTokensServed : null;
 }
 
 export function buildSnapshot(
@@ -60,9 +105,9 @@ export function buildSnapshot(
   tiers: OffloadTiers | null,
   programs: Iterable<Program>,
   live: Iterable<Request>,
+  departed: DepartedPrograms,
   maxPrograms: number,
 ): SchedulerSnapshot {
-  const evictedWaiting = new Set<Program>();
   let numRunning = 0;
   let numWaiting = 0;
   const runningBlocks = new Set<number>();
@@ -72,14 +117,13 @@ export function buildSnapshot(
       for (const b of request.blockIds) runningBlocks.add(b);
     } else if (request.status === "waiting") {
       numWaiting++;
-      if (request.arrivedEvicted && request.numAdmissions === 0) evictedWaiting.add(request.program);
     }
   }
   const pinnedOnly = new Set<number>();
   const all: ProgramSnapshot[] = [];
   for (const program of programs) {
     for (const b of program.pin?.blockIds ?? []) if (!runningBlocks.has(b)) pinnedOnly.add(b);
-    const state = programState(program, evictedWaiting);
+    const state = programState(program);
     all.push({
       id: program.id,
       state,
@@ -87,8 +131,7 @@ export function buildSnapshot(
       contextTokens: program.contextTokens,
       turns: program.numFinished,
       ageS: nowS - program.firstArrivalS,
-      cachedShare:
-        program.promptTokensServed > 0 ? program.cachedTokensServed / program.promptTokensServed : null,
+      cachedShare: cachedShareOf(program),
     });
   }
   all.sort((a, b) => STATE_ORDER[a.state] - STATE_ORDER[b.state] || a.ageS - b.ageS);
@@ -108,5 +151,6 @@ export function buildSnapshot(
     numWaiting,
     numPrograms: all.length,
     programs: all.slice(0, maxPrograms),
+    departed: departed.list(nowS),
   };
 }

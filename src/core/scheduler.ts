@@ -1,6 +1,7 @@
 import { applyRetentionHints } from "./client-hints.js";
 import type { Clock } from "./clock.js";
 import type { CostModel } from "./cost-model.js";
+import type { KvBlockObserver } from "./kv/block-events.js";
 import { BlockPool } from "./kv/block-pool.js";
 import { KvCacheManager, type PrefixMatch } from "./kv/kv-cache-manager.js";
 import { OffloadTiers, type TierConfig } from "./kv/offload-tiers.js";
@@ -11,7 +12,7 @@ import type { Program } from "./program.js";
 import { ProgramRegistry, RequestRejectedError } from "./program-registry.js";
 import type { EventRecorder } from "./recorder/recorder.js";
 import { type FinishReason, Request, type RequestSpec } from "./request.js";
-import { buildSnapshot, type SchedulerSnapshot } from "./scheduler-snapshot.js";
+import { buildSnapshot, DepartedPrograms, type SchedulerSnapshot } from "./scheduler-snapshot.js";
 import type {
   KvChanges,
   KvPinned,
@@ -49,6 +50,8 @@ export interface SchedulerDeps {
   readonly clock: Clock;
   readonly policy: SchedulingPolicy;
   readonly recorder?: EventRecorder;
+  /** hears every block hash the KV pool's prefix cache gains and loses (`serve --kv-events-endpoint`) */
+  readonly kvObserver?: KvBlockObserver;
 }
 
 /** A request the scheduler refuses at the door; the server maps it to a 4xx. */
@@ -82,6 +85,8 @@ export interface UpdateOutcome {
 }
 
 const SWEEP_EVERY_STEPS = 1024;
+/** Programs that left the scheduler kept for its snapshot (the dashboard's finished programs). */
+const DEPARTED_KEPT = 256;
 
 /**
  * The step scheduler shared by the real engine and the simulator: continuous batching with chunked prefill
@@ -120,6 +125,7 @@ export class Scheduler {
   private readonly serviceMoved = new Set<Program>();
   private readonly running: Request[] = [];
   private readonly programs: ProgramRegistry;
+  private readonly departed = new DepartedPrograms(DEPARTED_KEPT);
   private readonly pins: PinBook;
   private readonly live = new Map<string, Request>();
   private readonly ctx: { -readonly [K in keyof PolicyContext]: PolicyContext[K] };
@@ -137,7 +143,7 @@ export class Scheduler {
     const blockSizeTokens = config.blockSizeTokens ?? 16;
     this.maxNumBatchedTokens = positiveInt(config.maxNumBatchedTokens ?? 2048, "maxNumBatchedTokens");
     this.maxNumSeqs = positiveInt(config.maxNumSeqs ?? 256, "maxNumSeqs");
-    const pool = new BlockPool(config.numBlocks, blockSizeTokens);
+    const pool = new BlockPool(config.numBlocks, blockSizeTokens, deps.kvObserver ?? null);
     const tiers =
       config.tiers && config.tiers.length > 0
         ? new OffloadTiers(config.tiers, config.kvBytesPerToken * blockSizeTokens)
@@ -151,6 +157,7 @@ export class Scheduler {
       ...(config.maxPrograms === undefined ? {} : { maxPrograms: config.maxPrograms }),
       ...(config.programIdleTimeoutS === undefined ? {} : { idleTimeoutS: config.programIdleTimeoutS }),
       onForget: (programId) => this.tracker.forgetProgram(programId),
+      onLeave: (program) => this.departed.add(program, this.clock.nowS()),
     });
     this.pins = new PinBook({
       kv: this.kv,
@@ -217,6 +224,7 @@ export class Scheduler {
       this.kv.tiers,
       this.programs.values(),
       this.live.values(),
+      this.departed,
       maxPrograms,
     );
   }
@@ -542,13 +550,15 @@ export class Scheduler {
     return owed;
   }
 
-  /** The policy keeps a new program's first turn waiting (never while nothing runs: no stall). */
+  /** The policy keeps a turn (admitsTurn) or a new program's first turn waiting (never while nothing runs: no stall). */
   private holdsBackNewProgram(head: Request): boolean {
     const gate = this.policy.admitsNewProgram;
-    const returning = head.turnIndex !== 0 || head.continuesProgram;
-    if (!gate || returning || head.numAdmissions > 0 || this.running.length === 0) return false;
+    const turnGate = this.policy.admitsTurn;
+    if ((!gate && !turnGate) || head.numAdmissions > 0 || this.running.length === 0) return false;
     this.ctx.numRunning = this.running.length;
-    return !gate.call(this.policy, head, head.program, this.ctx);
+    if (turnGate && !turnGate.call(this.policy, head, head.program, this.ctx)) return true;
+    const returning = head.turnIndex !== 0 || head.continuesProgram;
+    return gate !== undefined && !returning && !gate.call(this.policy, head, head.program, this.ctx);
   }
 
   /** Same head as last time, no more free blocks, no pin to give up: the lookup would fail again. */

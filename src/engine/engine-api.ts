@@ -34,6 +34,12 @@ export interface GenerateRequest {
   readonly requestId: string;
   /** agent program id (`job_id` / `program_id` / X-Program-Id); null: a one-off request */
   readonly programId: string | null;
+  /**
+   * With programId null (its client named no program): the request is a turn of the program whose recent
+   * turn its prompt continues (that turn's prompt and every whole KV block of its prompt and output), else
+   * the first turn of a program of this id (implicit-programs.ts)
+   */
+  readonly implicitProgramId?: string;
   readonly isLastStep: boolean;
   /** client-declared tool of this turn (`this_func_call`), wins over parsing the output */
   readonly toolHint: string | null;
@@ -114,6 +120,8 @@ export interface EngineMetrics {
   readonly kvBlocks: number;
   readonly prefixQueryTokens: number;
   readonly prefixHitTokens: number;
+  /** tokens sampled by the model (every request's output) */
+  readonly generatedTokens: number;
   readonly preemptions: number;
   readonly pinsCreated: number;
   readonly pinsExpired: number;
@@ -142,6 +150,17 @@ export interface EngineMemory {
   readonly stateBufferBytes: number;
   /** programs in the scheduler's table (their state lives on the JS heap) */
   readonly programs: number;
+}
+
+/** Where one program's KV is in the engine now: its longest sequence in the pool, its longest saved state in a tier. */
+export interface ProgramKv {
+  /** tokens in the pool, and who holds them: a running turn, its pin, or nobody (free, reusable by a next turn) */
+  readonly poolTokens: number;
+  readonly poolHolder: "running" | "pinned" | "reusable" | null;
+  /** the RAM (`cpu`) or disk tier holding a saved state of its sequence, its tokens and bytes */
+  readonly tier: "cpu" | "disk" | null;
+  readonly tierTokens: number;
+  readonly tierBytes: number;
 }
 
 /** Why the engine refuses a request; the server maps each code to a status. */
@@ -184,7 +203,7 @@ export interface EngineService {
    */
   countPromptTokens(
     text: string,
-    program?: Pick<GenerateRequest, "programId" | "cacheSalt"> | null,
+    program?: Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId"> | null,
   ): Promise<number>;
   /**
    * Queues a request and streams its output. Throws EngineRejection before the first event when the
@@ -195,6 +214,8 @@ export interface EngineService {
   metrics(): EngineMetrics;
   /** the KV pool, tiers and programs as the scheduler holds them now (`/dashboard/state`) */
   snapshot(): SchedulerSnapshot;
+  /** where each program's KV is now, by program id (programs with none are absent) */
+  kvByProgram(): ReadonlyMap<string, ProgramKv>;
   /**
    * Ends an agent program without a turn (a router's finish-session): its pinned KV is released at
    * once. False when no live program has that id.

@@ -9,7 +9,9 @@ import { createPolicy } from "../policies/index.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { setUpGpuBackend } from "./gpu/gpu-backend-setup.js";
-import { LlamaModelRunner } from "./llama-model-runner.js";
+import type { KvEventPublisher } from "./kv-event-publisher.js";
+import { defaultKvEventsTopic } from "./kv-event-wire.js";
+import { LlamaModelRunner, type ModelKvShape } from "./llama-model-runner.js";
 import type { KvLayout } from "./model-runner.js";
 import type { KvCacheType } from "./native/llama-native.js";
 import { stepLogFile } from "./step-log.js";
@@ -30,7 +32,7 @@ export interface LlamaEngineOptions {
   readonly maxNumSeqs?: number;
   /** `--max-num-batched-tokens`: tokens per engine step, decodes and prefill chunks (default 512). */
   readonly maxNumBatchedTokens?: number;
-  /** `--kv-cache-tokens`: KV cells of llama.cpp's pool, all sequences together (default 16384). */
+  /** `--kv-cache-tokens`: KV cells of llama.cpp's pool, all sequences together (default: defaultKvCells). */
   readonly kvCacheTokens?: number;
   /**
    * `--kv-layout`: `unified` (default), one pool all slots share, or `streams`, one stream of
@@ -76,6 +78,13 @@ export interface LlamaEngineOptions {
   readonly maxPrograms?: number;
   /** TTL estimator knobs (tests, experiments). */
   readonly ttl?: TtlEstimatorOptions;
+  /**
+   * `--kv-events-endpoint`: publish the pool's prefix cache as vLLM's KV events on a ZMQ PUB socket bound
+   * (`tcp://*:5557`) or connected (`tcp://host:5557`) there, as vLLM's `--kv-events-config` endpoint.
+   */
+  readonly kvEventsEndpoint?: string;
+  /** `--kv-events-topic`: the events' topic (default `kv@<$POD_IP or host name>@<model id>`, llm-d's form). */
+  readonly kvEventsTopic?: string;
 }
 
 /** Cost model and offload bandwidths from a profile file, or null without one. */
@@ -98,6 +107,32 @@ async function profileCosts(
   };
 }
 
+/** The KV event publisher `--kv-events-endpoint` asks for (the zeromq addon is loaded only then), or null. */
+async function openKvEvents(options: LlamaEngineOptions, modelId: string): Promise<KvEventPublisher | null> {
+  if (!options.kvEventsEndpoint) return null;
+  const { KvEventPublisher } = await import("./kv-event-publisher.js");
+  return KvEventPublisher.open({
+    endpoint: options.kvEventsEndpoint,
+    topic: options.kvEventsTopic ?? defaultKvEventsTopic(modelId),
+  });
+}
+
+const DEFAULT_CONTEXTS_HELD = 2;
+const DEFAULT_CONTEXT_TOKENS = 65_536;
+const DEFAULT_KV_BYTES = 4 * GIB;
+const MIN_DEFAULT_KV_CELLS = 16_384;
+
+/**
+ * The pool without `--kv-cache-tokens`: two of the model's contexts of at most 64k tokens each (an agent
+ * harness's conversation and its side requests), within 4 GiB of f16 KV, never below 16384 cells.
+ */
+export function defaultKvCells(model: ModelKvShape): number {
+  const wanted = DEFAULT_CONTEXTS_HELD * Math.min(model.contextTokens, DEFAULT_CONTEXT_TOKENS);
+  const affordable =
+    model.kvBytesPerToken > 0 ? Math.floor(DEFAULT_KV_BYTES / model.kvBytesPerToken) : wanted;
+  return Math.max(MIN_DEFAULT_KV_CELLS, Math.floor(Math.min(wanted, affordable) / 256) * 256);
+}
+
 function positive(value: number | undefined, fallback: number, name: string): number {
   const v = value ?? fallback;
   if (!Number.isInteger(v) || v < 1) throw new Error(`${name} must be a positive integer, got ${value}`);
@@ -109,7 +144,10 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
   const policy = createPolicy(options.policy ?? "cachettl-adaptive");
   const maxNumSeqs = positive(options.maxNumSeqs, 16, "maxNumSeqs");
   const maxNumBatchedTokens = positive(options.maxNumBatchedTokens, 512, "maxNumBatchedTokens");
-  const kvCells = positive(options.kvCacheTokens, 16384, "kvCacheTokens");
+  const kvCells =
+    options.kvCacheTokens === undefined
+      ? defaultKvCells
+      : positive(options.kvCacheTokens, 1, "kvCacheTokens");
   const kvLayout = options.kvLayout ?? "unified";
   const slots = positive(
     options.maxSeqSlots,
@@ -142,6 +180,7 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
     ...(options.kvCacheType ? { kvCacheType: options.kvCacheType } : {}),
     ...(options.gpuLayers === undefined ? {} : { gpuLayers: options.gpuLayers }),
   });
+  let kvEvents: KvEventPublisher | null = null;
   try {
     const onCpu = runner.device.kvCache === "cpu";
     let cpuGb = options.cpuOffloadGb ?? (onCpu && diskGb <= 0 ? CPU_ENGINE_DEFAULT_OFFLOAD_GB : 0);
@@ -154,6 +193,7 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
       diskDir: options.diskOffloadDir ?? null,
       ...(fromProfile ? { cpuBandwidthBps: fromProfile.cpuBps, diskBandwidthBps: fromProfile.diskBps } : {}),
     };
+    kvEvents = await openKvEvents(options, runner.modelId);
     const recorder = options.recordPath
       ? new Recorder(new FileSink(options.recordPath.replace(/\.jsonl$/, "")))
       : undefined;
@@ -171,8 +211,10 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
       ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
       ...(recorder ? { recorder } : {}),
       ...(options.stepLogPath ? { stepLog: stepLogFile(options.stepLogPath) } : {}),
+      ...(kvEvents ? { kvEvents } : {}),
     });
   } catch (error) {
+    await kvEvents?.close();
     await runner.close();
     throw error;
   }

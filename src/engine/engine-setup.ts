@@ -7,6 +7,7 @@ import type { EventRecorder } from "../core/recorder/recorder.js";
 import { Scheduler } from "../core/scheduler.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
+import type { KvEventPublisher } from "./kv-event-publisher.js";
 import { KvSlots } from "./kv-slots.js";
 import { KvTierStore } from "./kv-tier-store.js";
 import type { ModelRunner } from "./model-runner.js";
@@ -55,6 +56,8 @@ export interface EngineOptions {
   readonly stepLog?: StepLogFile;
   /** close the runner at shutdown (default true) */
   readonly closeRunner?: boolean;
+  /** publishes the pool's prefix cache as vLLM's KV events (`serve --kv-events-endpoint`); closed at shutdown */
+  readonly kvEvents?: KvEventPublisher;
 }
 
 const DEFAULT_CPU_BANDWIDTH_BPS = 4e9;
@@ -155,7 +158,12 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
       ...(options.ttl ? { ttl: options.ttl } : {}),
       ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
     },
-    { clock, policy, ...(recorder ? { recorder } : {}) },
+    {
+      clock,
+      policy,
+      ...(recorder ? { recorder } : {}),
+      ...(options.kvEvents ? { kvObserver: options.kvEvents } : {}),
+    },
   );
   const kv = new KvSlots(
     runner,

@@ -30,10 +30,13 @@ import {
   type GenerateEvent,
   type GenerateRequest,
   type ModelChatTemplate,
+  type ProgramKv,
 } from "./engine-api.js";
 import { EngineInbox } from "./engine-inbox.js";
 import { buildEngineParts, type EngineOptions } from "./engine-setup.js";
 import { EventChannel } from "./event-channel.js";
+import type { KvEventPublisher } from "./kv-event-publisher.js";
+import { kvByProgram } from "./kv-residency.js";
 import type { KvSlotStats, KvSlots } from "./kv-slots.js";
 import type { KvTierStore } from "./kv-tier-store.js";
 import { type EngineLoopStats, LlamaExecutor } from "./llama-executor.js";
@@ -79,6 +82,7 @@ export class Engine implements EngineService {
   private readonly maxWaiting: number;
   private readonly promptIds: PromptIds;
   private readonly closeRunner: boolean;
+  private readonly kvEvents: KvEventPublisher | null;
   private readonly active: ActiveRequests = new Map();
   private readonly inbox = new EngineInbox(() => this.wake());
   private readonly stepLoop: StepLoop;
@@ -102,6 +106,7 @@ export class Engine implements EngineService {
     this.recorder = options.recorder ?? null;
     this.stepLog = options.stepLog ?? null;
     this.closeRunner = options.closeRunner ?? true;
+    this.kvEvents = options.kvEvents ?? null;
     this.maxWaiting = options.maxWaiting ?? 1024;
     const parts = buildEngineParts(options, this.clock);
     this.scheduler = parts.scheduler;
@@ -112,7 +117,7 @@ export class Engine implements EngineService {
     this.blockSizeTokens = parts.blockSizeTokens;
     this.maxContextTokens = parts.maxContextTokens;
     this.kvSummary = parts.kvSummary;
-    this.promptIds = new PromptIds(runner);
+    this.promptIds = new PromptIds(runner, this.blockSizeTokens);
     this.executor = new LlamaExecutor({
       runner,
       kv: this.kv,
@@ -149,14 +154,15 @@ export class Engine implements EngineService {
 
   countPromptTokens(
     text: string,
-    program: Pick<GenerateRequest, "programId" | "cacheSalt"> | null = null,
+    program: Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId"> | null = null,
   ): Promise<number> {
     return this.promptIds.countPromptTokens(text, program);
   }
 
-  generate(spec: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+  generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    const { ids, programId } = this.promptIds.prepare(request, this.vocabSize);
+    const spec = programId === request.programId ? request : { ...request, programId };
     this.checkAccepting(spec);
-    const ids = this.promptIds.idsFor(spec, this.vocabSize);
     if (ids.length === 0) throw new EngineRejection("the prompt is empty", "invalid_request");
     if (ids.length >= this.maxContextTokens) {
       throw new EngineRejection(
@@ -264,6 +270,7 @@ export class Engine implements EngineService {
       kvBlocks: s.numKvBlocks,
       prefixQueryTokens: s.stats.prefixQueryTokens,
       prefixHitTokens: s.stats.prefixHitTokens,
+      generatedTokens: this.executor.stats.sampledTokens,
       preemptions: s.stats.preemptions,
       pinsCreated: s.stats.pinsCreated,
       pinsExpired: s.stats.pinsExpired,
@@ -282,6 +289,10 @@ export class Engine implements EngineService {
 
   snapshot(): SchedulerSnapshot {
     return this.scheduler.snapshot();
+  }
+
+  kvByProgram(): ReadonlyMap<string, ProgramKv> {
+    return kvByProgram(this.kv.slots, this.tierStore?.savedStates ?? []);
   }
 
   /** The step loop's own counters: steps, idle waits, and the waits that ended to expire a pin. */
@@ -383,6 +394,7 @@ export class Engine implements EngineService {
     this.wake();
     await this.loop;
     this.kv.clear();
+    await this.kvEvents?.close();
     await this.tierStore?.close();
     await this.stepLog?.close();
     try {

@@ -83,6 +83,11 @@ export class KvTierStore {
     return this.options.cpuBytes > 0 || this.options.diskBytes > 0;
   }
 
+  /** the saved states, RAM and disk (read-only: the dashboard's per-program view) */
+  get savedStates(): readonly TierEntry[] {
+    return this.entries;
+  }
+
   get usage(): { cpuBytes: number; diskBytes: number; entries: number } {
     return { cpuBytes: this.cpuUsed, diskBytes: this.diskUsed, entries: this.entries.length };
   }

@@ -9,7 +9,7 @@ import type { SchedulingPolicy } from "../core/policy.js";
 import { MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import { EngineRejection } from "./engine-api.js";
-import { createLlamaEngine } from "./engine-factory.js";
+import { createLlamaEngine, defaultKvCells } from "./engine-factory.js";
 import { ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
 import type { KvLayout } from "./model-runner.js";
@@ -288,6 +288,21 @@ describe("engine over llama.cpp (built-in tiny model)", {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  test("createLlamaEngine without a pool size: the built-in small model (serve's default) holds a 64k-token context", async () => {
+    const e = await createLlamaEngine({ builtinModel: "small", maxNumSeqs: 2, threads: 1 });
+    try {
+      assert.equal(e.maxContextTokens, 65_536);
+      assert.equal(e.runner.kvCells, 131_072, "two such contexts");
+      const r = await run(e, request("big", e.renderChat(chat("hello")), { sampling: { maxTokens: 4 } }));
+      assert.ok(r.done.usage.completionTokens >= 1);
+    } finally {
+      await e.shutdown();
+    }
+    // other models: two contexts of at most 64k tokens, within 4 GiB of f16 KV, at least 16384 cells
+    assert.equal(defaultKvCells({ contextTokens: 4096, kvBytesPerToken: 1024 }), 16_384);
+    assert.equal(defaultKvCells({ contextTokens: 131_072, kvBytesPerToken: 131_072 }), 32_768);
   });
 
   test("createLlamaEngine with the streams layout: one slot beyond the running ones, each its share of the cells", async () => {

@@ -23,14 +23,22 @@ import {
   loadModel,
 } from "./native/llama-native.js";
 
+/** What sizes a model's KV pool: its training context and the bytes one token's K and V take in f16. */
+export interface ModelKvShape {
+  /** 0 when the model does not say */
+  readonly contextTokens: number;
+  /** 0 when unknown (recurrent models) */
+  readonly kvBytesPerToken: number;
+}
+
 export interface LlamaRunnerOptions {
   /** GGUF file */
   readonly modelPath: string;
   /** name reported as the model id (default: general.name from the file, else the file name) */
   readonly modelId?: string;
   /** KV cells over every slot (unified: llama.cpp rounds up to a multiple of 256; streams: each stream is
-   * rounded down to one, at least 256) */
-  readonly kvCells: number;
+   * rounded down to one, at least 256), or the cells for the model once it is loaded */
+  readonly kvCells: number | ((model: ModelKvShape) => number);
   /** sequence slots, up to 256 */
   readonly maxSeqs: number;
   /** one unified pool (default) or one stream of kvCells / maxSeqs cells per slot */
@@ -132,9 +140,16 @@ export class LlamaModelRunner implements ModelRunner {
       const streams = options.kvLayout === "streams";
       // llama.cpp rounds each stream up to a multiple of 256 cells: round down instead, so that the streams
       // never take more memory than was asked for
-      const streamCells = Math.max(256, Math.floor(options.kvCells / options.maxSeqs / 256) * 256);
+      const kvCells =
+        typeof options.kvCells === "number"
+          ? options.kvCells
+          : options.kvCells({
+              contextTokens: model.info.nCtxTrain,
+              kvBytesPerToken: model.info.kvBytesPerTokenF16 ?? 0,
+            });
+      const streamCells = Math.max(256, Math.floor(kvCells / options.maxSeqs / 256) * 256);
       const context = await model.createContext({
-        nCtx: streams ? streamCells * options.maxSeqs : options.kvCells,
+        nCtx: streams ? streamCells * options.maxSeqs : kvCells,
         nSeqMax: options.maxSeqs,
         nBatch: batchTokens,
         nUBatch: Math.min(batchTokens, kvOnGpu ? GPU_MAX_UBATCH : CPU_MAX_UBATCH),

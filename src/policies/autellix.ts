@@ -1,6 +1,7 @@
-import { FREE, type SchedulingPolicy } from "../core/policy.js";
+import type { SchedulingPolicy } from "../core/policy.js";
 import type { Program } from "../core/program.js";
 import type { Request } from "../core/request.js";
+import { FREE } from "../core/retention.js";
 import { latestProgramFirst } from "./priorities.js";
 
 export interface AutellixOptions {

@@ -1,6 +1,7 @@
-import { FREE, type PolicyContext, type SchedulingPolicy } from "../core/policy.js";
+import type { PolicyContext, SchedulingPolicy } from "../core/policy.js";
 import type { Program } from "../core/program.js";
 import type { Request } from "../core/request.js";
+import { FREE } from "../core/retention.js";
 import { prefillReloadS } from "./context-cost.js";
 import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
 

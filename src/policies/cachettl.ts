@@ -1,4 +1,5 @@
-import { FREE, type SchedulingPolicy } from "../core/policy.js";
+import type { SchedulingPolicy } from "../core/policy.js";
+import { FREE } from "../core/retention.js";
 import { prefillReloadS } from "./context-cost.js";
 import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
 

@@ -1,4 +1,5 @@
-import { FREE, type SchedulingPolicy } from "../core/policy.js";
+import type { SchedulingPolicy } from "../core/policy.js";
+import { FREE } from "../core/retention.js";
 import { pinnedThenProgramFcfs } from "./priorities.js";
 
 const FORK_PIN_S = 2.0;

@@ -6,10 +6,12 @@ import {
   type AdaptiveOptions,
   createCacheTtlAdaptivePolicy,
 } from "./cachettl-adaptive.js";
+import { createConcurPolicy } from "./concur.js";
 import { createContinuumHeuristicPolicy } from "./continuum-heuristic.js";
 import { createInferceptPolicy } from "./infercept.js";
 import { createProgramFcfsPolicy } from "./program-fcfs.js";
 import { createStaticTtlPolicy } from "./static-ttl.js";
+import { createThunderAgentPolicy, THUNDERAGENT_DYNAMO } from "./thunderagent.js";
 import { createVllmPolicy } from "./vllm.js";
 
 const FACTORIES = {
@@ -24,6 +26,15 @@ const FACTORIES = {
   cachettl: () => createCacheTtlPolicy({ offload: false }),
   "cachettl-offload": () => createCacheTtlPolicy({ offload: true }),
   "cachettl-adaptive": () => createCacheTtlAdaptivePolicy(),
+  // peers (issue #32): program-level pause/resume, and agent admission as congestion control
+  thunderagent: () => createThunderAgentPolicy(),
+  "thunderagent:dynamo": () =>
+    createThunderAgentPolicy(
+      THUNDERAGENT_DYNAMO,
+      "thunderagent:dynamo",
+      "ThunderAgent with NVIDIA Dynamo's port's defaults: pause at 0.95 of the pool down to 0.80 (then every reasoning program is marked), resume below 0.85, no decay of acting programs, turns soft-demoted 2 s at 0.80-0.95, resumed turns 1 s ahead",
+    ),
+  concur: () => createConcurPolicy(),
   // ablations: each of cachettl-adaptive's choices changed in turn
   "cachettl-adaptive:no-admission": () =>
     adaptiveVariant(

@@ -1,4 +1,5 @@
-import { FREE, type SchedulingPolicy } from "../core/policy.js";
+import type { SchedulingPolicy } from "../core/policy.js";
+import { FREE } from "../core/retention.js";
 import { latestProgramFirst, programFcfs } from "./priorities.js";
 
 /** Ablation: program-level FCFS ordering, no retention. */

@@ -1,4 +1,5 @@
-import { FREE, type SchedulingPolicy } from "../core/policy.js";
+import type { SchedulingPolicy } from "../core/policy.js";
+import { FREE } from "../core/retention.js";
 import { latestProgramFirst, requestFcfs } from "./priorities.js";
 
 /** vLLM v1: request-level FCFS; a finished turn's KV goes to the LRU prefix cache at once. */

@@ -22,6 +22,7 @@ import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
 import { ServerMetrics } from "./metrics.js";
 import { scopeToTenant } from "./program-fields.js";
 import { responsesHandler } from "./responses.js";
+import { TurnPrograms } from "./turn-programs.js";
 
 export interface AppOptions {
   readonly engine: EngineService;
@@ -70,6 +71,8 @@ const OPEN_PATHS = new Set(["/health", "/metrics", "/dashboard"]);
 const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 /** Replies with tool calls kept to render them back as generated (a few KB each). */
 const GENERATED_REPLIES_KEPT = 4096;
+/** Ids of programs whose turns offer tools, kept to tell their side requests from their turns. */
+const PROGRAMS_WITH_TOOLS_KEPT = 16384;
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text).digest();
@@ -115,6 +118,7 @@ export function createApp(options: AppOptions): ContinuumApp {
     chatTemplate: serverChatTemplate(engine.chatTemplate, options.chatTemplate ?? null),
     systemFingerprint: systemFingerprint(engine),
     generatedReplies: new GeneratedReplies(GENERATED_REPLIES_KEPT),
+    turnPrograms: new TurnPrograms(PROGRAMS_WITH_TOOLS_KEPT),
     newRequestId: (c) => {
       const given = c.req.header("x-request-id")?.trim();
       return given && given.length <= 128 ? given : randomUUID().replace(/-/g, "");

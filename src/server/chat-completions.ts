@@ -26,6 +26,7 @@ import {
   ToolCallStreamGate,
   type ToolSpec,
 } from "./tool-calls.js";
+import type { TurnPrograms } from "./turn-programs.js";
 
 export interface RequestContext extends GenerationDeps {
   /** model names a request may ask for (the engine's id first) */
@@ -37,6 +38,8 @@ export interface RequestContext extends GenerationDeps {
   readonly newRequestId: (c: Context<AppEnv>) => string;
   /** this server's replies with tool calls, rendered as generated when a client sends them back */
   readonly generatedReplies: GeneratedReplies;
+  /** which program a request is a turn of (implicit programs, side requests) */
+  readonly turnPrograms: TurnPrograms;
 }
 
 export interface ToolSetup {
@@ -178,7 +181,10 @@ export async function startChat(
     renderChatPrompt(ctx, body, tools),
     maxTokens,
     tools.grammar ?? extra?.grammar ?? null,
-    body.messages.filter((m) => m.role === "assistant").length,
+    {
+      priorTurns: body.messages.filter((m) => m.role === "assistant").length,
+      offersTools: (body.tools?.length ?? 0) > 0,
+    },
     options.capToContext ?? false,
   );
   return { tools, format: ctx.chatTemplate?.format ?? "generic", requestId, generation };

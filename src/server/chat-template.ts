@@ -5,6 +5,7 @@
  * what the template cannot render is rewritten into what it can (template-polyfills.ts).
  */
 import { Template } from "@huggingface/jinja";
+import { parseJsonLenient } from "../core/tools/json-objects.js";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
 import { CHATML_TEMPLATE } from "../engine/gguf/chat-template.js";
 import { assistantText, contentText } from "./chat-render.js";
@@ -18,7 +19,6 @@ import {
   withTypedContent,
 } from "./template-polyfills.js";
 import { detectToolCallFormat, type ToolCallFormat } from "./tool-call-formats.js";
-import { parseJsonLenient } from "./tool-calls.js";
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);

@@ -7,9 +7,9 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Hono } from "hono";
-import type { ProgramSnapshot } from "../core/scheduler-snapshot.js";
+import type { ProgramSnapshot, SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import { describeDevice } from "../engine/device-info.js";
-import type { EngineService } from "../engine/engine-api.js";
+import type { EngineService, ProgramKv } from "../engine/engine-api.js";
 import type { DashboardHistory } from "./dashboard-history.js";
 import type { AppEnv } from "./generation.js";
 
@@ -24,30 +24,42 @@ const ASSETS: Record<string, { url: string; type: string }> = {
 
 export const DASHBOARD_ASSET_PREFIX = "/dashboard/assets/";
 
+/** Seconds of history a state without `?since=` carries (the page asks for the whole hour once, then for new points). */
+const DEFAULT_HISTORY_S = 600;
+
 /** How long a program that left the scheduler stays in the table as "finished". */
 const FINISHED_SHOWN_S = 60;
 
 export type DashboardProgram = Omit<ProgramSnapshot, "state"> & {
   state: ProgramSnapshot["state"] | "finished";
+  /** where its KV is now (null: nowhere, a next turn computes its context again) */
+  kv: ProgramKv | null;
+  /** seconds since it left the scheduler (finished only; null otherwise) */
+  finishedAgoS: number | null;
 };
 
-/** Programs the scheduler no longer lists (ended, or forgotten when idle) are shown as finished for a minute. */
-class RecentlyFinished {
-  private last = new Map<string, ProgramSnapshot>();
-  private finished = new Map<string, { program: DashboardProgram; atS: number }>();
-
-  update(programs: readonly ProgramSnapshot[], nowS: number): DashboardProgram[] {
-    const current = new Map(programs.map((p) => [p.id, p]));
-    for (const [id, program] of this.last) {
-      if (!current.has(id))
-        this.finished.set(id, { program: { ...program, state: "finished", pinTtlLeftS: null }, atS: nowS });
-    }
-    for (const id of current.keys()) this.finished.delete(id);
-    for (const [id, entry] of this.finished)
-      if (entry.atS < nowS - FINISHED_SHOWN_S) this.finished.delete(id);
-    this.last = current;
-    return [...programs, ...[...this.finished.values()].map((e) => e.program)];
-  }
+/**
+ * The scheduler's programs and those that left it in the last minute (recorded as they left, so a program
+ * that came and went between two polls is there, with every turn it ran), each with where its KV is.
+ */
+function programsOf(snapshot: SchedulerSnapshot, kv: ReadonlyMap<string, ProgramKv>): DashboardProgram[] {
+  const live = snapshot.programs.map((p) => ({ ...p, kv: kv.get(p.id) ?? null, finishedAgoS: null }));
+  const liveIds = new Set(live.map((p) => p.id));
+  const finished = snapshot.departed
+    .filter((p) => p.leftAgoS <= FINISHED_SHOWN_S && !liveIds.has(p.id))
+    .reverse()
+    .map((p) => ({
+      id: p.id,
+      state: "finished" as const,
+      pinTtlLeftS: null,
+      contextTokens: p.contextTokens,
+      turns: p.turns,
+      ageS: p.lifeS,
+      cachedShare: p.cachedShare,
+      kv: kv.get(p.id) ?? null,
+      finishedAgoS: p.leftAgoS,
+    }));
+  return [...live, ...finished];
 }
 
 /**
@@ -77,7 +89,6 @@ export function registerDashboard(
     }
     return text;
   };
-  const finished = new RecentlyFinished();
   const device = { ...engine.device, summary: describeDevice(engine.device) };
 
   app.get("/dashboard", (c) => c.html(file("index.html")));
@@ -92,6 +103,8 @@ export function registerDashboard(
   });
   app.get("/dashboard/state", (c) => {
     const snapshot = engine.snapshot();
+    const metrics = engine.metrics();
+    const since = Number(c.req.query("since"));
     return c.json({
       server: { model: engine.modelId, version: server.version, policy: server.policy, kv: engine.kvSummary },
       device,
@@ -101,8 +114,16 @@ export function registerDashboard(
       running: snapshot.numRunning,
       waiting: snapshot.numWaiting,
       numPrograms: snapshot.numPrograms,
-      programs: programsOfTenant(finished.update(snapshot.programs, snapshot.timeS), c.get("tenant") ?? null),
-      history: history.history,
+      programs: programsOfTenant(programsOf(snapshot, engine.kvByProgram()), c.get("tenant") ?? null),
+      pins: {
+        created: metrics.pinsCreated,
+        expired: metrics.pinsExpired,
+        sacrificed: metrics.pinsSacrificed,
+        prefill1kTokensS: metrics.prefill1kTokensS,
+        ramReload1kTokensS: snapshot.tiers.some((t) => t.name === "cpu") ? metrics.ramReload1kTokensS : null,
+      },
+      history: history.since(Number.isFinite(since) ? since : Date.now() / 1000 - DEFAULT_HISTORY_S),
+      distributions: history.distributions(),
     });
   });
 }

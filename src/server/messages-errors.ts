@@ -1,4 +1,5 @@
 /** Errors of the Anthropic Messages routes in Anthropic's shape: `{type: "error", error: {type, message}}`. */
+import { ContextOverflow } from "./context-overflow.js";
 import type { ApiError } from "./errors.js";
 
 export const isMessagesPath = (path: string) => path === "/v1/messages" || path.startsWith("/v1/messages/");
@@ -21,5 +22,6 @@ function anthropicErrorType(error: ApiError): string {
 }
 
 export function anthropicErrorBody(error: ApiError) {
-  return { type: "error" as const, error: { type: anthropicErrorType(error), message: error.message } };
+  const message = error instanceof ContextOverflow ? error.anthropicMessage : error.message;
+  return { type: "error" as const, error: { type: anthropicErrorType(error), message } };
 }

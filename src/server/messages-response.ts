@@ -1,7 +1,8 @@
 /** The engine's output in the Anthropic Messages API's shapes: content blocks, stop reason, usage. */
+import { parseJsonLenient } from "../core/tools/json-objects.js";
 import type { GenerateUsage } from "../engine/engine-api.js";
 import type { DoneEvent } from "./generation.js";
-import { type ParsedToolCall, parseJsonLenient } from "./tool-calls.js";
+import type { ParsedToolCall } from "./tool-calls.js";
 
 export interface MessagesUsage {
   input_tokens: number;

@@ -13,6 +13,7 @@ import {
   TOKEN_INTERVAL_BUCKETS,
   type VllmTokenLatency,
 } from "./vllm-metrics.js";
+import { registerVllmRequestMetrics, type VllmRequestMetrics } from "./vllm-request-metrics.js";
 
 type DoneEvent = Extract<GenerateEvent, { type: "done" }>;
 
@@ -29,6 +30,7 @@ export class ServerMetrics {
   private readonly tpot: Histogram;
   private readonly interToken: Histogram;
   private readonly vllmTokenLatency: VllmTokenLatency;
+  private readonly vllmRequests: VllmRequestMetrics;
   private readonly e2e: Histogram;
   private readonly queue: Histogram;
   private readonly promptTokens: Counter;
@@ -113,6 +115,7 @@ export class ServerMetrics {
     registerMemoryMetrics(registers, () => m().memory);
     registerVllmGauges(registers, m);
     this.vllmTokenLatency = registerVllmTokenLatency(registers);
+    this.vllmRequests = registerVllmRequestMetrics(registers);
 
     this.ttft = new Histogram({
       name: "continuum:time_to_first_token_seconds",
@@ -190,6 +193,7 @@ export class ServerMetrics {
     this.generationTokens.inc(done.usage.completionTokens);
     this.cachedTokens.inc(done.usage.cachedTokens);
     this.finished.inc({ finished_reason: done.finishReason satisfies FinishReason });
+    this.vllmRequests.observeDone(done);
   }
 
   observeInterToken(seconds: number): void {
@@ -200,6 +204,7 @@ export class ServerMetrics {
   /** A request whose client left before its end was read (a stream closed while queued or generating). */
   observeAbandoned(): void {
     this.finished.inc({ finished_reason: "abort" satisfies FinishReason });
+    this.vllmRequests.observeAbandoned();
   }
 
   observeRejected(code: string): void {

@@ -97,11 +97,13 @@ export function responsesUsage(usage: GenerateUsage) {
   };
 }
 
+/** `error`: why a response failed (then its status is "failed"). */
 export function responseObject(
   meta: ResponseMeta,
-  status: ResponseStatus,
+  status: ResponseStatus | "failed",
   output: readonly OutputItem[],
   usage: GenerateUsage | null,
+  error: { code: string; message: string } | null = null,
 ) {
   const { body } = meta;
   return {
@@ -109,7 +111,7 @@ export function responseObject(
     object: "response",
     created_at: meta.created_at,
     status,
-    error: null,
+    error,
     incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
     instructions: body.instructions ?? null,
     max_output_tokens: body.max_output_tokens ?? null,

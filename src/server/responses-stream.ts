@@ -183,3 +183,13 @@ export async function* responseEventStream(
     yield events.frame("error", { code: detail.code, message: detail.message, param: detail.param });
   }
 }
+
+/** A response that failed before it started: created, then failed with `error` (how Codex learns the context is full). */
+export async function* failedResponseEvents(
+  meta: ResponseMeta,
+  error: { code: string; message: string },
+): AsyncGenerator<string> {
+  const events = new ResponseEvents();
+  yield events.frame("response.created", { response: responseObject(meta, "in_progress", [], null) });
+  yield events.frame("response.failed", { response: responseObject(meta, "failed", [], null, error) });
+}

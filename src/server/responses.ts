@@ -4,7 +4,15 @@
  * Stateless unless `store: true`; tools the server cannot run are dropped (see responses-input.ts).
  */
 import type { Context } from "hono";
-import { checkModel, type RequestContext, readJsonBody, splitOutput, startChat } from "./chat-completions.js";
+import {
+  type ChatGeneration,
+  checkModel,
+  type RequestContext,
+  readJsonBody,
+  splitOutput,
+  startChat,
+} from "./chat-completions.js";
+import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "./context-overflow.js";
 import { ApiError } from "./errors.js";
 import { type AppEnv, sseResponse, unixSeconds } from "./generation.js";
 import { chatRequestOf } from "./responses-input.js";
@@ -19,7 +27,7 @@ import {
 import { withCodexProgramId } from "./responses-program.js";
 import { responsesSchema } from "./responses-schema.js";
 import { ResponseStore } from "./responses-store.js";
-import { responseEventStream } from "./responses-stream.js";
+import { failedResponseEvents, responseEventStream } from "./responses-stream.js";
 
 /** How many `store: true` conversations are kept (least recently used first out). */
 export const STORED_RESPONSES = 1024;
@@ -55,19 +63,24 @@ export function responsesHandler(
       log(`continuum server: /v1/responses drops tools of type "${type}" (only function tools run here)`);
     }
     const chat = withCodexProgramId(request.chat, body, (name) => c.req.header(name));
-    const { tools, format, requestId, generation } = await startChat(
-      c,
-      ctx,
-      chat,
-      chat.max_completion_tokens,
-    );
-    const meta: ResponseMeta = {
+    const metaOf = (requestId: string): ResponseMeta => ({
       id: `resp_${requestId}`,
       created_at: unixSeconds(),
       model,
       tools: request.tools,
       body,
-    };
+    });
+    let started: ChatGeneration;
+    try {
+      started = await startChat(c, ctx, chat, chat.max_completion_tokens);
+    } catch (error) {
+      if (!(error instanceof ContextOverflow)) throw error;
+      if (!body.stream) throw error.responsesError();
+      const failed = { code: "context_length_exceeded", message: RESPONSES_OVERFLOW_MESSAGE };
+      return sseResponse(failedResponseEvents(metaOf(ctx.newRequestId(c)), failed), () => {});
+    }
+    const { tools, format, requestId, generation } = started;
+    const meta = metaOf(requestId);
     const keep = (items: readonly OutputItem[]) => {
       if (body.store) store.set(tenant, meta.id, [...request.conversation, assistantTurn(items)]);
     };

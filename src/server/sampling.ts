@@ -1,4 +1,5 @@
 import type { SamplingParams } from "../engine/engine-api.js";
+import { ContextOverflow } from "./context-overflow.js";
 import { ApiError } from "./errors.js";
 import {
   type GrammarTool,
@@ -54,15 +55,7 @@ export function samplingParams(
 ): SamplingParams {
   if ((body.n ?? 1) !== 1) throw ApiError.badRequest("only n=1 is supported", "n", "unsupported_value");
   const room = maxContextTokens - promptTokens;
-  if (room <= 0) {
-    throw new ApiError(
-      400,
-      `This model's maximum context length is ${maxContextTokens} tokens, but the prompt has ${promptTokens} tokens.`,
-      "invalid_request_error",
-      "context_length_exceeded",
-      "messages",
-    );
-  }
+  if (room <= 0) throw new ContextOverflow(promptTokens, maxContextTokens);
   const maxTokens = requestedMaxTokens ?? room;
   if (maxTokens > room) {
     // Name the field the client sent: chat clients may send OpenAI's newer max_completion_tokens.

@@ -103,7 +103,7 @@ describe("validation errors", () => {
     });
   });
 
-  test("a prompt longer than the context is a 400 context_length_exceeded; the engine's own refusal a 413", async () => {
+  test("a prompt longer than the context is a 400 context_length_exceeded, also when the engine refuses it", async () => {
     await withServer(
       {
         maxContextTokens: 50,
@@ -123,8 +123,8 @@ describe("validation errors", () => {
         );
         assert.equal(tooMany.error.param, "max_tokens");
         const pool = chat({ messages: [{ role: "user", content: "fill the pool" }] });
-        const poolError = await expectError(await t.post("/v1/chat/completions", pool), 413);
-        assert.equal(poolError.error.code, "prompt_too_long");
+        const poolError = await expectError(await t.post("/v1/chat/completions", pool), 400);
+        assert.equal(poolError.error.code, "context_length_exceeded");
       },
     );
   });
@@ -464,8 +464,14 @@ test("dashboard: the page and its libraries are open, its state wants the API ke
     const body = (await state.json()) as Json;
     assert.equal(body.server.model, "fake-model");
     assert.equal(body.pool.totalBlocks, 1024);
-    assert.ok(body.programs.some((p: Json) => p.id.endsWith("p-1")));
+    const program = body.programs.find((p: Json) => p.id.endsWith("p-1"));
+    assert.equal(program.kv.poolHolder, "reusable", "where its KV is, as the engine says");
     assert.ok(Array.isArray(body.history));
+    assert.equal(body.distributions.finishReasons.stop, 1, "the finished request, by its finish reason");
+    const later = await fetch(`${t.url}/dashboard/state?since=${Date.now() / 1000 + 60}`, {
+      headers: { Authorization: "Bearer sekrit" },
+    });
+    assert.deepEqual(((await later.json()) as Json).history, [], "a page asks only for points it lacks");
   });
   await withServer({}, { dashboard: false }, async (t) => {
     assert.equal((await fetch(`${t.url}/dashboard`)).status, 404);
@@ -998,7 +1004,11 @@ describe("robustness", () => {
         return count(text);
       };
       const huge = await expectError(await t.post("/v1/completions", { prompt: "ab ".repeat(20_000) }), 400);
-      assert.equal(huge.error.code, "prompt_too_long");
+      assert.equal(huge.error.code, "context_length_exceeded");
+      assert.match(
+        huge.error.message,
+        /maximum context length is 1000 tokens\. However, your messages resulted in at least 1875 tokens/,
+      );
       assert.equal(counted, 0);
       const fits = await t.post("/v1/completions", { prompt: "ab ".repeat(100) });
       assert.equal(fits.status, 200);

@@ -1,12 +1,13 @@
 import type { Context } from "hono";
-import type { GenerateRequest } from "../engine/engine-api.js";
+import { EngineRejection, type GenerateRequest } from "../engine/engine-api.js";
 import type { RequestContext } from "./chat-completions.js";
-import { ApiError } from "./errors.js";
+import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation } from "./generation.js";
 import { logitBias } from "./logit-bias.js";
-import { programFields, scopeToTenant } from "./program-fields.js";
+import { programFields } from "./program-fields.js";
 import { samplingParams } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
+import type { ChatTurn } from "./turn-programs.js";
 
 /**
  * Prompts above this many UTF-8 bytes per context token are refused untokenized: text runs 3-5 bytes per
@@ -16,8 +17,8 @@ const MAX_BYTES_PER_TOKEN = 32;
 
 /**
  * What chat and text completions share once the prompt is known: its length, the sampling parameters,
- * the program fields, and the generation queued on the engine. `priorTurns`: earlier turns of its
- * program the request carries (undefined for a raw-text prompt). `capToContext`: a maxTokens beyond the
+ * the program fields, and the generation queued on the engine. `chat`: what a chat request says about its
+ * turn (undefined for a raw-text prompt; turn-programs.ts). `capToContext`: a maxTokens beyond the
  * context's room is lowered to fit instead of refused (clients that always ask for their model's largest
  * output, as Claude Code does). `tokenIds`: a prompt given as token ids (then `prompt` is only its
  * label), and whether the result carries the prompt's and the output's ids.
@@ -29,7 +30,7 @@ export async function startGeneration(
   prompt: string,
   maxTokens: number | null | undefined,
   grammar: string | null,
-  priorTurns: number | undefined,
+  chat: ChatTurn | undefined,
   capToContext = false,
   tokenIds: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> = {},
 ): Promise<{ requestId: string; generation: Generation }> {
@@ -37,14 +38,16 @@ export async function startGeneration(
   // (tokenizing a 30 MB prompt blocks the event loop for seconds).
   const bytes = Buffer.byteLength(prompt, "utf8");
   if (bytes > MAX_BYTES_PER_TOKEN * ctx.engine.maxContextTokens) {
-    throw ApiError.badRequest(
-      `the prompt has ${bytes} bytes; at most ${MAX_BYTES_PER_TOKEN} bytes per token of the model's ${ctx.engine.maxContextTokens}-token context are accepted`,
-      "messages",
-      "prompt_too_long",
-    );
+    throw new ContextOverflow(Math.ceil(bytes / MAX_BYTES_PER_TOKEN), ctx.engine.maxContextTokens, true);
   }
   const fields = programFields(body, (name) => c.req.header(name));
-  const program = scopeToTenant(c.get("tenant") ?? null, fields.programId, body.cache_salt);
+  const program = ctx.turnPrograms.programOf(
+    c.get("tenant") ?? null,
+    fields.programId,
+    body.cache_salt,
+    fields.isLastStep,
+    chat ?? null,
+  );
   const promptTokens =
     tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt, program));
   const room = ctx.engine.maxContextTokens - promptTokens;
@@ -61,8 +64,15 @@ export async function startGeneration(
     ...program,
     prompt,
     sampling,
-    ...(priorTurns === undefined ? {} : { priorTurns }),
+    ...(chat === undefined ? {} : { priorTurns: chat.priorTurns }),
     ...tokenIds,
   };
-  return { requestId, generation: await Generation.start(ctx, c, request, body.stream !== true) };
+  try {
+    return { requestId, generation: await Generation.start(ctx, c, request, body.stream !== true) };
+  } catch (error) {
+    if (error instanceof EngineRejection && error.code === "prompt_too_long") {
+      throw new ContextOverflow(promptTokens, ctx.engine.maxContextTokens);
+    }
+    throw error;
+  }
 }

@@ -4,7 +4,7 @@
  * already reads; Mistral, DeepSeek, GLM and Gemma 4 write calls their own way and are parsed here first.
  */
 import { randomBytes } from "node:crypto";
-import { jsonObjectsIn } from "../core/tools/json-objects.js";
+import { isRecord, jsonObjectsIn, parseJsonLenient } from "../core/tools/json-objects.js";
 import { stripReasoning } from "../core/tools/parse-tool-call.js";
 import { asToolName } from "../core/tools/tool-name.js";
 import { readNotationValue } from "./gemma-call-notation.js";
@@ -12,7 +12,6 @@ import {
   jsonDumps,
   newToolCallId,
   type ParsedToolCall,
-  parseJsonLenient,
   parseToolCalls,
   type ToolCallParse,
   type ToolSpec,
@@ -57,10 +56,6 @@ const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 /** Mistral's templates accept only 9 alphanumerics as a call id, and clients echo ids back. */
 function mistralCallId(): string {
   return [...randomBytes(9)].map((b) => ID_ALPHABET[b % ID_ALPHABET.length]).join("");
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function answerStart(output: string): number {

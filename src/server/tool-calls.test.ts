@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { chatTurns } from "./chat-render.js";
-import { parsePythonCall, parsePythonCallList } from "./python-call.js";
 import {
   bashTool,
-  parseJsonLenient,
   parseToolCalls,
   parseTruncatedToolCall,
   ToolCallStreamGate,
@@ -102,21 +100,6 @@ describe("tool-call arguments", () => {
     const shell = { name: "execute_shell_command", parameters: { properties: { cmd: { type: "string" } } } };
     assert.deepEqual(bashTool([shell]), { name: "execute_shell_command", param: "cmd" });
     assert.equal(bashTool([weather]), null);
-  });
-
-  test("lenient JSON and python literals", () => {
-    assert.deepEqual(parseJsonLenient('{"a": "x\ny"}'), { a: "x\ny" });
-    assert.equal(parseJsonLenient("{nope"), undefined);
-    assert.deepEqual(parsePythonCall("f(a='x', b=[1, 2.5], c=None, d=True, e={'k': (1,)})"), {
-      name: "f",
-      args: { a: "x", b: [1, 2.5], c: null, d: true, e: { k: [1] } },
-    });
-    assert.deepEqual(parsePythonCall('brave_search.call(query="x")'), {
-      name: "brave_search",
-      args: { query: "x" },
-    });
-    assert.equal(parsePythonCall("f(1, 2)"), null, "positional arguments are not supported");
-    assert.equal(parsePythonCallList("[f(a=1"), null);
   });
 });
 

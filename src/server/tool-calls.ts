@@ -1,15 +1,22 @@
 /**
- * Tool calls in a model's output, with their arguments, as OpenAI `tool_calls`. The formats are the
- * ones `src/core/tools/parse-tool-call.ts` names tools from: Hermes/Qwen `<tool_call>` blocks (JSON or
- * Qwen3-Coder XML), Llama 3 `<|python_tag|>`, plain Llama 3 JSON, the pythonic list, and a single
- * ```bash block when a bash-like function is offered. Calls inside `<think>` reasoning do not count.
+ * Tool calls in a model's output as OpenAI `tool_calls`: the calls `src/core/tools/parse-tool-call.ts`
+ * reads, with ids and their arguments as JSON text typed by the offered tools' schemas; a single ```bash
+ * block is a call of the bash-like function when one is offered. Streaming holds back what may be a call.
  */
 import { randomUUID } from "node:crypto";
-import { jsonObjectsIn, leadingJsonObject } from "../core/tools/json-objects.js";
-import { stripReasoning } from "../core/tools/parse-tool-call.js";
+import { isRecord, leadingJsonObject, parseJsonLenient } from "../core/tools/json-objects.js";
+import {
+  HERMES_OPEN,
+  hermesCalls,
+  jsonCalls,
+  PYTHON_TAG,
+  pythonicCalls,
+  pythonTagCalls,
+  shellBlock,
+  type WrittenArguments,
+  type WrittenToolCall,
+} from "../core/tools/parse-tool-call.js";
 import { headCommand } from "../core/tools/shell-head-command.js";
-import { asToolName } from "../core/tools/tool-name.js";
-import { type PythonCall, parsePythonCall, parsePythonCallList } from "./python-call.js";
 
 export interface ToolSpec {
   readonly name: string;
@@ -29,12 +36,6 @@ export interface ToolCallParse {
   readonly calls: readonly ParsedToolCall[];
 }
 
-const HERMES_OPEN = "<tool_call>";
-const HERMES_BLOCK = /<tool_call>([\s\S]*?)(?:<\/tool_call>|$)/g;
-const XML_FUNCTION = /^\s*<function=([^>\s]+)>([\s\S]*?)(?:<\/function>|$)/;
-const XML_PARAMETER = /<parameter=([^>\s]+)>\n?([\s\S]*?)\n?(?:<\/parameter>|(?=<parameter=)|$)/g;
-const PYTHON_TAG = "<|python_tag|>";
-const SHELL_BLOCK = /```(?:bash|sh|shell)[^\S\n]*\n([\s\S]*?)\n?```/g;
 const SHELL_FENCE = "```";
 const REASONING_CLOSE = /<\/think(?:ing)?>/gi;
 const BASH_TOOL_NAMES =
@@ -43,42 +44,6 @@ const COMMAND_PARAMS = ["command", "cmd", "script", "code", "commands", "input"]
 
 export function newToolCallId(): string {
   return `call_${randomUUID().replace(/-/g, "").slice(0, 24)}`;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/** JSON.parse that also takes raw control characters inside strings (bash commands with newlines). */
-export function parseJsonLenient(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    let fixed = "";
-    let inString = false;
-    for (let i = 0; i < text.length; i++) {
-      const ch = text[i]!;
-      if (inString && ch === "\\") {
-        fixed += ch + (text[i + 1] ?? "");
-        i++;
-        continue;
-      }
-      if (ch === '"') inString = !inString;
-      if (inString && ch < " ") fixed += `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`;
-      else fixed += ch;
-    }
-    try {
-      return JSON.parse(fixed);
-    } catch {
-      return undefined;
-    }
-  }
-}
-
-/** Whether the character at `index` of `output` is model reasoning rather than its answer. */
-function inReasoning(output: string, index: number): boolean {
-  const SENTINEL = "\uE000";
-  return !stripReasoning(output.slice(0, index) + SENTINEL + output.slice(index)).includes(SENTINEL);
 }
 
 /**
@@ -106,107 +71,69 @@ function argumentsJson(raw: unknown): string | null {
   return isRecord(raw) ? jsonDumps(raw) : null;
 }
 
-function callFromObject(object: Record<string, unknown>): ParsedToolCall | null {
-  const fn = isRecord(object["function"]) ? object["function"] : object;
-  const name = asToolName(fn["name"]);
-  if (name === null) return null;
-  const args = argumentsJson(fn["arguments"] ?? fn["parameters"]);
-  return args === null ? null : { id: newToolCallId(), name, arguments: args };
-}
-
 function propertyType(tools: readonly ToolSpec[], tool: string, param: string): unknown {
   const properties = tools.find((t) => t.name === tool)?.parameters?.["properties"];
   const schema = isRecord(properties) ? properties[param] : undefined;
   return isRecord(schema) ? schema["type"] : undefined;
 }
 
-/** Qwen3-Coder: `<function=name><parameter=k>\nvalue\n</parameter></function>`; values typed by the schema. */
-function xmlCall(body: string, tools: readonly ToolSpec[]): ParsedToolCall | null {
-  const fn = XML_FUNCTION.exec(body);
-  const name = asToolName(fn?.[1]);
-  if (!fn || name === null) return null;
+/** Qwen3-Coder's parameter texts, typed by the tool's schema. */
+function xmlArguments(
+  tool: string,
+  params: readonly (readonly [string, string])[],
+  tools: readonly ToolSpec[],
+): string {
   const args: Record<string, unknown> = {};
-  for (const [, key, raw] of fn[2]!.matchAll(XML_PARAMETER)) {
-    const type = propertyType(tools, name, key!);
-    const text = raw!;
+  for (const [key, text] of params) {
+    const type = propertyType(tools, tool, key);
     let value: unknown = text;
     if (type === "integer" || type === "number") value = Number.isFinite(Number(text)) ? Number(text) : text;
     else if (type === "boolean")
       value = text.trim() === "true" ? true : text.trim() === "false" ? false : text;
     else if (type === "object" || type === "array" || type === "null") value = parseJsonLenient(text) ?? text;
-    args[key!] = value;
+    args[key] = value;
   }
-  return { id: newToolCallId(), name, arguments: jsonDumps(args) };
+  return jsonDumps(args);
 }
 
-function fromHermes(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
+function argumentsText(tool: string, written: WrittenArguments, tools: readonly ToolSpec[]): string | null {
+  if (written.kind === "value") return argumentsJson(written.value);
+  if (written.kind === "xml") return xmlArguments(tool, written.params, tools);
+  return null;
+}
+
+/**
+ * The call with an id and its arguments as JSON text; null when it names no tool or its arguments are not
+ * an object.
+ */
+function shaped(call: WrittenToolCall, tools: readonly ToolSpec[]): ParsedToolCall | null {
+  if (call.name === null) return null;
+  const args = argumentsText(call.name, call.arguments, tools);
+  return args === null ? null : { id: newToolCallId(), name: call.name, arguments: args };
+}
+
+/** A tagged format: the calls that read, from the first of them. */
+function tagged(written: readonly WrittenToolCall[], tools: readonly ToolSpec[]): ToolCallParse | null {
   let start = -1;
   const calls: ParsedToolCall[] = [];
-  for (const block of output.matchAll(HERMES_BLOCK)) {
-    if (inReasoning(output, block.index)) continue;
-    const body = block[1]!;
-    let call = xmlCall(body, tools);
-    if (call === null) {
-      const object = jsonObjectsIn(body).next().value ?? undefined;
-      const lenient = object ?? parseJsonLenient(body.slice(body.indexOf("{"), body.lastIndexOf("}") + 1));
-      call = isRecord(lenient) ? callFromObject(lenient) : null;
-    }
-    if (call === null) continue;
-    if (start === -1) start = block.index;
-    calls.push(call);
+  for (const call of written) {
+    const parsed = shaped(call, tools);
+    if (parsed === null) continue;
+    if (start === -1) start = call.at;
+    calls.push(parsed);
   }
   return calls.length > 0 ? { start, calls } : null;
 }
 
-function fromPythonCalls(calls: readonly PythonCall[] | null): ParsedToolCall[] {
-  return (calls ?? []).map((c) => ({ id: newToolCallId(), name: c.name, arguments: jsonDumps(c.args) }));
-}
-
-/** Llama 3: `<|python_tag|>{"name": ..., "parameters": ...}` (`;`-separated) or `func(k=v)`. */
-function fromPythonTag(output: string): ToolCallParse | null {
-  let at = output.indexOf(PYTHON_TAG);
-  while (at !== -1 && inReasoning(output, at)) at = output.indexOf(PYTHON_TAG, at + 1);
-  if (at === -1) return null;
-  const rest = output.slice(at + PYTHON_TAG.length).trimStart();
-  const calls = rest.startsWith("{")
-    ? [...jsonObjectsIn(rest)].map(callFromObject).filter((c) => c !== null)
-    : fromPythonCalls([parsePythonCall(rest)].filter((c) => c !== null));
-  return calls.length > 0 ? { start: at, calls } : null;
-}
-
-/** The answer part (after reasoning) of the output, and where it starts. */
-function answerOf(output: string): { text: string; start: number } {
-  const answer = stripReasoning(output);
-  const start = output.length - answer.length;
-  // stripReasoning keeps the tail verbatim when the answer follows the reasoning; otherwise no offset.
-  return output.endsWith(answer) ? { text: answer, start } : { text: answer, start: -1 };
-}
-
-/** Untagged Llama 3 JSON: the whole answer is call objects of offered tools. */
-function fromPlainJson(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
-  const answer = answerOf(output);
-  const trimmed = answer.text.trimStart();
-  if (answer.start === -1 || !trimmed.startsWith("{")) return null;
+/** An untagged format (plain JSON, pythonic list): calls only when each reads and names an offered tool. */
+function untagged(written: readonly WrittenToolCall[], tools: readonly ToolSpec[]): ToolCallParse | null {
   const calls: ParsedToolCall[] = [];
-  for (const object of jsonObjectsIn(trimmed)) {
-    const fn = isRecord(object["function"]) ? object["function"] : object;
-    // Without these keys a JSON answer such as {"name": "Alice", "age": 3} is data, not a call.
-    if (!("parameters" in fn || "arguments" in fn || object["type"] === "function")) return null;
-    const call = callFromObject(object);
-    if (call === null || !tools.some((t) => t.name === call.name)) return null;
-    calls.push(call);
+  for (const call of written) {
+    const parsed = shaped(call, tools);
+    if (parsed === null || !tools.some((t) => t.name === parsed.name)) return null;
+    calls.push(parsed);
   }
-  return calls.length > 0 ? { start: answer.start + answer.text.length - trimmed.length, calls } : null;
-}
-
-/** Llama 3.2/4 pythonic: the answer is `[f(k=v), ...]` of offered tools. */
-function fromPythonicList(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
-  const answer = answerOf(output);
-  const trimmed = answer.text.trim();
-  if (answer.start === -1 || !trimmed.startsWith("[") || !trimmed.endsWith("]")) return null;
-  const calls = fromPythonCalls(parsePythonCallList(trimmed));
-  if (calls.length === 0 || !calls.every((c) => tools.some((t) => t.name === c.name))) return null;
-  return { start: answer.start + answer.text.length - answer.text.trimStart().length, calls };
+  return calls.length > 0 ? { start: written[0]!.at, calls } : null;
 }
 
 /** The offered function that runs shell commands, and the parameter taking the command. */
@@ -231,13 +158,10 @@ export function bashTool(tools: readonly ToolSpec[]): { name: string; param: str
 /** mini-swe-agent style: exactly one ```bash block in the answer, mapped onto the bash-like tool. */
 function fromShellBlock(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
   const tool = bashTool(tools);
-  if (tool === null) return null;
-  const blocks = [...output.matchAll(SHELL_BLOCK)].filter((b) => !inReasoning(output, b.index));
-  if (blocks.length !== 1) return null;
-  const script = blocks[0]![1]!;
-  if (headCommand(script) === null) return null;
-  const call = { id: newToolCallId(), name: tool.name, arguments: jsonDumps({ [tool.param]: script }) };
-  return { start: blocks[0]!.index, calls: [call] };
+  const block = tool === null ? null : shellBlock(output);
+  if (tool === null || block === null || headCommand(block.script) === null) return null;
+  const call = { id: newToolCallId(), name: tool.name, arguments: jsonDumps({ [tool.param]: block.script }) };
+  return { start: block.at, calls: [call] };
 }
 
 /**
@@ -246,10 +170,10 @@ function fromShellBlock(output: string, tools: readonly ToolSpec[]): ToolCallPar
  */
 export function parseToolCalls(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
   return (
-    fromHermes(output, tools) ??
-    fromPythonTag(output) ??
-    fromPlainJson(output, tools) ??
-    fromPythonicList(output, tools) ??
+    tagged(hermesCalls(output), tools) ??
+    tagged(pythonTagCalls(output), tools) ??
+    untagged(jsonCalls(output), tools) ??
+    untagged(pythonicCalls(output), tools) ??
     fromShellBlock(output, tools)
   );
 }

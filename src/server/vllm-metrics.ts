@@ -3,14 +3,15 @@
  * `continuum:` names so an unmodified router treats a Continuum replica like a vLLM one:
  * - the Gateway API Inference Extension endpoint picker (llm-d): `vllm:num_requests_waiting`,
  *   `vllm:num_requests_running`, `vllm:kv_cache_usage_perc` (older builds `vllm:gpu_cache_usage_perc`),
- *   `vllm:cache_config_info{block_size,num_gpu_blocks}`
+ *   `vllm:cache_config_info{block_size,num_gpu_blocks}`, `vllm:lora_requests_info` (no adapters here)
  *   (kubernetes-sigs/gateway-api-inference-extension, docs/proposals/003-model-server-protocol);
  * - the vLLM production-stack router: the gauges above plus `vllm:gpu_prefix_cache_hits_total`,
  *   `vllm:gpu_prefix_cache_queries_total`, `vllm:gpu_prefix_cache_hit_rate`
  *   (vllm-project/production-stack, src/vllm_router/stats/engine_stats.py).
+ * - vLLM's Grafana dashboard: its current counters `vllm:prefix_cache_queries_total`,
+ *   `vllm:prefix_cache_hits_total` (tokens) and `vllm:num_preemptions_total`, besides the per-token latency
+ *   histograms (registerVllmTokenLatency) and the per-request series (vllm-request-metrics.ts).
  * KV usage counts pinned blocks as used: a pinned program's KV is not free for a new program.
- * Dashboards and autoscalers built for vLLM read its per-token latency histograms too (see
- * registerVllmTokenLatency).
  */
 import { Gauge, Histogram, type Registry } from "prom-client";
 import type { EngineMetrics } from "../engine/engine-api.js";
@@ -38,6 +39,21 @@ export function registerVllmGauges(registers: Registry[], read: () => EngineMetr
     (m) => m.prefixQueryTokens,
   );
   total("vllm:gpu_prefix_cache_hits_total", "Prefix-cache hits, in tokens.", (m) => m.prefixHitTokens);
+  total(
+    "vllm:prefix_cache_queries_total",
+    "Prefix cache queries, in terms of number of queried tokens.",
+    (m) => m.prefixQueryTokens,
+  );
+  total(
+    "vllm:prefix_cache_hits_total",
+    "Prefix cache hits, in terms of number of cached tokens.",
+    (m) => m.prefixHitTokens,
+  );
+  total(
+    "vllm:num_preemptions_total",
+    "Cumulative number of preemption from the engine.",
+    (m) => m.preemptions,
+  );
   new Gauge({
     name: "vllm:cache_config_info",
     help: "Information of the KV cache configuration (value 1, the configuration in labels).",
@@ -47,6 +63,16 @@ export function registerVllmGauges(registers: Registry[], read: () => EngineMetr
       const m = read();
       this.reset();
       this.set({ block_size: String(m.kvBlockSizeTokens), num_gpu_blocks: String(m.kvBlocks) }, 1);
+    },
+  });
+  // vLLM sets it to the time of its last step, and pickers read the sample with the latest value
+  new Gauge({
+    name: "vllm:lora_requests_info",
+    help: "Running stats on lora requests.",
+    labelNames: ["max_lora", "waiting_lora_adapters", "running_lora_adapters"],
+    registers,
+    collect() {
+      this.set({ max_lora: "0", waiting_lora_adapters: "", running_lora_adapters: "" }, Date.now() / 1000);
     },
   });
 }

@@ -103,6 +103,16 @@ export function physicalCeiling(
   return { boundJps, kvBoundJps: kvLimitedBatch === engine.maxNumSeqs ? boundJps : rate(kvLimitedBatch) };
 }
 
+/** The ceilings of a setup: its workload as generated for `seed` on its hardware and engine. */
+export function ceilingOf(
+  setup: Pick<PointJob, "workload" | "engine">,
+  seed: number,
+  profile: HardwareProfile,
+): PhysicalCeiling {
+  const built = buildJobWorkload(setup.workload, 1, seed, maxContextOf(profile, setup.engine));
+  return physicalCeiling(built.programs, profile, setup.engine);
+}
+
 function unavoidableWorkS(
   programs: readonly TraceProgram[],
   latency: LatencyModel,
@@ -159,13 +169,7 @@ export async function measureCapacity(o: CapacityOptions): Promise<CapacityResul
     return o.run(jobs);
   };
 
-  const built = buildJobWorkload(
-    o.template.workload,
-    1,
-    o.seeds[0] ?? 1,
-    maxContextOf(o.profile, o.template.engine),
-  );
-  const { boundJps, kvBoundJps } = physicalCeiling(built.programs, o.profile, o.template.engine);
+  const { boundJps, kvBoundJps } = ceilingOf(o.template, o.seeds[0] ?? 1, o.profile);
   const lightJps = boundJps * LIGHT_FRACTION_OF_BOUND;
   progress(
     `physical ceiling ${boundJps.toFixed(4)} jobs/s (${kvBoundJps.toFixed(4)} with batches the KV pool holds); light load ${lightJps.toFixed(4)} jobs/s`,

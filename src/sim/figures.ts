@@ -30,7 +30,8 @@ export interface FigureOptions {
   readonly trace?: string;
 }
 
-const NO_OFFLOAD = ["vllm", "autellix", "cachettl"];
+/** the paper's baselines, then the later peers (ThunderAgent, CONCUR: no tier of their own), ours last */
+const NO_OFFLOAD = ["vllm", "autellix", "thunderagent", "concur", "cachettl"];
 const WITH_OFFLOAD = ["vllm-offload", "autellix-offload", "infercept", "cachettl-offload"];
 const ABLATION = ["vllm", "program-fcfs", "static-ttl", "cachettl"];
 

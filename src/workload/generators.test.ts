@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { generateWorkload, WORKLOAD_PROFILES, type WorkloadKind } from "./generators.js";
 import { mean, std } from "./stats.js";
-import { traceStats } from "./trace.js";
+import { traceStats } from "./trace-stats.js";
 
 function assertWithin(actual: number, target: number, tolerance: number, what: string) {
   const error = Math.abs(actual - target) / target;

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { loadTrace, parseTraceJsonl, serializeTraceJsonl, type TraceProgram, traceStats } from "./trace.js";
+import { loadTrace, parseTraceJsonl, serializeTraceJsonl, type TraceProgram } from "./trace.js";
+import { traceStats } from "./trace-stats.js";
 
 const REAL_TRACE = fileURLToPath(new URL("../../../shared/traces/swe-agent-lm32b.jsonl", import.meta.url));
 const skipReal = existsSync(REAL_TRACE) ? false : `shared trace absent: ${REAL_TRACE}`;

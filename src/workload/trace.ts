@@ -21,8 +21,6 @@ export interface TraceProgram {
   turns: TraceTurn[];
 }
 
-export { type TraceStats, traceStats } from "./trace-stats.js";
-
 const turnSchema = z.object({
   input: z.int().nonnegative(),
   cached: z.int().nonnegative(),

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { TraceProgram } from "./trace.js";
-import { parseTraceJsonl, serializeTraceJsonl, traceStats } from "./trace.js";
+import { parseTraceJsonl, serializeTraceJsonl } from "./trace.js";
+import { traceStats } from "./trace-stats.js";
 import { repeatTurns, scaleTokens, scaleToolTime, truncateContext } from "./transforms.js";
 
 const program: TraceProgram = {

@@ -11,15 +11,8 @@ import type { RecorderEvent } from "../../core/recorder/events.js";
 import { readEventLog } from "../../core/recorder/read-event-log.js";
 import type { Engine } from "../../engine/engine.js";
 import { createLlamaEngine } from "../../engine/engine-factory.js";
-import { isNativeAvailable } from "../../engine/native/llama-native.js";
 import type { RunningServer } from "../../server/server.js";
 import { runServe, serveCommand } from "../serve-command.js";
-
-/** Why the llama-backed tests cannot run here, or false. */
-export const llamaSkip: string | false =
-  process.platform === "linux" && process.arch === "x64" && isNativeAvailable()
-    ? false
-    : "no llama.cpp addon on this platform";
 
 export interface LlamaServer {
   readonly server: RunningServer;

@@ -1,10 +1,13 @@
+import type { KvBlockObserver } from "./block-events.js";
 import { FreeBlockQueue } from "./free-block-queue.js";
 import { HashIndex } from "./hash-index.js";
+import type { TokenContent } from "./token-content.js";
 
 /**
  * The paged KV pool (vLLM v1 semantics): fixed-size blocks with reference counts; a block whose count drops
  * to zero joins the LRU free queue but keeps its prefix hash, so a later request with the same prefix can
- * take it back until the block is handed out again.
+ * take it back until the block is handed out again. An observer, when given, hears every hash the cache gains
+ * and loses.
  */
 export class BlockPool {
   readonly numBlocks: number;
@@ -15,7 +18,11 @@ export class BlockPool {
   private readonly cachedBlockByHash: HashIndex;
   private readonly freeQueue: FreeBlockQueue;
 
-  constructor(numBlocks: number, blockSizeTokens: number) {
+  constructor(
+    numBlocks: number,
+    blockSizeTokens: number,
+    private readonly observer: KvBlockObserver | null = null,
+  ) {
     if (!Number.isInteger(numBlocks) || numBlocks < 1)
       throw new Error(`numBlocks must be >= 1, got ${numBlocks}`);
     if (!Number.isInteger(blockSizeTokens) || blockSizeTokens < 1) {
@@ -77,12 +84,15 @@ export class BlockPool {
   /** allocate() appending to `out`; false (and nothing taken) if too few blocks are free. */
   allocateInto(n: number, out: number[]): boolean {
     if (n > this.freeQueue.length) return false;
+    const removed: number[] | null = this.observer ? [] : null;
     for (let i = 0; i < n; i++) {
       const blockId = this.freeQueue.popHead();
-      this.dropCachedContent(blockId);
+      const dropped = this.dropCachedContent(blockId);
+      if (dropped !== 0) removed?.push(dropped);
       this.refCounts[blockId] = 1;
       out.push(blockId);
     }
+    if (removed && removed.length > 0) this.observer?.blocksRemoved(removed);
     return true;
   }
 
@@ -107,10 +117,32 @@ export class BlockPool {
     }
   }
 
-  /** Registers a full block's prefix hash so later requests can hit it. First writer wins. */
-  cacheFullBlock(blockId: number, hash: number): void {
-    if (this.hashes[blockId] !== 0) return;
-    if (this.cachedBlockByHash.setIfAbsent(hash, blockId)) this.hashes[blockId] = hash;
+  /**
+   * Registers a full block's prefix hash so later requests can hit it. First writer wins: true when this
+   * block now holds the hash, false when the block already had one or another block holds it.
+   */
+  cacheFullBlock(blockId: number, hash: number): boolean {
+    if (this.hashes[blockId] !== 0) return false;
+    if (!this.cachedBlockByHash.setIfAbsent(hash, blockId)) return false;
+    this.hashes[blockId] = hash;
+    return true;
+  }
+
+  /**
+   * Registers blocks [from, to) of a sequence, `blockIds[i]` holding its block i, and tells the observer of
+   * each run of blocks that became cache (blocks another block already caches break a run).
+   */
+  cacheSequenceBlocks(blockIds: readonly number[], content: TokenContent, from: number, to: number): void {
+    let runStart = -1;
+    for (let i = from; i < to; i++) {
+      if (this.cacheFullBlock(blockIds[i] as number, content.blockHash(i))) {
+        if (runStart < 0) runStart = i;
+      } else if (runStart >= 0) {
+        this.reportStored(content, runStart, i);
+        runStart = -1;
+      }
+    }
+    if (runStart >= 0) this.reportStored(content, runStart, to);
   }
 
   /** Throws if free queue, reference counts and hash map disagree. O(numBlocks); for tests and debug runs. */
@@ -133,10 +165,22 @@ export class BlockPool {
     }
   }
 
-  private dropCachedContent(blockId: number): void {
+  /** Forgets the block's hash, which it returns (0 when it had none). */
+  private dropCachedContent(blockId: number): number {
     const hash = this.hashes[blockId] as number;
-    if (hash === 0) return;
+    if (hash === 0) return 0;
     this.cachedBlockByHash.delete(hash);
     this.hashes[blockId] = 0;
+    return hash;
+  }
+
+  private reportStored(content: TokenContent, from: number, to: number): void {
+    if (!this.observer) return;
+    const hashes = new Array<number>(to - from);
+    for (let i = from; i < to; i++) hashes[i - from] = content.blockHash(i);
+    const parentHash = from === 0 ? null : content.blockHash(from - 1);
+    const b = this.blockSizeTokens;
+    const tokenIds = content.tokenIds?.(from * b, to * b) ?? [];
+    this.observer.blocksStored({ hashes, parentHash, tokenIds, blockSizeTokens: b });
   }
 }

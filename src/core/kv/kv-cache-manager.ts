@@ -95,10 +95,9 @@ export class KvCacheManager {
   /** Registers the request's newly completed full blocks in the prefix cache. */
   cacheFullBlocks(request: Request): void {
     const full = Math.floor(request.numComputedTokens / this.blockSizeTokens);
-    for (let i = request.numCachedBlocks; i < full; i++) {
-      this.pool.cacheFullBlock(request.blockIds[i] as number, request.content.blockHash(i));
-    }
-    if (full > request.numCachedBlocks) request.numCachedBlocks = full;
+    if (full <= request.numCachedBlocks) return;
+    this.pool.cacheSequenceBlocks(request.blockIds, request.content, request.numCachedBlocks, full);
+    request.numCachedBlocks = full;
   }
 
   /**

@@ -8,6 +8,8 @@ import { hashTokenBlock, ROOT_HASH } from "./prefix-hash.js";
 export interface TokenContent {
   /** Hash of full block `index`; only asked for blocks whose tokens all exist. */
   blockHash(index: number): number;
+  /** The token ids at positions [start, end), for content made of real tokens (the engine's). */
+  tokenIds?(start: number, end: number): number[];
 }
 
 /** Content backed by real token ids; hashes are computed lazily and memoised. */
@@ -30,6 +32,10 @@ export class TokenIdContent implements TokenContent {
 
   tokenAt(position: number): number {
     return this.tokens[position] as number;
+  }
+
+  tokenIds(start: number, end: number): number[] {
+    return this.tokens.slice(start, end);
   }
 
   append(tokenId: number): void {

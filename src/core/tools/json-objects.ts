@@ -23,14 +23,42 @@ function balancedObjectEnd(text: string, start: number): number {
   return -1;
 }
 
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
 function parseObject(candidate: string): Record<string, unknown> | null {
   try {
     const value: unknown = JSON.parse(candidate);
-    return typeof value === "object" && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : null;
+    return isRecord(value) ? value : null;
   } catch {
     return null;
+  }
+}
+
+/** JSON.parse that also takes raw control characters inside strings (bash commands with newlines). */
+export function parseJsonLenient(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    let fixed = "";
+    let inString = false;
+    for (let i = 0; i < text.length; i++) {
+      const ch = text[i]!;
+      if (inString && ch === "\\") {
+        fixed += ch + (text[i + 1] ?? "");
+        i++;
+        continue;
+      }
+      if (ch === '"') inString = !inString;
+      if (inString && ch < " ") fixed += `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`;
+      else fixed += ch;
+    }
+    try {
+      return JSON.parse(fixed);
+    } catch {
+      return undefined;
+    }
   }
 }
 

@@ -135,10 +135,11 @@ export const BUILTIN_PRESETS: Readonly<Record<BuiltinPreset, BuiltinPresetInfo>>
     },
     "f16",
   ),
-  // ~25M params, 27 MB (Q8_0: llama.cpp's CPU matmuls are ~2x faster on it than on F16)
+  // ~25M params, 27 MB (Q8_0: llama.cpp's CPU matmuls are ~2x faster on it than on F16); a 64k context
+  // holds what coding-agent harnesses send (Claude Code's first prompt is ~38k tokens)
   small: smallPreset(
     {
-      contextLength: 8192,
+      contextLength: 65536,
       embeddingLength: 384,
       blockCount: 10,
       feedForwardLength: 1280,

@@ -15,6 +15,7 @@ import {
   type GenerateRequest,
   type ModelChatTemplate,
   NO_CHAT_TEMPLATE,
+  type ProgramKv,
 } from "../../engine/engine-api.js";
 
 export interface FakeEngineOptions {
@@ -202,6 +203,7 @@ export class FakeEngine implements EngineService {
       kvBlocks: 1024,
       prefixQueryTokens: 0,
       prefixHitTokens: 0,
+      generatedTokens: 0,
       preemptions: 0,
       pinsCreated: 0,
       pinsExpired: 0,
@@ -238,7 +240,18 @@ export class FakeEngine implements EngineService {
         ageS: 0,
         cachedShare: null,
       })),
+      departed: [],
     };
+  }
+
+  /** A program's last context stays reusable in the pool (its next turn's cached words). */
+  kvByProgram(): ReadonlyMap<string, ProgramKv> {
+    return new Map(
+      [...this.lastContext].map(([id, context]) => [
+        id,
+        { poolTokens: context.length, poolHolder: "reusable", tier: null, tierTokens: 0, tierBytes: 0 },
+      ]),
+    );
   }
 
   async shutdown(): Promise<void> {

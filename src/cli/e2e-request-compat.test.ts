@@ -1,0 +1,125 @@
+/**
+ * End to end on the built-in tiny model (real llama.cpp engine, threads 1): request features clients
+ * rely on, checked where a user sees them in the response.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { llamaSkip } from "../engine/test-support/llama-skip.js";
+import { sseEvents } from "../server/test-support/test-server.js";
+import { type LlamaServer, startLlamaServer } from "./test-support/llama-server.js";
+
+// biome-ignore lint/suspicious/noExplicitAny: response bodies are read field by field
+type Json = any;
+
+const weatherTool = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+};
+
+describe("request features against the llama.cpp engine (tiny model)", { skip: llamaSkip }, () => {
+  let s: LlamaServer;
+  const post = (path: string, body: unknown) =>
+    fetch(`${s.server.url}${path}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer unused" },
+      body: JSON.stringify(body),
+    });
+
+  before(async () => {
+    s = await startLlamaServer(["--kv-cache-tokens", "2048"]);
+  });
+  after(() => s?.close());
+
+  test("a forced tool call cut by any max_tokens is a call with finish_reason length, never markup", async () => {
+    for (const tool_choice of ["required", { type: "function", function: { name: "get_weather" } }]) {
+      for (let maxTokens = 1; maxTokens <= 8; maxTokens++) {
+        const request = {
+          model: s.model,
+          messages: [{ role: "user", content: "Weather in Paris?" }],
+          tools: [weatherTool],
+          tool_choice,
+          max_tokens: maxTokens,
+          temperature: 0,
+        };
+        const label = `${JSON.stringify(tool_choice)}, max_tokens ${maxTokens}`;
+        const body = (await (await post("/v1/chat/completions", request)).json()) as Json;
+        const choice = body.choices[0];
+        assert.equal(choice.finish_reason, "length", label);
+        assert.equal(choice.message.content, null, label);
+        assert.equal(choice.message.tool_calls[0].function.name, "get_weather", label);
+
+        const chunks = sseEvents(
+          await (await post("/v1/chat/completions", { ...request, stream: true })).text(),
+        )
+          .slice(0, -1)
+          .map((e) => JSON.parse(e) as Json);
+        const content = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+        assert.equal(content, "", `streamed content, ${label}`);
+        const names = chunks
+          .flatMap((c) => c.choices[0]?.delta.tool_calls ?? [])
+          .map((c: Json) => c.function.name);
+        assert.equal(names.join(""), "get_weather", `streamed call, ${label}`);
+        assert.equal(chunks.at(-1)!.choices[0].finish_reason, "length", `streamed, ${label}`);
+      }
+    }
+  });
+
+  test("logit_bias +100 on one token makes a greedy completion repeat it; an unknown token id is a 400", async () => {
+    const runner = s.engine.runner;
+    const token = runner.tokenize(" banana").at(-1)!;
+    const piece = Buffer.from(runner.tokenPiece(token)).toString("utf8");
+    const request = { model: s.model, prompt: "Hello", max_tokens: 3, temperature: 0 };
+    const plain = (await (await post("/v1/completions", request)).json()) as Json;
+    assert.notEqual(plain.choices[0].text, piece.repeat(3), "the bias, not the model, picks the token");
+    const biased = (await (
+      await post("/v1/completions", { ...request, logit_bias: { [String(token)]: 100 } })
+    ).json()) as Json;
+    assert.equal(biased.choices[0].text, piece.repeat(3));
+
+    const chat = (await (
+      await post("/v1/chat/completions", {
+        model: s.model,
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 2,
+        temperature: 0,
+        logit_bias: { [String(token)]: 100 },
+      })
+    ).json()) as Json;
+    assert.equal(chat.choices[0].message.content, piece.repeat(2));
+
+    const tooLarge = String(runner.vocabSize);
+    const refused = await post("/v1/completions", { ...request, logit_bias: { [tooLarge]: 5 } });
+    assert.equal(refused.status, 400);
+    const error = ((await refused.json()) as Json).error;
+    assert.equal(error.param, "logit_bias");
+    assert.match(error.message, new RegExp(`"${tooLarge}"`));
+  });
+
+  test("a token-id prompt completes as its text does; return_token_ids gives the prompt's and the output's ids", async () => {
+    const runner = s.engine.runner;
+    const ids = Array.from(runner.tokenize("The sky is"));
+    const request = { model: s.model, max_tokens: 5, temperature: 0, return_token_ids: true };
+    const byText = (await (
+      await post("/v1/completions", { ...request, prompt: "The sky is" })
+    ).json()) as Json;
+    const byIds = (await (await post("/v1/completions", { ...request, prompt: [ids, ids] })).json()) as Json;
+    assert.deepEqual(
+      byIds.choices.map((c: Json) => [c.index, c.text]),
+      [
+        [0, byText.choices[0].text],
+        [1, byText.choices[0].text],
+      ],
+    );
+    const choice = byText.choices[0];
+    assert.deepEqual(choice.prompt_token_ids, ids);
+    assert.equal(choice.token_ids.length, byText.usage.completion_tokens);
+    const detokenized = Buffer.concat(choice.token_ids.map((t: number) => runner.tokenPiece(t))).toString(
+      "utf8",
+    );
+    assert.equal(detokenized, choice.text);
+    assert.deepEqual(byIds.choices[1].token_ids, choice.token_ids);
+  });
+});

@@ -1,0 +1,277 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import type { LlamaEngineOptions } from "../engine/engine-factory.js";
+import { H100_ALL_LAYERS } from "../engine/test-support/devices.js";
+import { FakeEngine } from "../server/test-support/fake-engine.js";
+import { runServe, serveCommand } from "./serve-command.js";
+
+describe("continuum serve", () => {
+  test("flags parse vLLM-style and reach the engine factory; the banner names URL, model, device and policy", async () => {
+    const command = serveCommand();
+    let parsed: Record<string, unknown> = {};
+    command.exitOverride().action((o: Record<string, unknown>) => {
+      parsed = o;
+    });
+    const argv = [
+      "--model /models/x.gguf --scheduling-policy vllm --max-num-seqs 8 --max-num-batched-tokens 512",
+      "--kv-cache-tokens 16384 --kv-layout streams --cpu-offload-gb 2 --disk-offload-dir /tmp/kv --disk-offload-gb 4 --port 0",
+      "--api-key k --record /tmp/rec.jsonl --threads 2 --served-model-name my-model --served-model-name alias",
+      "--no-flash-attn --kv-cache-dtype q8_0 --gpu-layers all --max-waiting 50",
+    ];
+    await command.parseAsync(argv.join(" ").split(" "), { from: "user" });
+    assert.equal(parsed["host"], "127.0.0.1");
+    assert.equal(parsed["schedulingPolicy"], "vllm");
+    assert.equal(parsed["kvCacheTokens"], 16384);
+    assert.deepEqual(parsed["servedModelName"], ["my-model", "alias"]);
+
+    let received: LlamaEngineOptions | null = null;
+    const lines: string[] = [];
+    const engine = new FakeEngine({ device: H100_ALL_LAYERS });
+    const server = await runServe(parsed as never, {
+      createEngine: (options) => {
+        received = options;
+        return engine;
+      },
+      log: (line) => lines.push(line),
+      handleSignals: false,
+    });
+    try {
+      assert.deepEqual(received, {
+        modelPath: "/models/x.gguf",
+        builtinModel: "small",
+        servedModelName: "my-model",
+        policy: "vllm",
+        maxNumSeqs: 8,
+        maxNumBatchedTokens: 512,
+        kvCacheTokens: 16384,
+        kvLayout: "streams",
+        cpuOffloadGb: 2,
+        diskOffloadDir: "/tmp/kv",
+        diskOffloadGb: 4,
+        threads: 2,
+        flashAttn: false,
+        kvCacheType: "q8_0",
+        gpuLayers: "all",
+        recordPath: "/tmp/rec.jsonl",
+        maxWaiting: 50,
+      });
+      assert.match(lines[0]!, /^continuum serve: listening on http:\/\/127\.0\.0\.1:\d+$/);
+      assert.match(lines[1]!, /model fake-model .*scheduling policy vllm/);
+      assert.equal(
+        lines[2],
+        "  device: cuda · NVIDIA H100 80GB HBM3 · 79.6 GiB · 32/32 layers on the GPU · KV cache on the GPU",
+      );
+      assert.equal(lines[3], "  fake KV");
+      assert.match(lines[4]!, /TTL cost model: prefill and tier reloads priced from the engine's own steps/);
+      assert.equal(lines[5], `  live dashboard at ${server.url}/dashboard`);
+      assert.equal((await fetch(`${server.url}/health`)).status, 200);
+      const models = await fetch(`${server.url}/v1/models`, { headers: { Authorization: "Bearer k" } });
+      const ids = ((await models.json()) as { data: { id: string }[] }).data.map((m) => m.id);
+      assert.deepEqual(ids, ["fake-model", "alias"]);
+    } finally {
+      await server.close();
+    }
+    assert.equal(engine.shutdownCalls, 1);
+  });
+
+  test("unknown policies and KV layouts are refused", async () => {
+    for (const [argv, message] of [
+      [["--scheduling-policy", "lifo"], /unknown policy/],
+      // the simulator's clairvoyant bound needs the future a server never has
+      [["--scheduling-policy", "cachettl-adaptive:clairvoyant"], /unknown policy/],
+      [["--kv-layout", "paged"], /Allowed choices are unified, streams/],
+    ] as const) {
+      const command = serveCommand()
+        .exitOverride()
+        .configureOutput({ writeErr: () => {} });
+      await assert.rejects(command.parseAsync([...argv], { from: "user" }), message);
+    }
+  });
+});
+
+test("--max-body-mb bounds request bodies (413 beyond it); the default stays 32 MiB", async () => {
+  const serveWith = async (argv: string[]) => {
+    let parsed: Record<string, unknown> = {};
+    const command = serveCommand()
+      .exitOverride()
+      .action((o: Record<string, unknown>) => {
+        parsed = o;
+      });
+    await command.parseAsync([...argv, "--port", "0"], { from: "user" });
+    const server = await runServe(parsed as never, {
+      createEngine: () => new FakeEngine(),
+      log: () => {},
+      handleSignals: false,
+    });
+    return { parsed, server };
+  };
+  const post = (url: string, padding: number) =>
+    fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      // An unknown field is ignored: only the body's size matters.
+      body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], padding: "x".repeat(padding) }),
+    });
+
+  const small = await serveWith(["--max-body-mb", "0.01"]);
+  try {
+    const tooLarge = await post(small.server.url, 20_000);
+    assert.equal(tooLarge.status, 413);
+    const error = ((await tooLarge.json()) as { error: { code: string; message: string } }).error;
+    assert.equal(error.code, "request_too_large");
+    assert.match(error.message, /at most 10485 bytes/);
+    const fits = await post(small.server.url, 5_000);
+    assert.equal(fits.status, 200);
+    await fits.json();
+  } finally {
+    await small.server.close();
+  }
+
+  const byDefault = await serveWith([]);
+  try {
+    assert.equal(byDefault.parsed["maxBodyMb"], 32);
+    const mib = await post(byDefault.server.url, 1024 * 1024);
+    assert.equal(mib.status, 200);
+    await mib.json();
+  } finally {
+    await byDefault.server.close();
+  }
+  const command = serveCommand()
+    .exitOverride()
+    .configureOutput({ writeErr: () => {} });
+  await assert.rejects(command.parseAsync(["--max-body-mb", "0"], { from: "user" }), /positive number/);
+});
+
+test("--chat-template FILE renders chat requests with that template; a missing file stops serve", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "continuum-chat-template-"));
+  try {
+    const file = join(dir, "template.jinja");
+    await writeFile(file, "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>");
+    let parsed: Record<string, unknown> = {};
+    const command = serveCommand()
+      .exitOverride()
+      .action((o: Record<string, unknown>) => {
+        parsed = o;
+      });
+    await command.parseAsync(["--chat-template", file, "--port", "0"], { from: "user" });
+    const engine = new FakeEngine();
+    const server = await runServe(parsed as never, {
+      createEngine: () => engine,
+      log: () => {},
+      handleSignals: false,
+    });
+    try {
+      const response = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+      });
+      assert.equal(response.status, 200);
+      await response.json();
+      assert.equal(engine.requests[0]!.prompt, "<user>hi<assistant>");
+    } finally {
+      await server.close();
+    }
+    await assert.rejects(
+      runServe({ ...parsed, chatTemplate: join(dir, "missing.jinja") } as never, {
+        createEngine: () => new FakeEngine(),
+        log: () => {},
+        handleSignals: false,
+      }),
+      /--chat-template .*missing\.jinja/,
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+describe("continuum serve process", () => {
+  test("SIGTERM drains the in-flight request, shuts the engine down, exits 0", async () => {
+    const fixture = fileURLToPath(new URL("./test-support/serve-fixture.ts", import.meta.url));
+    const child = spawn(process.execPath, ["--import", "tsx", fixture], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    let stdout = "";
+    child.stdout.setEncoding("utf8");
+    child.stderr.resume();
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stdout.on("data", (data: string) => {
+          stdout += data;
+          const match = /listening on (http:\/\/\S+)/.exec(stdout);
+          if (match) resolve(match[1]!);
+        });
+        child.once("exit", () => reject(new Error(`server exited early: ${stdout}`)));
+      });
+      const response = fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      child.kill("SIGTERM");
+      const body = (await (await response).json()) as { choices: { message: { content: string } }[] };
+      assert.equal(body.choices[0]!.message.content, "one two three");
+      assert.equal(await exited, 0);
+      assert.match(stdout, /SIGTERM, serving the programs already here/);
+      assert.match(stdout, /every program ended, draining in-flight requests/);
+      assert.match(stdout, /engine shutdown after 1 finished request\(s\)/);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  });
+
+  test("when its parent process dies (npx killed, no signal forwarded) it drains and exits", async () => {
+    const fixture = fileURLToPath(new URL("./test-support/serve-fixture.ts", import.meta.url));
+    const dir = await mkdtemp(join(tmpdir(), "continuum-orphan-"));
+    const log = join(dir, "serve.log");
+    // A shell starts the server in the background, prints its pid, becomes `sleep` (exec: no leftover
+    // sleep holding our pipe open after the kill) and is then killed outright.
+    const shell = spawn(
+      "sh",
+      ["-c", `"${process.execPath}" --import tsx "${fixture}" > "${log}" 2>&1 & echo $!; exec sleep 600`],
+      {
+        stdio: ["ignore", "pipe", "ignore"],
+      },
+    );
+    const pid = await new Promise<number>((resolve) =>
+      shell.stdout.once("data", (data: Buffer) => resolve(Number(String(data).trim()))),
+    );
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      // Kill the parent only once the server listens: it learns its parent at start, and on a loaded
+      // machine starting takes longer than any fixed wait.
+      let listening = false;
+      for (let i = 0; i < 600 && !listening && alive(); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        listening = (await readFile(log, "utf8").catch(() => "")).includes("listening on");
+      }
+      assert.ok(listening && alive(), "the server runs");
+      shell.kill("SIGKILL");
+      let stillAlive = true;
+      for (let i = 0; i < 300 && stillAlive; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        stillAlive = alive();
+      }
+      assert.equal(stillAlive, false, "the orphaned server stopped");
+    } finally {
+      if (alive()) process.kill(pid, "SIGKILL");
+      if (shell.exitCode === null) shell.kill("SIGKILL");
+      shell.stdout.destroy();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,82 @@
+import type { DecodeOptions, DecodeOutput, DecodeResult } from "./llama-types.js";
+import type { RawDecodeResult } from "./native-addon.js";
+
+/** A reusable mixed batch: (token, pos, seqId, wantLogits) rows for any number of sequences. */
+export class DecodeBatch {
+  readonly tokens: Int32Array;
+  readonly pos: Int32Array;
+  readonly seqIds: Int32Array;
+  readonly wantLogits: Uint8Array;
+  private n = 0;
+
+  constructor(readonly capacity: number) {
+    this.tokens = new Int32Array(capacity);
+    this.pos = new Int32Array(capacity);
+    this.seqIds = new Int32Array(capacity);
+    this.wantLogits = new Uint8Array(capacity);
+  }
+
+  get length(): number {
+    return this.n;
+  }
+
+  clear(): this {
+    this.n = 0;
+    return this;
+  }
+
+  /** Adds one row and returns its batch index. */
+  add(token: number, pos: number, seqId: number, wantLogits = false): number {
+    if (this.n >= this.capacity) throw new RangeError(`DecodeBatch full (${this.capacity})`);
+    const i = this.n++;
+    this.tokens[i] = token;
+    this.pos[i] = pos;
+    this.seqIds[i] = seqId;
+    this.wantLogits[i] = wantLogits ? 1 : 0;
+    return i;
+  }
+
+  /** Adds tokens at positions startPos.. for seqId; logits for the last one unless told otherwise. */
+  addSequence(tokens: ArrayLike<number>, startPos: number, seqId: number, logitsForLast = true): this {
+    for (let i = 0; i < tokens.length; i++) {
+      this.add(tokens[i]!, startPos + i, seqId, logitsForLast && i === tokens.length - 1);
+    }
+    return this;
+  }
+}
+
+/** A batch as the addon takes it. */
+export function rawArgs(
+  batch: DecodeBatch,
+  opts: DecodeOptions,
+): [Int32Array, Int32Array, Int32Array, Uint8Array, { sample: boolean; returnLogits: boolean }] {
+  const n = batch.length;
+  return [
+    batch.tokens.subarray(0, n),
+    batch.pos.subarray(0, n),
+    batch.seqIds.subarray(0, n),
+    batch.wantLogits.subarray(0, n),
+    { sample: opts.sample ?? true, returnLogits: opts.returnLogits ?? false },
+  ];
+}
+
+/** The addon's decode result as `DecodeResult`. */
+export function decodeResult(r: RawDecodeResult): DecodeResult {
+  const outputs: DecodeOutput[] = [];
+  for (let j = 0; j < r.batchIndex.length; j++) {
+    const out: DecodeOutput = {
+      batchIndex: r.batchIndex[j]!,
+      seqId: r.seqId[j]!,
+      token: r.token ? r.token[j]! : -1,
+      isEog: r.isEog ? r.isEog[j] === 1 : false,
+    };
+    if (r.logits) out.logits = r.logits.subarray(j * r.nVocab, (j + 1) * r.nVocab);
+    outputs.push(out);
+  }
+  return {
+    outputs,
+    decodeMs: r.decodeUs / 1000,
+    sampleMs: r.sampleUs / 1000,
+    computeMs: r.computeUs === undefined ? null : r.computeUs / 1000,
+  };
+}

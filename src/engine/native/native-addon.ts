@@ -1,0 +1,228 @@
+/**
+ * Continuum's own N-API addon for llama.cpp (src/engine/native/*.cpp, built by scripts/build-native.mjs into
+ * .cache/native/continuum_llama.node): its raw shapes (as defined in addon.cpp / context.cpp), where it is
+ * found and loaded, and what it offers process-wide (versions, log level, backends, devices, host buffers).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { findGpuPlugin } from "../gpu/plugin-discovery.js";
+import type {
+  BackendsInfo,
+  ChatMessage,
+  ContextInfo,
+  DeviceInfo,
+  HostCopyBandwidth,
+  KvCacheType,
+  LoadBackendsOptions,
+  LogLevel,
+  ModelInfo,
+  SamplerParams,
+  SeqStateFile,
+  VersionInfo,
+} from "./llama-types.js";
+
+export interface RawDecodeResult {
+  batchIndex: Int32Array;
+  seqId: Int32Array;
+  token?: Int32Array;
+  isEog?: Uint8Array;
+  logits?: Float32Array;
+  nVocab: number;
+  decodeUs: number;
+  sampleUs: number;
+  computeUs?: number;
+}
+
+export interface RawModel {
+  info(): ModelInfo;
+  meta(key: string): string | null;
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
+  tokenizeAsync(text: string, addSpecial: boolean, parseSpecial: boolean): Promise<Int32Array>;
+  tokenToPiece(token: number, special: boolean): Buffer;
+  detokenize(tokens: Int32Array, removeSpecial: boolean, unparseSpecial: boolean): string;
+  isEog(token: number): boolean;
+  applyChatTemplate(messages: ChatMessage[], addAssistant: boolean, template?: string): string;
+  kvBytesPerToken(typeK?: KvCacheType, typeV?: KvCacheType): number | null;
+  free(): void;
+}
+
+export interface RawContext {
+  info(): ContextInfo;
+  setSampler(seqId: number, params: SamplerParams | null): void;
+  resetSampler(seqId: number): void;
+  acceptToken(seqId: number, token: number): void;
+  decode(
+    tokens: Int32Array,
+    pos: Int32Array,
+    seqIds: Int32Array,
+    wantLogits: Uint8Array,
+    opts: { sample: boolean; returnLogits: boolean },
+  ): Promise<RawDecodeResult>;
+  decodeSync(
+    tokens: Int32Array,
+    pos: Int32Array,
+    seqIds: Int32Array,
+    wantLogits: Uint8Array,
+    opts: { sample: boolean; returnLogits: boolean },
+  ): RawDecodeResult;
+  memClear(data: boolean): void;
+  memSeqRm(seqId: number, p0: number, p1: number): boolean;
+  memSeqCp(src: number, dst: number, p0: number, p1: number): void;
+  memSeqKeep(seqId: number): void;
+  memSeqAdd(seqId: number, p0: number, p1: number, delta: number): void;
+  memSeqPosMin(seqId: number): number;
+  memSeqPosMax(seqId: number): number;
+  memCanShift(): boolean;
+  stateSeqSize(seqId: number): number;
+  stateSeqSave(seqId: number): Promise<Buffer>;
+  stateSeqSaveInto(seqId: number, target: Buffer): Promise<number>;
+  stateSeqLoad(seqId: number, state: Buffer): Promise<number>;
+  stateSeqSaveFile(seqId: number, path: string, tokens?: Int32Array): Promise<number>;
+  stateSeqLoadFile(seqId: number, path: string, capacity?: number): Promise<SeqStateFile>;
+  free(): void;
+}
+
+export interface RawAddon {
+  versionInfo(): VersionInfo;
+  systemInfo(): string;
+  setLogLevel(level: LogLevel): void;
+  loadBackends(dir?: string, extraPluginPaths?: string[]): BackendsInfo;
+  devices(): DeviceInfo[];
+  loadModel(path: string, opts: { gpuLayers: number; vocabOnly: boolean; mmap?: boolean }): Promise<RawModel>;
+  createContext(model: RawModel, opts: Record<string, unknown>): Promise<RawContext>;
+  allocPinnedBuffer(bytes: number): Buffer | null;
+  measureHostCopyBandwidth(bytes: number, repeats: number): HostCopyBandwidth | null;
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+
+export function findProjectRoot(): string {
+  let dir = here;
+  for (;;) {
+    const pkg = join(dir, "package.json");
+    if (existsSync(pkg)) {
+      try {
+        if ((JSON.parse(readFileSync(pkg, "utf8")) as { name?: string }).name === "continuum") return dir;
+      } catch {
+        // keep walking
+      }
+    }
+    const parent = dirname(dir);
+    if (parent === dir) return resolve(here, "..", "..", "..");
+    dir = parent;
+  }
+}
+
+/** Where the built addon is expected ($CONTINUUM_LLAMA_ADDON overrides). */
+export function nativeAddonPath(): string {
+  const env = process.env["CONTINUUM_LLAMA_ADDON"];
+  if (env && env.length > 0) return env;
+  return join(findProjectRoot(), ".cache", "native", "continuum_llama.node");
+}
+
+let addon: RawAddon | undefined;
+let loadError: Error | undefined;
+
+/** The addon, loaded on first use; throws (code LLAMA_NATIVE_UNAVAILABLE) where it cannot be. */
+export function native(): RawAddon {
+  if (addon) return addon;
+  if (loadError) throw loadError;
+  const path = nativeAddonPath();
+  if (process.platform !== "linux" || process.arch !== "x64") {
+    loadError = Object.assign(
+      new Error(`llama.cpp engine: linux-x64 only (this is ${process.platform}-${process.arch})`),
+      {
+        code: "LLAMA_NATIVE_UNAVAILABLE",
+      },
+    );
+    throw loadError;
+  }
+  if (!existsSync(path)) {
+    loadError = Object.assign(
+      new Error(`llama.cpp addon not built: ${path} is missing (run \`node scripts/build-native.mjs\`)`),
+      { code: "LLAMA_NATIVE_UNAVAILABLE" },
+    );
+    throw loadError;
+  }
+  try {
+    addon = require(path) as RawAddon;
+  } catch (err) {
+    loadError = err instanceof Error ? err : new Error(String(err));
+    throw loadError;
+  }
+  const level = process.env["CONTINUUM_LLAMA_LOG"];
+  if (level) addon.setLogLevel(level as LogLevel);
+  return addon;
+}
+
+/** Whether the addon can be loaded here (built, right platform, versions match). */
+export function isNativeAvailable(): boolean {
+  try {
+    native();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function versionInfo(): VersionInfo {
+  return native().versionInfo();
+}
+
+/** llama_print_system_info(): CPU features of the loaded backends. */
+export function systemInfo(): string {
+  return native().systemInfo();
+}
+
+/** Minimum level of llama.cpp/ggml log lines written to stderr (default "warn"; env CONTINUUM_LLAMA_LOG). */
+export function setLogLevel(level: LogLevel): void {
+  native().setLogLevel(level);
+}
+
+function defaultGpuPlugins(): string[] {
+  const plugin = findGpuPlugin(findProjectRoot());
+  return plugin ? [plugin.file] : [];
+}
+
+let backends: BackendsInfo | undefined;
+
+/**
+ * Loads ggml's runtime backend plugins: the best libggml-cpu-<arch>.so from the prebuilt package's bin dir
+ * and the GPU plugins of opts.gpuPlugins. Must run before loadModel (which calls it if needed). Idempotent.
+ */
+export function loadBackends(opts: LoadBackendsOptions = {}): BackendsInfo {
+  const gpuPlugins = opts.gpuPlugins ?? defaultGpuPlugins();
+  const info = native().loadBackends(opts.dir, [...gpuPlugins]);
+  backends = {
+    dir: info.dir,
+    loaded: [...(backends?.loaded ?? []), ...info.loaded],
+    failed: [...(backends?.failed ?? []), ...info.failed],
+    devices: info.devices,
+  };
+  return backends;
+}
+
+/** The backends loaded so far; the default ones are loaded first when none were. */
+export function loadedBackends(): BackendsInfo {
+  return backends ?? loadBackends();
+}
+
+/**
+ * Page-locked host memory of the first GPU backend (cudaMallocHost for CUDA), which the GPU copies at DMA
+ * speed where ordinary memory goes through a staging buffer; null without a GPU backend that offers it.
+ */
+export function allocPinnedBuffer(bytes: number): Buffer | null {
+  return native().allocPinnedBuffer(bytes);
+}
+
+/** The machine's host <-> GPU copy bandwidth (best of `repeats` copies of `bytes`); null without a GPU. */
+export function measureHostCopyBandwidth(bytes: number, repeats = 5): HostCopyBandwidth | null {
+  return native().measureHostCopyBandwidth(bytes, repeats);
+}
+
+export function devices(): DeviceInfo[] {
+  return native().devices();
+}
