@@ -7,7 +7,6 @@ import {
   type AppEnv,
   type DoneEvent,
   type Generation,
-  type GenerationDeps,
   openAIFinishReason,
   openAIUsage,
   SSE_DONE,
@@ -17,7 +16,7 @@ import {
 } from "./generation.js";
 import { forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
 import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
-import { startGeneration } from "./start-generation.js";
+import { type GenerationContext, startGeneration } from "./start-generation.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
 import { parseToolCallsAs, type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
 import {
@@ -26,20 +25,16 @@ import {
   ToolCallStreamGate,
   type ToolSpec,
 } from "./tool-calls.js";
-import type { TurnPrograms } from "./turn-programs.js";
 
-export interface RequestContext extends GenerationDeps {
+export interface RequestContext extends GenerationContext {
   /** model names a request may ask for (the engine's id first) */
   readonly modelNames: readonly string[];
   /** the model's Jinja template; null: the engine's template over `chatTurns` */
   readonly chatTemplate: ChatTemplate | null;
   /** `system_fingerprint` of every response and chunk */
   readonly systemFingerprint: string;
-  readonly newRequestId: (c: Context<AppEnv>) => string;
   /** this server's replies with tool calls, rendered as generated when a client sends them back */
   readonly generatedReplies: GeneratedReplies;
-  /** which program a request is a turn of (implicit programs, side requests) */
-  readonly turnPrograms: TurnPrograms;
 }
 
 export interface ToolSetup {

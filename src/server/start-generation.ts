@@ -1,13 +1,19 @@
 import type { Context } from "hono";
 import { EngineRejection, type GenerateRequest } from "../engine/engine-api.js";
-import type { RequestContext } from "./chat-completions.js";
 import { ContextOverflow } from "./context-overflow.js";
-import { type AppEnv, Generation } from "./generation.js";
+import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias } from "./logit-bias.js";
 import { programFields } from "./program-fields.js";
 import { samplingParams } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
-import type { ChatTurn } from "./turn-programs.js";
+import type { ChatTurn, TurnPrograms } from "./turn-programs.js";
+
+/** What starting a generation needs of the server: the engine and metrics, request ids, turn programs. */
+export interface GenerationContext extends GenerationDeps {
+  readonly newRequestId: (c: Context<AppEnv>) => string;
+  /** which program a request is a turn of (implicit programs, side requests) */
+  readonly turnPrograms: TurnPrograms;
+}
 
 /**
  * Prompts above this many UTF-8 bytes per context token are refused untokenized: text runs 3-5 bytes per
@@ -25,7 +31,7 @@ const MAX_BYTES_PER_TOKEN = 32;
  */
 export async function startGeneration(
   c: Context<AppEnv>,
-  ctx: RequestContext,
+  ctx: GenerationContext,
   body: CommonBody,
   prompt: string,
   maxTokens: number | null | undefined,
