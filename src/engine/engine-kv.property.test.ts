@@ -1,0 +1,189 @@
+/**
+ * Serving under random arrivals, aborts and disconnects (fast-check), with the engine's KV held against the
+ * scheduler's before every batch: the engine's cell ledger is the runner's pool; a slot computes only for a
+ * request the scheduler runs, and no request owns two slots; a slot kept for a pin belongs to a program the
+ * scheduler has pinned, and every pinned program's KV is in a slot unless the engine had to drop it (counted
+ * as a pinned eviction: the one place llama.cpp's per-sequence memory makes the two differ). When all is
+ * done no slot is owned, and after shutdown no cell is held.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import fc from "fast-check";
+import { Engine } from "./engine.js";
+import type { GenerateEvent } from "./engine-api.js";
+import { FakeModelRunner } from "./fake-model-runner.js";
+import type { RunnerBatch } from "./model-runner.js";
+import { fixedTtlPolicy, request, sleep } from "./test-support/engine-helpers.js";
+
+type Fate = "complete" | "abort" | "disconnect";
+
+interface Turn {
+  readonly newChars: number;
+  readonly output: number;
+  readonly fate: Fate;
+  /** deltas seen before the client aborts or leaves */
+  readonly after: number;
+  readonly toolMs: number;
+}
+
+const turnArb = fc.record({
+  newChars: fc.integer({ min: 8, max: 100 }),
+  output: fc.integer({ min: 1, max: 24 }),
+  fate: fc.constantFrom<Fate>("complete", "complete", "abort", "disconnect"),
+  after: fc.integer({ min: 1, max: 6 }),
+  toolMs: fc.integer({ min: 0, max: 15 }),
+});
+
+const scenarioArb = fc.record({
+  programs: fc.array(
+    fc.record({
+      startMs: fc.integer({ min: 0, max: 20 }),
+      turns: fc.array(turnArb, { minLength: 1, maxLength: 3 }),
+    }),
+    { minLength: 2, maxLength: 6 },
+  ),
+  policy: fc.constantFrom("vllm", "cachettl-adaptive", "pin-20ms"),
+  layout: fc.constantFrom("unified", "streams"),
+});
+
+class KvCheckingRunner extends FakeModelRunner {
+  engine: Engine | null = null;
+  checks = 0;
+
+  override execute(batch: RunnerBatch) {
+    if (this.engine) checkKv(this.engine, this);
+    return super.execute(batch);
+  }
+}
+
+function checkKv(engine: Engine, runner: FakeModelRunner): void {
+  const kv = engine.kv;
+  assert.equal(kv.ledger.numUsed, runner.usedCells, "the engine's ledger and the runner's pool disagree");
+  const owners = new Set<string>();
+  for (const slot of kv.slots) {
+    if (slot.owner === null) continue;
+    assert.equal(
+      slot.owner.status,
+      "running",
+      `slot ${slot.seqId} computes for a ${slot.owner.status} request`,
+    );
+    assert.equal(
+      engine.scheduler.getRequest(slot.owner.id),
+      slot.owner,
+      "a slot's owner is the scheduler's request",
+    );
+    assert.ok(!owners.has(slot.owner.id), `request ${slot.owner.id} owns two slots`);
+    owners.add(slot.owner.id);
+  }
+  const pinned = new Set(
+    engine.scheduler
+      .snapshot(10_000)
+      .programs.filter((p) => p.state === "pinned")
+      .map((p) => p.id),
+  );
+  const pinnedSlots = new Set<string>();
+  for (const slot of kv.slots) {
+    if (slot.pinnedFor === null) continue;
+    assert.ok(
+      pinned.has(slot.pinnedFor),
+      `slot ${slot.seqId} kept for ${slot.pinnedFor}, which holds no pin`,
+    );
+    pinnedSlots.add(slot.pinnedFor);
+  }
+  if (engine.kvStats().pinnedEvictions === 0) {
+    for (const program of pinned) assert.ok(pinnedSlots.has(program), `pinned ${program} has no slot`);
+  }
+}
+
+async function turnOf(
+  engine: Engine,
+  id: string,
+  programId: string,
+  prompt: string,
+  turn: Turn,
+  last: boolean,
+) {
+  const controller = new AbortController();
+  const stream = engine.generate(
+    request(id, prompt, {
+      programId,
+      isLastStep: last,
+      toolHint: "ls",
+      sampling: { maxTokens: turn.output, ignoreEos: true },
+    }),
+    controller.signal,
+  );
+  let deltas = 0;
+  let text = "";
+  let done: Extract<GenerateEvent, { type: "done" }> | null = null;
+  for await (const event of stream) {
+    if (event.type === "done") {
+      done = event;
+      continue;
+    }
+    text += event.text;
+    deltas++;
+    if (deltas === turn.after && turn.fate === "abort") controller.abort();
+    if (deltas === turn.after && turn.fate === "disconnect") break;
+  }
+  return { text, finished: done?.finishReason === "length" };
+}
+
+describe("engine KV against the scheduler's, under random arrivals, aborts and disconnects", () => {
+  test("before every batch and at the end, no leaked, stray or double-owned KV", async () => {
+    let batchesChecked = 0;
+    await fc.assert(
+      fc.asyncProperty(scenarioArb, async ({ programs, policy, layout }) => {
+        const runner = new KvCheckingRunner(
+          layout === "unified"
+            ? { kvCells: 640, maxSeqs: 8 }
+            : { kvLayout: "streams", kvCells: 4 * 768, maxSeqs: 4 },
+        );
+        const engine = new Engine({
+          runner,
+          policy: policy === "pin-20ms" ? fixedTtlPolicy(0.02) : policy,
+          maxNumSeqs: 3,
+          maxNumBatchedTokens: 64,
+        });
+        runner.engine = engine;
+        try {
+          await Promise.all(
+            programs.map(async ({ startMs, turns }, p) => {
+              await sleep(startMs);
+              let prompt = `An agent, program ${p}: `;
+              for (const [t, turn] of turns.entries()) {
+                prompt += `${"klmnopqrst".repeat(10).slice(0, turn.newChars)}#${t}`;
+                const out = await turnOf(
+                  engine,
+                  `p${p}-t${t}`,
+                  `prog-${p}`,
+                  prompt,
+                  turn,
+                  t === turns.length - 1,
+                );
+                if (!out.finished) return; // an aborted or abandoned turn ends its program's client
+                prompt += out.text;
+                await sleep(turn.toolMs);
+              }
+            }),
+          );
+          // the loop hears of the last aborts at its next turn
+          for (let i = 0; i < 100 && engine.scheduler.hasUnfinishedRequests(); i++) await sleep(2);
+          assert.equal(engine.scheduler.hasUnfinishedRequests(), false, "every request ended");
+          assert.ok(
+            engine.kv.slots.every((s) => s.owner === null),
+            "no slot is owned once nothing runs",
+          );
+          assert.equal(engine.kv.ledger.numUsed, runner.usedCells);
+          batchesChecked += runner.executeCalls;
+        } finally {
+          await engine.shutdown();
+        }
+        assert.equal(engine.kv.ledger.numUsed, 0, "cells held after shutdown");
+        assert.equal(runner.usedCells, 0, "the runner's pool is empty after shutdown");
+      }),
+      { numRuns: 25 },
+    );
+    assert.ok(batchesChecked > 100, `${batchesChecked} batches checked`);
+  });
+});
