@@ -1,9 +1,11 @@
 // The dashboard's views: polls /dashboard/state once a second and draws it (Preact + htm, uPlot).
-import { html, render, useEffect, useRef, useState } from "/dashboard/assets/preact-htm.js";
+import { html, render, useEffect, useRef, useState } from "./preact-htm.js";
 
 // ?poll=<ms> refreshes faster (at least every 100 ms); the default is once a second
 const POLL_MS = Math.max(100, Number(new URLSearchParams(location.search).get("poll")) || 1000);
 const KEY_STORAGE = "continuum-api-key";
+/** the state beside the page: /dashboard/state, or /replicas/<name>/dashboard/state through a cluster's balancer */
+const STATE_URL = `${location.pathname}/state`;
 /** points the page keeps: an hour at one a second, as the server does */
 const HISTORY_POINTS = 3600;
 const WINDOWS = [
@@ -346,7 +348,7 @@ function App() {
     const poll = async () => {
       try {
         const headers = key ? { Authorization: `Bearer ${key}` } : {};
-        const response = await fetch(`/dashboard/state?since=${lastS ?? 0}`, { headers });
+        const response = await fetch(`${STATE_URL}?since=${lastS ?? 0}`, { headers });
         if (response.status === 401) {
           setNeedsKey(true);
           return;
@@ -387,7 +389,7 @@ function App() {
   const last = points[points.length - 1];
   return html`<header>
       <h1>Continuum</h1>
-      <span>model ${s.model}</span>
+      <span data-testid="instance"><b>${s.instance}</b> · model ${s.model}</span>
       <span>policy ${s.policy ?? "?"}</span>
       <span data-testid="device">${state.device.summary}</span>
       <span>${s.kv}</span>

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import type { CapacityResult } from "../sim/capacity.js";
 import { shortRunWarning } from "./capacity-command.js";
 
@@ -32,5 +34,59 @@ describe("continuum capacity's short-run warning", () => {
 
   it("says nothing when every policy stays below it", () => {
     assert.equal(shortRunWarning(resultWith({ vllm: 0.3, ours: 0.39 }), 500), null);
+  });
+});
+
+const main = fileURLToPath(new URL("./main.ts", import.meta.url));
+
+async function capacity(
+  args: readonly string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", main, "capacity", "--programs", "4", "--seeds", "1", "--policies", "vllm"]
+      .concat(["--threads", "1", "--no-report"])
+      .concat(args),
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  return { code, stdout, stderr };
+}
+
+describe("continuum capacity --kv-cache-dtype", () => {
+  it("says which KV dtype ran, and fp8 holds twice bf16's pool", async () => {
+    const runs = await Promise.all([capacity(["--json"]), capacity(["--json", "--kv-cache-dtype", "fp8"])]);
+    const kv = runs.map(({ code, stdout, stderr }) => {
+      assert.equal(code, 0, stderr);
+      return (
+        JSON.parse(stdout) as { kv_cache: { dtype: string; bytes_per_token: number; pool_tokens: number } }
+      ).kv_cache;
+    });
+    const [bf16, fp8] = kv as [(typeof kv)[0], (typeof kv)[0]];
+    assert.equal(bf16.dtype, "bf16");
+    assert.equal(fp8.dtype, "fp8");
+    assert.equal(fp8.bytes_per_token * 2, bf16.bytes_per_token);
+    assert.ok(Math.abs(fp8.pool_tokens - 2 * bf16.pool_tokens) <= 1);
+    assert.match(runs[1]?.stderr ?? "", /hardware h100 \/ llama-3\.1-8b, KV cache fp8/);
+    const table = await capacity(["--kv-cache-dtype", "fp8"]);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /KV cache fp8: 65536 bytes per token, a pool of \d+ tokens per replica/);
+  });
+
+  it("refuses fp8 with a measured --profile, whose KV bytes are the engine's", async () => {
+    const profile = fileURLToPath(
+      new URL("../../docs/gpu/h100-llama-3.1-8b-q8_0-profile.json", import.meta.url),
+    );
+    const run = await capacity(["--profile", profile, "--kv-cache-dtype", "fp8"]);
+    assert.notEqual(run.code, 0);
+    assert.match(run.stderr, /--kv-cache-dtype fp8 applies to --hardware\/--model/);
   });
 });

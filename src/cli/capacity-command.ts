@@ -3,7 +3,9 @@ import { Command } from "commander";
 import { renderCapacityHtml } from "../analysis/capacity-report.js";
 import { formatTextTable } from "../analysis/text-table.js";
 import { type CapacityResult, measureCapacity } from "../sim/capacity.js";
+import type { HardwareProfile } from "../sim/hardware/profiles.js";
 import { resolveHardware, validateJobInputs } from "../sim/point-job.js";
+import { kvPoolTokensOf } from "../sim/simulate.js";
 import { runSweep } from "../sim/sweep.js";
 import {
   addSimOptions,
@@ -48,7 +50,16 @@ export function shortRunWarning(r: CapacityResult, programs: number): string | n
   return `past the KV-limited ceiling (${r.kv_bound_jps.toFixed(4)} jobs/s): ${past.join(", ")}. ${programs} programs end before such a load's backlog shows in the mean JCT; more --programs give the steady-state figure`;
 }
 
-function table(r: CapacityResult): string {
+/** The KV cache a run had: its element type (a --profile's is the one it was measured with) and its pool. */
+export function kvCacheOf(o: SimCliOptions, profile: HardwareProfile) {
+  return {
+    dtype: o.profile ? "as profiled" : o.kvCacheDtype,
+    bytes_per_token: profile.kvBytesPerToken,
+    pool_tokens: kvPoolTokensOf(profile, engineOf(o)),
+  };
+}
+
+function table(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
   const rows = r.results.map((p) => [
     p.policy,
     p.sustainable_jps.toFixed(4),
@@ -64,6 +75,7 @@ function table(r: CapacityResult): string {
       rows,
     ),
     `physical ceiling ${r.bound_jps.toFixed(4)} jobs/s (${r.kv_bound_jps.toFixed(4)} with decode batches the KV pool holds); reference load ${r.ref_jps.toFixed(4)} jobs/s (0.8 x vllm's sustainable); SLO mean JCT <= ${r.slo_jct_s.toFixed(1)} s`,
+    `KV cache ${kv.dtype}: ${kv.bytes_per_token} bytes per token, a pool of ${kv.pool_tokens} tokens per replica`,
   ].join("\n");
 }
 
@@ -83,6 +95,8 @@ export function capacityCommand(): Command {
   addSimOptions(command, { policies: "vllm,program-fcfs,cachettl", programs: 500 });
   return command.action(async (o: CapacityCliOptions) => {
     validateJobInputs(workloadOf(o), hardwareOf(o), engineOf(o));
+    const profile = resolveHardware(hardwareOf(o));
+    const kvCache = kvCacheOf(o, profile);
     const settings = [
       ...describeSettings(o),
       `SLO: mean JCT <= ${o.sloFactor} x vllm's light-load mean JCT; ${o.seeds} seeds; bisection to ${o.tolerance * 100}%`,
@@ -95,7 +109,7 @@ export function capacityCommand(): Command {
       seeds: Array.from({ length: o.seeds }, (_, i) => o.seed + i),
       sloFactor: o.sloFactor,
       tolerance: o.tolerance,
-      profile: resolveHardware(hardwareOf(o)),
+      profile,
       run: (jobs) => runSweep(jobs, { threads: o.threads }),
       onProgress: (line) =>
         process.stderr.write(`# [${((performance.now() - startMs) / 1000).toFixed(0)} s] ${line}\n`),
@@ -109,9 +123,9 @@ export function capacityCommand(): Command {
       const { results, ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s } =
         result;
       process.stdout.write(
-        `${JSON.stringify({ results, ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s }, null, 2)}\n`,
+        `${JSON.stringify({ results, ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s, kv_cache: kvCache }, null, 2)}\n`,
       );
-    } else process.stdout.write(`${table(result)}\n`);
+    } else process.stdout.write(`${table(result, kvCache)}\n`);
     if (o.report !== false) {
       const path = o.report === "continuum-report.html" ? "continuum-capacity.html" : o.report;
       writeFileSync(

@@ -66,7 +66,10 @@ export function clusterCommand(): Command {
       positiveInt,
       4096,
     )
-    .argument("[serve-flags...]", "any `continuum serve` flag, given to every started replica")
+    .argument(
+      "[serve-flags...]",
+      "any `continuum serve` flag, given to every started replica (--kv-events-endpoint tcp://*:5557 binds 5557 on r1, 5558 on r2...)",
+    )
     .allowUnknownOption()
     .addHelpText(
       "after",
@@ -98,7 +101,10 @@ export function clusterCommand(): Command {
         stopTimeoutMs: 60_000,
       });
       log(`continuum cluster: ${cluster.replicas.length} replicas behind HAProxy on ${cluster.url}`);
-      for (const r of cluster.started) log(`  ${r.name} ${r.url} (pid ${r.process.pid})`);
+      for (const r of cluster.started) {
+        const kvEvents = r.kvEventsEndpoint ? `, KV events on ${r.kvEventsEndpoint}` : "";
+        log(`  ${r.name} ${r.url} (pid ${r.process.pid}${kvEvents})`);
+      }
       for (const r of cluster.replicas.slice(cluster.started.length)) log(`  ${r.name} ${r.url} (remote)`);
       log(`  HAProxy configuration: ${cluster.configPath}`);
       log(`  fleet view: ${cluster.url}/dashboard, ${cluster.url}/metrics`);

@@ -162,6 +162,11 @@ describe("dashboard screenshots: idle, under load, after load (default flags, ti
         }
       }
       assert.ok(await page.$("[data-testid=no-programs]"), "the programs table says none came yet");
+      const instance = await page.$eval("[data-testid=instance]", (e) => e.textContent ?? "");
+      assert.ok(
+        instance.startsWith(`${new URL(url).host} · model `),
+        `the header names the instance: ${instance}`,
+      );
       await assertTimeLabelsApart(page, "idle");
       await page.screenshot({ path: join(dir, "dashboard-idle.png"), fullPage: true });
 

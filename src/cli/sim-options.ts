@@ -2,6 +2,7 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import { isPolicyName, POLICY_NAMES } from "../policies/index.js";
 import { CLAIRVOYANT_POLICY, isClairvoyantPolicy } from "../sim/clairvoyant.js";
 import { ROUTER_NAMES, type RouterName } from "../sim/cluster.js";
+import { KV_CACHE_DTYPES, type KvCacheDtype } from "../sim/hardware/roofline-spec.js";
 import type { HardwareOptions, PointJob, WorkloadOptions } from "../sim/point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions } from "../sim/simulate.js";
 
@@ -10,6 +11,7 @@ export interface SimCliOptions {
   workload: "swe-bench" | "bfcl";
   hardware: string;
   model: string;
+  kvCacheDtype: KvCacheDtype;
   profile?: string;
   policies: string[];
   programs: number;
@@ -77,6 +79,14 @@ export function addSimOptions(command: Command, defaults: { policies: string; pr
     )
     .option("--hardware <gpu>", "GPU: a100, h100, h200, b200", "h100")
     .option("--model <model>", "model: llama-3.1-8b, llama-3.1-70b, gemma-3-12b", "llama-3.1-8b")
+    .addOption(
+      new Option(
+        "--kv-cache-dtype <dtype>",
+        "KV cache element type of --hardware/--model: fp8 halves KV bytes per token (twice the pool and the offload tiers' tokens, half the attention KV reads)",
+      )
+        .choices([...KV_CACHE_DTYPES])
+        .default("bf16"),
+    )
     .option("--profile <file>", "a `continuum profile` output (real engine) instead of --hardware/--model")
     .option(
       "--policies <list>",
@@ -142,7 +152,13 @@ export function workloadOf(o: SimCliOptions): WorkloadOptions {
 }
 
 export function hardwareOf(o: SimCliOptions): HardwareOptions {
-  return o.profile ? { profilePath: o.profile } : { gpu: o.hardware, model: o.model };
+  if (!o.profile) return { gpu: o.hardware, model: o.model, kvCacheDtype: o.kvCacheDtype };
+  if (o.kvCacheDtype !== "bf16") {
+    throw new Error(
+      `--kv-cache-dtype ${o.kvCacheDtype} applies to --hardware/--model: a --profile carries the KV bytes per token of the engine it measured`,
+    );
+  }
+  return { profilePath: o.profile };
 }
 
 export function engineOf(o: SimCliOptions): EngineOptions {
@@ -180,7 +196,9 @@ export function describeSettings(o: SimCliOptions): string[] {
   return [
     o.trace ? `trace ${o.trace}` : `generated ${o.workload} workload`,
     `${o.programs} programs, seed ${o.seed}, token scale ${o.tokenScale}, tool-time scale ${o.toolTimeScale}, turn repeat ${o.turnRepeat}`,
-    o.profile ? `engine profile ${o.profile}` : `hardware ${o.hardware} / ${o.model}`,
+    o.profile
+      ? `engine profile ${o.profile}`
+      : `hardware ${o.hardware} / ${o.model}, KV cache ${o.kvCacheDtype}`,
     `max-num-seqs ${o.maxNumSeqs}, max-num-batched-tokens ${o.maxNumBatchedTokens}, cpu offload ${o.cpuOffloadGb} GB, disk offload ${o.diskOffloadGb} GB, kv cap ${o.kvCacheTokens || "GPU memory"}`,
     ...(o.replicas > 1 ? [`${o.replicas} replicas behind the ${o.router} router`] : []),
   ];

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { getRooflineModel } from "../sim/hardware/profiles.js";
 import type { StepBreakdown } from "../sim/hardware/roofline-model.js";
+import { KV_CACHE_DTYPES, type KvCacheDtype } from "../sim/hardware/roofline-spec.js";
 import {
   chunksOf,
   describeStepPart,
@@ -15,6 +16,7 @@ import {
 interface StepTimeOptions {
   hardware: string;
   model: string;
+  kvCacheDtype: KvCacheDtype;
   decode: StepPart[];
   prefill: StepPart[];
   reference?: string;
@@ -75,6 +77,11 @@ export function stepTimeCommand(): Command {
     )
     .option("--hardware <gpu>", "GPU: a100, h100, h200, b200", "h100")
     .option("--model <model>", "model: llama-3.1-8b, llama-3.1-70b, gemma-3-12b", "llama-3.1-8b")
+    .addOption(
+      new Option("--kv-cache-dtype <dtype>", "KV cache element type: fp8 halves the KV bytes attention reads")
+        .choices([...KV_CACHE_DTYPES])
+        .default("bf16"),
+    )
     .option(
       "--decode <BxL>",
       "B sequences decoding one token after L tokens of KV each (repeatable)",
@@ -93,7 +100,7 @@ export function stepTimeCommand(): Command {
     )
     .option("--json", "print JSON", false)
     .action((o: StepTimeOptions) => {
-      const model = getRooflineModel(o.hardware, o.model);
+      const model = getRooflineModel(o.hardware, o.model, o.kvCacheDtype);
       const parts = [...o.decode, ...o.prefill];
       if (o.reference) {
         if (parts.length > 0)
@@ -136,6 +143,7 @@ export function stepTimeCommand(): Command {
         const result = {
           hardware: o.hardware,
           model: o.model,
+          kv_cache_dtype: o.kvCacheDtype,
           decode: parts.flatMap((p) => (p.kind === "decode" ? [{ B: p.B, L: p.L }] : [])),
           prefill: parts.flatMap((p) => (p.kind === "prefill" ? [{ N: p.N, P: p.P }] : [])),
           ms: ms(time.kernelS),
@@ -152,7 +160,7 @@ export function stepTimeCommand(): Command {
         .join(", ");
       process.stdout.write(
         [
-          `${o.hardware} / ${o.model}: ${parts.map(describeStepPart).join(" + ")}`,
+          `${o.hardware} / ${o.model}, KV cache ${o.kvCacheDtype}: ${parts.map(describeStepPart).join(" + ")}`,
           `kernels   ${ms(time.kernelS).toFixed(2)} ms (${kernels})`,
           `overhead  ${ms(time.overheadS).toFixed(2)} ms (scheduling and sampling outside the kernels, once per step)`,
           `step      ${ms(time.kernelS + time.overheadS).toFixed(2)} ms`,

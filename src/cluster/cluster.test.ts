@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { parseReplicaUrl } from "./cluster.js";
+import { kvEventsEndpointOf, parseReplicaUrl, replicaServeArgs } from "./cluster.js";
 
 describe("parseReplicaUrl (--replica)", () => {
   test("host and port, an optional agent port, IPv6 in brackets, port 80 by default", () => {
@@ -24,5 +24,42 @@ describe("parseReplicaUrl (--replica)", () => {
     assert.throws(() => parseReplicaUrl("http://10.0.0.2:8001/v1"), /no path/);
     assert.throws(() => parseReplicaUrl("http://10.0.0.2:8001?agent=1"), /unknown parameter agent/);
     assert.throws(() => parseReplicaUrl("http://10.0.0.2:8001?agent-port=x"), /agent-port x is not a port/);
+  });
+});
+
+describe("replicaServeArgs (one KV events endpoint per started replica)", () => {
+  test("a bound tcp endpoint gets port + replica index, as vLLM's data-parallel ranks; other flags stay", () => {
+    const flags = ["--builtin-model", "tiny", "--kv-events-endpoint", "tcp://*:5557", "--threads", "1"];
+    const endpoints = [0, 1, 2].map((i) => kvEventsEndpointOf(replicaServeArgs(flags, i)));
+    assert.deepEqual(endpoints, ["tcp://*:5557", "tcp://*:5558", "tcp://*:5559"]);
+    assert.deepEqual(replicaServeArgs(flags, 2), [
+      "--builtin-model",
+      "tiny",
+      "--kv-events-endpoint",
+      "tcp://*:5559",
+      "--threads",
+      "1",
+    ]);
+    assert.deepEqual(replicaServeArgs(["--kv-events-endpoint=tcp://[::]:6000"], 1), [
+      "--kv-events-endpoint=tcp://[::]:6001",
+    ]);
+    assert.deepEqual(replicaServeArgs(["--kv-events-endpoint", "ipc:///tmp/kv"], 1), [
+      "--kv-events-endpoint",
+      "ipc:///tmp/kv_dp1",
+    ]);
+  });
+
+  test("an endpoint connected to, a free port and no endpoint at all stay as given", () => {
+    for (const endpoint of ["tcp://epp.llm-d:5557", "tcp://*:*"]) {
+      assert.deepEqual(replicaServeArgs(["--kv-events-endpoint", endpoint], 2), [
+        "--kv-events-endpoint",
+        endpoint,
+      ]);
+    }
+    assert.equal(kvEventsEndpointOf(replicaServeArgs(["--threads", "1"], 1)), null);
+    assert.throws(
+      () => replicaServeArgs(["--kv-events-endpoint", "tcp://*:65535"], 1),
+      /r2 would bind port 65536/,
+    );
   });
 });

@@ -10,6 +10,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
+import { bindsEndpoint } from "../engine/kv-event-wire.js";
 import type { FleetReplica } from "./fleet.js";
 import { haproxyConfig } from "./haproxy-config.js";
 import { type SupervisorServer, startSupervisorServer } from "./supervisor-server.js";
@@ -33,7 +34,7 @@ export interface ClusterOptions {
   readonly port: number;
   /** where the balancer listens */
   readonly host: string;
-  /** flags passed to every `continuum serve` */
+  /** flags passed to every started `continuum serve` (its `--kv-events-endpoint` its own: replicaServeArgs) */
   readonly serveArgs: readonly string[];
   /** the haproxy binary */
   readonly haproxy: string;
@@ -68,6 +69,8 @@ export interface StartedReplica extends ClusterReplica {
   readonly exited: Promise<number | null>;
   /** times it was restarted after it died */
   readonly restarts: number;
+  /** where it publishes KV events (its own `--kv-events-endpoint`, see replicaServeArgs), null: not at all */
+  readonly kvEventsEndpoint: string | null;
 }
 
 export interface RunningCluster {
@@ -124,6 +127,47 @@ export function parseReplicaUrl(text: string): RemoteReplica {
   }
   const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
   return { host, port: url.port ? Number(url.port) : 80, ...(agentPort === undefined ? {} : { agentPort }) };
+}
+
+const KV_EVENTS_FLAG = "--kv-events-endpoint";
+
+/**
+ * Replica `index`'s (0 for r1) KV events endpoint, as vLLM offsets it by the data-parallel rank: an endpoint
+ * it binds gets port + index (`tcp://*:5557`: r1 5557, r2 5558...), an ipc:// or inproc:// one the suffix
+ * `_dp<index>`, so that replicas on one host never bind the same one. An endpoint it connects to is kept:
+ * several publishers may connect to one subscriber. `tcp://*:*` (a free port each) is kept too.
+ */
+export function replicaKvEventsEndpoint(endpoint: string, index: number): string {
+  if (index === 0 || !bindsEndpoint(endpoint)) return endpoint;
+  if (endpoint.startsWith("ipc://") || endpoint.startsWith("inproc://")) return `${endpoint}_dp${index}`;
+  const tcp = /^(tcp:\/\/.+):(\d+)$/.exec(endpoint);
+  if (!tcp) return endpoint;
+  const port = Number(tcp[2]) + index;
+  if (port > 65535) {
+    throw new Error(`${KV_EVENTS_FLAG} ${endpoint}: replica r${index + 1} would bind port ${port}`);
+  }
+  return `${tcp[1]}:${port}`;
+}
+
+/** The serve flags of started replica `index` (0 for r1): `--kv-events-endpoint` made its own. */
+export function replicaServeArgs(serveArgs: readonly string[], index: number): string[] {
+  return serveArgs.map((arg, i) => {
+    if (serveArgs[i - 1] === KV_EVENTS_FLAG) return replicaKvEventsEndpoint(arg, index);
+    if (arg.startsWith(`${KV_EVENTS_FLAG}=`)) {
+      return `${KV_EVENTS_FLAG}=${replicaKvEventsEndpoint(arg.slice(KV_EVENTS_FLAG.length + 1), index)}`;
+    }
+    return arg;
+  });
+}
+
+/** The `--kv-events-endpoint` among serve flags (the last one given, as commander takes it), else null. */
+export function kvEventsEndpointOf(serveArgs: readonly string[]): string | null {
+  let endpoint: string | null = null;
+  serveArgs.forEach((arg, i) => {
+    if (serveArgs[i - 1] === KV_EVENTS_FLAG) endpoint = arg;
+    else if (arg.startsWith(`${KV_EVENTS_FLAG}=`)) endpoint = arg.slice(KV_EVENTS_FLAG.length + 1);
+  });
+  return endpoint;
 }
 
 /** Where a replica listening on `host` is reached from this host. */
@@ -213,6 +257,7 @@ class Replica implements StartedReplica {
     readonly host: string,
     readonly port: number,
     readonly agentPort: number,
+    readonly kvEventsEndpoint: string | null,
     private readonly launch: () => ChildProcess,
   ) {
     this.spawn();
@@ -239,6 +284,8 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
   const [executable, ...prefixArgs] = o.command;
   if (!executable) throw new Error("no command to start the replicas with");
 
+  // each started replica's own serve flags, checked before any starts
+  const replicaArgs = Array.from({ length: o.replicas }, (_, i) => replicaServeArgs(o.serveArgs, i));
   const started: Replica[] = [];
   const stopStarted = () =>
     Promise.all(started.map((r) => stopProcess(r.process, r.exited, o.stopTimeoutMs)));
@@ -248,13 +295,14 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
       const port = o.port + i;
       const agentPort = o.port + o.replicas + i;
       const device = o.devices[i - 1];
+      const serveArgs = replicaArgs[i - 1] as string[];
       const launch = () => {
         const child = spawn(
           executable,
           [
             ...prefixArgs,
             "serve",
-            ...o.serveArgs,
+            ...serveArgs,
             "--host",
             o.replicaHost,
             "--port",
@@ -272,7 +320,16 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
         pipeLines(child, `[${name}]`, o.log);
         return child;
       };
-      started.push(new Replica(name, reachableHost(o.replicaHost), port, agentPort, launch));
+      started.push(
+        new Replica(
+          name,
+          reachableHost(o.replicaHost),
+          port,
+          agentPort,
+          kvEventsEndpointOf(serveArgs),
+          launch,
+        ),
+      );
     }
     await Promise.all(started.map((r) => waitHealthy(r.url, r.exited, o.startTimeoutMs)));
   } catch (error) {

@@ -2,7 +2,9 @@
  * The fleet view the balancer's port shows instead of one replica per request: /metrics is every
  * replica's exposition with each sample labelled `replica="<name>"` (families merged, so a query sums or
  * splits by replica), plus the cluster's own families (each replica up or not, its restarts);
- * /dashboard/state is each replica's dashboard state side by side, which dashboard/fleet.html draws.
+ * /dashboard/state is each replica's dashboard state side by side, which dashboard/fleet.html draws;
+ * /replicas/<name>/dashboard[/state, /assets/<file>] is one replica's own dashboard, relayed, so a browser
+ * on the balancer's port sees it without reaching the replica's port.
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -187,6 +189,59 @@ export async function fleetState(
     }),
   );
   return { unauthorized, state: { timeS: Date.now() / 1000, replicas: states } };
+}
+
+/** How long a replica may take to answer a relayed dashboard request (an hour of history is ~1 MB). */
+const RELAY_TIMEOUT_MS = 10_000;
+/** The paths of a replica's own dashboard the fleet relays: its page, its state, its page's files. */
+const REPLICA_DASHBOARD = /^\/replicas\/([^/]+)(\/dashboard(?:\/state|\/assets\/[^/]+)?)$/;
+/** Response headers a relayed answer keeps. */
+const RELAYED_HEADERS = ["content-type", "cache-control"];
+
+/**
+ * `/replicas/<name>/dashboard...` as the replica's name (URL-decoded) and the path on the replica;
+ * null when the path is no such page (or its name no valid encoding).
+ */
+export function replicaDashboardPath(path: string): { name: string; path: string } | null {
+  const m = REPLICA_DASHBOARD.exec(path);
+  if (!m) return null;
+  try {
+    return { name: decodeURIComponent(m[1] as string), path: m[2] as string };
+  } catch {
+    return null;
+  }
+}
+
+export interface Relayed {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly body: Uint8Array;
+}
+
+/**
+ * A GET of `path` (with its query string `search`, "" or "?...") on the replica, with the caller's
+ * credentials, answered as the replica answered (status, type, body); null when it did not answer.
+ */
+export async function relayToReplica(
+  replica: FleetReplica,
+  path: string,
+  search: string,
+  credentials: Record<string, string>,
+): Promise<Relayed | null> {
+  try {
+    const response = await fetch(`${replica.url}${path}${search}`, {
+      headers: credentials,
+      signal: AbortSignal.timeout(RELAY_TIMEOUT_MS),
+    });
+    const headers: Record<string, string> = {};
+    for (const name of RELAYED_HEADERS) {
+      const value = response.headers.get(name);
+      if (value !== null) headers[name] = value;
+    }
+    return { status: response.status, headers, body: new Uint8Array(await response.arrayBuffer()) };
+  } catch {
+    return null;
+  }
 }
 
 let page: string | null = null;

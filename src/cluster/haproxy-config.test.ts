@@ -122,7 +122,7 @@ describe("haproxyConfig", () => {
       "    default_backend least_loaded",
     ]);
     assert.ok(front.includes("    acl fleet_view path /metrics /dashboard"));
-    assert.ok(front.includes("    acl fleet_view path_beg /dashboard/"));
+    assert.ok(front.includes("    acl fleet_view path_beg /dashboard/ /replicas/"));
     assert.ok(front.includes("    acl supervisor_up nbsrv(supervisor) gt 0"));
     const streams = section(fleet, "frontend streams");
     assert.equal(streams[0], "    bind abns@continuum-cluster-8000-1");

@@ -5,9 +5,10 @@
  * without a program id go to the least-loaded replica, health checks take a dead replica out, a draining
  * replica (its agent says "drain") gets no new program but keeps its own, and a request that met a dead
  * or draining replica is retried on another one (it was never answered, so it is answered exactly once).
- * Replicas may be on other hosts. With a supervisor, the fleet view (/metrics, /dashboard) and streamed
- * requests go through it: it aggregates the replicas, and it ends a stream whose replica died with an
- * SSE error event before sending the request back to a second frontend that routes it as any other.
+ * Replicas may be on other hosts. With a supervisor, the fleet view (/metrics, /dashboard, /replicas/)
+ * and streamed requests go through it: it aggregates the replicas, and it ends a stream whose replica
+ * died with an SSE error event before sending the request back to a second frontend that routes it as
+ * any other.
  * Without a live supervisor (the file reused alone) those requests are routed directly.
  */
 
@@ -95,7 +96,7 @@ export function haproxyConfig(o: HaproxyOptions): string {
     ? [
         "    http-request set-var(txn.stream) req.body,json_query('$.stream')",
         "    acl fleet_view path /metrics /dashboard",
-        "    acl fleet_view path_beg /dashboard/",
+        "    acl fleet_view path_beg /dashboard/ /replicas/",
         "    acl supervisor_up nbsrv(supervisor) gt 0",
         "    use_backend supervisor if fleet_view supervisor_up",
         "    use_backend supervisor if { var(txn.stream) -m bool } supervisor_up",

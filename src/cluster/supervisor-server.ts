@@ -1,11 +1,19 @@
 /**
  * The supervisor's HTTP endpoint, on 127.0.0.1 beside HAProxy, which routes to it the fleet view
- * (/metrics, /dashboard, /dashboard/state: fleet.ts) and streamed requests (stream-guard.ts).
+ * (/metrics, /dashboard, /dashboard/state, each replica's own dashboard at /replicas/<name>/dashboard:
+ * fleet.ts) and streamed requests (stream-guard.ts).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ApiError, errorBody } from "../server/errors.js";
-import { type FleetReplica, fleetMetrics, fleetPage, fleetState } from "./fleet.js";
+import {
+  type FleetReplica,
+  fleetMetrics,
+  fleetPage,
+  fleetState,
+  relayToReplica,
+  replicaDashboardPath,
+} from "./fleet.js";
 import { streamGuard } from "./stream-guard.js";
 
 export interface SupervisorServer {
@@ -14,6 +22,8 @@ export interface SupervisorServer {
 }
 
 const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
+/** where each replica's own dashboard is relayed: /replicas/<name>/dashboard */
+const REPLICAS_PREFIX = "/replicas/";
 
 function credentialsOf(req: IncomingMessage): Record<string, string> {
   const out: Record<string, string> = {};
@@ -31,6 +41,7 @@ function sendError(res: ServerResponse, error: ApiError): void {
 
 async function fleetView(
   path: string,
+  search: string,
   req: IncomingMessage,
   res: ServerResponse,
   replicas: readonly FleetReplica[],
@@ -58,8 +69,30 @@ async function fleetView(
     }
     res.writeHead(200, { "content-type": "application/json" });
     res.end(JSON.stringify(state));
+  } else if (path.startsWith(REPLICAS_PREFIX)) {
+    const target = replicaDashboardPath(path);
+    const replica = target && replicas.find((r) => r.name === target.name);
+    if (!target || !replica) {
+      const what = target
+        ? `no replica ${JSON.stringify(target.name)}`
+        : `${path}: not a replica's dashboard`;
+      return sendError(
+        res,
+        new ApiError(
+          404,
+          `${what} (a replica's dashboard is /replicas/<name>/dashboard)`,
+          "invalid_request_error",
+          "not_found",
+        ),
+      );
+    }
+    const relayed = await relayToReplica(replica, target.path, search, credentialsOf(req));
+    if (!relayed) {
+      return sendError(res, new ApiError(502, `replica ${replica.name} did not answer`, "server_error"));
+    }
+    res.writeHead(relayed.status, relayed.headers);
+    res.end(relayed.body);
   } else {
-    // a replica's own dashboard pages are on the replica (the fleet page links them)
     sendError(
       res,
       new ApiError(404, `${path}: the fleet dashboard is /dashboard`, "invalid_request_error", "not_found"),
@@ -68,7 +101,10 @@ async function fleetView(
 }
 
 const isFleetView = (path: string) =>
-  path === "/metrics" || path === "/dashboard" || path.startsWith("/dashboard/");
+  path === "/metrics" ||
+  path === "/dashboard" ||
+  path.startsWith("/dashboard/") ||
+  path.startsWith(REPLICAS_PREFIX);
 
 /**
  * Listens on 127.0.0.1 (any free port): the fleet view over `replicas()` and the guard of streams, which
@@ -80,9 +116,11 @@ export async function startSupervisorServer(
 ): Promise<SupervisorServer> {
   const guard = streamGuard(streamsSocket);
   const server = createServer((req, res) => {
-    const path = (req.url ?? "/").split("?")[0] as string;
+    const url = req.url ?? "/";
+    const query = url.indexOf("?");
+    const path = query < 0 ? url : url.slice(0, query);
     if (!isFleetView(path)) return guard.handle(req, res);
-    fleetView(path, req, res, replicas()).catch((error: unknown) => {
+    fleetView(path, query < 0 ? "" : url.slice(query), req, res, replicas()).catch((error: unknown) => {
       if (res.headersSent) res.destroy();
       else sendError(res, new ApiError(500, String(error), "server_error"));
     });

@@ -89,6 +89,9 @@ export interface EngineParts {
   readonly kvSummary: string;
 }
 
+/** Tokens per KV block, as vLLM's default `--block-size` (also the KV events' `block_size`). */
+export const DEFAULT_BLOCK_SIZE_TOKENS = 16;
+
 /**
  * The scheduler's pool sized to the runner's cells (less a small headroom), its run slots to the runner's
  * sequence slots (one kept for resident KV), the tiers, the TTL model's costs, and the KV mapping between the
@@ -97,7 +100,7 @@ export interface EngineParts {
 export function buildEngineParts(options: EngineOptions, clock: Clock): EngineParts {
   const runner = options.runner;
   const recorder = options.recorder ?? null;
-  const b = options.blockSizeTokens ?? 16;
+  const b = options.blockSizeTokens ?? DEFAULT_BLOCK_SIZE_TOKENS;
   const headroom = Math.min(256, Math.floor(runner.kvCells / 64));
   const poolTokens = Math.min(options.kvPoolTokens ?? runner.kvCells - headroom, runner.kvCells);
   const numBlocks = Math.floor(poolTokens / b);

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
 import type { ProgramSnapshot, SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import { describeDevice } from "../engine/device-info.js";
 import type { EngineService, ProgramKv } from "../engine/engine-api.js";
@@ -74,6 +74,17 @@ function programsOfTenant(programs: readonly DashboardProgram[], tenant: string 
     .map((p) => ({ ...p, id: p.id.slice(prefix.length) }));
 }
 
+/**
+ * The address this request reached the server at, `host:port` (the instance the page names in its
+ * header; through the fleet's supervisor, the replica's own address); null off a socket.
+ */
+function instanceOf(c: Context<AppEnv>): string | null {
+  const socket = c.env?.incoming?.socket;
+  if (!socket?.localAddress || !socket.localPort) return null;
+  const host = socket.localAddress.replace(/^::ffff:/, "");
+  return host.includes(":") ? `[${host}]:${socket.localPort}` : `${host}:${socket.localPort}`;
+}
+
 export function registerDashboard(
   app: Hono<AppEnv>,
   engine: EngineService,
@@ -106,7 +117,13 @@ export function registerDashboard(
     const metrics = engine.metrics();
     const since = Number(c.req.query("since"));
     return c.json({
-      server: { model: engine.modelId, version: server.version, policy: server.policy, kv: engine.kvSummary },
+      server: {
+        model: engine.modelId,
+        instance: instanceOf(c),
+        version: server.version,
+        policy: server.policy,
+        kv: engine.kvSummary,
+      },
       device,
       timeS: Date.now() / 1000,
       pool: snapshot.pool,

@@ -29,6 +29,31 @@ describe("Messages request -> chat completion", () => {
     ]);
   });
 
+  test("a system message inside messages (Claude Code 2.1's environment section) is rendered where it stands", () => {
+    const body = request({
+      system: "You are Claude Code.",
+      messages: [
+        { role: "user", content: [{ type: "text", text: "Reply OK." }] },
+        {
+          role: "system",
+          content: [
+            { type: "text", text: "# Environment" },
+            { type: "text", text: "cwd: /tmp" },
+          ],
+        },
+      ],
+    });
+    assert.deepEqual(chatMessages(body), [
+      { role: "system", content: "You are Claude Code." },
+      { role: "user", content: "Reply OK." },
+      { role: "system", content: "# Environment\n\ncwd: /tmp" },
+    ]);
+    const withTool = request({
+      messages: [{ role: "system", content: [{ type: "tool_use", id: "t", name: "f", input: {} }] }],
+    });
+    assert.throws(() => chatMessages(withTool), ApiError);
+  });
+
   test("a tool loop: tool_use -> assistant tool_calls, tool_result (blocks) -> tool messages, text after", () => {
     const body = request({
       messages: [

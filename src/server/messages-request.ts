@@ -87,12 +87,28 @@ function assistantMessage(content: MessagesMessage["content"], param: string): C
   return { role: "assistant", content: joinText(text), ...(calls.length > 0 ? { tool_calls: calls } : {}) };
 }
 
+/** A system message inside `messages`, rendered where it stands; only text blocks. */
+function systemMessage(content: MessagesMessage["content"], param: string): ChatMessageInput {
+  if (typeof content === "string") return { role: "system", content };
+  const text: TextBlock[] = [];
+  for (const [i, block] of content.entries()) {
+    const at = `${param}[${i}]`;
+    if (block.type === "text") text.push(block);
+    else if (block.type === "image") throw noVision(at);
+    else if (block.type !== "thinking" && block.type !== "redacted_thinking") {
+      throw ApiError.badRequest(`${at}: system messages hold text blocks only, got ${block.type}`, at);
+    }
+  }
+  return { role: "system", content: joinText(text) };
+}
+
 export function chatMessages(body: CountTokensBody): ChatMessageInput[] {
   const system = typeof body.system === "string" ? body.system : joinText(body.system ?? []);
   const out: ChatMessageInput[] = system.length > 0 ? [{ role: "system", content: system }] : [];
   for (const [i, message] of body.messages.entries()) {
     const param = `messages[${i}].content`;
     if (message.role === "user") out.push(...userMessages(message.content, param));
+    else if (message.role === "system") out.push(systemMessage(message.content, param));
     else out.push(assistantMessage(message.content, param));
   }
   return out;

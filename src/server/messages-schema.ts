@@ -39,8 +39,12 @@ const contentBlock = z.discriminatedUnion("type", [
 ]);
 export type MessagesContentBlock = z.infer<typeof contentBlock>;
 
+/**
+ * `system` in `messages`: Claude Code (2.1.x, beta `mid-conversation-tool-changes-2026-07-01`) sends its
+ * environment section as a system message after the first user message.
+ */
 const message = z.object({
-  role: z.enum(["user", "assistant"]),
+  role: z.enum(["user", "assistant", "system"]),
   content: z.union([z.string(), z.array(contentBlock)]),
 });
 export type MessagesMessage = z.infer<typeof message>;

@@ -448,7 +448,7 @@ test("dashboard: the page and its libraries are open, its state wants the API ke
   await withServer({}, { apiKeys: ["sekrit"] }, async (t) => {
     const page = await fetch(`${t.url}/dashboard`);
     assert.equal(page.status, 200);
-    assert.match(await page.text(), /<script type="module" src="\/dashboard\/assets\/app.js">/);
+    assert.match(await page.text(), /<script type="module" src="dashboard\/assets\/app.js">/);
     for (const asset of ["app.js", "preact-htm.js", "uplot.js", "uplot.css"]) {
       const response = await fetch(`${t.url}/dashboard/assets/${asset}`);
       assert.equal(response.status, 200, asset);
@@ -463,6 +463,7 @@ test("dashboard: the page and its libraries are open, its state wants the API ke
     assert.equal(state.status, 200);
     const body = (await state.json()) as Json;
     assert.equal(body.server.model, "fake-model");
+    assert.equal(body.server.instance, `127.0.0.1:${t.server.port}`, "the page's header names the instance");
     assert.equal(body.pool.totalBlocks, 1024);
     const program = body.programs.find((p: Json) => p.id.endsWith("p-1"));
     assert.equal(program.kv.poolHolder, "reusable", "where its KV is, as the engine says");

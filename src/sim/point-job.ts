@@ -5,6 +5,7 @@ import { buildWorkload } from "../workload/arrivals.js";
 import { parseTraceJsonl } from "../workload/trace.js";
 import { loadEngineProfile } from "./hardware/engine-profile.js";
 import { getProfile, type HardwareProfile } from "./hardware/profiles.js";
+import type { KvCacheDtype } from "./hardware/roofline-spec.js";
 import { type EngineOptions, type PointResult, simulatePoint } from "./simulate.js";
 
 /** Where programs come from: a trace file or a generator, with the paper's scaling knobs. */
@@ -17,8 +18,9 @@ export interface WorkloadOptions {
   readonly turnRepeat: number;
 }
 
+/** A shipped GPU and model (KV cache bf16 unless `kvCacheDtype` says fp8), or a measured engine profile. */
 export type HardwareOptions =
-  | { readonly gpu: string; readonly model: string }
+  | { readonly gpu: string; readonly model: string; readonly kvCacheDtype?: KvCacheDtype }
   | { readonly profilePath: string };
 
 /** Everything needed to simulate one point, as plain data (it crosses worker-thread boundaries). */
@@ -38,7 +40,7 @@ export interface PointJob {
 export function resolveHardware(hardware: HardwareOptions): HardwareProfile {
   if ("profilePath" in hardware)
     return loadEngineProfile(JSON.parse(readFileSync(hardware.profilePath, "utf8")));
-  return getProfile(hardware.gpu, hardware.model);
+  return getProfile(hardware.gpu, hardware.model, hardware.kvCacheDtype);
 }
 
 const traceCache = new Map<string, ReturnType<typeof parseTraceJsonl>>();

@@ -2,7 +2,7 @@ import { fitQuadratic, type Quadratic } from "../../core/profile/quadratic.js";
 import { GPUS, type GpuId } from "./gpu-specs.js";
 import { kvBytesPerToken, MODELS, type ModelId } from "./model-specs.js";
 import { RooflineLatencyModel } from "./roofline-model.js";
-import { rooflineSpecFor } from "./roofline-spec.js";
+import { bytesPerElement, type KvCacheDtype, rooflineSpecFor } from "./roofline-spec.js";
 import type { LatencyModel } from "./step-latency.js";
 
 export interface HardwareProfile {
@@ -60,25 +60,28 @@ export function withLazyPrefillQuadratic(fields: Omit<HardwareProfile, "prefillQ
   };
 }
 
-function rooflineModelOf(gpuId: GpuId, modelId: ModelId): RooflineLatencyModel {
-  return new RooflineLatencyModel(rooflineSpecFor(GPUS[gpuId], MODELS[modelId], TENSOR_PARALLEL[modelId]));
+function rooflineModelOf(gpuId: GpuId, modelId: ModelId, kvCacheDtype: KvCacheDtype): RooflineLatencyModel {
+  return new RooflineLatencyModel(
+    rooflineSpecFor(GPUS[gpuId], MODELS[modelId], TENSOR_PARALLEL[modelId], { kvCacheDtype }),
+  );
 }
 
-function buildProfile(gpuId: GpuId, modelId: ModelId): HardwareProfile {
+/** bf16 weights; the KV cache in `kvCacheDtype` (fp8: half the bytes per token, twice the tokens). */
+function buildProfile(gpuId: GpuId, modelId: ModelId, kvCacheDtype: KvCacheDtype): HardwareProfile {
   const gpu = GPUS[gpuId];
   const shape = MODELS[modelId];
   const tp = TENSOR_PARALLEL[modelId];
   const bf16Bytes = 2;
-  const kvBytes = kvBytesPerToken(shape, bf16Bytes);
+  const kvBytes = kvBytesPerToken(shape, bytesPerElement(kvCacheDtype));
   const weightBytesPerGpu = (shape.totalParams * bf16Bytes) / tp;
   const kvBytesPerGpu = gpu.memoryBytes * GPU_MEMORY_UTILIZATION - weightBytesPerGpu;
   if (kvBytesPerGpu <= 0) throw new Error(`${shape.name} at TP${tp} does not fit on ${gpu.name}`);
   return withLazyPrefillQuadratic({
-    id: profileId(gpuId, modelId),
+    id: profileId(gpuId, modelId, kvCacheDtype),
     gpu: gpuId,
     model: modelId,
     tensorParallel: tp,
-    latency: rooflineModelOf(gpuId, modelId),
+    latency: rooflineModelOf(gpuId, modelId, kvCacheDtype),
     kvBytesPerToken: kvBytes,
     kvCapacityTokens: Math.floor(kvBytesPerGpu / (kvBytes / tp)),
     maxContextTokens: Math.min(shape.contextTokens, Math.floor(kvBytesPerGpu / (kvBytes / tp))),
@@ -87,8 +90,8 @@ function buildProfile(gpuId: GpuId, modelId: ModelId): HardwareProfile {
   });
 }
 
-function profileId(gpu: string, model: string): string {
-  return `${gpu}/${model}`;
+function profileId(gpu: string, model: string, kvCacheDtype: KvCacheDtype = "bf16"): string {
+  return kvCacheDtype === "bf16" ? `${gpu}/${model}` : `${gpu}/${model}/kv-${kvCacheDtype}`;
 }
 
 const cache = new Map<string, HardwareProfile>();
@@ -109,18 +112,22 @@ function unknownProfile(gpu: string, model: string): Error {
 }
 
 /** The step model of a shipped profile as a roofline, whose steps split by component (`breakdown`). */
-export function getRooflineModel(gpu: string, model: string): RooflineLatencyModel {
+export function getRooflineModel(
+  gpu: string,
+  model: string,
+  kvCacheDtype: KvCacheDtype = "bf16",
+): RooflineLatencyModel {
   if (!isGpuId(gpu) || !isModelId(model)) throw unknownProfile(gpu, model);
-  return rooflineModelOf(gpu, model);
+  return rooflineModelOf(gpu, model, kvCacheDtype);
 }
 
-/** The shipped profile for a GPU and model; the same object on every call. */
-export function getProfile(gpu: string, model: string): HardwareProfile {
+/** The shipped profile for a GPU, model and KV cache dtype; the same object on every call. */
+export function getProfile(gpu: string, model: string, kvCacheDtype: KvCacheDtype = "bf16"): HardwareProfile {
   if (!isGpuId(gpu) || !isModelId(model)) throw unknownProfile(gpu, model);
-  const id = profileId(gpu, model);
+  const id = profileId(gpu, model, kvCacheDtype);
   let profile = cache.get(id);
   if (!profile) {
-    profile = buildProfile(gpu, model);
+    profile = buildProfile(gpu, model, kvCacheDtype);
     cache.set(id, profile);
   }
   return profile;

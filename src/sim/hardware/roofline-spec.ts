@@ -4,9 +4,22 @@ import type { RooflineSpec } from "./roofline-model.js";
 
 export type Precision = "bf16" | "fp8";
 
+/** The KV cache's element type: fp8 halves its bytes per token (pool, offload tiers, attention reads). */
+export type KvCacheDtype = Precision;
+export const KV_CACHE_DTYPES: readonly KvCacheDtype[] = ["bf16", "fp8"];
+
+export function bytesPerElement(precision: Precision): number {
+  return precision === "fp8" ? 1 : 2;
+}
+
 export interface RooflineOptions {
   /** weights, activations and KV cache; fp8 also runs the linear layers on fp8 tensor cores */
   readonly precision?: Precision;
+  /**
+   * the KV cache alone, when it differs from `precision` (default: `precision`): attention reads its bytes,
+   * but its FLOPs stay bf16 (fp8 K and V are dequantized in the kernel, as vLLM's and FlashInfer's do)
+   */
+  readonly kvCacheDtype?: KvCacheDtype;
   readonly stepOverheadS?: number;
 }
 
@@ -45,7 +58,8 @@ export function rooflineSpecFor(
   options: RooflineOptions = {},
 ): RooflineSpec {
   const precision = options.precision ?? "bf16";
-  const bytesPerValue = precision === "fp8" ? 1 : 2;
+  const bytesPerValue = bytesPerElement(precision);
+  const kvDtype = options.kvCacheDtype ?? precision;
   const matmulFlops = precision === "fp8" ? gpu.fp8Flops : gpu.bf16Flops;
   const matmulEfficiency = precision === "fp8" ? gpu.fp8MatmulEfficiency : gpu.matmulEfficiency;
   if (matmulFlops === undefined || matmulEfficiency === undefined) {
@@ -59,7 +73,7 @@ export function rooflineSpecFor(
   const decodeFlopsPerKey = (tileRows: number) =>
     4 * kvHeadsPerGpu * paddedQueryRows(shape, tileRows) * shape.headDim;
   return {
-    name: `${gpu.id}/${shape.name}/TP${tp}/${precision}`,
+    name: `${gpu.id}/${shape.name}/TP${tp}/${precision}${kvDtype === precision ? "" : `/kv-${kvDtype}`}`,
     stepOverheadS: options.stepOverheadS ?? DEFAULT_STEP_OVERHEAD_S,
     linearWeightBytes: linearParamsPerGpu * bytesPerValue,
     linearFlopsPerToken: 2 * linearParamsPerGpu,
@@ -79,7 +93,7 @@ export function rooflineSpecFor(
     attentionFlopsPerQueryKey: (4 * shape.attentionHeads * shape.headDim) / tp,
     attentionFlops: gpu.bf16Flops,
     attentionMatmulEfficiency: gpu.attentionMatmulEfficiency,
-    kvBytesPerTokenLayer: (2 * shape.kvHeads * shape.headDim * bytesPerValue) / tp,
+    kvBytesPerTokenLayer: (2 * shape.kvHeads * shape.headDim * bytesPerElement(kvDtype)) / tp,
     kvReadEfficiency: gpu.kvReadEfficiency,
     decodeAttentionFlopsPerKey: {
       standard: decodeFlopsPerKey(gpu.decodeQueryTileRows.standard),
