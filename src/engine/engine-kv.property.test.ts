@@ -78,7 +78,7 @@ function checkKv(engine: Engine, runner: FakeModelRunner): void {
   const pinned = new Set(
     engine.scheduler
       .snapshot(10_000)
-      .programs.filter((p) => p.state === "pinned")
+      .programs.filter((p) => p.pinTtlLeftS !== null) // pinned, or pinned with its next turn waiting
       .map((p) => p.id),
   );
   const pinnedSlots = new Set<string>();
@@ -182,7 +182,7 @@ describe("engine KV against the scheduler's, under random arrivals, aborts and d
         assert.equal(engine.kv.ledger.numUsed, 0, "cells held after shutdown");
         assert.equal(runner.usedCells, 0, "the runner's pool is empty after shutdown");
       }),
-      { numRuns: 25 },
+      { numRuns: 25, includeErrorInReport: true },
     );
     assert.ok(batchesChecked > 100, `${batchesChecked} batches checked`);
   });
