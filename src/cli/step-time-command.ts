@@ -1,17 +1,10 @@
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
+import { describeStepPart, parseReferenceSteps, type StepPart } from "../core/profile/step-reference.js";
 import { getRooflineModel } from "../sim/hardware/profiles.js";
 import type { StepBreakdown } from "../sim/hardware/roofline-model.js";
 import { KV_CACHE_DTYPES, type KvCacheDtype } from "../sim/hardware/roofline-spec.js";
-import {
-  chunksOf,
-  describeStepPart,
-  type Fidelity,
-  fidelityOf,
-  parseMeasuredSteps,
-  type StepPart,
-  stepTimeOf,
-} from "../sim/hardware/step-fidelity.js";
+import { chunksOf, type Fidelity, fidelityOf, stepTimeOf } from "../sim/hardware/step-fidelity.js";
 
 interface StepTimeOptions {
   hardware: string;
@@ -105,9 +98,9 @@ export function stepTimeCommand(): Command {
       if (o.reference) {
         if (parts.length > 0)
           throw new Error("--reference prices its own steps: give it without --decode/--prefill");
-        let steps: ReturnType<typeof parseMeasuredSteps>;
+        let steps: ReturnType<typeof parseReferenceSteps>;
         try {
-          steps = parseMeasuredSteps(readFileSync(o.reference, "utf8"));
+          steps = parseReferenceSteps(readFileSync(o.reference, "utf8"));
         } catch (error) {
           throw new Error(`${o.reference}: ${error instanceof Error ? error.message : String(error)}`);
         }

@@ -14,8 +14,9 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { parseReferenceSteps } from "../../core/profile/step-reference.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "../../engine/gguf/index.js";
-import { compareSteps, parseReferenceSteps, type StepShapeResult } from "../../engine/profile/step-shapes.js";
+import { compareSteps, type StepShapeResult } from "../../engine/profile/step-shapes.js";
 import { freePort, HOST, REPO_ROOT, runCommand, startServer, stopServer } from "../compare/processes.js";
 import {
   type BenchFigures,

@@ -5,8 +5,9 @@
  * [micro-batch rows, default 2048 as the engine uses on a GPU]
  */
 import { readFile, writeFile } from "node:fs/promises";
+import { parseReferenceSteps } from "../../core/profile/step-reference.js";
 import { devices, loadModel } from "../../engine/native/llama-native.js";
-import { measureStepShapes, parseReferenceSteps } from "../../engine/profile/step-shapes.js";
+import { measureStepShapes } from "../../engine/profile/step-shapes.js";
 
 /** GPU memory left free for llama.cpp's compute buffers and the CUDA context. */
 const HEADROOM_BYTES = 8 * 2 ** 30;

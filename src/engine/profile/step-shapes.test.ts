@@ -1,37 +1,18 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { parseReferenceSteps, type StepPart } from "../../core/profile/step-reference.js";
 import { ensureBuiltinModel } from "../gguf/index.js";
 import { type LlamaModel, loadModel } from "../native/llama-native.js";
-import { compareSteps, measureStepShapes, parseReferenceSteps, type StepShape } from "./step-shapes.js";
+import { compareSteps, measureStepShapes } from "./step-shapes.js";
 
 const supported = process.platform === "linux" && process.arch === "x64";
 
 describe("reference steps", () => {
-  it("reads prefill and decode lines, skips the rest, and names a bad line", () => {
-    const steps = parseReferenceSteps(
-      [
-        '{"kind": "info", "gpu": "NVIDIA H100 80GB HBM3"}',
-        '{"kind": "prefill", "N": 512, "P": 0, "ms": 14.3}',
-        '{"kind": "decode", "B": 8, "L": 1024, "ms": 7.2, "ms_eager": 7.9}',
-        '{"kind": "done", "s": 24.2}',
-        "",
-      ].join("\n"),
-    );
-    assert.deepEqual(steps, [
-      { shape: { kind: "prefill", N: 512, P: 0 }, ms: 14.3 },
-      { shape: { kind: "decode", B: 8, L: 1024 }, ms: 7.2 },
-    ]);
-    assert.throws(
-      () => parseReferenceSteps('{"kind": "decode", "B": 8, "ms": 1}'),
-      /line 1: decode needs a number L/,
-    );
-  });
-
   it("puts each measured step beside the reference at the same shape, within the tolerance either way", () => {
     const reference = parseReferenceSteps(
       ['{"kind":"prefill","N":512,"P":0,"ms":10}', '{"kind":"decode","B":1,"L":1024,"ms":8}'].join("\n"),
     );
-    const wallOnly = (shape: StepShape, ms: number) => ({
+    const wallOnly = (shape: StepPart, ms: number) => ({
       shape,
       ms,
       samplesMs: [ms],
@@ -81,7 +62,7 @@ describe("step shapes on the engine", {
   after(() => model?.free());
 
   it("times every shape that fits, each sequence with its own context, and says why the others were skipped", async () => {
-    const shapes: StepShape[] = [
+    const shapes: StepPart[] = [
       { kind: "prefill", N: 64, P: 0 },
       { kind: "prefill", N: 32, P: 128 },
       { kind: "decode", B: 2, L: 64 },

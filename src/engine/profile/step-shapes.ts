@@ -12,6 +12,8 @@
  * the attention mask, uploading inputs or copying logits out), which is what a reference timed with CUDA
  * events around the model's kernels measures.
  */
+
+import { describeStepPart, type ReferenceStep, type StepPart } from "../../core/profile/step-reference.js";
 import {
   allocPinnedBuffer,
   DecodeBatch,
@@ -20,31 +22,11 @@ import {
 } from "../native/llama-native.js";
 import { median, tokenAt } from "./measure.js";
 
-export interface PrefillShape {
-  readonly kind: "prefill";
-  /** new tokens */
-  readonly N: number;
-  /** tokens already cached */
-  readonly P: number;
-}
-
-export interface DecodeShape {
-  readonly kind: "decode";
-  /** sequences */
-  readonly B: number;
-  /** KV tokens each */
-  readonly L: number;
-}
-
-export type StepShape = PrefillShape | DecodeShape;
-
-export interface ReferenceStep {
-  readonly shape: StepShape;
-  readonly ms: number;
-}
+type PrefillShape = Extract<StepPart, { kind: "prefill" }>;
+type DecodeShape = Extract<StepPart, { kind: "decode" }>;
 
 export interface MeasuredStep {
-  readonly shape: StepShape;
+  readonly shape: StepPart;
   /** llama_decode's wall time, median over the timed repeats */
   readonly ms: number;
   readonly samplesMs: readonly number[];
@@ -54,7 +36,7 @@ export interface MeasuredStep {
 }
 
 export interface StepComparison {
-  readonly shape: StepShape;
+  readonly shape: StepPart;
   /** what is held against the reference: the model's compute time where measured, else the wall time */
   readonly basis: "compute" | "wall";
   /** the time on that basis */
@@ -68,31 +50,6 @@ export interface StepComparison {
   readonly wallRatio: number;
 }
 
-/** The prefill and decode lines of a reference file; other kinds (info, done) are skipped. */
-export function parseReferenceSteps(jsonl: string): ReferenceStep[] {
-  const out: ReferenceStep[] = [];
-  for (const [i, line] of jsonl.split("\n").entries()) {
-    if (line.trim() === "") continue;
-    const row = JSON.parse(line) as Record<string, unknown>;
-    const num = (key: string): number => {
-      const v = row[key];
-      if (typeof v !== "number" || !Number.isFinite(v)) {
-        throw new Error(`line ${i + 1}: ${String(row["kind"])} needs a number ${key}`);
-      }
-      return v;
-    };
-    if (row["kind"] === "prefill")
-      out.push({ shape: { kind: "prefill", N: num("N"), P: num("P") }, ms: num("ms") });
-    if (row["kind"] === "decode")
-      out.push({ shape: { kind: "decode", B: num("B"), L: num("L") }, ms: num("ms") });
-  }
-  return out;
-}
-
-export function describeShape(s: StepShape): string {
-  return s.kind === "prefill" ? `prefill ${s.N} after ${s.P}` : `decode ${s.B} x ${s.L}`;
-}
-
 /**
  * Each measured step beside the reference at the same shape; `tolerance` 0.25: within 25% either way. The
  * model's compute time is compared where it was measured (a reference of kernel time has no host work).
@@ -102,7 +59,7 @@ export function compareSteps(
   reference: readonly ReferenceStep[],
   tolerance: number,
 ): StepComparison[] {
-  const key = (s: StepShape) => describeShape(s);
+  const key = (s: StepPart) => describeStepPart(s);
   const byShape = new Map(reference.map((r) => [key(r.shape), r.ms]));
   const out: StepComparison[] = [];
   for (const m of measured) {
@@ -136,7 +93,7 @@ export interface StepShapeOptions {
 
 export interface StepShapeResult {
   readonly steps: MeasuredStep[];
-  readonly skipped: { shape: StepShape; why: string }[];
+  readonly skipped: { shape: StepPart; why: string }[];
 }
 
 /** Node's Buffers stop short of 4 GiB; a saved state is one Buffer. */
@@ -145,7 +102,7 @@ const MAX_STATE_BYTES = 2 ** 31;
 /** The longest sequence the model was trained for (unbounded when the file does not say). */
 const contextLimit = (model: LlamaModel) => model.info.nCtxTrain || Number.POSITIVE_INFINITY;
 
-function measuredStep(shape: StepShape, wallMs: number[], computeMs: (number | null)[]): MeasuredStep {
+function measuredStep(shape: StepPart, wallMs: number[], computeMs: (number | null)[]): MeasuredStep {
   const timed = computeMs.filter((c): c is number => c !== null);
   return {
     shape,
@@ -158,7 +115,7 @@ function measuredStep(shape: StepShape, wallMs: number[], computeMs: (number | n
 
 function logStep(opts: StepShapeOptions, step: MeasuredStep): void {
   const compute = step.computeMs === null ? "" : `, compute ${step.computeMs.toFixed(2)} ms`;
-  opts.log?.(`${describeShape(step.shape)}: ${step.ms.toFixed(2)} ms${compute}`);
+  opts.log?.(`${describeStepPart(step.shape)}: ${step.ms.toFixed(2)} ms${compute}`);
 }
 
 /** Rounds up to llama.cpp's 256-cell granularity. */
@@ -290,7 +247,7 @@ async function measureDecodes(
 /** Measures every shape that fits `maxKvCells` on a loaded model (its own contexts, freed after). */
 export async function measureStepShapes(
   model: LlamaModel,
-  shapes: readonly StepShape[],
+  shapes: readonly StepPart[],
   opts: StepShapeOptions,
 ): Promise<StepShapeResult> {
   const result: StepShapeResult = { steps: [], skipped: [] };

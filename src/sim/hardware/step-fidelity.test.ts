@@ -2,18 +2,13 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { parseReferenceSteps, type ReferenceStep } from "../../core/profile/step-reference.js";
 import { GPUS, type GpuSpec } from "./gpu-specs.js";
 import { LLAMA_3_1_8B } from "./model-specs.js";
 import { getRooflineModel } from "./profiles.js";
 import { RooflineLatencyModel } from "./roofline-model.js";
 import { rooflineSpecFor } from "./roofline-spec.js";
-import {
-  chunksOf,
-  type Fidelity,
-  fidelityOf,
-  type MeasuredStep,
-  parseMeasuredSteps,
-} from "./step-fidelity.js";
+import { chunksOf, type Fidelity, fidelityOf } from "./step-fidelity.js";
 
 const gpuDir = fileURLToPath(new URL("../../../../shared/calibration/gpu/", import.meta.url));
 const skip = existsSync(gpuDir) ? false : `GPU step measurements not found at ${gpuDir}`;
@@ -21,8 +16,8 @@ const skip = existsSync(gpuDir) ? false : `GPU step measurements not found at ${
 const GPU_IDS = ["h100", "h200"] as const;
 type HopperId = (typeof GPU_IDS)[number];
 
-function measuredSteps(gpu: HopperId): MeasuredStep[] {
-  return parseMeasuredSteps(readFileSync(`${gpuDir}${gpu}-llama-3.1-8b-steps.jsonl`, "utf8"));
+function measuredSteps(gpu: HopperId): ReferenceStep[] {
+  return parseReferenceSteps(readFileSync(`${gpuDir}${gpu}-llama-3.1-8b-steps.jsonl`, "utf8"));
 }
 
 const percent = (error: number) => `${error >= 0 ? "+" : ""}${(error * 100).toFixed(1)}%`;
@@ -38,50 +33,6 @@ function assertWithin(fidelity: Fidelity, what: string): void {
   }
   assert.ok(fidelity.medianAbsError <= 0.05, `${what}: ${summary(fidelity)}`);
 }
-
-describe("measured steps", () => {
-  test("reads prefill and decode lines, skips the others, and names a bad line", () => {
-    const steps = parseMeasuredSteps(
-      [
-        '{"kind": "info", "gpu": "x"}',
-        '{"kind": "prefill", "N": 512, "P": 0, "ms": 14.5}',
-        "",
-        '{"kind": "decode", "B": 8, "L": 1024, "ms": 7.2, "ms_eager": 7.9}',
-        '{"kind": "done", "s": 1}',
-      ].join("\n"),
-    );
-    assert.deepEqual(steps, [
-      { shape: { kind: "prefill", N: 512, P: 0 }, ms: 14.5 },
-      { shape: { kind: "decode", B: 8, L: 1024 }, ms: 7.2 },
-    ]);
-    assert.throws(
-      () => parseMeasuredSteps('{"kind":"info"}\n{"kind":"decode","B":0,"L":5,"ms":1}'),
-      /line 2: .*B >= 1/,
-    );
-    assert.throws(() => parseMeasuredSteps('{"kind":"prefill","N":5,"P":0}'), /line 1: .*ms > 0/);
-    assert.throws(() => parseMeasuredSteps("{kind"), /line 1: not JSON/);
-  });
-
-  test("the median error is the middle row's, or the mean of the two middle ones", () => {
-    const model = getRooflineModel("h100", "llama-3.1-8b");
-    const at = (shape: MeasuredStep["shape"], error: number): MeasuredStep => ({
-      shape,
-      ms: ((model.stepS(chunksOf([shape])) - model.spec.stepOverheadS) * 1e3) / (1 + error),
-    });
-    const steps = [
-      at({ kind: "decode", B: 4, L: 100 }, 0.1),
-      at({ kind: "prefill", N: 100, P: 0 }, -0.02),
-      at({ kind: "decode", B: 64, L: 5000 }, 0.04),
-    ];
-    const odd = fidelityOf(model, steps);
-    assert.ok(Math.abs(odd.medianAbsError - 0.04) < 1e-12);
-    assert.equal(odd.worst.shape, "decode 4 x 100");
-    const even = fidelityOf(model, [...steps, at({ kind: "prefill", N: 2000, P: 9000 }, -0.2)]);
-    assert.ok(Math.abs(even.medianAbsError - 0.07) < 1e-12);
-    assert.equal(even.worst.shape, "prefill 2000 after 9000");
-    assert.throws(() => fidelityOf(model, []), /no prefill or decode steps/);
-  });
-});
 
 describe("the roofline step model against whole PyTorch steps of Llama-3.1-8B on H100 and H200", {
   skip,
@@ -113,7 +64,7 @@ function modelWith(gpu: HopperId, efficiencies: Fitted): RooflineLatencyModel {
   return new RooflineLatencyModel(rooflineSpecFor(spec, LLAMA_3_1_8B, 1));
 }
 
-type Sample = MeasuredStep & { readonly gpu: HopperId };
+type Sample = ReferenceStep & { readonly gpu: HopperId };
 
 /** Sum of squared log errors of the models' kernel time over the samples. */
 function logLoss(efficiencies: Fitted, samples: readonly Sample[]): number {
@@ -220,5 +171,27 @@ describe("held out: efficiencies fitted without the steps they are checked on", 
       `${shapes.length} shapes left out one at a time: median |error| ${percent(median)}, worst ${percent(errors[errors.length - 1] as number)}`,
     );
     assert.ok(median <= 0.05, `held-out median ${percent(median)}`);
+  });
+});
+
+describe("fidelity against reference steps", () => {
+  test("the median error is the middle row's, or the mean of the two middle ones", () => {
+    const model = getRooflineModel("h100", "llama-3.1-8b");
+    const at = (shape: ReferenceStep["shape"], error: number): ReferenceStep => ({
+      shape,
+      ms: ((model.stepS(chunksOf([shape])) - model.spec.stepOverheadS) * 1e3) / (1 + error),
+    });
+    const steps = [
+      at({ kind: "decode", B: 4, L: 100 }, 0.1),
+      at({ kind: "prefill", N: 100, P: 0 }, -0.02),
+      at({ kind: "decode", B: 64, L: 5000 }, 0.04),
+    ];
+    const odd = fidelityOf(model, steps);
+    assert.ok(Math.abs(odd.medianAbsError - 0.04) < 1e-12);
+    assert.equal(odd.worst.shape, "decode 4 x 100");
+    const even = fidelityOf(model, [...steps, at({ kind: "prefill", N: 2000, P: 9000 }, -0.2)]);
+    assert.ok(Math.abs(even.medianAbsError - 0.07) < 1e-12);
+    assert.equal(even.worst.shape, "prefill 2000 after 9000");
+    assert.throws(() => fidelityOf(model, []), /no prefill or decode steps/);
   });
 });

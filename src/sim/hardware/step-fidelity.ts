@@ -1,18 +1,7 @@
+import type { ReferenceStep, StepPart } from "../../core/profile/step-reference.js";
+import { describeStepPart } from "../../core/profile/step-reference.js";
 import type { RooflineLatencyModel, StepBreakdown } from "./roofline-model.js";
 import type { StepChunk } from "./step-latency.js";
-
-/**
- * Part of one engine step, as step references write it (`{"kind":"prefill","N","P"}`,
- * `{"kind":"decode","B","L"}`): N new tokens of one sequence after P cached ones, or B sequences each
- * decoding one token after L tokens of KV.
- */
-export type StepPart =
-  | { readonly kind: "prefill"; readonly N: number; readonly P: number }
-  | { readonly kind: "decode"; readonly B: number; readonly L: number };
-
-export function describeStepPart(part: StepPart): string {
-  return part.kind === "prefill" ? `prefill ${part.N} after ${part.P}` : `decode ${part.B} x ${part.L}`;
-}
 
 /** The chunks of a step made of these parts, in the order given. */
 export function chunksOf(parts: readonly StepPart[]): StepChunk[] {
@@ -38,46 +27,6 @@ export function stepTimeOf(model: RooflineLatencyModel, chunks: readonly StepChu
   return { kernelS, overheadS, breakdown };
 }
 
-export interface MeasuredStep {
-  readonly shape: StepPart;
-  /** kernel time of the whole step, ms */
-  readonly ms: number;
-}
-
-/**
- * The prefill and decode lines of a JSONL file of measured steps (`{"kind":"prefill","N","P","ms"}`,
- * `{"kind":"decode","B","L","ms"}`); lines of other kinds (info, done) are skipped.
- */
-export function parseMeasuredSteps(jsonl: string): MeasuredStep[] {
-  const steps: MeasuredStep[] = [];
-  for (const [i, line] of jsonl.split("\n").entries()) {
-    if (line.trim() === "") continue;
-    let row: Record<string, unknown>;
-    try {
-      row = JSON.parse(line) as Record<string, unknown>;
-    } catch {
-      throw new Error(`line ${i + 1}: not JSON`);
-    }
-    const kind = row["kind"];
-    if (kind !== "prefill" && kind !== "decode") continue;
-    const count = (key: string, min: number): number => {
-      const v = row[key];
-      if (typeof v !== "number" || !Number.isInteger(v) || v < min) {
-        throw new Error(`line ${i + 1}: a ${kind} step needs an integer ${key} >= ${min}`);
-      }
-      return v;
-    };
-    const ms = row["ms"];
-    if (typeof ms !== "number" || !(ms > 0)) throw new Error(`line ${i + 1}: a ${kind} step needs ms > 0`);
-    const shape: StepPart =
-      kind === "prefill"
-        ? { kind, N: count("N", 1), P: count("P", 0) }
-        : { kind, B: count("B", 1), L: count("L", 0) };
-    steps.push({ shape, ms });
-  }
-  return steps;
-}
-
 export interface FidelityRow {
   readonly shape: string;
   readonly measuredMs: number;
@@ -97,7 +46,7 @@ export interface Fidelity {
  * The model's kernel time beside each measured step's. References timed with CUDA events around the
  * model's kernels hold no scheduling or sampling, so the per-step overhead is left out of the model too.
  */
-export function fidelityOf(model: RooflineLatencyModel, steps: readonly MeasuredStep[]): Fidelity {
+export function fidelityOf(model: RooflineLatencyModel, steps: readonly ReferenceStep[]): Fidelity {
   if (steps.length === 0) throw new Error("no prefill or decode steps to compare");
   const rows = steps.map((step): FidelityRow => {
     const modelMs = stepTimeOf(model, chunksOf([step.shape])).kernelS * 1e3;
