@@ -8,19 +8,7 @@ import { getProfile } from "./hardware/profiles.js";
 import { type PointJob, runPointJob, validateJobInputs } from "./point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions, simulatePoint } from "./simulate.js";
 import { runSweep, runSweepSettled } from "./sweep.js";
-
-const SMALL_POOL: EngineOptions = { ...DEFAULT_ENGINE_OPTIONS, kvCapacityTokens: 60_000, maxNumSeqs: 32 };
-
-function job(policy: string, jps: number, seed = 7): PointJob {
-  return {
-    policy,
-    jps,
-    seed,
-    workload: { kind: "swe-bench", programs: 20, tokenScale: 0.25, toolTimeScale: 1, turnRepeat: 1 },
-    hardware: { gpu: "h100", model: "llama-3.1-8b" },
-    engine: SMALL_POOL,
-  };
-}
+import { SMALL_POOL, smallJob } from "./test-support/small-jobs.js";
 
 /** A program of `turns` turns whose context grows by `newTokens` a turn; tool time per turn. */
 function agent(id: string, turns: number, newTokens: number, toolS: number, lastToolS = toolS): TraceProgram {
@@ -63,13 +51,13 @@ function point(
 
 describe("simulate", () => {
   it("reports what the TTL machinery did: which rule set each TTL, eta, T and the TTLs given", () => {
-    const ours = runPointJob(job("cachettl", 0.5));
+    const ours = runPointJob(smallJob("cachettl", 0.5));
     const { decisions } = ours.ttl;
     assert.ok(decisions.default + decisions.global + decisions.tool >= ours.pins.created);
     assert.ok(decisions.default > 0, "the first decisions come before K tool samples");
     assert.ok(ours.ttl.eta >= 0 && ours.ttl.eta <= 1);
     if (ours.pins.created > 0) assert.ok(ours.ttl.pinned_ttl_s.mean > 0);
-    const vllm = runPointJob(job("vllm", 0.5));
+    const vllm = runPointJob(smallJob("vllm", 0.5));
     assert.deepEqual(
       vllm.ttl.decisions,
       { default: 0, global: 0, tool: 0 },
@@ -120,7 +108,7 @@ describe("simulate", () => {
 
   it("replicas behind a router: more replicas serve the same load faster; sticky routing keeps KV reuse", () => {
     const at = (replicas: number, router: EngineOptions["router"]) =>
-      runPointJob({ ...job("cachettl", 2), engine: { ...SMALL_POOL, replicas, router } });
+      runPointJob({ ...smallJob("cachettl", 2), engine: { ...SMALL_POOL, replicas, router } });
     const one = at(1, "sticky-least-loaded");
     const sticky = at(3, "sticky-least-loaded");
     const roundRobin = at(3, "round-robin");
@@ -133,8 +121,11 @@ describe("simulate", () => {
   });
 
   it("a point that fails is reported beside the others' results, which are kept", async () => {
-    const tooSmall: PointJob = { ...job("cachettl", 1), engine: { ...SMALL_POOL, kvCapacityTokens: 100 } };
-    const jobs = [job("vllm", 0.5), tooSmall, job("cachettl", 0.5)];
+    const tooSmall: PointJob = {
+      ...smallJob("cachettl", 1),
+      engine: { ...SMALL_POOL, kvCapacityTokens: 100 },
+    };
+    const jobs = [smallJob("vllm", 0.5), tooSmall, smallJob("cachettl", 0.5)];
     for (const threads of [1, 2]) {
       const { results, failures } = await runSweepSettled(jobs, { threads });
       assert.deepEqual(
