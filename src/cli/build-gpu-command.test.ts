@@ -1,12 +1,9 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
-
-const main = fileURLToPath(new URL("./main.ts", import.meta.url));
+import { runContinuum } from "./test-support/run-cli.js";
 
 /** A PATH holding node alone: no nvcc, nvidia-smi, cmake or compiler. */
 function pathWithNodeOnly(): string {
@@ -15,26 +12,9 @@ function pathWithNodeOnly(): string {
   return dir;
 }
 
-async function continuum(args: string[], env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, ["--import", "tsx", main, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  return { code, stdout, stderr };
-}
-
 describe("continuum build-gpu", () => {
   it("--dry-run --arch 90 prints the cmake commands for sm_90 machine code, without any toolkit", async () => {
-    const run = await continuum(["build-gpu", "--dry-run", "--arch", "90", "--jobs", "4"], {
+    const run = await runContinuum(["build-gpu", "--dry-run", "--arch", "90", "--jobs", "4"], {
       PATH: pathWithNodeOnly(),
     });
     assert.equal(run.code, 0, run.stderr);
@@ -47,7 +27,7 @@ describe("continuum build-gpu", () => {
   });
 
   it("without nvcc, fails naming the CUDA toolkit to install", async () => {
-    const run = await continuum(["build-gpu", "--arch", "90"], { PATH: pathWithNodeOnly() });
+    const run = await runContinuum(["build-gpu", "--arch", "90"], { PATH: pathWithNodeOnly() });
     assert.notEqual(run.code, 0);
     assert.match(
       run.stderr,

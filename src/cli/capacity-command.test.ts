@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { CapacityResult } from "../sim/capacity.js";
 import { shortRunWarning } from "./capacity-command.js";
+import { runContinuum } from "./test-support/run-cli.js";
 
 function resultWith(sustainable: Record<string, number>): CapacityResult {
   return {
@@ -37,28 +37,21 @@ describe("continuum capacity's short-run warning", () => {
   });
 });
 
-const main = fileURLToPath(new URL("./main.ts", import.meta.url));
-
-async function capacity(
-  args: readonly string[],
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", main, "capacity", "--programs", "4", "--seeds", "1", "--policies", "vllm"]
-      .concat(["--threads", "1", "--no-report"])
-      .concat(args),
-    { stdio: ["ignore", "pipe", "pipe"] },
+function capacity(args: readonly string[]) {
+  return runContinuum(
+    [
+      "capacity",
+      "--programs",
+      "4",
+      "--seeds",
+      "1",
+      "--policies",
+      "vllm",
+      "--threads",
+      "1",
+      "--no-report",
+    ].concat(args),
   );
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  return { code, stdout, stderr };
 }
 
 describe("continuum capacity --kv-cache-dtype", () => {

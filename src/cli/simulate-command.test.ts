@@ -1,46 +1,29 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { runContinuum } from "./test-support/run-cli.js";
 
-const main = fileURLToPath(new URL("./main.ts", import.meta.url));
 const gpuProfile = fileURLToPath(
   new URL("../../docs/gpu/h100-llama-3.1-8b-q8_0-profile.json", import.meta.url),
 );
 
 describe("continuum simulate --profile", () => {
   it("runs on the profile `continuum profile` took on an H100 (docs/gpu/)", async () => {
-    const child = spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        main,
-        "simulate",
-        "--profile",
-        gpuProfile,
-        "--programs",
-        "6",
-        "--jps",
-        "0.5",
-        "--policies",
-        "vllm,cachettl-adaptive",
-        "--threads",
-        "1",
-        "--json",
-        "--no-report",
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    const { code, stdout, stderr } = await runContinuum([
+      "simulate",
+      "--profile",
+      gpuProfile,
+      "--programs",
+      "6",
+      "--jps",
+      "0.5",
+      "--policies",
+      "vllm,cachettl-adaptive",
+      "--threads",
+      "1",
+      "--json",
+      "--no-report",
+    ]);
     assert.equal(code, 0, stderr);
     assert.match(stderr, /engine profile .*h100-llama-3\.1-8b-q8_0-profile\.json/);
     const { results } = JSON.parse(stdout) as {

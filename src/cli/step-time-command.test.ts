@@ -1,31 +1,12 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { getRooflineModel } from "../sim/hardware/profiles.js";
 import { chunksOf, stepTimeOf } from "../sim/hardware/step-fidelity.js";
 import { decodePart, prefillPart } from "./step-time-command.js";
-
-const main = fileURLToPath(new URL("./main.ts", import.meta.url));
-
-async function continuum(args: string[]) {
-  const child = spawn(process.execPath, ["--import", "tsx", main, ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
-  return { code, stdout, stderr };
-}
+import { runContinuum } from "./test-support/run-cli.js";
 
 describe("continuum step-time", () => {
   it("reads BxL decodes and N+P prefill chunks, and refuses other spellings", () => {
@@ -43,7 +24,7 @@ describe("continuum step-time", () => {
   });
 
   it("--json: a decode batch and a prefill chunk in one step, kernels apart from the fixed overhead", async () => {
-    const run = await continuum([
+    const run = await runContinuum([
       "step-time",
       "--hardware",
       "h100",
@@ -99,7 +80,7 @@ describe("continuum step-time", () => {
         .map((line) => JSON.stringify(line))
         .join("\n"),
     );
-    const run = await continuum(["step-time", "--hardware", "h200", "--reference", file]);
+    const run = await runContinuum(["step-time", "--hardware", "h200", "--reference", file]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /^\| step \| measured ms \| model ms \| error \|$/m);
     assert.match(run.stdout, /^\| decode 32 x 4096 \| [\d.]+ \| [\d.]+ \| \+10\.0% \|$/m);
@@ -108,10 +89,10 @@ describe("continuum step-time", () => {
   });
 
   it("without a step or with an unknown GPU, fails saying what it needs", async () => {
-    const none = await continuum(["step-time", "--hardware", "h100"]);
+    const none = await runContinuum(["step-time", "--hardware", "h100"]);
     assert.equal(none.code, 1);
     assert.match(none.stderr, /give the step: --decode BxL and\/or --prefill N\+P/);
-    const unknown = await continuum(["step-time", "--hardware", "v100", "--decode", "1x10"]);
+    const unknown = await runContinuum(["step-time", "--hardware", "v100", "--decode", "1x10"]);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /unknown hardware profile v100\/llama-3\.1-8b/);
   });
