@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { type ContinuationTokenizer, TurnContinuations } from "./turn-continuation.js";
+import { type ContinuationTokenizer, endsInsideCharacter, TurnContinuations } from "./turn-continuation.js";
 
 // A tokenizer whose token ids are code points, with one control token written `<eot>` by the template and
 // ids >= 1000 standing for pieces of several characters.
@@ -48,6 +48,20 @@ describe("TurnContinuations", () => {
     assert.deepEqual(Array.from(turns.splice("p", "Q:é!", split) ?? []), [...ids("Q:"), ...ids("é!")]);
   });
 
+  it("matches bytes that are no UTF-8 as the client received them, U+FFFD, and keeps their tokens", () => {
+    const turns = new TurnContinuations(1000);
+    // a sampled byte token 0xFF (id 2002) and a lone lead byte 0xC3 (id 2000) followed by "ab": the server
+    // streamed "\uFFFD" for each, and the client sends that text back
+    const bytes: ContinuationTokenizer = {
+      ...tokenizer,
+      templatePiece: (t) =>
+        t === 2002 ? Buffer.from([0xff]) : t === 2000 ? Buffer.from([0xc3]) : tokenizer.templatePiece(t),
+    };
+    turns.remember("p", "Q:", [...ids("Q:"), 2002, 1000, 2000, 1000, EOT], 2);
+    const spliced = turns.splice("p", "Q:\uFFFDab\uFFFDab<eot>next", bytes);
+    assert.deepEqual(Array.from(spliced ?? []), [...ids("Q:"), 2002, 1000, 2000, 1000, EOT, ...ids("next")]);
+  });
+
   it("leaves a prompt that does not extend the last one to ordinary tokenization", () => {
     const turns = new TurnContinuations(1000);
     turns.remember("p", "Q: one", ids("Q: one"), 6);
@@ -67,5 +81,18 @@ describe("TurnContinuations", () => {
     assert.notEqual(turns.splice("a", "aaaa!", tokenizer), null);
     turns.remember("huge", "x", ids("x".repeat(11)), 1);
     assert.equal(turns.splice("huge", "x!", tokenizer), null);
+  });
+});
+
+describe("endsInsideCharacter", () => {
+  it("is true only for a lead byte followed by fewer valid continuation bytes than it needs", () => {
+    assert.equal(endsInsideCharacter([0x61]), false);
+    assert.equal(endsInsideCharacter([0xc3]), true);
+    assert.equal(endsInsideCharacter([0xc3, 0xa9]), false);
+    assert.equal(endsInsideCharacter([0xe2, 0x96]), true); // "▁" needs a third byte
+    assert.equal(endsInsideCharacter([0xe0, 0x80]), false); // E0 needs A0..BF next: already replaced
+    assert.equal(endsInsideCharacter([0xf0, 0x9f, 0x98]), true);
+    assert.equal(endsInsideCharacter([0xff]), false);
+    assert.equal(endsInsideCharacter([0x80, 0x80, 0x80]), false);
   });
 });
