@@ -123,3 +123,44 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.deepEqual(byIds.choices[1].token_ids, choice.token_ids);
   });
 });
+
+describe("serve --logit-bias against the llama.cpp engine (tiny model)", { skip: llamaSkip }, () => {
+  let s: LlamaServer;
+  const post = (path: string, body: unknown) =>
+    fetch(`${s.server.url}${path}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer unused" },
+      body: JSON.stringify(body),
+    });
+
+  before(async () => {
+    s = await startLlamaServer(["--kv-cache-tokens", "2048", "--logit-bias", "eos+100"]);
+  });
+  after(() => s?.close());
+
+  test("eos+100 ends every reply at once, in each API; a request's own logit_bias for the token wins", async () => {
+    const messages = [{ role: "user", content: "Tell me a long story." }];
+    const chat = (await (
+      await post("/v1/chat/completions", { model: s.model, messages, max_tokens: 20 })
+    ).json()) as Json;
+    assert.equal(chat.choices[0].finish_reason, "stop");
+    assert.equal(chat.choices[0].message.content, "");
+
+    const anthropic = (await (
+      await post("/v1/messages", { model: s.model, messages, max_tokens: 20 })
+    ).json()) as Json;
+    assert.equal(anthropic.stop_reason, "end_turn");
+
+    const eos = s.engine.chatTemplate.eosTokenId as number;
+    const overridden = (await (
+      await post("/v1/chat/completions", {
+        model: s.model,
+        messages,
+        max_tokens: 20,
+        logit_bias: { [String(eos)]: -100 },
+      })
+    ).json()) as Json;
+    assert.equal(overridden.choices[0].finish_reason, "length");
+    assert.equal(overridden.usage.completion_tokens, 20);
+  });
+});

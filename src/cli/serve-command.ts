@@ -9,6 +9,7 @@ import { KV_LAYOUTS, type KvLayout } from "../engine/model-runner.js";
 import type { KvCacheType } from "../engine/native/llama-native.js";
 import { isPolicyName, POLICY_NAMES, type PolicyName } from "../policies/index.js";
 import { type AgentCheck, startAgentCheck } from "../server/agent-check.js";
+import { type LogitBiasSpec, parseLogitBiasSpec } from "../server/logit-bias.js";
 import { type RunningServer, startServer } from "../server/server.js";
 import { nonNegativeNumber, positiveInt, positiveNumber } from "./sim-options.js";
 
@@ -52,6 +53,7 @@ export interface ServeCliOptions {
   agentPort?: number;
   kvEventsEndpoint?: string;
   kvEventsTopic?: string;
+  logitBias: LogitBiasSpec[];
 }
 
 const KV_CACHE_TYPES: readonly KvCacheType[] = ["f16", "f32", "bf16", "q8_0", "q4_0"];
@@ -110,6 +112,19 @@ function chatTemplateOf(o: ServeCliOptions): string | undefined {
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
+}
+
+function collectLogitBias(value: string, previous: LogitBiasSpec[]): LogitBiasSpec[] {
+  const specs = value.split(",").map((part) => {
+    const spec = parseLogitBiasSpec(part);
+    if (!spec) {
+      throw new InvalidArgumentError(
+        `expected TOKEN+BIAS or TOKEN-BIAS (a token id or eos, a bias in [-100, 100]), got "${part}"`,
+      );
+    }
+    return spec;
+  });
+  return [...previous, ...specs];
 }
 
 /** The engine factory's options for parsed `serve` flags (unset flags keep the engine's defaults). */
@@ -180,6 +195,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       servedModelNames: o.servedModelName.slice(1),
       dashboard: o.dashboard ?? true,
       policyName: o.schedulingPolicy,
+      logitBias: o.logitBias,
       ...(chatTemplate === undefined ? {} : { chatTemplate }),
     });
   } catch (error) {
@@ -193,6 +209,10 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
   log(`  device: ${describeDevice(engine.device)}`);
+  if (o.logitBias.length > 0) {
+    const biases = o.logitBias.map((b) => `${b.token}${b.bias >= 0 ? "+" : ""}${b.bias}`).join(", ");
+    log(`  logit bias on every request (below its own logit_bias): ${biases}`);
+  }
   log(`  ${engine.kvSummary}`);
   log(
     o.profile
@@ -327,6 +347,13 @@ export function serveCommand(): Command {
           .split(",")
           .map((origin) => origin.trim())
           .filter((origin) => origin.length > 0),
+    )
+    .option(
+      "--logit-bias <spec>",
+      "bias every request samples with unless its logit_bias names the token: TOKEN+BIAS or TOKEN-BIAS, " +
+        "TOKEN a token id or eos (repeatable or comma-separated; llama.cpp's flag), e.g. eos+8",
+      collectLogitBias,
+      [],
     )
     .option("--no-dashboard", "do not serve the live dashboard (/dashboard and /dashboard/state)")
     .option(

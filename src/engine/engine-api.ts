@@ -97,6 +97,8 @@ export interface ModelChatTemplate {
   readonly source: string | null;
   readonly bosToken: string;
   readonly eosToken: string;
+  /** the end-of-generation token's id; null when the model names none */
+  readonly eosTokenId: number | null;
   /** tokenizing a prompt adds BOS itself (a template's leading BOS is then dropped) */
   readonly addsBos: boolean;
 }
@@ -106,6 +108,7 @@ export const NO_CHAT_TEMPLATE: ModelChatTemplate = {
   source: null,
   bosToken: "",
   eosToken: "",
+  eosTokenId: null,
   addsBos: false,
 };
 

@@ -79,6 +79,7 @@ function modelChatTemplate(model: LlamaModel): ModelChatTemplate {
     source: source === "" ? null : source,
     bosToken: specialTokenText(model, model.info.bos),
     eosToken: specialTokenText(model, model.info.eos),
+    eosTokenId: model.info.eos,
     addsBos: model.info.addBos,
   };
 }

@@ -17,6 +17,7 @@ import { DashboardHistory } from "./dashboard-history.js";
 import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
 import { GeneratedReplies } from "./generated-replies.js";
 import { type AppEnv, InflightRequests, unixSeconds } from "./generation.js";
+import { type LogitBiasSpec, resolveLogitBias } from "./logit-bias.js";
 import { countMessageTokens, messages } from "./messages.js";
 import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
 import { ServerMetrics } from "./metrics.js";
@@ -47,6 +48,11 @@ export interface AppOptions {
   readonly maxInflightRequests?: number | null;
   /** Retry-After (s) sent with the server's own 429 and 503 (default 1) */
   readonly retryAfterS?: number;
+  /**
+   * biases every request samples with unless its `logit_bias` names the same token (`serve --logit-bias`,
+   * llama.cpp's flag), e.g. `eos+8` to make a model end its replies sooner
+   */
+  readonly logitBias?: readonly LogitBiasSpec[];
   /** where unexpected (500) errors are reported; default stderr */
   readonly logError?: (message: string) => void;
 }
@@ -119,6 +125,11 @@ export function createApp(options: AppOptions): ContinuumApp {
     systemFingerprint: systemFingerprint(engine),
     generatedReplies: new GeneratedReplies(GENERATED_REPLIES_KEPT),
     turnPrograms: new TurnPrograms(PROGRAMS_WITH_TOOLS_KEPT),
+    defaultLogitBias: resolveLogitBias(
+      options.logitBias ?? [],
+      engine.vocabSize,
+      engine.chatTemplate.eosTokenId,
+    ),
     newRequestId: (c) => {
       const given = c.req.header("x-request-id")?.trim();
       return given && given.length <= 128 ? given : randomUUID().replace(/-/g, "");

@@ -285,6 +285,7 @@ function templateOf(file: string): ChatTemplate {
     source: null,
     bosToken: "<s>",
     eosToken: "</s>",
+    eosTokenId: 2,
     addsBos: true,
   });
 }
@@ -327,6 +328,7 @@ describe("rendering with a model's template", () => {
       source: llamaTemplate("google-gemma-2-2b-it"),
       bosToken: "<bos>",
       eosToken: "<eos>",
+      eosTokenId: 1,
       addsBos: true,
     };
     await withServer({ chatTemplate: gemma }, {}, async (t) => {
@@ -382,6 +384,7 @@ describe("rendering with a model's template", () => {
       source: CHATML_TEMPLATE,
       bosToken: "<s>",
       eosToken: "<|im_end|>",
+      eosTokenId: 7,
       addsBos: true,
     };
     assert.equal(serverChatTemplate(builtin, null), null);

@@ -20,3 +20,43 @@ export function logitBias(
     return { token, bias: value };
   });
 }
+
+/** A server-wide bias as `serve --logit-bias` gives it: a token id, or `eos` for the model's end token. */
+export interface LogitBiasSpec {
+  readonly token: number | "eos";
+  readonly bias: number;
+}
+
+/**
+ * Parses llama.cpp's `--logit-bias` syntax, `TOKEN(+|-)BIAS` (`15043+1.5`, `eos-100`), the bias within
+ * OpenAI's [-100, 100]; null when the text is not of that form.
+ */
+export function parseLogitBiasSpec(text: string): LogitBiasSpec | null {
+  const m = /^(\d+|eos)([+-]\d+(?:\.\d+)?)$/.exec(text.trim());
+  if (!m) return null;
+  const bias = Number(m[2]);
+  if (Math.abs(bias) > 100) return null;
+  return { token: m[1] === "eos" ? "eos" : Number(m[1]), bias };
+}
+
+/** The specs as token ids of the model; throws naming a spec the model has no token for. */
+export function resolveLogitBias(
+  specs: readonly LogitBiasSpec[],
+  vocabSize: number,
+  eosTokenId: number | null,
+): TokenBias[] {
+  return specs.map((spec) => {
+    const token = spec.token === "eos" ? eosTokenId : spec.token;
+    if (token === null) throw new Error("--logit-bias eos: the model names no end-of-generation token");
+    if (!(token < vocabSize)) {
+      throw new Error(`--logit-bias ${spec.token}: not a token id of this model (0 to ${vocabSize - 1})`);
+    }
+    return { token, bias: spec.bias };
+  });
+}
+
+/** The server's biases with a request's own on top (the request's value wins for the same token). */
+export function withRequestBias(defaults: readonly TokenBias[], request: readonly TokenBias[]): TokenBias[] {
+  const own = new Set(request.map((b) => b.token));
+  return [...defaults.filter((b) => !own.has(b.token)), ...request];
+}

@@ -1,8 +1,8 @@
 import type { Context } from "hono";
-import { EngineRejection, type GenerateRequest } from "../engine/engine-api.js";
+import { EngineRejection, type GenerateRequest, type TokenBias } from "../engine/engine-api.js";
 import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
-import { logitBias } from "./logit-bias.js";
+import { logitBias, withRequestBias } from "./logit-bias.js";
 import { programFields } from "./program-fields.js";
 import { samplingParams } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
@@ -13,6 +13,8 @@ export interface GenerationContext extends GenerationDeps {
   readonly newRequestId: (c: Context<AppEnv>) => string;
   /** which program a request is a turn of (implicit programs, side requests) */
   readonly turnPrograms: TurnPrograms;
+  /** biases every request samples with (`serve --logit-bias`), below its own `logit_bias` */
+  readonly defaultLogitBias: readonly TokenBias[];
 }
 
 /**
@@ -59,9 +61,10 @@ export async function startGeneration(
   const room = ctx.engine.maxContextTokens - promptTokens;
   const cappedMaxTokens =
     capToContext && maxTokens != null && room > 0 ? Math.min(maxTokens, room) : maxTokens;
+  const bias = withRequestBias(ctx.defaultLogitBias, logitBias(body.logit_bias, ctx.engine.vocabSize));
   const sampling = {
     ...samplingParams(body, cappedMaxTokens, promptTokens, ctx.engine.maxContextTokens, grammar),
-    ...(body.logit_bias ? { logitBias: logitBias(body.logit_bias, ctx.engine.vocabSize) } : {}),
+    ...(bias.length > 0 ? { logitBias: bias } : {}),
   };
   const requestId = ctx.newRequestId(c);
   const request: GenerateRequest = {

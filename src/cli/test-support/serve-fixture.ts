@@ -21,6 +21,7 @@ await runServe(
     apiKey: [],
     flashAttn: true,
     drainTimeout: 30,
+    logitBias: [],
   },
   { createEngine: () => engine },
 );
