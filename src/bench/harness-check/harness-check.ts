@@ -33,7 +33,9 @@ import {
 const USAGE = `usage: npm run harness-check -- [options]
   --only <a,b>              harnesses to run (${HARNESSES.map((h) => h.name).join(", ")})
   --skip-install            use what .cache/harnesses/<name> holds; a missing one is skipped
-  --max-output-tokens <n>   the harness's own output cap per reply (default 256; 0: its default)
+  --max-output-tokens <n>   the harness's own output cap per reply (default 0: its own)
+  --eos-bias <b>            on a built-in model (no --model in --serve-args), serve --logit-bias eos+<b>:
+                            its random replies then end after ~140 tokens on average (default 4; 0: none)
   --serve-args="<flags>"    more flags for continuum serve, e.g. --serve-args="--builtin-model medium"
   --turn-timeout-s <s>      per invocation (default 1800)
   --out-dir <dir>           logs and records (default .cache/harness-check/<time>)
@@ -43,7 +45,8 @@ const { values: args } = parseArgs({
   options: {
     only: { type: "string" },
     "skip-install": { type: "boolean", default: false },
-    "max-output-tokens": { type: "string", default: "256" },
+    "max-output-tokens": { type: "string", default: "0" },
+    "eos-bias": { type: "string", default: "4" },
     "serve-args": { type: "string", default: "" },
     "turn-timeout-s": { type: "string", default: "1800" },
     "out-dir": { type: "string" },
@@ -65,8 +68,21 @@ const outDir = resolve(
 const jsonPath = resolve(args.json ?? join(outDir, "summary.json"));
 const maxOutput = Number(args["max-output-tokens"]);
 const turnTimeoutS = Number(args["turn-timeout-s"]);
-const serveArgs = (args["serve-args"] ?? "").split(/\s+/).filter((a) => a !== "");
-if (!Number.isInteger(maxOutput) || maxOutput < 0 || !(turnTimeoutS > 0)) {
+const eosBias = Number(args["eos-bias"]);
+const userServeArgs = (args["serve-args"] ?? "").split(/\s+/).filter((a) => a !== "");
+// The built-in models' weights are random: EOS comes about once in 3000 tokens, so a reply would run for
+// minutes, and a harness that treats a reply cut at its output cap as an error (Claude Code) would fail.
+const builtinModel = !userServeArgs.includes("--model");
+const serveArgs = [
+  ...(builtinModel && eosBias > 0 ? ["--logit-bias", `eos+${eosBias}`] : []),
+  ...userServeArgs,
+];
+if (
+  !Number.isInteger(maxOutput) ||
+  maxOutput < 0 ||
+  !(turnTimeoutS > 0) ||
+  !(eosBias >= 0 && eosBias <= 100)
+) {
   process.stderr.write(`${USAGE}\n`);
   process.exit(2);
 }

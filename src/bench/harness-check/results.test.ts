@@ -287,7 +287,7 @@ describe("harness-check results", () => {
     );
   });
 
-  test("a non-zero exit the harness blames on our output cap alone passes, and the table says so", () => {
+  test("a run the harness gave up at the output cap fails, and the table and reasons say why", () => {
     const rows = requestRows(
       [exchange({ seq: 1, path: "/v1/messages" }), exchange({ seq: 2, path: "/v1/messages" })],
       recordedRequests(
@@ -309,10 +309,11 @@ describe("harness-check results", () => {
       invocations: [capped],
       rows,
     });
-    assert.equal(r.verdict, "pass");
+    assert.equal(r.verdict, "fail");
+    assert.match(r.reasons.join("; "), /run 1 exited 1 \(a reply cut at the output cap/);
     const table = formatTable([r]);
     assert.ok(
-      table.includes("| claude-code | 1 | pass | 1 (cap) | 2x /v1/messages 200 | 0 | s (2) | ? |"),
+      table.includes("| claude-code | 1 | fail | 1 (cap) | 2x /v1/messages 200 | 0 | s (2) | ? |"),
       table,
     );
     assert.match(table, /claude-code: run 1: reply cut at the output cap/);

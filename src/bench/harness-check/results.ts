@@ -336,8 +336,8 @@ export interface SummaryInput {
 }
 
 /**
- * The verdict: a pass needs every invocation to end by itself with exit 0 (or with the non-zero exit its
- * own output blames on the output cap we set, and nothing else), no protocol error (a 4xx/5xx, an error
+ * The verdict: a pass needs every invocation to end by itself with exit 0 (a harness that gave up on a
+ * reply cut at the output cap did not complete its run), no protocol error (a 4xx/5xx, an error
  * in a response, a client-side API or parse error), at least two agent turns, and all of them on one
  * program that is not anonymous.
  */
@@ -352,8 +352,11 @@ export function summarize(input: SummaryInput): HarnessResult {
   ];
   for (const [i, inv] of invocations.entries()) {
     if (inv.timedOut) reasons.push(`run ${i + 1} timed out after ${inv.durationS.toFixed(0)} s`);
-    else if (inv.exitCode !== 0 && !(inv.exitFromOutputCap && inv.clientErrors.length === 0)) {
-      reasons.push(`run ${i + 1} exited ${inv.signal ?? inv.exitCode}`);
+    else if (inv.exitCode !== 0) {
+      const cause = inv.exitFromOutputCap
+        ? " (a reply cut at the output cap: run it without --max-output-tokens)"
+        : "";
+      reasons.push(`run ${i + 1} exited ${inv.signal ?? inv.exitCode}${cause}`);
     }
   }
   if (protocolErrors.length > 0) reasons.push(`${protocolErrors.length} protocol error(s)`);
