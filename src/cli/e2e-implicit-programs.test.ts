@@ -1,7 +1,8 @@
 /**
  * Clients that name no program (Qwen Code) still run as programs: a request whose prompt continues a recent
  * turn's prompt and reply is a turn of that turn's program (src/engine/implicit-programs.ts), and a
- * session's tool-less side request (opencode's title) is no turn of it (src/server/turn-programs.ts). Seen
+ * session's tool-less side request (opencode's title) is no turn of it, even sent before the session's first turn
+ * with tools (src/server/turn-programs.ts). Seen
  * where an operator sees programs: `/dashboard/state`.
  */
 import assert from "node:assert/strict";
@@ -137,6 +138,34 @@ describe("programs of clients that send no program id (real engine, tiny model)"
       await post(s, { messages, tools: TOOLS }, session);
       const seen = await programs(s);
       assert.equal(seen.find((p) => p.id === "ses_title")?.turns, 2, JSON.stringify(seen));
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("a title request sent before the session's first turn with tools and still running when it comes is no turn", async () => {
+    const s = await startLlamaServer(["--cpu-offload-gb", "0"]);
+    try {
+      const session = { "x-session-id": "ses_title_first" };
+      const title = await fetch(`${s.server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...session },
+        body: JSON.stringify({
+          messages: [{ role: "user", content: "Generate a title for this conversation." }],
+          max_tokens: 1500,
+          ignore_eos: true,
+          stream: true,
+        }),
+      });
+      const reader = (title.body as ReadableStream<Uint8Array>).getReader();
+      await reader.read(); // it runs
+      const messages = conversation("Rename the config module and update its imports.");
+      await post(s, { messages, tools: TOOLS }, session);
+      while (!(await reader.read()).done) {}
+      messages.push({ role: "user", content: "Go on." });
+      await post(s, { messages, tools: TOOLS }, session);
+      const seen = await programs(s);
+      assert.equal(seen.find((p) => p.id === "ses_title_first")?.turns, 2, JSON.stringify(seen));
     } finally {
       await s.close();
     }

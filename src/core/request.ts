@@ -88,6 +88,12 @@ export class Request {
   readonly priority: [number, number, number] = [0, 0, 0];
   /** model output text (real engine), for tool-call parsing at finish */
   outputText: string | null = null;
+  /**
+   * Found, while in flight, to be no turn of its program but a request beside its turns (a client's title
+   * request that arrived before the session's first turn with tools): its finish neither counts as a turn
+   * nor pins, and its program's context and tool timing stay its turns'.
+   */
+  sideRequest = false;
 
   constructor(spec: RequestSpec, program: Program, arrivalS: number, sequenceNumber: number) {
     this.id = spec.requestId;

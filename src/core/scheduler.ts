@@ -300,6 +300,17 @@ export class Scheduler {
     return request;
   }
 
+  /**
+   * The request of `programId` in flight is a side request of it, not a turn (Request.sideRequest). False
+   * when no such request is in flight or it is its program's last step.
+   */
+  markSideRequest(programId: string, requestId: string): boolean {
+    const request = this.live.get(requestId);
+    if (!request || request.programId !== programId || request.isLastStep) return false;
+    request.sideRequest = true;
+    return true;
+  }
+
   /** Client went away: drop the request wherever it is. Returns false if it is not in flight. */
   abort(requestId: string): boolean {
     const request = this.live.get(requestId);
@@ -710,9 +721,11 @@ export class Scheduler {
   private finish(request: Request, program: Program, reason: FinishReason, nowS: number): void {
     this.removeRunning(request);
     program.numRunning--;
-    program.numFinished++;
-    program.lastFinishS = nowS;
-    program.contextTokens = request.numTokens;
+    if (!request.sideRequest) {
+      program.numFinished++;
+      program.lastFinishS = nowS;
+      program.contextTokens = request.numTokens;
+    }
     request.status = "finished";
     request.finishReason = reason;
     request.finishS = nowS;
@@ -725,6 +738,11 @@ export class Scheduler {
       timeS: nowS,
       outputTokens: request.numOutputTokens,
     });
+    if (request.sideRequest) {
+      this.releaseRequestKv(request, "finished");
+      this.markUnheld(program, nowS);
+      return;
+    }
     const tool = this.toolOf(request);
     this.tracker.onRequestFinished(program.id, tool, nowS);
     if (request.isLastStep) {

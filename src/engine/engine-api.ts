@@ -225,6 +225,12 @@ export interface EngineService {
    */
   endProgram(programId: string): boolean;
   /**
+   * The request in flight turns out to be a side request of its program, not a turn (a title request
+   * sent before the session's first turn with tools): it is not counted as a turn, not pinned, and its
+   * program's next prompt is not spliced onto it. Nothing happens once it finished.
+   */
+  markSideRequest(programId: string, requestId: string): void;
+  /**
    * Drain for a balancer: from now on only turns of programs already here are taken (new programs get
    * a "draining" rejection and go to another replica); the rest is served as usual.
    */

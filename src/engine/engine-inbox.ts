@@ -5,10 +5,11 @@ import { EngineRejection } from "./engine-api.js";
 type InboxMessage =
   | { readonly kind: "add"; readonly active: ActiveRequest }
   | { readonly kind: "abort"; readonly requestId: string }
+  | { readonly kind: "side_request"; readonly programId: string; readonly requestId: string }
   | { readonly kind: "end_program"; readonly programId: string };
 
 /**
- * What HTTP handlers want of the scheduler (a new request, an abort, a program's end), kept in order until
+ * What HTTP handlers want of the scheduler (a new request, an abort, a side request, a program's end), kept in order until
  * the step loop delivers it: in serving, as in simulation, the scheduler changes only inside the loop.
  */
 export class EngineInbox {
@@ -41,6 +42,10 @@ export class EngineInbox {
     this.post({ kind: "abort", requestId });
   }
 
+  postSideRequest(programId: string, requestId: string): void {
+    this.post({ kind: "side_request", programId, requestId });
+  }
+
   postEnd(programId: string): void {
     this.endsPosted.add(programId);
     this.post({ kind: "end_program", programId });
@@ -68,6 +73,8 @@ export class EngineInbox {
         }
       } else if (message.kind === "abort") {
         scheduler.abort(message.requestId);
+      } else if (message.kind === "side_request") {
+        scheduler.markSideRequest(message.programId, message.requestId);
       } else {
         this.endsPosted.delete(message.programId);
         scheduler.endProgramById(message.programId);

@@ -259,6 +259,10 @@ export class Engine implements EngineService {
     return true;
   }
 
+  markSideRequest(programId: string, requestId: string): void {
+    this.inbox.postSideRequest(programId, requestId);
+  }
+
   metrics(): EngineMetrics {
     const s = this.scheduler;
     return {
@@ -368,16 +372,20 @@ export class Engine implements EngineService {
     active.done = true;
     this.active.delete(active.spec.requestId);
     active.signal.removeEventListener("abort", active.onAbort);
+    if (!active.request?.sideRequest) this.rememberTurn(active, reason);
+    const event = doneEvent(active, reason, this.clock.nowS());
+    if (event.type === "done") this.recentE2eS = 0.9 * this.recentE2eS + 0.1 * event.e2eS;
+    active.channel.push(event);
+    active.channel.end();
+  }
+
+  private rememberTurn(active: ActiveRequest, reason: FinishReason): void {
     this.promptIds.rememberTurn(
       active.spec,
       reason,
       () => Array.from({ length: active.content.length }, (_, i) => active.content.tokenAt(i)),
       active.requestSpec.promptTokens,
     );
-    const event = doneEvent(active, reason, this.clock.nowS());
-    if (event.type === "done") this.recentE2eS = 0.9 * this.recentE2eS + 0.1 * event.e2eS;
-    active.channel.push(event);
-    active.channel.end();
   }
 
   /** The client went away: its stream ends now, the scheduler hears of it at the loop's next turn. */

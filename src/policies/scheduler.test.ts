@@ -538,3 +538,27 @@ describe("snapshot", () => {
     assert.equal(second.pool.cachedBlocks, 3, "B's full blocks stay reusable");
   });
 });
+
+describe("Scheduler: side requests", () => {
+  it("a request marked as a side request while in flight is no turn: not counted, never pinned, its program's context stays its turns'", () => {
+    const { scheduler, clock } = testScheduler(createCacheTtlPolicy({ offload: false }), { numBlocks: 32 });
+    scheduler.ttl.queueing.observe(10); // queueing seen: a tool-call turn is worth pinning
+    const title = addRequest(scheduler, "title", 20, { programId: "P", maxOutputTokens: 2 });
+    const turn = addRequest(scheduler, "turn", 40, { programId: "P", maxOutputTokens: 8 });
+    assert.equal(scheduler.markSideRequest("Q", "title"), false, "another program's request");
+    assert.equal(scheduler.markSideRequest("P", "title"), true);
+    runUntilIdle(scheduler, clock);
+    assert.equal(title.status, "finished");
+    const program = turn.program;
+    assert.equal(program.numFinished, 1, "only the turn counts");
+    assert.equal(program.contextTokens, 48, "the turn's prompt and output");
+    assert.equal(program.pin?.requestId, "turn");
+    assert.deepEqual(
+      scheduler.snapshot().programs.map((p) => [p.id, p.turns]),
+      [["P", 1]],
+    );
+    assert.equal(scheduler.markSideRequest("P", "title"), false, "no longer in flight");
+    addRequest(scheduler, "end", 10, { programId: "Q", isLastStep: true });
+    assert.equal(scheduler.markSideRequest("Q", "end"), false, "a program's last step stays its turn");
+  });
+});

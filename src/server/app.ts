@@ -124,7 +124,9 @@ export function createApp(options: AppOptions): ContinuumApp {
     chatTemplate: serverChatTemplate(engine.chatTemplate, options.chatTemplate ?? null),
     systemFingerprint: systemFingerprint(engine),
     generatedReplies: new GeneratedReplies(GENERATED_REPLIES_KEPT),
-    turnPrograms: new TurnPrograms(PROGRAMS_WITH_TOOLS_KEPT),
+    turnPrograms: new TurnPrograms(PROGRAMS_WITH_TOOLS_KEPT, (programId, requestId) =>
+      engine.markSideRequest(programId, requestId),
+    ),
     defaultLogitBias: resolveLogitBias(
       options.logitBias ?? [],
       engine.vocabSize,

@@ -77,7 +77,9 @@ export async function startGeneration(
     ...tokenIds,
   };
   try {
-    return { requestId, generation: await Generation.start(ctx, c, request, body.stream !== true) };
+    const generation = await Generation.start(ctx, c, request, body.stream !== true);
+    ctx.turnPrograms.queued(program, requestId, fields.isLastStep, chat ?? null);
+    return { requestId, generation };
   } catch (error) {
     if (error instanceof EngineRejection && error.code === "prompt_too_long") {
       throw new ContextOverflow(promptTokens, ctx.engine.maxContextTokens);

@@ -1,52 +1,56 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { withServer } from "./test-support/test-server.js";
+import { TurnPrograms } from "./turn-programs.js";
 
-const TOOLS = [{ type: "function", function: { name: "bash", parameters: { type: "object" } } }];
+const toolLess = { priorTurns: 0, offersTools: false };
+const withTools = { priorTurns: 0, offersTools: true };
 
-const chat = (content: string, extra: Record<string, unknown> = {}) => ({
-  messages: [{ role: "user", content }],
-  ...extra,
-});
+function turnPrograms(maxPrograms = 8) {
+  const marked: [string, string][] = [];
+  const turns = new TurnPrograms(maxPrograms, (programId, requestId) => marked.push([programId, requestId]));
+  /** one chat request arriving and queued */
+  const send = (requestId: string, programId: string, chat = toolLess, isLastStep = false) => {
+    const program = turns.programOf(null, programId, null, isLastStep, chat);
+    turns.queued(program, requestId, isLastStep, chat);
+    return program.programId;
+  };
+  return { turns, marked, send };
+}
 
-describe("which program a request is a turn of", () => {
-  test("a request without a program id is proposed a program of its own, scoped to its tenant; raw prompts are not", async () => {
-    await withServer({}, { apiKeys: ["key-a", "key-b"] }, async (t) => {
-      const as = (key: string) => ({ Authorization: `Bearer ${key}` });
-      await (await t.post("/v1/chat/completions", chat("one"), as("key-a"))).json();
-      await (await t.post("/v1/chat/completions", chat("two"), as("key-a"))).json();
-      await (await t.post("/v1/messages", { max_tokens: 8, ...chat("three") }, as("key-b"))).json();
-      await (await t.post("/v1/completions", { prompt: "raw" }, as("key-a"))).json();
-      const [a1, a2, b, raw] = t.engine.requests;
-      assert.equal(a1?.programId, null, "the client named no program");
-      assert.match(a1?.implicitProgramId ?? "", /^tenant-1\/implicit-[0-9a-f]{16}$/);
-      assert.match(b?.implicitProgramId ?? "", /^tenant-2\/implicit-[0-9a-f]{16}$/);
-      assert.notEqual(
-        a1?.implicitProgramId,
-        a2?.implicitProgramId,
-        "the engine decides whether they are one",
-      );
-      assert.equal(raw?.implicitProgramId, undefined);
-    });
+describe("TurnPrograms", () => {
+  test("tool-less requests of a program seen with tools are one-offs; before that, a turn with tools marks them side requests", () => {
+    const { marked, send } = turnPrograms();
+    assert.equal(send("title", "s"), "s", "no tools seen yet: a turn");
+    assert.equal(send("turn-1", "s", withTools), "s");
+    assert.deepEqual(marked, [["s", "title"]]);
+    assert.equal(send("title-2", "s"), null, "now a one-off");
+    assert.equal(send("end", "s", toolLess, true), "s", "a last step stays a turn");
+    assert.equal(send("turn-2", "s", withTools), "s");
+    assert.deepEqual(marked, [["s", "title"]]);
   });
 
-  test("opencode's title request (no tools, the session's x-session-id) is a one-off, not a turn of the session", async () => {
-    await withServer({}, {}, async (t) => {
-      const session = { "x-session-id": "ses_1" };
-      await (await t.post("/v1/chat/completions", chat("fix the bug", { tools: TOOLS }), session)).json();
-      await (await t.post("/v1/chat/completions", chat("Generate a title for: fix the bug"), session)).json();
-      await (await t.post("/v1/chat/completions", chat("go on", { tools: TOOLS }), session)).json();
-      // a program that never offered tools keeps its tool-less turns; a tool-less last step still ends one
-      await (await t.post("/v1/chat/completions", chat("plain"), { "x-session-id": "ses_2" })).json();
-      await (await t.post("/v1/chat/completions", chat("done", { is_last_step: true }), session)).json();
-      const requests = t.engine.requests.map((r) => [r.programId, r.implicitProgramId ?? null]);
-      assert.deepEqual(requests, [
-        ["ses_1", null],
-        [null, null],
-        ["ses_1", null],
-        ["ses_2", null],
-        ["ses_1", null],
-      ]);
-    });
+  test("a tool-less request queued after its program's turn with tools arrived is marked at once", () => {
+    const { turns, marked } = turnPrograms();
+    const title = turns.programOf(null, "s", null, false, toolLess); // still tokenizing
+    turns.programOf(null, "s", null, false, withTools);
+    turns.queued(title, "title", false, toolLess);
+    assert.deepEqual(marked, [["s", "title"]]);
+  });
+
+  test("remembers the latest 4 tool-less requests of at most maxPrograms programs", () => {
+    const { marked, send } = turnPrograms(2);
+    for (const id of ["a1", "a2", "a3", "a4", "a5"]) send(id, "a");
+    send("b1", "b");
+    send("c1", "c"); // a, the least recently used, is forgotten
+    send("t", "a", withTools);
+    send("t", "b", withTools);
+    assert.deepEqual(marked, [["b", "b1"]]);
+    const { marked: kept, send: sendKept } = turnPrograms(2);
+    for (const id of ["a1", "a2", "a3", "a4", "a5"]) sendKept(id, "a");
+    sendKept("t", "a", withTools);
+    assert.deepEqual(
+      kept.map(([, id]) => id),
+      ["a2", "a3", "a4", "a5"],
+    );
   });
 });

@@ -4,7 +4,9 @@
  * prompt continues, else the first turn of this one (src/engine/implicit-programs.ts). A request without
  * tools that names a program whose turns offer tools is a side request of that program, such as opencode's
  * title request under the session's `x-session-id`: it is served as a one-off (not pinned, not a turn),
- * unless it says it ends the program.
+ * unless it says it ends the program. One that arrives before the program's first turn with tools starts
+ * as a turn; if a turn with tools arrives while it is still in flight, the engine is told it is a side
+ * request (turns of one program follow each other; a request beside a turn is not one).
  */
 import { randomUUID } from "node:crypto";
 import type { GenerateRequest } from "../engine/engine-api.js";
@@ -19,12 +21,23 @@ export interface ChatTurn {
 
 type EngineProgram = Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId">;
 
+/** the engine's word that a request in flight is a side request of its program */
+type MarkSideRequest = (programId: string, requestId: string) => void;
+
+/** tool-less requests remembered per program while it has no turn with tools (the latest ones) */
+const TOOL_LESS_KEPT = 4;
+
 export class TurnPrograms {
   /** tenant-scoped ids of programs seen with tools, least recently used first */
   private readonly withTools = new Set<string>();
+  /** programs not seen with tools: their latest tool-less requests, least recently used first */
+  private readonly toolLess = new Map<string, string[]>();
 
-  /** `maxPrograms`: programs with tools remembered */
-  constructor(private readonly maxPrograms: number) {}
+  /** `maxPrograms`: programs remembered in each table */
+  constructor(
+    private readonly maxPrograms: number,
+    private readonly markSideRequest: MarkSideRequest,
+  ) {}
 
   /**
    * The engine's program fields for a request of `tenant` naming `programId` (null: none). `chat`: what a
@@ -44,13 +57,40 @@ export class TurnPrograms {
       return { ...scoped, implicitProgramId: scopeToTenant(tenant, proposed, null).programId as string };
     }
     if (chat.offersTools) {
-      this.withTools.delete(scoped.programId);
-      this.withTools.add(scoped.programId);
-      if (this.withTools.size > this.maxPrograms) {
-        this.withTools.delete(this.withTools.values().next().value as string);
-      }
+      this.sawTools(scoped.programId);
       return scoped;
     }
     return this.withTools.has(scoped.programId) && !isLastStep ? { ...scoped, programId: null } : scoped;
+  }
+
+  /**
+   * A chat request is queued on the engine as `program` (what programOf gave): a tool-less turn of a program
+   * not known to offer tools is remembered, so that a turn with tools arriving while it runs makes it a side
+   * request; if such a turn came in the meantime, it is one now.
+   */
+  queued(program: EngineProgram, requestId: string, isLastStep: boolean, chat: ChatTurn | null): void {
+    const id = program.programId;
+    if (id === null || program.implicitProgramId !== undefined || chat === null || chat.offersTools) return;
+    if (isLastStep) return;
+    if (this.withTools.has(id)) {
+      this.markSideRequest(id, requestId);
+      return;
+    }
+    const ids = this.toolLess.get(id) ?? [];
+    this.toolLess.delete(id);
+    this.toolLess.set(id, [...ids.slice(1 - TOOL_LESS_KEPT), requestId]);
+    if (this.toolLess.size > this.maxPrograms)
+      this.toolLess.delete(this.toolLess.keys().next().value as string);
+  }
+
+  private sawTools(programId: string): void {
+    this.withTools.delete(programId);
+    this.withTools.add(programId);
+    if (this.withTools.size > this.maxPrograms) {
+      this.withTools.delete(this.withTools.values().next().value as string);
+    }
+    // finished ones are no longer in flight: the engine leaves them as they were
+    for (const requestId of this.toolLess.get(programId) ?? []) this.markSideRequest(programId, requestId);
+    this.toolLess.delete(programId);
   }
 }

@@ -62,6 +62,8 @@ export class FakeEngine implements EngineService {
   readonly finished: string[] = [];
   /** programs ended by endProgram(), in order */
   readonly endedPrograms: string[] = [];
+  /** [program, request] pairs markSideRequest() named, in order */
+  readonly sideRequests: [string, string][] = [];
   shutdownCalls = 0;
   private running = 0;
   private readonly lastContext = new Map<string, string[]>();
@@ -183,6 +185,10 @@ export class FakeEngine implements EngineService {
     const live = new Set(this.requests.map((r) => r.programId).filter((id) => id !== null));
     for (const id of this.endedPrograms) live.delete(id);
     return live.size;
+  }
+
+  markSideRequest(programId: string, requestId: string): void {
+    this.sideRequests.push([programId, requestId]);
   }
 
   endProgram(programId: string): boolean {
