@@ -62,10 +62,12 @@ const { values: args } = parseArgs({
     "max-tool-s": { type: "string", default: "3" },
     np: { type: "string", default: "1,2,4" },
     "cache-ram-mib": { type: "string", default: "4096" },
-    // ours, the paper's and the fork's rules, and the peers of issue #32 (ThunderAgent, CONCUR)
+    // ours, the paper's and the fork's rules, and the peers of issue #32 (ThunderAgent, CONCUR);
+    // `<policy>@<kv type>` serves with `--kv-cache-dtype <kv type>` (not simulated)
     policies: {
       type: "string",
-      default: "vllm,cachettl,cachettl-adaptive,continuum-heuristic,thunderagent,concur",
+      default:
+        "vllm,cachettl,cachettl-adaptive,cachettl-adaptive@q8_0,continuum-heuristic,thunderagent,concur",
     },
     seed: { type: "string", default: "1" },
     "no-trial": { type: "boolean", default: false },
@@ -88,7 +90,10 @@ const kvTokens = Number(args["kv-tokens"]);
 const seed = Number(args.seed);
 /** RAM for KV that left the pool: llama-server's --cache-ram, Continuum's --cpu-offload-gb */
 const ramGb = Number(args["cache-ram-mib"]) / 1024;
+/** the Continuum servers to run: a policy, and `@<kv type>` for a KV element type other than f16 */
 const policies = args.policies.split(",").map((s) => s.trim());
+/** the policies the simulator predicts (it has no q8_0 KV) */
+const simulatedPolicies = policies.filter((p) => !p.includes("@"));
 const serveRounds = Number(args["serve-rounds"]);
 if (!Number.isInteger(serveRounds) || serveRounds < 1)
   throw new Error("--serve-rounds must be a whole number >= 1");
@@ -201,13 +206,14 @@ function continuumEngineArgv(maxNumSeqs: number): string[] {
 }
 
 async function withContinuum<T>(
-  policy: string,
+  server: string,
   maxNumSeqs: number,
   model: string,
   profile: string,
   body: (s: Server) => Promise<T>,
   stepLog?: string,
 ) {
+  const [policy, kvCacheDtype] = server.split("@") as [string, string | undefined];
   const port = await freePort();
   const argv = [
     ...CLI,
@@ -221,6 +227,7 @@ async function withContinuum<T>(
     ...continuumEngineArgv(maxNumSeqs),
     "--scheduling-policy",
     policy,
+    ...(kvCacheDtype ? ["--kv-cache-dtype", kvCacheDtype] : []),
     "--profile",
     profile,
     ...(stepLog ? ["--step-log", stepLog] : []),
@@ -229,11 +236,11 @@ async function withContinuum<T>(
     "--port",
     String(port),
   ];
-  const server = await startServer(`continuum-${policy}`, process.execPath, argv, port, outDir);
+  const running = await startServer(`continuum-${server}`, process.execPath, argv, port, outDir);
   try {
-    return await body(server);
+    return await body(running);
   } finally {
-    await stopServer(server);
+    await stopServer(running);
   }
 }
 
@@ -462,7 +469,7 @@ if (!args["skip-sim"]) {
         "--seed",
         String(seed),
         "--policies",
-        policies.join(","),
+        simulatedPolicies.join(","),
         ...continuumEngineArgv(maxNumSeqs),
         "--json",
         "--no-report",
