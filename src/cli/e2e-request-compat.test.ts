@@ -19,14 +19,17 @@ const weatherTool = {
   },
 };
 
+function postJson(s: LlamaServer, path: string, body: unknown): Promise<Response> {
+  return fetch(`${s.server.url}${path}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: "Bearer unused" },
+    body: JSON.stringify(body),
+  });
+}
+
 describe("request features against the llama.cpp engine (tiny model)", { skip: llamaSkip }, () => {
   let s: LlamaServer;
-  const post = (path: string, body: unknown) =>
-    fetch(`${s.server.url}${path}`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Authorization: "Bearer unused" },
-      body: JSON.stringify(body),
-    });
+  const post = (path: string, body: unknown) => postJson(s, path, body);
 
   before(async () => {
     s = await startLlamaServer(["--kv-cache-tokens", "2048"]);
@@ -126,12 +129,7 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
 
 describe("serve --logit-bias against the llama.cpp engine (tiny model)", { skip: llamaSkip }, () => {
   let s: LlamaServer;
-  const post = (path: string, body: unknown) =>
-    fetch(`${s.server.url}${path}`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Authorization: "Bearer unused" },
-      body: JSON.stringify(body),
-    });
+  const post = (path: string, body: unknown) => postJson(s, path, body);
 
   before(async () => {
     s = await startLlamaServer(["--kv-cache-tokens", "2048", "--logit-bias", "eos+100"]);
