@@ -68,10 +68,20 @@ function table(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
     p.light_jct_s.toFixed(1),
     p.jct_at_ref_s.toFixed(1),
     p.p99_jct_at_ref_s.toFixed(1),
+    p.max_first_turn_ttft_at_ref_s.toFixed(1),
   ]);
   return [
     formatTextTable(
-      ["policy", "sustainable", "/ceiling", "per seed", "light JCT s", "JCT@ref s", "p99@ref s"],
+      [
+        "policy",
+        "sustainable",
+        "/ceiling",
+        "per seed",
+        "light JCT s",
+        "JCT@ref s",
+        "p99@ref s",
+        "longest 1st-turn wait@ref s",
+      ],
       rows,
     ),
     `physical ceiling ${r.bound_jps.toFixed(4)} jobs/s (${r.kv_bound_jps.toFixed(4)} with decode batches the KV pool holds); reference load ${r.ref_jps.toFixed(4)} jobs/s (0.8 x vllm's sustainable); SLO mean JCT <= ${r.slo_jct_s.toFixed(1)} s`,

@@ -36,6 +36,8 @@ export interface PolicyCapacity {
   /** mean and p99 JCT at ref_jps over the programs of every seed together */
   readonly jct_at_ref_s: number;
   readonly p99_jct_at_ref_s: number;
+  /** the longest wait for a program's first token at ref_jps, over every seed's programs */
+  readonly max_first_turn_ttft_at_ref_s: number;
 }
 
 export interface CapacityResult {
@@ -232,6 +234,7 @@ export async function measureCapacity(o: CapacityOptions): Promise<CapacityResul
       light_jct_s: lightOf(policy),
       jct_at_ref_s: atRefJct.mean,
       p99_jct_at_ref_s: atRefJct.p99,
+      max_first_turn_ttft_at_ref_s: Math.max(0, ...mine.map((r) => r.first_turn_ttft_max_s)),
     };
   });
   return {

@@ -98,6 +98,7 @@ describe("simulate", () => {
     const byProgram = point("program-fcfs", programs, arrivalsS);
     for (const r of [fcfs, byProgram]) {
       assert.ok(r.first_turn_ttft.p99 >= r.first_turn_ttft.p50);
+      assert.ok(r.first_turn_ttft_max_s >= r.first_turn_ttft.p99, "the longest wait bounds every percentile");
       assert.equal(r.completed, 5);
     }
     assert.ok(

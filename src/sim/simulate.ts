@@ -95,6 +95,8 @@ export interface PointResult {
   ttft: Distribution;
   /** TTFT of programs' first turns: how long a new program waits behind returning turns and admission */
   first_turn_ttft: Distribution;
+  /** the longest of them (s): a policy that holds programs back can starve one (0 when none started) */
+  first_turn_ttft_max_s: number;
   prefill_tokens_saved: number;
   reload_tokens: number;
   pins: { created: number; reused: number; expired: number; sacrificed: number; duration: Distribution };
@@ -303,6 +305,7 @@ function summarizePoint(
     queue_delay: distribution(queueDelays),
     ttft: distribution(ttftOf(turns)),
     first_turn_ttft: distribution(ttftOf(firstTurns)),
+    first_turn_ttft_max_s: ttftOf(firstTurns).reduce((max, s) => Math.max(max, s), 0),
     prefill_tokens_saved: stats.prefixHitTokens - stats.reloadTokens,
     reload_tokens: stats.reloadTokens,
     pins: {
