@@ -20,6 +20,30 @@ export interface ActiveRequest {
   done: boolean;
 }
 
+/**
+ * What the scheduler is given for a generate() call: its prompt `content`, its output capped by the room
+ * the context leaves, the client's program fields, and `arrivalS` (when it reached the engine).
+ */
+export function requestSpecOf(
+  spec: GenerateRequest,
+  content: TokenIdContent,
+  maxContextTokens: number,
+  arrivalS: number,
+): RequestSpec {
+  return {
+    requestId: spec.requestId,
+    programId: spec.programId,
+    promptTokens: content.length,
+    maxOutputTokens: Math.min(spec.sampling.maxTokens, maxContextTokens - content.length),
+    isLastStep: spec.isLastStep,
+    toolHint: spec.toolHint,
+    ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
+    ...(spec.priorTurns === undefined ? {} : { priorTurns: spec.priorTurns }),
+    content,
+    arrivalS,
+  };
+}
+
 /** The generate() calls in flight, by request id. */
 export type ActiveRequests = Map<string, ActiveRequest>;
 

@@ -4,7 +4,7 @@ import type { CostModel } from "../core/cost-model.js";
 import { ROOT_HASH, saltedRootHash } from "../core/kv/prefix-hash.js";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { EventRecorder } from "../core/recorder/recorder.js";
-import type { Request, RequestSpec } from "../core/request.js";
+import type { Request } from "../core/request.js";
 import type { Scheduler } from "../core/scheduler.js";
 import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import {
@@ -19,6 +19,7 @@ import {
   abortedBeforeStart,
   doneEvent,
   failActive,
+  requestSpecOf,
 } from "./active-request.js";
 import type { DeviceInfo } from "./device-info.js";
 import {
@@ -181,18 +182,7 @@ export class Engine implements EngineService {
       channel.end();
       return channel;
     }
-    const requestSpec: RequestSpec = {
-      requestId: spec.requestId,
-      programId: spec.programId,
-      promptTokens: ids.length,
-      maxOutputTokens: Math.min(spec.sampling.maxTokens, this.maxContextTokens - ids.length),
-      isLastStep: spec.isLastStep,
-      toolHint: spec.toolHint,
-      ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
-      ...(spec.priorTurns === undefined ? {} : { priorTurns: spec.priorTurns }),
-      content,
-      arrivalS: this.clock.nowS(),
-    };
+    const requestSpec = requestSpecOf(spec, content, this.maxContextTokens, this.clock.nowS());
     const onAbort = () => this.abortRequest(spec.requestId);
     signal.addEventListener("abort", onAbort, { once: true });
     const active: ActiveRequest = {
@@ -372,20 +362,13 @@ export class Engine implements EngineService {
     active.done = true;
     this.active.delete(active.spec.requestId);
     active.signal.removeEventListener("abort", active.onAbort);
-    if (!active.request?.sideRequest) this.rememberTurn(active, reason);
+    if (!active.request?.sideRequest) {
+      this.promptIds.rememberTurn(active.spec, reason, active.content, active.requestSpec.promptTokens);
+    }
     const event = doneEvent(active, reason, this.clock.nowS());
     if (event.type === "done") this.recentE2eS = 0.9 * this.recentE2eS + 0.1 * event.e2eS;
     active.channel.push(event);
     active.channel.end();
-  }
-
-  private rememberTurn(active: ActiveRequest, reason: FinishReason): void {
-    this.promptIds.rememberTurn(
-      active.spec,
-      reason,
-      () => Array.from({ length: active.content.length }, (_, i) => active.content.tokenAt(i)),
-      active.requestSpec.promptTokens,
-    );
   }
 
   /** The client went away: its stream ends now, the scheduler hears of it at the loop's next turn. */

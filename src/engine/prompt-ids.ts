@@ -1,3 +1,4 @@
+import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { FinishReason, GenerateRequest } from "./engine-api.js";
 import { EngineRejection } from "./engine-api.js";
 import { ImplicitPrograms } from "./implicit-programs.js";
@@ -93,8 +94,14 @@ export class PromptIds {
    * A program's finished turn (`spec` with the program it ran in), for splicing its next prompt; its last
    * turn (or an aborted one), forgotten.
    */
-  rememberTurn(spec: GenerateRequest, reason: FinishReason, ids: () => number[], promptTokens: number): void {
+  rememberTurn(
+    spec: GenerateRequest,
+    reason: FinishReason,
+    content: TokenIdContent,
+    promptTokens: number,
+  ): void {
     if (spec.programId === null) return;
+    const ids = () => Array.from({ length: content.length }, (_, i) => content.tokenAt(i));
     if (spec.implicitProgramId !== undefined) {
       const scope = spec.cacheSalt ?? "";
       if (spec.isLastStep) this.implicit.forgetProgram(scope, spec.programId);
