@@ -50,8 +50,10 @@ export function replicaLostEvent(path: string, frames: number): string {
   if (isMessagesPath(path))
     return `event: error\ndata: ${JSON.stringify(anthropicErrorBody(REPLICA_LOST))}\n\n`;
   if (path === "/v1/responses") {
-    const { code, message, param } = errorBody(REPLICA_LOST).error;
-    const data = { type: "error", sequence_number: frames, code, message, param };
+    const error = errorBody(REPLICA_LOST).error;
+    const { code, message, param } = error;
+    // flat for OpenAI's SDKs, nested as the Open Responses spec has it (as responses-stream.ts writes it)
+    const data = { type: "error", sequence_number: frames, code, message, param, error };
     return `event: error\ndata: ${JSON.stringify(data)}\n\n`;
   }
   return sseData(errorBody(REPLICA_LOST)) + SSE_DONE;

@@ -139,6 +139,9 @@ export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessag
     metadata,
     prompt_cache_key,
     client_metadata,
+    top_logprobs,
+    max_tool_calls,
+    safety_identifier,
     ...common
   } = body;
   const conversation = [...previous, ...inputMessages(input)];

@@ -1,7 +1,7 @@
 /** The Responses API's response object and output items, from what a chat generation produced. */
 import { randomUUID } from "node:crypto";
 import type { GenerateUsage } from "../engine/engine-api.js";
-import type { DoneEvent } from "./generation.js";
+import { type DoneEvent, unixSeconds } from "./generation.js";
 import type { FunctionTool, ResponsesBody } from "./responses-schema.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
@@ -97,7 +97,22 @@ export function responsesUsage(usage: GenerateUsage) {
   };
 }
 
-/** `error`: why a response failed (then its status is "failed"). */
+/** A function tool as the response lists it: every field present (`null` where the request left it out). */
+export function responseTool(tool: FunctionTool) {
+  return {
+    type: tool.type,
+    name: tool.name,
+    description: tool.description ?? null,
+    parameters: tool.parameters ?? null,
+    strict: tool.strict ?? null,
+  };
+}
+
+/**
+ * The response object, with every field the Open Responses spec requires of it: the request's settings
+ * where it gave them, else the value in effect. `error`: why a response failed (then its status is
+ * "failed"). `completed_at` is the time of this call when the status is "completed".
+ */
 export function responseObject(
   meta: ResponseMeta,
   status: ResponseStatus | "failed",
@@ -110,24 +125,38 @@ export function responseObject(
     id: meta.id,
     object: "response",
     created_at: meta.created_at,
+    completed_at: status === "completed" ? unixSeconds() : null,
     status,
     error,
     incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
     instructions: body.instructions ?? null,
     max_output_tokens: body.max_output_tokens ?? null,
+    max_tool_calls: body.max_tool_calls ?? null,
     model: meta.model,
     output,
     parallel_tool_calls: body.parallel_tool_calls ?? true,
     previous_response_id: body.previous_response_id ?? null,
     reasoning: { effort: null, summary: null },
     store: body.store ?? false,
+    background: false,
+    service_tier: "default",
     temperature: body.temperature ?? 1,
-    text: { format: { type: "text" } },
-    tool_choice: body.tool_choice ?? "auto",
-    tools: meta.tools,
     top_p: body.top_p ?? 1,
+    presence_penalty: body.presence_penalty ?? 0,
+    frequency_penalty: body.frequency_penalty ?? 0,
+    top_logprobs: body.top_logprobs ?? 0,
+    text: { format: { type: "text" } },
+    // A hosted tool's choice ran as "auto" (its tool was dropped)
+    tool_choice:
+      body.tool_choice && typeof body.tool_choice === "object" && body.tool_choice.type !== "function"
+        ? "auto"
+        : (body.tool_choice ?? "auto"),
+    tools: meta.tools.map(responseTool),
     truncation: "disabled",
     usage: usage === null ? null : responsesUsage(usage),
+    user: body.user ?? null,
+    safety_identifier: body.safety_identifier ?? null,
+    prompt_cache_key: body.prompt_cache_key ?? null,
     metadata: body.metadata ?? {},
   };
 }

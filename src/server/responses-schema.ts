@@ -1,8 +1,8 @@
 /**
  * The request body of `POST /v1/responses` (OpenAI's Responses API). Input items and tools are checked
  * one by one where they are translated (responses-input.ts), so an item of an unknown type gets an error
- * naming it. Unknown top-level fields (`reasoning`, `include`, `text`, `truncation`, `service_tier`, ...)
- * are dropped, as on the other endpoints.
+ * naming it. Unknown top-level fields (`reasoning`, `include`, `text`, `truncation`, `service_tier`,
+ * `background`, ...) are dropped, as on the other endpoints.
  */
 import { z } from "zod";
 import { chatCompletionSchema } from "./schemas.js";
@@ -38,6 +38,10 @@ export const responsesSchema = chatCompletionSchema
     metadata: z.record(z.string(), z.string()).nullish(),
     // Where Codex names its conversation (see responses-program.ts)
     prompt_cache_key: z.string().nullish(),
+    // Echoed in the response object (Open Responses requires them there), not acted on
+    top_logprobs: z.number().int().min(0).max(20).nullish(),
+    max_tool_calls: z.number().int().min(0).nullish(),
+    safety_identifier: z.string().nullish(),
     client_metadata: z.object({ session_id: z.string().nullish() }).passthrough().nullish(),
   });
 export type ResponsesBody = z.infer<typeof responsesSchema>;

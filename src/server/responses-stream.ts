@@ -180,7 +180,9 @@ export async function* responseEventStream(
     }
   } catch (error) {
     const { error: detail } = errorBody(toApiError(error));
-    yield events.frame("error", { code: detail.code, message: detail.message, param: detail.param });
+    const { type, code, message, param } = detail;
+    // OpenAI's SDKs read the fields flat; the Open Responses spec nests them under `error`.
+    yield events.frame("error", { code, message, param, error: { type, code, message, param } });
   }
 }
 

@@ -140,6 +140,51 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.equal(response.usage.output_tokens_details.reasoning_tokens, 0);
   });
 
+  test("the response object has every field Open Responses requires: the request's values, else neutral ones", async () => {
+    const { post } = server({ reply: () => ["one ", "two"] });
+    const settings = {
+      user: "u-1",
+      safety_identifier: "safe-1",
+      prompt_cache_key: "key-1",
+      max_tool_calls: 3,
+      top_logprobs: 2,
+      presence_penalty: 0.5,
+      frequency_penalty: -0.5,
+    };
+    const given = (await (
+      await post({ input: "hi", tools: [RUN_SHELL], tool_choice: { type: "web_search" }, ...settings })
+    ).json()) as Json;
+    for (const [key, value] of Object.entries(settings)) assert.equal(given[key], value, key);
+    assert.equal(given.tool_choice, "auto", "a dropped hosted tool's choice ran as auto");
+    assert.deepEqual(given.tools, [{ ...RUN_SHELL, description: null, strict: null }]);
+    assert.equal(given.status, "completed");
+    assert.ok(Number.isInteger(given.completed_at) && given.completed_at >= given.created_at);
+    assert.equal(given.background, false);
+    assert.equal(given.service_tier, "default");
+
+    const plain = (await (await post({ input: "hi" })).json()) as Json;
+    for (const key of ["user", "safety_identifier", "prompt_cache_key", "max_tool_calls"])
+      assert.equal(plain[key], null, key);
+    assert.equal(plain.top_logprobs, 0);
+    assert.equal(plain.presence_penalty, 0);
+    assert.equal(plain.frequency_penalty, 0);
+
+    const cut = (await (await post({ input: "hi", max_output_tokens: 1 })).json()) as Json;
+    assert.equal(cut.status, "incomplete");
+    assert.equal(cut.completed_at, null);
+
+    const events = sseEvents(await (await post({ input: "hi", stream: true, user: "u-2" })).text());
+    const snapshots = events.filter((e) => e.data.response).map((e) => e.data.response);
+    assert.deepEqual(
+      snapshots.map((r) => [r.status, r.completed_at === null, r.user]),
+      [
+        ["in_progress", true, "u-2"],
+        ["in_progress", true, "u-2"],
+        ["completed", false, "u-2"],
+      ],
+    );
+  });
+
   test("a Codex session is one program: session-id, then thread-id, client_metadata, prompt_cache_key", async () => {
     const { post, engine } = server();
     await post({ input: "a", prompt_cache_key: "key" }, { "session-id": "s1", "thread-id": "t1" });
