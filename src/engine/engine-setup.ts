@@ -11,6 +11,7 @@ import type { KvEventPublisher } from "./kv-event-publisher.js";
 import { KvSlots } from "./kv-slots.js";
 import { KvTierStore } from "./kv-tier-store.js";
 import type { ModelRunner } from "./model-runner.js";
+import { PoolFollower } from "./pool-follower.js";
 import type { StepLogFile } from "./step-log.js";
 
 /** RAM and disk tiers for KV the engine drops from the pool (both optional). */
@@ -148,6 +149,7 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
         })
       : null;
 
+  const pool = new PoolFollower(options.kvEvents ?? null);
   const policy = typeof options.policy === "string" ? createPolicy(options.policy) : options.policy;
   const scheduler = new Scheduler(
     {
@@ -165,7 +167,8 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
       clock,
       policy,
       ...(recorder ? { recorder } : {}),
-      ...(options.kvEvents ? { kvObserver: options.kvEvents } : {}),
+      // the engine's KV mapping follows the pool's frees; the KV events publisher hears them through it
+      kvObserver: pool,
     },
   );
   const kv = new KvSlots(
@@ -182,6 +185,7 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
       : null,
     {
       runningOnly: options.kvRunningOnly ?? false,
+      pool,
       ...(calibratedCosts
         ? { onRestore: (tier, tokens, s) => calibratedCosts.observeReload(tier, tokens, s) }
         : {}),

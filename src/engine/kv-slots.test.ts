@@ -2,10 +2,14 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { Request } from "../core/request.js";
+import { CellLedger } from "./cell-ledger.js";
+import { Engine } from "./engine.js";
 import { FakeModelRunner } from "./fake-model-runner.js";
-import { CellLedger, KvSlots } from "./kv-slots.js";
+import { KvSlots } from "./kv-slots.js";
 import { KvTierStore } from "./kv-tier-store.js";
 import { type KvLayout, RunnerBatch } from "./model-runner.js";
+import { PoolFollower } from "./pool-follower.js";
+import { request as generateRequest, run } from "./test-support/engine-helpers.js";
 
 describe("CellLedger", () => {
   test("shared cells are freed when their last holder lets go", () => {
@@ -283,4 +287,125 @@ describe("KvSlots", () => {
     assert.equal(runner.poolClears, 0);
     assert.equal(kv.stats.savedToTier, 0);
   });
+});
+
+describe("KvSlots follows the scheduler's pool", () => {
+  /** A 90-token turn finished (cache), and a 40-token turn of program q pinned. */
+  async function cacheAndPin(tiers: KvTierStore | null) {
+    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 4 });
+    const pool = new PoolFollower();
+    const kv = new KvSlots(runner, tiers, 16, null, { runningOnly: false, pool });
+    const cached = fakeRequest("c", seq(90));
+    await admit(kv, cached, 0);
+    await compute(runner, kv, cached, 90);
+    release(kv, cached);
+    const pinned = fakeRequest("p", seq(40, 4000), "q");
+    await admit(kv, pinned, 0);
+    await compute(runner, kv, pinned, 40);
+    (pinned as { status: string }).status = "finished";
+    kv.apply({ pinned: [{ requestId: "p", programId: "q", tokens: 40, expiresS: 10 }], released: [] });
+    const hash = (r: Request, block: number) => (r.content as TokenIdContent).blockHash(block);
+    return { runner, pool, kv, cached, pinned, hash };
+  }
+
+  test("a block the pool hands to new content is cut from the cache slots holding it, with every later one", async () => {
+    const { runner, pool, kv, cached, pinned, hash } = await cacheAndPin(null);
+    const slot = kv.slots.find((s) => s.requestId === "c");
+    assert.ok(slot);
+    pool.blocksRemoved([hash(cached, 3), hash(pinned, 0)]);
+    assert.equal(slot.length, 90, "nothing changes before the engine's next step");
+    await kv.followPool();
+    assert.equal(slot.length, 48, "blocks 3.. and the partial tail are gone");
+    assert.equal(
+      kv.slots.find((s) => s.pinnedFor === "q")?.length,
+      40,
+      "a pin's KV goes only with its release",
+    );
+    assert.deepEqual([kv.stats.poolCuts, kv.stats.evictions], [1, 0]);
+    // a turn sharing the first blocks still finds them, by hash
+    const next = fakeRequest("n", [...seq(48), ...seq(20, 7000)]);
+    assert.equal((await admit(kv, next, 48)).length, 48);
+    release(kv, next);
+    pool.blocksRemoved([hash(cached, 0)]);
+    await kv.followPool();
+    assert.equal(kv.numResident, 1, "the taken-over slot went with its first block; the pinned one stays");
+    assert.deepEqual([kv.stats.poolCuts, kv.stats.evictions, kv.stats.fallbackEvictions], [2, 1, 0]);
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+    assert.equal(runner.usedCells, 40);
+  });
+
+  test("with a tier, a cut cache slot is saved whole first", async () => {
+    const tiers = new KvTierStore({ cpuBytes: 1 << 20, diskBytes: 0, diskDir: null, blockSizeTokens: 16 });
+    const { runner, pool, kv, cached, hash } = await cacheAndPin(tiers);
+    pool.blocksRemoved([hash(cached, 4)]);
+    await kv.followPool();
+    assert.equal(kv.stats.savedToTier, 1);
+    assert.equal(runner.usedCells, 40, "only the pinned KV is left in the pool");
+    const next = fakeRequest("n", [...seq(90), ...seq(20, 7000)]);
+    assert.equal((await admit(kv, next, 80)).length, 80);
+    assert.equal(kv.stats.restoredTokens, 80);
+  });
+
+  test("the one exception: llama.cpp runs out of sequence slots or of cells where the pool freed nothing", async () => {
+    // sequence slots: the pool knows none, so a third sequence in two slots takes the LRU resident one
+    const twoSlots = new FakeModelRunner({ kvCells: 256, maxSeqs: 2 });
+    const kv2 = new KvSlots(twoSlots, null, 16, null, { runningOnly: false, pool: new PoolFollower() });
+    const first = fakeRequest("a", seq(40));
+    await admit(kv2, first, 0);
+    await compute(twoSlots, kv2, first, 40);
+    release(kv2, first);
+    await admit(kv2, fakeRequest("b", seq(20, 3000)), 0);
+    assert.equal(kv2.stats.fallbackEvictions, 0);
+    await admit(kv2, fakeRequest("c", seq(20, 6000)), 0);
+    assert.equal(kv2.stats.fallbackEvictions, 1);
+    assert.equal(kv2.numResident, 0);
+    // cells: two requests computed the same prefix side by side; the pool caches it once, llama holds it twice
+    const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 4 });
+    const kv = new KvSlots(runner, null, 16, null, { runningOnly: false, pool: new PoolFollower() });
+    const twins = [fakeRequest("t1", seq(96)), fakeRequest("t2", seq(96))];
+    for (const twin of twins) await admit(kv, twin, 0);
+    for (const twin of twins) await compute(runner, kv, twin, 96);
+    for (const twin of twins) release(kv, twin);
+    await kv.followPool();
+    const other = fakeRequest("o", seq(160, 9000));
+    await admit(kv, other, 0);
+    await compute(runner, kv, other, 160);
+    assert.equal(kv.stats.fallbackEvictions, 1, "the duplicate copy went without a word from the pool");
+    assert.equal(kv.stats.poolCuts, 0);
+    assert.equal(kv.ledger.numUsed, runner.usedCells);
+  });
+});
+
+test("an engine's cached KV goes block by block as its scheduler's pool reuses the blocks, and what is left is still hit", async () => {
+  const runner = new FakeModelRunner({ kvCells: 640, maxSeqs: 8 });
+  const engine = new Engine({ runner, policy: "vllm", maxNumSeqs: 3 });
+  const sampling = { maxTokens: 8, ignoreEos: true };
+  try {
+    const first = "a".repeat(300);
+    await run(engine, generateRequest("r1", first, { sampling }));
+    // 39 blocks in the pool: an unrelated 400-token prompt takes some of r1's cached blocks, its last first
+    await run(engine, generateRequest("r2", "b".repeat(400), { sampling }));
+    const kv = engine.kvStats();
+    assert.ok(kv.poolCuts > 0, JSON.stringify(kv));
+    assert.equal(kv.fallbackEvictions, 0);
+    assert.equal(engine.kv.ledger.numUsed, runner.usedCells);
+    const third = await run(engine, generateRequest("r3", `${first.slice(0, 100)}c`, { sampling }));
+    assert.ok(third.done.usage.cachedTokens >= 96, `${third.done.usage.cachedTokens}`);
+    assert.equal(engine.kvStats().recomputedTokens, 0);
+  } finally {
+    await engine.shutdown();
+  }
+});
+
+test("the pool follower passes every event on and forgets a removal the pool caches again", () => {
+  const heard: string[] = [];
+  const follower = new PoolFollower({
+    blocksStored: (s) => heard.push(`stored ${s.hashes.join(",")}`),
+    blocksRemoved: (hashes) => heard.push(`removed ${hashes.join(",")}`),
+  });
+  follower.blocksRemoved([1, 2, 3]);
+  follower.blocksStored({ hashes: [2], parentHash: 1, tokenIds: [], blockSizeTokens: 16 });
+  assert.deepEqual(follower.take(), [1, 3]);
+  assert.deepEqual(follower.take(), []);
+  assert.deepEqual(heard, ["removed 1,2,3", "stored 2"]);
 });

@@ -83,6 +83,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     const failed = new Set<string>();
     const inBatch: { chunk: ScheduledChunk; rows: number }[] = [];
     try {
+      await kv.followPool();
       await this.admit(plan, recomputed, failed);
       await kv.spillCache();
       const batch = this.batch;

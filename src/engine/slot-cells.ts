@@ -1,0 +1,83 @@
+import type { CellLedger } from "./cell-ledger.js";
+import type { KvSlot, KvSlotStats } from "./kv-slot.js";
+import type { ModelRunner } from "./model-runner.js";
+import type { SlotHashIndex } from "./slot-hash-index.js";
+import type { StateBufferPool } from "./state-buffer-pool.js";
+
+/**
+ * A slot's KV in the runner's pool, changed in step with the cell ledger and the hash index: positions
+ * dropped, computed, or taken from another slot (its cells shared in one unified pool, its data copied into
+ * the slot's own stream with the streams layout).
+ */
+export class SlotCells {
+  /** unified pool: slots share a prefix's cells (copySeq); streams: each slot holds its own copy */
+  readonly sharesCells: boolean;
+
+  constructor(
+    readonly runner: ModelRunner,
+    readonly ledger: CellLedger,
+    readonly index: SlotHashIndex,
+    readonly stats: KvSlotStats,
+    /** saved states' reusable buffers (the tier store's), for copies between streams */
+    private readonly buffers: StateBufferPool | null,
+  ) {
+    this.sharesCells = runner.kvLayout === "unified";
+  }
+
+  /** Drops positions >= length of a slot. */
+  truncate(slot: KvSlot, length: number): void {
+    if (slot.length <= length) return;
+    this.runner.removeSeq(slot.seqId, length, -1);
+    this.ledger.release(slot.cells, length);
+    if (length === 0) slot.content = null;
+    this.index.sync(slot);
+  }
+
+  /** Records n positions computed (or restored) into a slot. */
+  extend(slot: KvSlot, n: number): void {
+    this.ledger.alloc(slot.cells, n);
+    this.index.sync(slot);
+  }
+
+  /**
+   * The empty `slot` takes the first `tokens` positions of `source`: their cells, in one unified pool; a copy
+   * of their data into its own stream, with streams. A copy that finds no room leaves the slot empty (the
+   * request then recomputes).
+   */
+  async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
+    if (this.sharesCells) {
+      this.runner.copySeq(source.seqId, slot.seqId, tokens);
+      this.ledger.sharePrefix(source.cells, slot.cells, tokens);
+      this.index.sync(slot);
+      this.stats.sharedTokens += tokens;
+      return;
+    }
+    // the copy lands in the empty slot's own stream, which holds any sequence
+    const buffers = this.buffers;
+    let held: number;
+    try {
+      const state = await this.runner.saveSeq(source.seqId, buffers ? (n) => buffers.take(n) : undefined);
+      try {
+        held = await this.runner.restoreSeq(slot.seqId, state);
+      } finally {
+        buffers?.give(state);
+      }
+    } catch {
+      this.runner.removeSeq(slot.seqId, 0, -1);
+      return;
+    }
+    this.extend(slot, held);
+    this.truncate(slot, tokens);
+    this.stats.copiedTokens += slot.length;
+  }
+
+  /** In one unified pool, the slot's first `tokens` positions (its own copy) become `shared`'s cells. */
+  swapPrefix(slot: KvSlot, shared: KvSlot, tokens: number): void {
+    this.runner.removeSeq(slot.seqId, 0, tokens);
+    this.ledger.release(slot.cells, 0, tokens);
+    this.runner.copySeq(shared.seqId, slot.seqId, tokens);
+    this.ledger.sharePrefix(shared.cells, slot.cells, tokens);
+    this.index.sync(slot);
+    this.stats.sharedTokens += tokens;
+  }
+}
