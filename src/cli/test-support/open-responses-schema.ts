@@ -44,7 +44,7 @@ const inputFile = z.object({
 });
 const inputVideo = z.object({ type: z.literal("input_video"), video_url: z.string() });
 
-const contentPart = z.discriminatedUnion("type", [
+const contentParts = [
   inputText,
   outputText,
   text,
@@ -53,18 +53,9 @@ const contentPart = z.discriminatedUnion("type", [
   refusal,
   inputImage,
   inputFile,
-]);
-const messageContent = z.discriminatedUnion("type", [
-  inputText,
-  outputText,
-  text,
-  summaryText,
-  reasoningText,
-  refusal,
-  inputImage,
-  inputFile,
-  inputVideo,
-]);
+] as const;
+const contentPart = z.discriminatedUnion("type", [...contentParts]);
+const messageContent = z.discriminatedUnion("type", [...contentParts, inputVideo]);
 
 // Items (ItemField)
 export const messageSchema = z.object({
