@@ -10,18 +10,16 @@
  * axis past a minute.
  */
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, test } from "node:test";
-import puppeteer, { type Page } from "puppeteer-core";
+import type { Page } from "puppeteer-core";
 import { llamaSkip } from "../engine/test-support/llama-skip.js";
+import { chromiumSkip, launchChromium } from "../server/test-support/headless-chromium.js";
 import { sleep, startLlamaServer } from "./test-support/llama-server.js";
 
-const CHROMIUM = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium";
-const skip =
-  llamaSkip || (existsSync(CHROMIUM) ? false : `no chromium at ${CHROMIUM} (apt-get install chromium)`);
+const skip = llamaSkip || chromiumSkip;
 
 const AGENTS = 6;
 const TURNS = 10;
@@ -125,11 +123,7 @@ describe("dashboard screenshots: idle, under load, after load (default flags, ti
     const dir = wanted ? resolve(wanted) : await mkdtemp(join(tmpdir(), "continuum-dashboard-"));
     await mkdir(dir, { recursive: true });
     const s = await startLlamaServer([]);
-    const browser = await puppeteer.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox"],
-      headless: true,
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.setViewport({ width: 1400, height: 1000 });

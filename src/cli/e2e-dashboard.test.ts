@@ -5,15 +5,13 @@
  * without needing any history; the page polls every 100 ms so no state is missed.
  */
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { describe, test } from "node:test";
-import puppeteer, { type Page } from "puppeteer-core";
+import type { Page } from "puppeteer-core";
 import { llamaSkip } from "../engine/test-support/llama-skip.js";
+import { chromiumSkip, launchChromium } from "../server/test-support/headless-chromium.js";
 import { startLlamaServer } from "./test-support/llama-server.js";
 
-const CHROMIUM = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium";
-const skip =
-  llamaSkip || (existsSync(CHROMIUM) ? false : `no chromium at ${CHROMIUM} (apt-get install chromium)`);
+const skip = llamaSkip || chromiumSkip;
 
 const rowState = (page: Page, program: string) =>
   page.$eval(`tr[data-program="${program}"]`, (row) => row.getAttribute("data-state")).catch(() => null);
@@ -25,11 +23,7 @@ async function waitForState(page: Page, program: string, state: string): Promise
 describe("live dashboard in headless Chromium (real engine, tiny model)", { skip }, () => {
   test("the program's row and the pool bar follow it from running to pinned to finished", async () => {
     const s = await startLlamaServer(["--scheduling-policy", "continuum-heuristic"]);
-    const browser = await puppeteer.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox"],
-      headless: true,
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       const errors: string[] = [];

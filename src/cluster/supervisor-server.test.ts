@@ -1,15 +1,13 @@
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import puppeteer from "puppeteer-core";
+import { chromiumSkip, launchChromium } from "../server/test-support/headless-chromium.js";
 import { type Json, withServer } from "../server/test-support/test-server.js";
 import type { FleetReplica } from "./fleet.js";
 import { startSupervisorServer } from "./supervisor-server.js";
 
 const NAME = "r 1/é";
-const CHROMIUM = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium";
 
 const replica = (name: string, url: string): FleetReplica => ({
   name,
@@ -95,18 +93,14 @@ describe("a replica's own dashboard through the supervisor: /replicas/<name>/das
   });
 
   test("the fleet page's selector shows the chosen replica's dashboard, and a reload keeps the choice", {
-    skip: existsSync(CHROMIUM) ? false : `no chromium at ${CHROMIUM} (apt-get install chromium)`,
+    skip: chromiumSkip,
   }, async () => {
     await withServer({}, {}, async (t) => {
       const supervisor = await startSupervisorServer(
         () => [replica(NAME, t.url), replica("r2", "http://127.0.0.1:1")],
         join(tmpdir(), "continuum-unused-streams.sock"),
       );
-      const browser = await puppeteer.launch({
-        executablePath: CHROMIUM,
-        args: ["--no-sandbox"],
-        headless: true,
-      });
+      const browser = await launchChromium();
       try {
         const page = await browser.newPage();
         const errors: string[] = [];
