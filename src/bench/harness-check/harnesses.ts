@@ -86,16 +86,22 @@ function jsonLines(text: string): Record<string, unknown>[] {
   return out;
 }
 
-/** The last JSON value of an output that is one JSON document (an object or an array of events). */
-function jsonDocument(text: string): unknown {
+/**
+ * The objects of an output that is one JSON document (an object or an array of events) or, failing that,
+ * JSON lines.
+ */
+function jsonObjects(text: string): Record<string, unknown>[] {
   const t = text.trim();
-  if (t === "") return undefined;
+  if (t === "") return [];
+  let doc: unknown;
   try {
-    return JSON.parse(t);
+    doc = JSON.parse(t);
   } catch {
-    const lines = jsonLines(t);
-    return lines.length > 0 ? lines : undefined;
+    return jsonLines(t);
   }
+  return (Array.isArray(doc) ? doc : [doc]).filter(
+    (e): e is Record<string, unknown> => typeof e === "object" && e !== null,
+  );
 }
 
 const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
@@ -158,10 +164,7 @@ const claudeCode: Harness = {
     const notes: string[] = [];
     let sessionId: string | null = null;
     let exitFromOutputCap = false;
-    const doc = jsonDocument(stdout);
-    const results = (Array.isArray(doc) ? doc : [doc]).filter(
-      (e): e is Record<string, unknown> => typeof e === "object" && e !== null && e["type"] === "result",
-    );
+    const results = jsonObjects(stdout).filter((e) => e["type"] === "result");
     const result = results[results.length - 1];
     if (!result) {
       errors.push(`no result object on stdout: ${clip(stdout.trim() || stderr.trim())}`);
@@ -283,10 +286,7 @@ const qwenCode: Harness = {
     const notes: string[] = [];
     let sessionId: string | null = null;
     let exitFromOutputCap = false;
-    const doc = jsonDocument(stdout);
-    const events = (Array.isArray(doc) ? doc : [doc]).filter(
-      (e): e is Record<string, unknown> => typeof e === "object" && e !== null,
-    );
+    const events = jsonObjects(stdout);
     const results = events.filter((e) => e["type"] === "result");
     for (const e of events) {
       sessionId = str(e["session_id"]) ?? sessionId;
