@@ -273,7 +273,7 @@ function summarizePoint(
     .map((t) => (t.admittedS as number) - t.arrivalS);
   const ttftOf = (ofTurns: readonly TurnOutcome[]) =>
     ofTurns.filter((t) => t.firstTokenS !== null).map((t) => (t.firstTokenS as number) - t.arrivalS);
-  const firstTurns = outcomes.flatMap((p) => p.turns.slice(0, 1));
+  const firstTurnTtfts = ttftOf(outcomes.flatMap((p) => p.turns.slice(0, 1)));
   const sum = (of: (s: Scheduler) => number) => schedulers.reduce((total, s) => total + of(s), 0);
   const meanOf = (of: (s: Scheduler) => number) => sum(of) / schedulers.length;
   const stats = {
@@ -304,8 +304,8 @@ function summarizePoint(
     preemptions: stats.preemptions,
     queue_delay: distribution(queueDelays),
     ttft: distribution(ttftOf(turns)),
-    first_turn_ttft: distribution(ttftOf(firstTurns)),
-    first_turn_ttft_max_s: ttftOf(firstTurns).reduce((max, s) => Math.max(max, s), 0),
+    first_turn_ttft: distribution(firstTurnTtfts),
+    first_turn_ttft_max_s: firstTurnTtfts.reduce((max, s) => Math.max(max, s), 0),
     prefill_tokens_saved: stats.prefixHitTokens - stats.reloadTokens,
     reload_tokens: stats.reloadTokens,
     pins: {

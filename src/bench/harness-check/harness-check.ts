@@ -72,7 +72,7 @@ const eosBias = Number(args["eos-bias"]);
 const userServeArgs = (args["serve-args"] ?? "").split(/\s+/).filter((a) => a !== "");
 // The built-in models' weights are random: EOS comes about once in 3000 tokens, so a reply would run for
 // minutes, and a harness that treats a reply cut at its output cap as an error (Claude Code) would fail.
-const builtinModel = !userServeArgs.includes("--model");
+const builtinModel = !userServeArgs.some((a) => a === "--model" || a.startsWith("--model="));
 const serveArgs = [
   ...(builtinModel && eosBias > 0 ? ["--logit-bias", `eos+${eosBias}`] : []),
   ...userServeArgs,
