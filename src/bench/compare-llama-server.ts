@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { join, relative, resolve } from "node:path";
+import { basename, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import {
   type BuiltinPreset,
@@ -70,6 +70,9 @@ const { values: args } = parseArgs({
         "vllm,cachettl,cachettl-adaptive,cachettl-adaptive@q8_0,continuum-heuristic,thunderagent,concur",
     },
     seed: { type: "string", default: "1" },
+    // the agent trace replayed (default: the SWE-agent trace beside the repository when there is one,
+    // else a generated SWE-bench workload, said on stderr and in the report)
+    trace: { type: "string" },
     "no-trial": { type: "boolean", default: false },
     "skip-sim": { type: "boolean", default: false },
     "skip-raw": { type: "boolean", default: false },
@@ -293,7 +296,9 @@ const modelContext = metaNumber(ggufInfo, `${metaString(ggufInfo, "general.archi
 log(`model ${modelPath} (context ${modelContext})`);
 
 // workload
-const traceSource = existsSync(SHARED_TRACE) ? SHARED_TRACE : null;
+if (args.trace !== undefined && !existsSync(args.trace)) throw new Error(`--trace ${args.trace}: no such file`);
+const traceSource = args.trace ?? (existsSync(SHARED_TRACE) ? SHARED_TRACE : null);
+const traceName = traceSource ? basename(traceSource) : "generated swe-bench (no --trace, and no ../shared/traces beside the repository)";
 const sourcePrograms = traceSource
   ? await loadTrace(traceSource)
   : generateWorkload({ kind: "swe-bench", programs: 200, seed });
@@ -306,7 +311,7 @@ const prepared = prepareTrace(sourcePrograms, {
 const tracePath = join(outDir, "trace.jsonl");
 await writeFile(tracePath, `${serializeTraceJsonl(prepared)}\n`);
 log(
-  `trace: ${traceSource ? "swe-agent-lm32b.jsonl" : "generated swe-bench"} -> ${prepared.length} programs, ` +
+  `trace: ${traceName} -> ${prepared.length} programs, ` +
     `<= ${args["max-turns"]} turns, tokens x${args["token-scale"]}, tools <= ${args["max-tool-s"]} s`,
 );
 
@@ -490,7 +495,7 @@ const results: CompareResults = {
     kvTokens,
     maxNumSeqs,
     model: relative(ROOT, modelPath).startsWith("..") ? modelPath : relative(ROOT, modelPath),
-    trace: traceSource ? "swe-agent-lm32b.jsonl" : "generated swe-bench",
+    trace: traceSource ? basename(traceSource) : "generated swe-bench",
     programsInTrace: prepared.length,
     maxTurns: Number(args["max-turns"]),
     tokenScale: Number(args["token-scale"]),
