@@ -81,6 +81,26 @@ describe("cachettl-adaptive admission", () => {
     assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"], "B starts once A has ended");
   });
 
+  it("counts the new program at its prompt: its own growth is its own to wait for", () => {
+    // 10 one-turn programs finished at 300 tokens, so a started program at c counts (c + 300) / 2. R runs
+    // at 16 tokens (158); B's 64-token prompt fits beside it (222 of 320 tokens), B's own forecast would not
+    // ((64 + 300) / 2 = 182: 340).
+    const scenario = (newcomer: AdaptiveOptions["newcomer"]) => {
+      const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, newcomer });
+      const { scheduler, clock } = loggedScheduler(policy, { numBlocks: NUM_BLOCKS });
+      for (let i = 0; i < 10; i++) {
+        addRequest(scheduler, `F${i}`, 290, { programId: `F${i}`, maxOutputTokens: 10, isLastStep: true });
+        while (scheduler.hasUnfinishedRequests()) step(scheduler, clock);
+      }
+      addRequest(scheduler, "R0", 16, { programId: "R", maxOutputTokens: 100, isLastStep: true });
+      step(scheduler, clock);
+      addRequest(scheduler, "B0", 64, { programId: "B", maxOutputTokens: 10, isLastStep: true });
+      return admittedIds(step(scheduler, clock));
+    };
+    assert.deepEqual(scenario("prompt"), ["B0"]);
+    assert.deepEqual(scenario("forecast"), [], "the ablation that counts B at its forecast holds it");
+  });
+
   it("counts a program off in a tool call without a pin: it will come back for its context", () => {
     const unpinned = crowdedScheduler({}, false);
     assert.deepEqual(admittedIds(step(unpinned.scheduler, unpinned.clock)), []);
@@ -182,8 +202,9 @@ describe("cachettl-adaptive admission", () => {
   });
 
   it("sizes a program by what finished programs that got as far grew to", () => {
+    // B too is sized as R is (the newcomer at its forecast), so that both sizes show
     const run = (admission: AdaptiveOptions["admission"]) => {
-      const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, admission });
+      const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, admission, newcomer: "forecast" });
       const { scheduler, clock } = loggedScheduler(policy, { numBlocks: NUM_BLOCKS });
       for (let i = 0; i < 10; i++) {
         addRequest(scheduler, `done${i}`, 200, { isLastStep: true });

@@ -43,9 +43,9 @@ export interface AdaptiveOptions {
   /**
    * pin for CacheTTL's cost-model TTL (eq. 2), until the tool's 90th-percentile duration, or until the
    * longest tool call seen (a pin then ends when its program returns or when memory is needed: pins are
-   * sacrificed before anything else, so holding one costs nothing while nobody waits for memory)
+   * sacrificed before anything else, so holding one costs nothing while nobody waits for memory), or never
    */
-  readonly ttl: "cachettl" | "tool-p90" | "until-pressure";
+  readonly ttl: "cachettl" | "tool-p90" | "until-pressure" | "none";
   /**
    * waiting turns by their program's arrival (program-level FCFS), or with bounded overtaking: a turn
    * ranks at max(program arrival, its own arrival - the longest tool call seen), so a returning turn goes
@@ -59,6 +59,14 @@ export interface AdaptiveOptions {
   readonly sacrifice: "later-programs" | "any";
   /** a waiting turn starts once its whole prompt fits beside the running turns, or its first chunk (vLLM) */
   readonly room: "whole-prompt" | "first-chunk";
+  /**
+   * how the new program itself counts: at its prompt (its own later growth is its own to wait for: under
+   * the memory rules a later program's turns wait for memory and its pins go first), or at its forecast
+   * footprint like the programs already started
+   */
+  readonly newcomer: "forecast" | "prompt";
+  /** how long admission may hold a new program: until the working set fits, or at most the longest tool call seen */
+  readonly hold: "until-fits" | "longest-tool";
 }
 
 /**
@@ -80,6 +88,8 @@ export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   order: "program-fcfs",
   sacrifice: "later-programs",
   room: "whole-prompt",
+  newcomer: "prompt",
+  hold: "until-fits",
 };
 
 /** Finished programs remembered for E[F | F >= c]; older ones are forgotten first. */
@@ -279,6 +289,7 @@ export function createCacheTtlAdaptivePolicy(
     retain(request, program, tool, ctx) {
       returns.turnEnded(request, program, ctx.nowS);
       const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
+      if (options.ttl === "none") return FREE;
       if (options.ttl === "cachettl") return paper.ttlS > 0 ? { kind: "pin", ttlS: paper.ttlS } : FREE;
       const ttlS = (options.ttl === "until-pressure" ? longestToolS(ctx) : toolP90S(tool, ctx)) ?? paper.ttlS;
       return ttlS > 0 ? { kind: "pin", ttlS } : FREE;
@@ -298,6 +309,7 @@ export function createCacheTtlAdaptivePolicy(
     policy.admitsNewProgram = (request: Request, program: Program, ctx: PolicyContext) => {
       const weight = options.counts === "duty-weighted" ? heldShare() : 1;
       const withinS = returnWithinS(ctx);
+      if (options.hold === "longest-tool" && ctx.nowS - request.arrivalS >= withinS) return true;
       const counted =
         options.counts === "holding-memory"
           ? holdsMemory
@@ -306,7 +318,8 @@ export function createCacheTtlAdaptivePolicy(
       const capacity = (ctx.kvCapacityTokens + ctx.offloadCapacityTokens) / weight;
       returns.expire(ctx.nowS, withinS);
       const returnShare = returns.share;
-      let workingSet = footprint(program, request.promptTokens);
+      let workingSet =
+        options.newcomer === "prompt" ? request.promptTokens : footprint(program, request.promptTokens);
       for (const other of ctx.programs()) {
         if (other !== program && counted(other)) {
           workingSet += footprint(other, other.contextTokens) * (hasTurnInFlight(other) ? 1 : returnShare);

@@ -62,6 +62,8 @@ const FACTORIES = {
       "pin-until-pressure",
       "pins last until memory is needed (the longest tool call seen)",
     ),
+  "cachettl-adaptive:no-pins": () =>
+    adaptiveVariant({ ttl: "none" }, "no-pins", "no pins: a turn's KV is freed when it ends, as in vLLM"),
   "cachettl-adaptive:any-pin": () =>
     adaptiveVariant({ sacrifice: "any" }, "any-pin", "a turn short of memory may give up any program's pin"),
   "cachettl-adaptive:first-chunk": () =>
@@ -71,6 +73,18 @@ const FACTORIES = {
       { order: "bounded-overtaking" },
       "bounded-overtaking",
       "returning turns overtake only turns that arrived within the longest tool call",
+    ),
+  "cachettl-adaptive:newcomer-forecast": () =>
+    adaptiveVariant(
+      { newcomer: "forecast" },
+      "newcomer-forecast",
+      "a new program counts at its forecast footprint, not its prompt",
+    ),
+  "cachettl-adaptive:hold-longest-tool": () =>
+    adaptiveVariant(
+      { hold: "longest-tool" },
+      "hold-longest-tool",
+      "a new program is held at most the longest tool call seen",
     ),
 } satisfies Record<string, () => SchedulingPolicy>;
 
