@@ -63,7 +63,8 @@ export function createSimPolicy(name: string, programs: readonly TraceProgram[])
 
 function createClairvoyantPolicy(programs: readonly TraceProgram[]): SchedulingPolicy {
   return createCacheTtlAdaptivePolicy(
-    { ...ADAPTIVE_DEFAULTS, ttl: "until-pressure" },
+    // the new program too at its known future: what it will hold is no forecast here
+    { ...ADAPTIVE_DEFAULTS, ttl: "until-pressure", newcomer: "forecast" },
     CLAIRVOYANT_POLICY,
     "simulator only, a bound: cachettl-adaptive told every program's future (remaining contexts and work)",
     traceClairvoyance(programs),
