@@ -296,9 +296,12 @@ const modelContext = metaNumber(ggufInfo, `${metaString(ggufInfo, "general.archi
 log(`model ${modelPath} (context ${modelContext})`);
 
 // workload
-if (args.trace !== undefined && !existsSync(args.trace)) throw new Error(`--trace ${args.trace}: no such file`);
+if (args.trace !== undefined && !existsSync(args.trace))
+  throw new Error(`--trace ${args.trace}: no such file`);
 const traceSource = args.trace ?? (existsSync(SHARED_TRACE) ? SHARED_TRACE : null);
-const traceName = traceSource ? basename(traceSource) : "generated swe-bench (no --trace, and no ../shared/traces beside the repository)";
+const traceName = traceSource
+  ? basename(traceSource)
+  : "generated swe-bench (no --trace, and no ../shared/traces beside the repository)";
 const sourcePrograms = traceSource
   ? await loadTrace(traceSource)
   : generateWorkload({ kind: "swe-bench", programs: 200, seed });
