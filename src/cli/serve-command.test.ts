@@ -79,6 +79,24 @@ describe("continuum serve", () => {
     assert.equal(engine.shutdownCalls, 1);
   });
 
+  test("a quantized KV cache on the CPU is named a trade in the banner (on a GPU it is not)", async () => {
+    const command = serveCommand()
+      .exitOverride()
+      .action(() => {});
+    await command.parseAsync(["--kv-cache-dtype", "q8_0", "--port", "0"], { from: "user" });
+    const lines: string[] = [];
+    const server = await runServe(command.opts() as never, {
+      createEngine: () => new FakeEngine(),
+      log: (line) => lines.push(line),
+      handleSignals: false,
+    });
+    await server.close();
+    assert.match(
+      lines[3]!,
+      /^ {2}KV cache q8_0 on the CPU: fewer bytes per token than f16, slower attention/,
+    );
+  });
+
   test("unknown policies and KV layouts are refused", async () => {
     for (const [argv, message] of [
       [["--scheduling-policy", "lifo"], /unknown policy/],

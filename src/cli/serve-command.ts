@@ -209,6 +209,13 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
   log(`  device: ${describeDevice(engine.device)}`);
+  const quantizedKv = o.kvCacheDtype === "q8_0" || o.kvCacheDtype === "q4_0";
+  if (quantizedKv && engine.device.kvCache !== "gpu") {
+    log(
+      `  KV cache ${o.kvCacheDtype} on the CPU: fewer bytes per token than f16, slower attention ` +
+        "(q8_0's prefill steps took 2.7x f16's serving the built-in model: docs/benchmarks.md)",
+    );
+  }
   if (o.logitBias.length > 0) {
     const biases = o.logitBias.map((b) => `${b.token}${b.bias >= 0 ? "+" : ""}${b.bias}`).join(", ");
     log(`  logit bias on every request (below its own logit_bias): ${biases}`);
