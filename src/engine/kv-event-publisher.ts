@@ -33,6 +33,8 @@ const SEND_HIGH_WATER_MARK = 100_000;
 const LINGER_MS = 1_000;
 
 export class KvEventPublisher implements KvBlockObserver {
+  /** vLLM's BlockStored events carry the blocks' token ids */
+  readonly needsTokenIds = true;
   private pending: KvCacheEvent[] = [];
   private sequence = 0;
   /** sends in order, one at a time (a zeromq socket takes one send at once) */

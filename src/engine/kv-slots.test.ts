@@ -400,6 +400,7 @@ test("an engine's cached KV goes block by block as its scheduler's pool reuses t
 test("the pool follower passes every event on and forgets a removal the pool caches again", () => {
   const heard: string[] = [];
   const follower = new PoolFollower({
+    needsTokenIds: true,
     blocksStored: (s) => heard.push(`stored ${s.hashes.join(",")}`),
     blocksRemoved: (hashes) => heard.push(`removed ${hashes.join(",")}`),
   });
@@ -408,4 +409,6 @@ test("the pool follower passes every event on and forgets a removal the pool cac
   assert.deepEqual(follower.take(), [1, 3]);
   assert.deepEqual(follower.take(), []);
   assert.deepEqual(heard, ["removed 1,2,3", "stored 2"]);
+  assert.equal(follower.needsTokenIds, true, "it asks for tokens only for a publisher that needs them");
+  assert.equal(new PoolFollower().needsTokenIds, false);
 });

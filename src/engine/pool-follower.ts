@@ -9,7 +9,12 @@ import type { KvBlockObserver, StoredBlocks } from "../core/kv/block-events.js";
 export class PoolFollower implements KvBlockObserver {
   private removed: number[] = [];
 
-  constructor(private readonly next: KvBlockObserver | null = null) {}
+  /** it needs hashes only; the tokens go to `next` when it asks for them */
+  readonly needsTokenIds: boolean;
+
+  constructor(private readonly next: KvBlockObserver | null = null) {
+    this.needsTokenIds = next?.needsTokenIds ?? false;
+  }
 
   blocksStored(stored: StoredBlocks): void {
     // a hash cached again before the engine took its removal names a block the pool holds: nothing to cut

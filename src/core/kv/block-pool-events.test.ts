@@ -6,11 +6,14 @@ import { hashTokenBlock, ROOT_HASH } from "./prefix-hash.js";
 import { BlockHashContent, TokenIdContent } from "./token-content.js";
 
 /** An observer that records what it hears and mirrors the cache's hash set from it. */
-function mirror(): KvBlockObserver & { stored: StoredBlocks[]; removed: number[][]; hashes: Set<number> } {
+function mirror(
+  needsTokenIds = true,
+): KvBlockObserver & { stored: StoredBlocks[]; removed: number[][]; hashes: Set<number> } {
   const stored: StoredBlocks[] = [];
   const removed: number[][] = [];
   const hashes = new Set<number>();
   return {
+    needsTokenIds,
     stored,
     removed,
     hashes,
@@ -82,6 +85,16 @@ describe("BlockPool observer", () => {
     assert.deepEqual(events.hashes, registered(pool));
     assert.equal(events.hashes.size, 0);
     pool.checkInvariants();
+  });
+
+  it("leaves the tokens out for an observer that needs hashes only", () => {
+    const events = mirror(false);
+    const pool = new BlockPool(6, B, events);
+    const a = new TokenIdContent([1, 2, 3, 4, 5, 6, 7, 8, 9], B);
+    pool.cacheSequenceBlocks(pool.allocate(3) as number[], a, 0, 2);
+    assert.deepEqual(events.stored, [
+      { hashes: [a.blockHash(0), a.blockHash(1)], parentHash: null, tokenIds: [], blockSizeTokens: B },
+    ]);
   });
 
   it("a duplicate block in the middle of a run splits it; the next run's parent is the duplicate's hash", () => {

@@ -180,7 +180,7 @@ export class BlockPool {
     for (let i = from; i < to; i++) hashes[i - from] = content.blockHash(i);
     const parentHash = from === 0 ? null : content.blockHash(from - 1);
     const b = this.blockSizeTokens;
-    const tokenIds = content.tokenIds?.(from * b, to * b) ?? [];
+    const tokenIds = this.observer.needsTokenIds ? (content.tokenIds?.(from * b, to * b) ?? []) : [];
     this.observer.blocksStored({ hashes, parentHash, tokenIds, blockSizeTokens: b });
   }
 }
