@@ -288,8 +288,8 @@ export function createCacheTtlAdaptivePolicy(
     },
     retain(request, program, tool, ctx) {
       returns.turnEnded(request, program, ctx.nowS);
-      const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
       if (options.ttl === "none") return FREE;
+      const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
       if (options.ttl === "cachettl") return paper.ttlS > 0 ? { kind: "pin", ttlS: paper.ttlS } : FREE;
       const ttlS = (options.ttl === "until-pressure" ? longestToolS(ctx) : toolP90S(tool, ctx)) ?? paper.ttlS;
       return ttlS > 0 ? { kind: "pin", ttlS } : FREE;
