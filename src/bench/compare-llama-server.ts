@@ -299,9 +299,7 @@ log(`model ${modelPath} (context ${modelContext})`);
 if (args.trace !== undefined && !existsSync(args.trace))
   throw new Error(`--trace ${args.trace}: no such file`);
 const traceSource = args.trace ?? (existsSync(SHARED_TRACE) ? SHARED_TRACE : null);
-const traceName = traceSource
-  ? basename(traceSource)
-  : "generated swe-bench (no --trace, and no ../shared/traces beside the repository)";
+const traceLabel = traceSource ? basename(traceSource) : "generated swe-bench";
 const sourcePrograms = traceSource
   ? await loadTrace(traceSource)
   : generateWorkload({ kind: "swe-bench", programs: 200, seed });
@@ -314,7 +312,8 @@ const prepared = prepareTrace(sourcePrograms, {
 const tracePath = join(outDir, "trace.jsonl");
 await writeFile(tracePath, `${serializeTraceJsonl(prepared)}\n`);
 log(
-  `trace: ${traceName} -> ${prepared.length} programs, ` +
+  `trace: ${traceLabel}${traceSource ? "" : " (no --trace, and no ../shared/traces beside the repository)"} -> ` +
+    `${prepared.length} programs, ` +
     `<= ${args["max-turns"]} turns, tokens x${args["token-scale"]}, tools <= ${args["max-tool-s"]} s`,
 );
 
@@ -498,7 +497,7 @@ const results: CompareResults = {
     kvTokens,
     maxNumSeqs,
     model: relative(ROOT, modelPath).startsWith("..") ? modelPath : relative(ROOT, modelPath),
-    trace: traceSource ? basename(traceSource) : "generated swe-bench",
+    trace: traceLabel,
     programsInTrace: prepared.length,
     maxTurns: Number(args["max-turns"]),
     tokenScale: Number(args["token-scale"]),
