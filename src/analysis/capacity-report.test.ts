@@ -8,6 +8,7 @@ const row = (policy: string, sustainable_jps: number): CapacityRow => ({
   light_jct_s: 100,
   jct_at_ref_s: 200,
   p99_jct_at_ref_s: 400,
+  p99_first_turn_ttft_at_ref_s: 20,
   max_first_turn_ttft_at_ref_s: 60,
 });
 

@@ -14,6 +14,7 @@ function resultWith(sustainable: Record<string, number>): CapacityResult {
       light_jct_s: 10,
       jct_at_ref_s: 12,
       p99_jct_at_ref_s: 30,
+      p99_first_turn_ttft_at_ref_s: 2,
       max_first_turn_ttft_at_ref_s: 5,
     })),
     ref_jps: 0.2,

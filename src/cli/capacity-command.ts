@@ -68,6 +68,7 @@ function table(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
     p.light_jct_s.toFixed(1),
     p.jct_at_ref_s.toFixed(1),
     p.p99_jct_at_ref_s.toFixed(1),
+    p.p99_first_turn_ttft_at_ref_s.toFixed(1),
     p.max_first_turn_ttft_at_ref_s.toFixed(1),
   ]);
   return [
@@ -80,6 +81,7 @@ function table(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
         "light JCT s",
         "JCT@ref s",
         "p99@ref s",
+        "p99 1st-turn wait@ref s",
         "longest 1st-turn wait@ref s",
       ],
       rows,

@@ -110,9 +110,12 @@ describe("measureCapacity", () => {
     assert.ok((vllm?.sustainable_jps as number) >= 0.97 * result.bound_jps);
   });
 
-  it("reports mean and p99 JCT and the longest first-turn wait at the reference load over every seed's programs together", async () => {
+  it("reports mean and p99 JCT and the p99 and longest first-turn wait at the reference load over every seed's programs together", async () => {
     // seed 1 has a slow tail; seeds 2 and 3 none. A median of per-seed p99s would hide seed 1's tail.
     const jctsOf = (seed: number) => Array.from({ length: 100 }, (_, i) => (seed === 1 ? i + 1 : 10));
+    // seed 2 held five programs 42 s and one 90 s; every other first turn started within a second
+    const firstTurnTtftsOf = (seed: number) =>
+      Array.from({ length: 100 }, (_, i) => (seed !== 2 || i < 94 ? 1 : i < 99 ? 42 : 90));
     const run = async (jobs: readonly PointJob[]) =>
       jobs.map((j) => {
         const jcts = j.jps <= 0.2 ? jctsOf(j.seed) : [1000];
@@ -123,7 +126,7 @@ describe("measureCapacity", () => {
           jct: { mean, p50: mean, p90: mean, p99: Math.max(...jcts), max: Math.max(...jcts) },
           jct_floor_mean_s: mean,
           jcts,
-          first_turn_ttft_max_s: j.seed === 2 ? 42 : 5,
+          first_turn_ttfts: firstTurnTtftsOf(j.seed),
         } as unknown as PointResult;
       });
     const result = await measureCapacity({
@@ -138,7 +141,12 @@ describe("measureCapacity", () => {
     const [vllm] = result.results;
     assert.ok(Math.abs((vllm?.jct_at_ref_s as number) - (50.5 + 10 + 10) / 3) < 1e-9);
     assert.ok((vllm?.p99_jct_at_ref_s as number) > 90, `p99 ${vllm?.p99_jct_at_ref_s}`);
-    assert.equal(vllm?.max_first_turn_ttft_at_ref_s, 42, "seed 2's starved program, not a median");
+    assert.equal(
+      vllm?.p99_first_turn_ttft_at_ref_s,
+      42,
+      "seed 2's held programs, not a median of seeds' p99s (1 s)",
+    );
+    assert.equal(vllm?.max_first_turn_ttft_at_ref_s, 90, "seed 2's starved program");
   });
 
   it("on the simulator: below the ceiling, and the same numbers on a second run", async () => {

@@ -95,8 +95,6 @@ export interface PointResult {
   ttft: Distribution;
   /** TTFT of programs' first turns: how long a new program waits behind returning turns and admission */
   first_turn_ttft: Distribution;
-  /** the longest of them (s): a policy that holds programs back can starve one (0 when none started) */
-  first_turn_ttft_max_s: number;
   prefill_tokens_saved: number;
   reload_tokens: number;
   pins: { created: number; reused: number; expired: number; sacrificed: number; duration: Distribution };
@@ -121,6 +119,8 @@ export interface PointResult {
   reusable_share: number;
   /** per-program JCTs (seconds) in program order, for CDFs */
   jcts: number[];
+  /** each started program's first-turn TTFT (seconds), for tails pooled over runs */
+  first_turn_ttfts: number[];
   kv_usage: UsageSample[];
 }
 
@@ -305,7 +305,6 @@ function summarizePoint(
     queue_delay: distribution(queueDelays),
     ttft: distribution(ttftOf(turns)),
     first_turn_ttft: distribution(firstTurnTtfts),
-    first_turn_ttft_max_s: firstTurnTtfts.reduce((max, s) => Math.max(max, s), 0),
     prefill_tokens_saved: stats.prefixHitTokens - stats.reloadTokens,
     reload_tokens: stats.reloadTokens,
     pins: {
@@ -331,6 +330,7 @@ function summarizePoint(
     },
     reusable_share: traceStats(spec.programs).reusableFraction,
     jcts,
+    first_turn_ttfts: firstTurnTtfts,
     kv_usage: usage,
   };
 }
