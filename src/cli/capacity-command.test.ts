@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { CapacityResult } from "../sim/capacity.js";
-import { shortRunWarning } from "./capacity-command.js";
+import { capacityTable, shortRunWarning } from "./capacity-command.js";
 import { runContinuum } from "./test-support/run-cli.js";
 
 function resultWith(sustainable: Record<string, number>): CapacityResult {
@@ -26,6 +26,24 @@ function resultWith(sustainable: Record<string, number>): CapacityResult {
     points: 1,
   };
 }
+
+describe("continuum capacity's table", () => {
+  it("puts each policy's ratio to vllm and to the best baseline beside its sustainable load", () => {
+    const kv = { dtype: "bf16", bytes_per_token: 131072, pool_tokens: 464696 };
+    const text = capacityTable(resultWith({ vllm: 0.04, thunderagent: 0.05, "cachettl-adaptive": 0.06 }), kv);
+    const line = (policy: string) => text.split("\n").find((l) => l.startsWith(`${policy} `)) ?? "";
+    assert.match(line("cachettl-adaptive"), /0\.0600\s+1\.50x\s+1\.20x/);
+    assert.match(line("vllm"), /0\.0400\s+1\.00x\s+0\.80x/);
+    assert.match(text, /best baseline: thunderagent 0\.0500 jobs\/s/);
+  });
+
+  it("says when no baseline was measured", () => {
+    const kv = { dtype: "bf16", bytes_per_token: 131072, pool_tokens: 464696 };
+    const text = capacityTable(resultWith({ "cachettl-adaptive": 0.06 }), kv);
+    assert.match(text, /best baseline: none measured/);
+    assert.match(text.split("\n")[1] ?? "", /0\.0600\s+-\s+-/);
+  });
+});
 
 describe("continuum capacity's short-run warning", () => {
   it("names the policies credited past the KV-limited ceiling and asks for more programs", () => {

@@ -1,8 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { Command } from "commander";
-import { renderCapacityHtml } from "../analysis/capacity-report.js";
+import { bestBaseline, renderCapacityHtml } from "../analysis/capacity-report.js";
 import { formatTextTable } from "../analysis/text-table.js";
-import { type CapacityResult, measureCapacity } from "../sim/capacity.js";
+import { type CapacityResult, measureCapacity, REFERENCE_POLICY } from "../sim/capacity.js";
 import type { HardwareProfile } from "../sim/hardware/profiles.js";
 import { resolveHardware, validateJobInputs } from "../sim/point-job.js";
 import { kvPoolTokensOf } from "../sim/simulate.js";
@@ -37,6 +37,7 @@ const BASELINES = [
   "cachettl-offload",
   // the peers of issue #32: program pause/resume, and agent admission as congestion control
   "thunderagent",
+  "thunderagent:dynamo",
   "concur",
 ];
 
@@ -59,10 +60,18 @@ export function kvCacheOf(o: SimCliOptions, profile: HardwareProfile) {
   };
 }
 
-function table(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
+/** Ratios beside each policy's sustainable load: to vllm's and to the best measured baseline's. */
+const ratio = (jps: number, of: number | undefined) =>
+  of !== undefined && of > 0 ? `${(jps / of).toFixed(2)}x` : "-";
+
+export function capacityTable(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
+  const vllm = r.results.find((p) => p.policy === REFERENCE_POLICY)?.sustainable_jps;
+  const best = bestBaseline(r.results, BASELINES);
   const rows = r.results.map((p) => [
     p.policy,
     p.sustainable_jps.toFixed(4),
+    ratio(p.sustainable_jps, vllm),
+    ratio(p.sustainable_jps, best?.sustainable_jps),
     (p.sustainable_jps / r.bound_jps).toFixed(2),
     p.sustainable_by_seed.map((x) => x.toFixed(4)).join(" "),
     p.light_jct_s.toFixed(1),
@@ -76,6 +85,8 @@ function table(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
       [
         "policy",
         "sustainable",
+        `/${REFERENCE_POLICY}`,
+        "/best",
         "/ceiling",
         "per seed",
         "light JCT s",
@@ -86,7 +97,7 @@ function table(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
       ],
       rows,
     ),
-    `physical ceiling ${r.bound_jps.toFixed(4)} jobs/s (${r.kv_bound_jps.toFixed(4)} with decode batches the KV pool holds); reference load ${r.ref_jps.toFixed(4)} jobs/s (0.8 x vllm's sustainable); SLO mean JCT <= ${r.slo_jct_s.toFixed(1)} s`,
+    `best baseline: ${best ? `${best.policy} ${best.sustainable_jps.toFixed(4)} jobs/s` : "none measured"}; physical ceiling ${r.bound_jps.toFixed(4)} jobs/s (${r.kv_bound_jps.toFixed(4)} with decode batches the KV pool holds); reference load ${r.ref_jps.toFixed(4)} jobs/s (0.8 x vllm's sustainable); SLO mean JCT <= ${r.slo_jct_s.toFixed(1)} s`,
     `KV cache ${kv.dtype}: ${kv.bytes_per_token} bytes per token, a pool of ${kv.pool_tokens} tokens per replica`,
   ].join("\n");
 }
@@ -137,7 +148,7 @@ export function capacityCommand(): Command {
       process.stdout.write(
         `${JSON.stringify({ results, ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s, kv_cache: kvCache }, null, 2)}\n`,
       );
-    } else process.stdout.write(`${table(result, kvCache)}\n`);
+    } else process.stdout.write(`${capacityTable(result, kvCache)}\n`);
     if (o.report !== false) {
       const path = o.report === "continuum-report.html" ? "continuum-capacity.html" : o.report;
       writeFileSync(
@@ -149,7 +160,7 @@ export function capacityCommand(): Command {
           boundJps: result.bound_jps,
           kvBoundJps: result.kv_bound_jps,
           refJps: result.ref_jps,
-          baselines: BASELINES.filter((b) => !b.startsWith("cachettl-adaptive")),
+          baselines: BASELINES,
         }),
       );
       process.stderr.write(`# report written to ${path}\n`);

@@ -93,6 +93,24 @@ describe("measureCapacity", () => {
     assert.equal(result.slo_jct_s, 30);
   });
 
+  it("reports vllm, whose figures set the SLO and the reference load, even when not asked for", async () => {
+    const { run } = cliffRunner((policy) => (policy === "vllm" ? 0.2 : 0.3));
+    const result = await measureCapacity({
+      template: TEMPLATE,
+      policies: ["ours"],
+      seeds: [1],
+      sloFactor: 3,
+      tolerance: 0.02,
+      profile: PROFILE,
+      run,
+    });
+    assert.deepEqual(
+      result.results.map((r) => r.policy),
+      ["vllm", "ours"],
+    );
+    assert.ok(Math.abs(result.ref_jps - 0.8 * (result.results[0]?.sustainable_jps as number)) < 1e-12);
+  });
+
   it("a policy already past the SLO at light load sustains nothing; none is credited past the ceiling", async () => {
     const { run } = cliffRunner((policy) => (policy === "never" ? -1 : Number.POSITIVE_INFINITY));
     const result = await measureCapacity({
