@@ -16,7 +16,8 @@ import { nowOf, Ticks } from "./ticks.js";
  *   (multiplicative decrease), once the previous decrease has taken effect (active <= W);
  * - underused (U < usageHigh) while agents wait for the window: W = W + increase (additive increase);
  * - else W holds (near saturation without thrash).
- * The reference hit rate is a moving average of H over intervals without thrash. When W falls below the
+ * The reference hit rate is a moving average of H over intervals without thrash (`concur`), or the share of
+ * the looked-up tokens the agents' own earlier turns computed (`concur:reusable`). When W falls below the
  * active agents, the latest admitted are paused at a step boundary: one in a tool call at once (its next turn
  * waits), one with a turn in flight when that turn ends. Agents resume, in the order they were paused, as the
  * window makes room. KV is never pinned: finished turns go to the engine's LRU prefix cache, as on SGLang.
@@ -42,6 +43,11 @@ export interface ConcurOptions {
   readonly minWindow: number;
   /** an active agent silent this long (no turn) is released: clients that never end their agents */
   readonly idleReleaseS: number;
+  /**
+   * what the hit rate is held against: its moving average over intervals without thrash, or the share of
+   * the looked-up tokens the agents' own earlier turns left (what the cache would give if it kept them)
+   */
+  readonly hitReference: "moving-average" | "reusable";
 }
 
 export const CONCUR_DEFAULTS: ConcurOptions = {
@@ -53,6 +59,7 @@ export const CONCUR_DEFAULTS: ConcurOptions = {
   decrease: 0.5,
   minWindow: 1,
   idleReleaseS: 600,
+  hitReference: "moving-average",
 };
 
 const DESCRIPTION =
@@ -64,6 +71,8 @@ export interface ConcurSignal {
   readonly usage: number;
   /** hit / looked-up prompt tokens of the turns first scheduled in the interval; null if none */
   readonly hitRate: number | null;
+  /** the share of those tokens the agents' own earlier turns computed (reusable if kept); null if none */
+  readonly reusableRate: number | null;
   /** agents admitted and not ended (those about to pause included) */
   readonly active: number;
   /** agents with a turn held for the window */
@@ -76,25 +85,26 @@ export type ConcurAction = "decrease" | "increase" | "hold";
 export class ConcurWindow {
   /** active agents allowed; no limit until the first thrash */
   window = Number.POSITIVE_INFINITY;
-  /** moving average of the hit rate over intervals without thrash */
+  /** moving average of the hit rate over intervals without thrash (kept with the moving-average reference) */
   hitReference: number | null = null;
 
   constructor(readonly options: ConcurOptions = CONCUR_DEFAULTS) {}
 
   observe(s: ConcurSignal): ConcurAction {
     const o = this.options;
+    const reference = o.hitReference === "reusable" ? s.reusableRate : this.hitReference;
     const thrashing =
       s.hitRate !== null &&
-      this.hitReference !== null &&
+      reference !== null &&
       s.usage >= o.usageHigh &&
-      s.hitRate < (1 - o.hitDrop) * this.hitReference;
+      s.hitRate < (1 - o.hitDrop) * reference;
     if (thrashing) {
       // The previous decrease takes effect as agents reach a step boundary; another waits for it.
       if (s.active > this.window) return "hold";
       this.window = Math.max(o.minWindow, Math.floor(o.decrease * Math.min(this.window, s.active)));
       return "decrease";
     }
-    if (s.hitRate !== null) {
+    if (s.hitRate !== null && o.hitReference === "moving-average") {
       this.hitReference =
         this.hitReference === null
           ? s.hitRate
@@ -121,6 +131,10 @@ interface Agent {
   /** the program's served prompt / cached tokens when last counted */
   countedQuery: number;
   countedHit: number;
+  /** tokens its previous turn left (prompt and output): what its next prompt could find cached */
+  lastContextTokens: number;
+  /** the reusable part of its turns that arrived and were not yet counted in an interval */
+  uncountedReusable: number;
 }
 
 /** CONCUR's agent table and controller; the SchedulingPolicy is a thin shell around it. */
@@ -133,6 +147,7 @@ export class ConcurScheduler {
   /** served tokens of agents that ended since the last interval */
   private endedQuery = 0;
   private endedHit = 0;
+  private endedReusable = 0;
   /** the most KV running requests held in the current interval, sampled at every hook call */
   private peakRunningTokens = 0;
   /** every interval's signal and action, for tests and reports */
@@ -179,10 +194,13 @@ export class ConcurScheduler {
         lastTurnEndS: nowS,
         countedQuery: program.promptTokensServed,
         countedHit: program.cachedTokensServed,
+        lastContextTokens: 0,
+        uncountedReusable: 0,
       };
       this.agents.set(program, a);
     }
     a.request = request;
+    a.uncountedReusable += Math.min(request.promptTokens, a.lastContextTokens);
     // Admitted at once only when no agent is held ahead of it and the window has room.
     if (a.state !== "active" && !this.anyHeld(a) && this.numActive < this.window) this.activate(a);
   }
@@ -208,10 +226,11 @@ export class ConcurScheduler {
     } else p[0] = 3;
   }
 
-  turnEnded(program: Program, nowS: number): void {
+  turnEnded(request: Request, program: Program, nowS: number): void {
     const a = this.agents.get(program);
     if (!a) return;
     a.lastTurnEndS = nowS;
+    a.lastContextTokens = request.numTokens;
     // A held turn that ran because nothing else did: the agent is active.
     if (a.state !== "active") this.activate(a);
     if (a.marked) {
@@ -225,18 +244,26 @@ export class ConcurScheduler {
     if (!a) return;
     this.endedQuery += program.promptTokensServed - a.countedQuery;
     this.endedHit += program.cachedTokensServed - a.countedHit;
+    this.endedReusable += a.uncountedReusable;
     this.agents.delete(program);
   }
 
   private tick(atS: number): void {
     let query = this.endedQuery;
     let hit = this.endedHit;
+    let reusable = this.endedReusable;
     this.endedQuery = 0;
     this.endedHit = 0;
+    this.endedReusable = 0;
     let waiting = 0;
     for (const a of this.agents.values()) {
       const request = a.request;
       if (request?.status === "running" && a.state !== "active") this.activate(a);
+      // a turn's reusable part counts in the interval its prompt was first scheduled, with its hits
+      if (a.program.promptTokensServed > a.countedQuery && a.request?.status !== "waiting") {
+        reusable += a.uncountedReusable;
+        a.uncountedReusable = 0;
+      }
       query += a.program.promptTokensServed - a.countedQuery;
       hit += a.program.cachedTokensServed - a.countedHit;
       a.countedQuery = a.program.promptTokensServed;
@@ -253,6 +280,7 @@ export class ConcurScheduler {
     const signal: ConcurSignal = {
       usage: this.capacityTokens > 0 ? this.peakRunningTokens / this.capacityTokens : 0,
       hitRate: query > 0 ? hit / query : null,
+      reusableRate: query > 0 ? reusable / query : null,
       active: this.numActive,
       waiting,
     };
@@ -305,14 +333,23 @@ export class ConcurScheduler {
 
 const MAX_HISTORY = 100_000;
 
+/**
+ * CONCUR judging thrash against what the cache could give instead of against its own recent past: a batch
+ * that thrashes from its first interval (more agents than the pool holds, all started at once: the paper's
+ * batch inference) never had a healthy hit rate to fall from, so the moving average never sees it.
+ */
+export const CONCUR_REUSABLE: ConcurOptions = { ...CONCUR_DEFAULTS, hitReference: "reusable" };
+
 export function createConcurPolicy(
   options: ConcurOptions = CONCUR_DEFAULTS,
+  name = "concur",
+  description = DESCRIPTION,
 ): SchedulingPolicy & { readonly concur: ConcurScheduler } {
   const concur = new ConcurScheduler(options);
   const seen = new WeakSet<Request>();
   return {
-    name: "concur",
-    description: DESCRIPTION,
+    name,
+    description,
     concur,
     needsOffload: false,
     toolParser: "paper",
@@ -330,9 +367,9 @@ export function createConcurPolicy(
       concur.advance(ctx.nowS, ctx);
       return concur.mayStart(program);
     },
-    retain(_request, program, _tool, ctx) {
+    retain(request, program, _tool, ctx) {
       concur.advance(ctx.nowS, ctx);
-      concur.turnEnded(program, ctx.nowS);
+      concur.turnEnded(request, program, ctx.nowS);
       return FREE;
     },
     pinVictimRank: latestProgramFirst,

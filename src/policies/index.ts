@@ -6,7 +6,7 @@ import {
   type AdaptiveOptions,
   createCacheTtlAdaptivePolicy,
 } from "./cachettl-adaptive.js";
-import { createConcurPolicy } from "./concur.js";
+import { CONCUR_REUSABLE, createConcurPolicy } from "./concur.js";
 import { createContinuumHeuristicPolicy } from "./continuum-heuristic.js";
 import { createInferceptPolicy } from "./infercept.js";
 import { createProgramFcfsPolicy } from "./program-fcfs.js";
@@ -35,6 +35,12 @@ const FACTORIES = {
       "ThunderAgent with NVIDIA Dynamo's port's defaults: pause at 0.95 of the pool down to 0.80 (then every reasoning program is marked), resume below 0.85, no decay of acting programs, turns soft-demoted 2 s at 0.80-0.95, resumed turns 1 s ahead",
     ),
   concur: () => createConcurPolicy(),
+  "concur:reusable": () =>
+    createConcurPolicy(
+      CONCUR_REUSABLE,
+      "concur:reusable",
+      "CONCUR with thrash judged against the reusable share: the window halves when KV usage reached 90% and the prefix hit rate fell 10% below the share of the looked-up tokens the agents' own earlier turns computed (what a cache that kept them would give), not below its own moving average, which never sees a batch that thrashes from the start",
+    ),
   // ablations: each of cachettl-adaptive's choices changed in turn
   "cachettl-adaptive:no-admission": () =>
     adaptiveVariant(
