@@ -15,10 +15,15 @@ export interface JctRow {
 
 export const JCT_HEAD: readonly string[] = ["jps", "done", "meanJCT", "p50", "p90", "p95", "p99", "thr(jps)"];
 
+/** A run's load as a reader names it: its arrival rate, or a batch (every program at 0, rate 0). */
+export function loadLabel(jps: number): string {
+  return jps > 0 ? `${jps} jobs/s` : "batch";
+}
+
 export function jctCells(r: JctRow, digits: number): string[] {
   const f = (x: number, d = digits) => x.toFixed(d);
   return [
-    String(r.jps),
+    r.jps > 0 ? String(r.jps) : "batch",
     `${r.completed}/${r.programs}`,
     f(r.jct.mean),
     f(r.jct.p50),

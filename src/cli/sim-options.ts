@@ -30,6 +30,8 @@ export interface SimCliOptions {
   report: string | false;
   threads?: number;
   record?: string;
+  /** simulate only: every program arrives at 0 */
+  batch?: boolean;
 }
 
 export function positiveNumber(value: string): number {
@@ -148,6 +150,7 @@ export function workloadOf(o: SimCliOptions): WorkloadOptions {
     tokenScale: o.tokenScale,
     toolTimeScale: o.toolTimeScale,
     turnRepeat: o.turnRepeat,
+    ...(o.batch ? { batch: true } : {}),
   };
 }
 
@@ -195,7 +198,7 @@ export function jobsFor(o: SimCliOptions, jpsList: readonly number[]): PointJob[
 export function describeSettings(o: SimCliOptions): string[] {
   return [
     o.trace ? `trace ${o.trace}` : `generated ${o.workload} workload`,
-    `${o.programs} programs, seed ${o.seed}, token scale ${o.tokenScale}, tool-time scale ${o.toolTimeScale}, turn repeat ${o.turnRepeat}`,
+    `${o.programs} programs${o.batch ? " arriving together at 0 (a batch)" : ""}, seed ${o.seed}, token scale ${o.tokenScale}, tool-time scale ${o.toolTimeScale}, turn repeat ${o.turnRepeat}`,
     o.profile
       ? `engine profile ${o.profile}`
       : `hardware ${o.hardware} / ${o.model}, KV cache ${o.kvCacheDtype}`,

@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { SingleBar } from "cli-progress";
-import { JCT_HEAD, jctCells } from "../analysis/jct-columns.js";
+import { JCT_HEAD, jctCells, loadLabel } from "../analysis/jct-columns.js";
 import { type LoadCeiling, type ReportRun, renderReportHtml } from "../analysis/report-html.js";
 import { ceilingWarning } from "../analysis/report-run.js";
 import { formatTextTable } from "../analysis/text-table.js";
@@ -93,8 +93,9 @@ export async function runAndPrint(
       : null;
   bar?.start(jobs.length, 0, { last: "" });
   const onProgress: SweepProgress = (done, total, last) => {
-    if (bar) bar.update(done, { last: `${last.policy}@${last.jps}` });
-    else if (total > 1) process.stderr.write(`# ${done}/${total} ${last.policy} @ ${last.jps} jobs/s done\n`);
+    if (bar) bar.update(done, { last: `${last.policy} @ ${loadLabel(last.jps)}` });
+    else if (total > 1)
+      process.stderr.write(`# ${done}/${total} ${last.policy} @ ${loadLabel(last.jps)} done\n`);
   };
   const startMs = performance.now();
   const outcome = await runSweepSettled(jobs, { threads: o.threads, onProgress });

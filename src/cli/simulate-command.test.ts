@@ -7,6 +7,32 @@ const gpuProfile = fileURLToPath(
   new URL("../../docs/gpu/h100-llama-3.1-8b-q8_0-profile.json", import.meta.url),
 );
 
+describe("continuum simulate --batch", () => {
+  it("starts every program at once and reports the run as a batch", async () => {
+    const args = [
+      "simulate",
+      "--batch",
+      "--programs",
+      "8",
+      "--policies",
+      "vllm",
+      "--threads",
+      "1",
+      "--no-report",
+    ];
+    const table = await runContinuum(args);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stderr, /8 programs arriving together at 0 \(a batch\)/);
+    assert.match(table.stdout, /^vllm\s+batch\s+8\/8/m);
+  });
+
+  it("has no arrival rate to take", async () => {
+    const { code, stderr } = await runContinuum(["simulate", "--batch", "--jps", "0.5", "--no-report"]);
+    assert.notEqual(code, 0);
+    assert.match(stderr, /'--batch' cannot be used with option '--jps/);
+  });
+});
+
 describe("continuum simulate --profile", () => {
   it("runs on the profile `continuum profile` took on an H100 (docs/gpu/)", async () => {
     const { code, stdout, stderr } = await runContinuum([

@@ -1,14 +1,23 @@
-import { Command } from "commander";
+import { Command, Option } from "commander";
 import { addSimOptions, jobsFor, numberList, positiveNumber, type SimCliOptions } from "./sim-options.js";
 import { runAndPrint } from "./sim-output.js";
 
 export function simulateCommand(): Command {
   const command = new Command("simulate")
     .description("simulate one load point for each policy on a GPU profile (same scheduler as the server)")
-    .option("--jps <rate>", "program arrival rate (jobs per second, Poisson)", positiveNumber, 0.3);
+    .option("--jps <rate>", "program arrival rate (jobs per second, Poisson)", positiveNumber, 0.3)
+    .addOption(
+      new Option(
+        "--batch",
+        "every program arrives at time 0 (batch inference, an RL rollout): judge by makespan and throughput",
+      ).conflicts("jps"),
+    );
   addSimOptions(command, { policies: "vllm,cachettl", programs: 100 });
   return command.action(async (o: SimCliOptions & { jps: number }) => {
-    await runAndPrint(o, jobsFor(o, [o.jps]), `continuum simulate: ${o.jps} jobs/s`);
+    // a batch has no arrival rate: its points are labelled 0 jobs/s
+    if (o.batch)
+      await runAndPrint(o, jobsFor(o, [0]), `continuum simulate: a batch of ${o.programs} programs`);
+    else await runAndPrint(o, jobsFor(o, [o.jps]), `continuum simulate: ${o.jps} jobs/s`);
   });
 }
 

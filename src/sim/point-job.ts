@@ -16,6 +16,8 @@ export interface WorkloadOptions {
   readonly tokenScale: number;
   readonly toolTimeScale: number;
   readonly turnRepeat: number;
+  /** every program arrives at 0 (the job's jps is not used) */
+  readonly batch?: boolean;
 }
 
 /** A shipped GPU and model (KV cache bf16 unless `kvCacheDtype` says fp8), or a measured engine profile. */
@@ -95,6 +97,7 @@ export function buildJobWorkload(
     tokenScale: workload.tokenScale,
     toolTimeScale: workload.toolTimeScale,
     turnRepeat: workload.turnRepeat,
+    batch: workload.batch,
     maxContextTokens,
   });
 }

@@ -67,6 +67,13 @@ describe("buildWorkload", () => {
     assert.ok(Math.abs(first.turns[0]!.input - a.programs[0]!.turns[0]!.input / 4) <= 1);
   });
 
+  it("starts a batch's programs together, the same programs the seed samples at any rate", () => {
+    const spread = buildWorkload({ trace, programs: 6, jps: 2, seed: 9 });
+    const batch = buildWorkload({ trace, programs: 6, jps: 0, seed: 9, batch: true });
+    assert.deepEqual(batch.arrivalsS, [0, 0, 0, 0, 0, 0]);
+    assert.deepEqual(batch.programs, spread.programs);
+  });
+
   it("generates programs of a workload kind", () => {
     const w = buildWorkload({ kind: "bfcl", programs: 30, jps: 0.5, seed: 4 });
     assert.equal(w.programs.length, 30);

@@ -50,8 +50,10 @@ export interface WorkloadSpec {
   trace?: readonly TraceProgram[] | undefined;
   kind?: WorkloadKind | undefined;
   programs: number;
-  /** arrival rate, jobs (programs) per second */
+  /** arrival rate, jobs (programs) per second (unused for a batch) */
   jps: number;
+  /** every program arrives at 0: batch inference, an RL rollout (default: Poisson arrivals at jps) */
+  batch?: boolean | undefined;
   seed: number;
   /** factor on every token count (default 1) */
   tokenScale?: number | undefined;
@@ -95,5 +97,8 @@ export function buildWorkload(spec: WorkloadSpec): Workload {
   if ((spec.turnRepeat ?? 1) !== 1) programs = repeatTurns(programs, spec.turnRepeat!);
   if ((spec.tokenScale ?? 1) !== 1) programs = scaleTokens(programs, spec.tokenScale!);
   if ((spec.toolTimeScale ?? 1) !== 1) programs = scaleToolTime(programs, spec.toolTimeScale!);
-  return { programs, arrivalsS: poissonArrivalsS(programs.length, spec.jps, arrivalRng) };
+  const arrivalsS = spec.batch
+    ? programs.map(() => 0)
+    : poissonArrivalsS(programs.length, spec.jps, arrivalRng);
+  return { programs, arrivalsS };
 }
