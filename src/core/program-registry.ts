@@ -35,6 +35,8 @@ export class ProgramRegistry {
   private readonly idleTimeoutS: number;
   private readonly onForget: (programId: string) => void;
   private readonly onLeave: (program: Program) => void;
+  /** programs created so far: the next one's arrivalOrder */
+  private programsSeen = 0;
 
   constructor(options: ProgramRegistryOptions) {
     this.maxPrograms = options.maxPrograms ?? DEFAULT_MAX_PROGRAMS;
@@ -72,7 +74,7 @@ export class ProgramRegistry {
     }
     if (program && !program.ended) return program;
     if (!program) this.makeRoom(nowS);
-    const fresh = new Program(programId, nowS);
+    const fresh = new Program(programId, nowS, this.programsSeen++);
     this.programs.set(programId, fresh);
     return fresh;
   }

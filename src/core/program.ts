@@ -33,8 +33,16 @@ export class Program {
   promptTokensServed = 0;
   cachedTokensServed = 0;
 
-  constructor(id: string, firstArrivalS: number) {
+  /**
+   * Its place among the programs this scheduler has seen, by first arrival: larger for a later program,
+   * and of programs that arrive at the same instant (a batch) larger for the one seen later. Program-level
+   * FCFS orders by it, so a batch is still served first come, first served.
+   */
+  readonly arrivalOrder: number;
+
+  constructor(id: string, firstArrivalS: number, arrivalOrder = 0) {
     this.id = id;
     this.firstArrivalS = firstArrivalS;
+    this.arrivalOrder = arrivalOrder;
   }
 }

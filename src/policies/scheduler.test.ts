@@ -323,6 +323,25 @@ describe("Scheduler: aborts", () => {
 });
 
 describe("Scheduler: programs", () => {
+  it("program-level FCFS serves programs that arrive at the same instant (a batch) in the order they came", () => {
+    const { scheduler, clock } = testScheduler(createProgramFcfsPolicy(), { numBlocks: 64, maxNumSeqs: 1 });
+    for (const id of ["A", "B", "C"]) addRequest(scheduler, `${id}0`, 16, { programId: id });
+    assert.deepEqual(
+      step(scheduler, clock).plan.admitted.map((r) => r.id),
+      ["A0"],
+    );
+    // A's next turn arrives behind B's and C's first ones: A came first, so it goes first
+    addRequest(scheduler, "A1", 32, { programId: "A" });
+    assert.deepEqual(
+      step(scheduler, clock).plan.admitted.map((r) => r.id),
+      ["A1"],
+    );
+    assert.deepEqual(
+      step(scheduler, clock).plan.admitted.map((r) => r.id),
+      ["B0"],
+    );
+  });
+
   it("a request without a program id never pins and never crashes, even when pins are cheap", () => {
     const { scheduler, clock } = testScheduler(createCacheTtlPolicy({ offload: false }), { numBlocks: 16 });
     scheduler.ttl.queueing.observe(100); // T = 100 s: every pinnable turn would pin
