@@ -34,7 +34,7 @@ export interface CapacityReportInput {
 const REFERENCE = "vllm";
 
 /** Each policy's sustainable load over `reference`'s (NaN when it was not measured or sustains nothing). */
-function ratiosTo(rows: readonly CapacityRow[], reference: number): number[] {
+export function ratiosTo(rows: readonly CapacityRow[], reference: number): number[] {
   return rows.map((r) => (reference > 0 ? r.sustainable_jps / reference : Number.NaN));
 }
 

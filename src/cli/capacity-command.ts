@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { Command } from "commander";
-import { bestBaseline, renderCapacityHtml } from "../analysis/capacity-report.js";
+import { bestBaseline, ratiosTo, renderCapacityHtml } from "../analysis/capacity-report.js";
 import { formatTextTable } from "../analysis/text-table.js";
 import { type CapacityResult, measureCapacity, REFERENCE_POLICY } from "../sim/capacity.js";
 import type { HardwareProfile } from "../sim/hardware/profiles.js";
@@ -60,18 +60,20 @@ export function kvCacheOf(o: SimCliOptions, profile: HardwareProfile) {
   };
 }
 
-/** Ratios beside each policy's sustainable load: to vllm's and to the best measured baseline's. */
-const ratio = (jps: number, of: number | undefined) =>
-  of !== undefined && of > 0 ? `${(jps / of).toFixed(2)}x` : "-";
+/** A ratio cell: "-" where the reference was not measured or sustains nothing. */
+const fmtRatio = (ratio: number) => (Number.isFinite(ratio) ? `${ratio.toFixed(2)}x` : "-");
 
+/** Each policy's sustainable load beside its ratios to vllm's and to the best measured baseline's. */
 export function capacityTable(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
-  const vllm = r.results.find((p) => p.policy === REFERENCE_POLICY)?.sustainable_jps;
+  const reference = r.results.find((p) => p.policy === REFERENCE_POLICY);
   const best = bestBaseline(r.results, BASELINES);
-  const rows = r.results.map((p) => [
+  const vsReference = ratiosTo(r.results, reference?.sustainable_jps ?? 0);
+  const vsBest = ratiosTo(r.results, best?.sustainable_jps ?? 0);
+  const rows = r.results.map((p, i) => [
     p.policy,
     p.sustainable_jps.toFixed(4),
-    ratio(p.sustainable_jps, vllm),
-    ratio(p.sustainable_jps, best?.sustainable_jps),
+    fmtRatio(vsReference[i] as number),
+    fmtRatio(vsBest[i] as number),
     (p.sustainable_jps / r.bound_jps).toFixed(2),
     p.sustainable_by_seed.map((x) => x.toFixed(4)).join(" "),
     p.light_jct_s.toFixed(1),
