@@ -40,6 +40,14 @@ describe("the simulation report", () => {
     assert.match(html, /<li>seed 7<\/li>/);
   });
 
+  it("names a run without an arrival rate (a batch) in its load cells instead of printing 0", async () => {
+    const batch = [run("vllm", 0, 100), run("cachettl", 0, 50)];
+    const html = await renderReportHtml({ title: "a batch", settings: [], runs: batch });
+    const fullTable = html.slice(html.indexOf("All runs</h2>"));
+    assert.match(fullTable, /vllm<\/td><td>all programs<\/td>/);
+    assert.doesNotMatch(fullTable, /vllm<\/td><td>0<\/td>/);
+  });
+
   it("marks every load point on the x axis and prints legend labels in full", async () => {
     const html = await renderReportHtml({ title: "sweep", settings: [], runs });
     for (const load of LOADS) assert.ok(html.includes(`>${load}</text>`), `tick at ${load}`);

@@ -52,6 +52,9 @@ function baselineFor(input: ReportInput, group: string, labels: readonly string[
   return labels.includes("vllm") ? "vllm" : (labels[0] as string);
 }
 
+/** A run's load in a table: its arrival rate, or "all programs" for a run without one (a batch, an analyzed log). */
+const loadCell = (jps: number) => (jps === 0 ? "all programs" : String(jps));
+
 const ratioClass = (ratio: number) => (ratio > 1 + TIE ? "win" : ratio < 1 - TIE ? "loss" : "tie");
 
 /** Each run's ratio to the baseline at each load, wins and losses alike, beside the headline chart. */
@@ -79,7 +82,7 @@ function ratioTable(
   });
   const anyUnfinished = runs.some(unfinished);
   return `<table class="ratios"><caption>${escapeHtml(baseline)}'s ${metric} JCT ÷ each run's: above 1 finishes programs faster (green), below 1 slower (red), within ${TIE * 100}% a tie</caption>
-<thead><tr><th>${escapeHtml(xTitle)}</th>${loads.map((l) => `<th${pastCeiling(ceiling, l) ? ' class="past"' : ""}>${l === 0 ? "all programs" : l}${pastCeiling(ceiling, l) ? " ⚠" : ""}</th>`).join("")}</tr></thead>
+<thead><tr><th>${escapeHtml(xTitle)}</th>${loads.map((l) => `<th${pastCeiling(ceiling, l) ? ' class="past"' : ""}>${loadCell(l)}${pastCeiling(ceiling, l) ? " ⚠" : ""}</th>`).join("")}</tr></thead>
 <tbody>${rows.join("\n")}</tbody></table>${anyUnfinished ? `<p class="note">* some programs unfinished at the end of the run: its JCT covers the finished ones only.</p>` : ""}${ceiling && past.length > 0 ? `<p class="warning">⚠ ${escapeHtml(ceilingWarning(ceiling, past))}.</p>` : ""}`;
 }
 
@@ -108,7 +111,7 @@ function fullTable(
     const cells = [
       ...(grouped ? [r.group ?? ""] : []),
       r.label,
-      `${r.jps}${pastCeiling(ceiling, r.jps) ? " ⚠ past the ceiling" : ""}`,
+      `${loadCell(r.jps)}${pastCeiling(ceiling, r.jps) ? " ⚠ past the ceiling" : ""}`,
       `${r.completed}/${r.programs}`,
       ...[r.jct.mean, r.jct.p50, r.jct.p90, r.jct.p95, r.jct.p99].map((x) => x.toFixed(1)),
       r.throughputJps.toFixed(4),
