@@ -234,9 +234,15 @@ CpuThreadpoolFns cpuThreadpoolFns() {
 
 class LoadModelWorker : public Napi::AsyncWorker {
  public:
-  LoadModelWorker(Napi::Env env, std::string path, llama_model_params params)
+  LoadModelWorker(Napi::Env env, std::string path, llama_model_params params,
+                  std::vector<llama_model_tensor_buft_override> overrides)
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), path_(std::move(path)),
-        params_(params) {}
+        params_(params), overrides_(std::move(overrides)) {
+    if (!overrides_.empty()) {
+      overrides_.push_back({nullptr, nullptr});
+      params_.tensor_buft_overrides = overrides_.data();
+    }
+  }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
@@ -270,10 +276,25 @@ class LoadModelWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::string path_;
   llama_model_params params_;
+  std::vector<llama_model_tensor_buft_override> overrides_;  // what params_.tensor_buft_overrides points at
   llama_model* model_ = nullptr;
 };
 
-// loadModel(path, { gpuLayers?: number (-1 = all), vocabOnly?: boolean, mmap?: boolean }) -> Promise<Model>
+// The first GPU's weight buffer type; nullptr without a GPU backend.
+static ggml_backend_buffer_type_t firstGpuBufferType() {
+  for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+    ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+    const auto type = ggml_backend_dev_type(dev);
+    if (type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU) {
+      return ggml_backend_dev_buffer_type(dev);
+    }
+  }
+  return nullptr;
+}
+
+// loadModel(path, { gpuLayers?: number (-1 = all), vocabOnly?: boolean, mmap?: boolean,
+//   embeddingsOnGpu?: boolean (the token embeddings on the first GPU; llama.cpp keeps them on the CPU) })
+//   -> Promise<Model>
 static Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string path = argString(info, 0, "path");
@@ -285,7 +306,12 @@ static Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   params.n_gpu_layers = static_cast<int32_t>(optNumber(opts, "gpuLayers", 0));
   params.vocab_only = optBool(opts, "vocabOnly", false);
   if (opts.Has("mmap")) params.load_mode = optBool(opts, "mmap", true) ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
-  auto* worker = new LoadModelWorker(env, path, params);
+  std::vector<llama_model_tensor_buft_override> overrides;
+  if (optBool(opts, "embeddingsOnGpu", false)) {
+    ggml_backend_buffer_type_t gpu = firstGpuBufferType();
+    if (gpu != nullptr) overrides.push_back({"^token_embd\\.weight$", gpu});
+  }
+  auto* worker = new LoadModelWorker(env, path, params, std::move(overrides));
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;

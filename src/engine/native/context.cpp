@@ -57,9 +57,15 @@ struct ContextState {
   bool kvUnified = true;
   ggml_type typeK = GGML_TYPE_F16;
   ggml_type typeV = GGML_TYPE_F16;
-  // computeTiming: wall time from the first layer's input norm to the logits, summed over micro-batches
+  // computeTiming: a llama_decode's wall time in four phases, each summed over micro-batches: preparing a
+  // micro-batch on the host (until ggml's scheduler first asks about a node), its inputs (the CPU's part of
+  // the graph, the token embeddings, and the uploads, until the first layer's input norm), the model's
+  // compute (from there to the logits), and the rest (copying outputs out, llama.cpp's bookkeeping)
   bool computeTiming = false;
-  int64_t computeMarkUs = -1;
+  int64_t phaseMarkUs = -1;  // when the current phase began
+  bool inUbatch = false;     // between a micro-batch's first node and its logits
+  int64_t prepareUs = 0;
+  int64_t inputsUs = 0;
   int64_t computeUs = 0;
   int32_t computeSpans = 0;
 
@@ -88,16 +94,27 @@ constexpr const char* kComputeStartTensor = "attn_norm-0";
 constexpr const char* kComputeEndTensor = "result_output";
 
 static bool computeTimingCallback(ggml_tensor* t, bool ask, void* user) {
+  auto* s = static_cast<ContextState*>(user);
   const bool start = std::strcmp(t->name, kComputeStartTensor) == 0;
   const bool end = std::strcmp(t->name, kComputeEndTensor) == 0;
-  if (ask) return start || end;
-  auto* s = static_cast<ContextState*>(user);
+  if (ask) {
+    if (!s->inUbatch) {
+      const int64_t now = nowUs();
+      s->prepareUs += now - s->phaseMarkUs;
+      s->phaseMarkUs = now;
+      s->inUbatch = true;
+    }
+    return start || end;
+  }
+  const int64_t now = nowUs();
   if (start) {
-    s->computeMarkUs = nowUs();
-  } else if (end && s->computeMarkUs >= 0) {
-    s->computeUs += nowUs() - s->computeMarkUs;
+    s->inputsUs += now - s->phaseMarkUs;
+    s->phaseMarkUs = now;
+  } else if (end && s->inUbatch) {
+    s->computeUs += now - s->phaseMarkUs;
     s->computeSpans++;
-    s->computeMarkUs = -1;
+    s->phaseMarkUs = now;
+    s->inUbatch = false;
   }
   return true;
 }
@@ -549,10 +566,13 @@ class DecodeWorker : public ContextWorker {
       b.seq_id[i][0] = seq[i];
       b.logits[i] = want[i];
     }
-    s.computeMarkUs = -1;
+    const int64_t t0 = nowUs();
+    s.phaseMarkUs = t0;
+    s.inUbatch = false;
+    s.prepareUs = 0;
+    s.inputsUs = 0;
     s.computeUs = 0;
     s.computeSpans = 0;
-    const int64_t t0 = nowUs();
     int32_t rc = 0;
     try {
       rc = llama_decode(s.ctx, b);
@@ -562,8 +582,14 @@ class DecodeWorker : public ContextWorker {
       Fail("LLAMA_DECODE_FAILED", e.what());
       return;
     }
-    decodeUs_ = nowUs() - t0;
-    computeUs_ = s.computeTiming && s.computeSpans > 0 ? s.computeUs : -1;
+    const int64_t t1 = nowUs();
+    decodeUs_ = t1 - t0;
+    if (s.computeTiming && s.computeSpans > 0) {
+      computeUs_ = s.computeUs;
+      prepareUs_ = s.prepareUs;
+      inputsUs_ = s.inputsUs;
+      finishUs_ = t1 - s.phaseMarkUs;
+    }
     if (rc != 0) {
       const char* code = rc == 1    ? "LLAMA_DECODE_NO_KV_SLOT"
                          : rc == 2  ? "LLAMA_DECODE_ABORTED"
@@ -572,7 +598,6 @@ class DecodeWorker : public ContextWorker {
       Fail(code, "llama_decode returned " + std::to_string(rc), rc);
       return;
     }
-    const int64_t t1 = nowUs();
     const int32_t nVocab = llama_vocab_n_tokens(s.model->vocab);
     try {
       for (int32_t i = 0; i < n; i++) {
@@ -655,7 +680,12 @@ class DecodeWorker : public ContextWorker {
     o.Set("nVocab", Napi::Number::New(env, nVocab_));
     o.Set("decodeUs", Napi::Number::New(env, static_cast<double>(decodeUs_)));
     o.Set("sampleUs", Napi::Number::New(env, static_cast<double>(sampleUs_)));
-    if (computeUs_ >= 0) o.Set("computeUs", Napi::Number::New(env, static_cast<double>(computeUs_)));
+    if (computeUs_ >= 0) {
+      o.Set("computeUs", Napi::Number::New(env, static_cast<double>(computeUs_)));
+      o.Set("prepareUs", Napi::Number::New(env, static_cast<double>(prepareUs_)));
+      o.Set("inputsUs", Napi::Number::New(env, static_cast<double>(inputsUs_)));
+      o.Set("finishUs", Napi::Number::New(env, static_cast<double>(finishUs_)));
+    }
     return o;
   }
 
@@ -670,6 +700,9 @@ class DecodeWorker : public ContextWorker {
   int64_t decodeUs_ = 0;
   int64_t sampleUs_ = 0;
   int64_t computeUs_ = -1;
+  int64_t prepareUs_ = 0;
+  int64_t inputsUs_ = 0;
+  int64_t finishUs_ = 0;
 };
 
 template <typename T>

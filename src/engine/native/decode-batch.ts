@@ -78,5 +78,14 @@ export function decodeResult(r: RawDecodeResult): DecodeResult {
     decodeMs: r.decodeUs / 1000,
     sampleMs: r.sampleUs / 1000,
     computeMs: r.computeUs === undefined ? null : r.computeUs / 1000,
+    phasesMs:
+      r.computeUs === undefined
+        ? null
+        : {
+            prepare: (r.prepareUs ?? 0) / 1000,
+            inputs: (r.inputsUs ?? 0) / 1000,
+            compute: r.computeUs / 1000,
+            finish: (r.finishUs ?? 0) / 1000,
+          },
   };
 }

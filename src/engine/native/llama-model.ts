@@ -28,6 +28,7 @@ export async function loadModel(path: string, opts: LoadModelOptions = {}): Prom
     gpuLayers,
     vocabOnly: opts.vocabOnly ?? false,
     ...(opts.mmap === undefined ? {} : { mmap: opts.mmap }),
+    embeddingsOnGpu: opts.embeddingsOnGpu ?? (hasGpu && gpuLayers < 0),
   });
   return new LlamaModel(raw, path, gpuLayers);
 }

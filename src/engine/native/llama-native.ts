@@ -17,6 +17,7 @@ export {
   type CopyRates,
   type DecodeOptions,
   type DecodeOutput,
+  type DecodePhases,
   type DecodeResult,
   type DeviceInfo,
   type HostCopyBandwidth,

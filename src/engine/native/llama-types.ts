@@ -50,6 +50,12 @@ export interface LoadModelOptions {
   vocabOnly?: boolean;
   /** Memory-map the file (llama.cpp's default when unset). */
   mmap?: boolean;
+  /**
+   * Keep the token embeddings on the first GPU. llama.cpp keeps them on the CPU, which then looks up every
+   * token's row and uploads it each step: 6 ms of a 2048-token prefill of Llama-3.1-8B on an H100 (docs/gpu.md),
+   * for 1 GB of GPU memory (f16; 0.5 GB q8_0). Default: true when every layer is on a GPU. No effect without one.
+   */
+  embeddingsOnGpu?: boolean;
 }
 
 export interface ModelInfo {
@@ -175,6 +181,20 @@ export interface DecodeResult {
    * null otherwise, or when the model's graph has no such tensors.
    */
   computeMs: number | null;
+  /**
+   * With ContextOptions.computeTiming: llama_decode's wall time in phases that sum to decodeMs, each summed
+   * over micro-batches (null otherwise): preparing each micro-batch on the host (graph, attention mask),
+   * its inputs (the graph's CPU part, e.g. token embeddings kept there, and the uploads), the model's compute
+   * (computeMs), and finishing (copying outputs out).
+   */
+  phasesMs: DecodePhases | null;
+}
+
+export interface DecodePhases {
+  prepare: number;
+  inputs: number;
+  compute: number;
+  finish: number;
 }
 
 export interface SeqStateFile {

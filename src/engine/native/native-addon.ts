@@ -33,6 +33,9 @@ export interface RawDecodeResult {
   decodeUs: number;
   sampleUs: number;
   computeUs?: number;
+  prepareUs?: number;
+  inputsUs?: number;
+  finishUs?: number;
 }
 
 export interface RawModel {
@@ -90,7 +93,10 @@ export interface RawAddon {
   setLogLevel(level: LogLevel): void;
   loadBackends(dir?: string, extraPluginPaths?: string[]): BackendsInfo;
   devices(): DeviceInfo[];
-  loadModel(path: string, opts: { gpuLayers: number; vocabOnly: boolean; mmap?: boolean }): Promise<RawModel>;
+  loadModel(
+    path: string,
+    opts: { gpuLayers: number; vocabOnly: boolean; mmap?: boolean; embeddingsOnGpu: boolean },
+  ): Promise<RawModel>;
   createContext(model: RawModel, opts: Record<string, unknown>): Promise<RawContext>;
   allocPinnedBuffer(bytes: number): Buffer | null;
   measureHostCopyBandwidth(bytes: number, repeats: number): HostCopyBandwidth | null;

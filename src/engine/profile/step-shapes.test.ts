@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { parseReferenceSteps, type StepPart } from "../../core/profile/step-reference.js";
 import { ensureBuiltinModel } from "../gguf/index.js";
-import { type LlamaModel, loadModel } from "../native/llama-native.js";
+import { DecodeBatch, type LlamaModel, loadModel } from "../native/llama-native.js";
 import { compareSteps, measureStepShapes } from "./step-shapes.js";
 
 const supported = process.platform === "linux" && process.arch === "x64";
@@ -18,6 +18,7 @@ describe("reference steps", () => {
       samplesMs: [ms],
       computeMs: null,
       computeSamplesMs: [],
+      phasesMs: null,
     });
     const rows = compareSteps(
       [
@@ -41,7 +42,16 @@ describe("reference steps", () => {
   it("holds the model's compute time against a kernel-time reference, and keeps the wall time beside it", () => {
     const reference = parseReferenceSteps('{"kind":"prefill","N":512,"P":0,"ms":10}');
     const [row] = compareSteps(
-      [{ shape: reference[0]!.shape, ms: 14, samplesMs: [14], computeMs: 11, computeSamplesMs: [11] }],
+      [
+        {
+          shape: reference[0]!.shape,
+          ms: 14,
+          samplesMs: [14],
+          computeMs: 11,
+          computeSamplesMs: [11],
+          phasesMs: { prepare: 1, inputs: 1, compute: 11, finish: 1 },
+        },
+      ],
       reference,
       0.25,
     );
@@ -83,9 +93,40 @@ describe("step shapes on the engine", {
       // the model's compute is part of the step: timed, and never longer than the whole llama_decode
       assert.equal(s.computeSamplesMs.length, 2);
       assert.ok(s.computeMs !== null && s.computeMs > 0 && s.computeMs <= s.ms, `${s.computeMs} vs ${s.ms}`);
+      // the step's time in phases, none negative, the model's compute among them
+      const p = s.phasesMs;
+      assert.ok(p !== null);
+      assert.equal(p.compute, s.computeMs);
+      for (const ms of Object.values(p)) assert.ok(ms >= 0, JSON.stringify(p));
     }
     assert.deepEqual(skipped, [
       { shape: shapes[3], why: "more KV than this run allows, or longer than the model's context" },
     ]);
+  });
+
+  it("splits a decode of several micro-batches into phases that add up to its whole time", async () => {
+    const ctx = await model.createContext({ nCtx: 512, nBatch: 256, nUBatch: 64, computeTiming: true });
+    try {
+      const batch = new DecodeBatch(256);
+      for (let p = 0; p < 200; p++) batch.add(p % model.info.nVocab, p, 0, p === 199);
+      const d = await ctx.decode(batch, { sample: false });
+      const p = d.phasesMs;
+      assert.ok(p !== null);
+      assert.equal(p.compute, d.computeMs);
+      for (const ms of Object.values(p)) assert.ok(ms >= 0, JSON.stringify(p));
+      const sum = p.prepare + p.inputs + p.compute + p.finish;
+      assert.ok(Math.abs(sum - d.decodeMs) < 1e-9, `${sum} vs ${d.decodeMs}`);
+    } finally {
+      ctx.free();
+    }
+    const untimed = await model.createContext({ nCtx: 256 });
+    try {
+      const batch = new DecodeBatch(8);
+      batch.add(1, 0, 0, true);
+      const d = await untimed.decode(batch, { sample: false });
+      assert.equal(d.phasesMs, null);
+    } finally {
+      untimed.free();
+    }
   });
 });

@@ -17,6 +17,8 @@ import { describeStepPart, type ReferenceStep, type StepPart } from "../../core/
 import {
   allocPinnedBuffer,
   DecodeBatch,
+  type DecodePhases,
+  type DecodeResult,
   type LlamaContext,
   type LlamaModel,
 } from "../native/llama-native.js";
@@ -33,6 +35,8 @@ export interface MeasuredStep {
   /** the model's compute alone, median over the same repeats; null when the backend could not time it */
   readonly computeMs: number | null;
   readonly computeSamplesMs: readonly number[];
+  /** llama_decode's wall time by phase (DecodeResult.phasesMs), each phase's median; null where not timed */
+  readonly phasesMs: DecodePhases | null;
 }
 
 export interface StepComparison {
@@ -102,20 +106,35 @@ const MAX_STATE_BYTES = 2 ** 31;
 /** The longest sequence the model was trained for (unbounded when the file does not say). */
 const contextLimit = (model: LlamaModel) => model.info.nCtxTrain || Number.POSITIVE_INFINITY;
 
-function measuredStep(shape: StepPart, wallMs: number[], computeMs: (number | null)[]): MeasuredStep {
-  const timed = computeMs.filter((c): c is number => c !== null);
+function measuredStep(shape: StepPart, samples: readonly DecodeResult[]): MeasuredStep {
+  const wallMs = samples.map((d) => d.decodeMs);
+  const phases = samples.map((d) => d.phasesMs).filter((p): p is DecodePhases => p !== null);
+  const timed = phases.length === samples.length && phases.length > 0;
+  const phase = (k: keyof DecodePhases) => median(phases.map((p) => p[k]));
   return {
     shape,
     ms: median(wallMs),
     samplesMs: wallMs,
-    computeMs: timed.length === computeMs.length && timed.length > 0 ? median(timed) : null,
-    computeSamplesMs: timed,
+    computeMs: timed ? phase("compute") : null,
+    computeSamplesMs: phases.map((p) => p.compute),
+    phasesMs: timed
+      ? {
+          prepare: phase("prepare"),
+          inputs: phase("inputs"),
+          compute: phase("compute"),
+          finish: phase("finish"),
+        }
+      : null,
   };
 }
 
 function logStep(opts: StepShapeOptions, step: MeasuredStep): void {
-  const compute = step.computeMs === null ? "" : `, compute ${step.computeMs.toFixed(2)} ms`;
-  opts.log?.(`${describeStepPart(step.shape)}: ${step.ms.toFixed(2)} ms${compute}`);
+  const p = step.phasesMs;
+  const phases =
+    p === null
+      ? ""
+      : ` (prepare ${p.prepare.toFixed(2)}, inputs ${p.inputs.toFixed(2)}, compute ${p.compute.toFixed(2)}, finish ${p.finish.toFixed(2)} ms)`;
+  opts.log?.(`${describeStepPart(step.shape)}: ${step.ms.toFixed(2)} ms${phases}`);
 }
 
 /** Rounds up to llama.cpp's 256-cell granularity. */
@@ -170,19 +189,15 @@ async function measurePrefills(
       ctx.clear();
       if (P > 0) await fill(ctx, 0, 0, P, nVocab);
       for (const shape of fits.filter((s) => s.P === P)) {
-        const wall: number[] = [];
-        const compute: (number | null)[] = [];
+        const samples: DecodeResult[] = [];
         for (let r = 0; r <= opts.repeats; r++) {
           batch.clear();
           for (let p = P; p < P + shape.N; p++) batch.add(tokenAt(p, nVocab), p, 0, p === P + shape.N - 1);
           const d = await ctx.decode(batch, { sample: false });
           ctx.seqRemove(0, P, -1);
-          if (r > 0) {
-            wall.push(d.decodeMs);
-            compute.push(d.computeMs);
-          }
+          if (r > 0) samples.push(d);
         }
-        const step = measuredStep(shape, wall, compute);
+        const step = measuredStep(shape, samples);
         result.steps.push(step);
         logStep(opts, step);
       }
@@ -223,19 +238,15 @@ async function measureDecodes(
         for (let s = 1; s < shape.B; s++) await fill(ctx, s, 0, shape.L, nVocab);
       }
       const batch = new DecodeBatch(shape.B);
-      const wall: number[] = [];
-      const compute: (number | null)[] = [];
+      const samples: DecodeResult[] = [];
       for (let step = 0; step < steps; step++) {
         batch.clear();
         const pos = shape.L + step;
         for (let s = 0; s < shape.B; s++) batch.add(tokenAt(pos * 31 + s, nVocab), pos, s, true);
         const d = await ctx.decode(batch, { sample: false });
-        if (step > 0) {
-          wall.push(d.decodeMs);
-          compute.push(d.computeMs);
-        }
+        if (step > 0) samples.push(d);
       }
-      const measured = measuredStep(shape, wall, compute);
+      const measured = measuredStep(shape, samples);
       result.steps.push(measured);
       logStep(opts, measured);
     } finally {
