@@ -79,6 +79,25 @@ describe("continuum serve", () => {
     assert.equal(engine.shutdownCalls, 1);
   });
 
+  test("a built-in model served under its own name answers to its preset's name too", async () => {
+    const command = serveCommand()
+      .exitOverride()
+      .action(() => {});
+    await command.parseAsync(["--builtin-model", "tiny", "--port", "0"], { from: "user" });
+    const server = await runServe(command.opts() as never, {
+      createEngine: () => new FakeEngine(),
+      log: () => {},
+      handleSignals: false,
+    });
+    try {
+      const models = await fetch(`${server.url}/v1/models`);
+      const ids = ((await models.json()) as { data: { id: string }[] }).data.map((m) => m.id);
+      assert.deepEqual(ids, ["fake-model", "tiny"]);
+    } finally {
+      await server.close();
+    }
+  });
+
   test("a quantized KV cache on the CPU is named a trade in the banner (on a GPU it is not)", async () => {
     const command = serveCommand()
       .exitOverride()

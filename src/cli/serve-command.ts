@@ -127,6 +127,15 @@ function collectLogitBias(value: string, previous: LogitBiasSpec[]): LogitBiasSp
   return [...previous, ...specs];
 }
 
+/**
+ * The names clients may use beside the model id: `--served-model-name`'s after the first, or, serving a
+ * built-in model under its own name, the preset's (what the user typed: `--builtin-model llama-3.1-8b-q8_0`).
+ */
+function aliasesOf(o: ServeCliOptions): string[] {
+  if (o.servedModelName.length > 0) return o.servedModelName.slice(1);
+  return o.model === undefined ? [o.builtinModel] : [];
+}
+
 /** The engine factory's options for parsed `serve` flags (unset flags keep the engine's defaults). */
 export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
   const options: Record<string, unknown> = {
@@ -192,7 +201,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       apiKeys: apiKeysOf(o),
       allowedOrigins: o.allowedOrigins ?? [],
       maxBodyBytes: Math.floor((o.maxBodyMb ?? DEFAULT_MAX_BODY_MB) * MIB),
-      servedModelNames: o.servedModelName.slice(1),
+      servedModelNames: aliasesOf(o),
       dashboard: o.dashboard ?? true,
       policyName: o.schedulingPolicy,
       logitBias: o.logitBias,

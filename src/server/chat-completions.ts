@@ -61,7 +61,7 @@ export function checkModel(ctx: RequestContext, model: string | null | undefined
   if (!ctx.modelNames.includes(model)) {
     throw new ApiError(
       404,
-      `The model \`${model}\` does not exist.`,
+      `The model \`${model}\` does not exist; this server serves ${ctx.modelNames.map((n) => `\`${n}\``).join(", ")}.`,
       "invalid_request_error",
       "model_not_found",
       "model",

@@ -79,6 +79,10 @@ describe("validation errors", () => {
         404,
       );
       assert.equal(wrongModel.error.code, "model_not_found");
+      assert.match(
+        wrongModel.error.message,
+        /^The model `gpt-9` does not exist; this server serves `[^`]+`\.$/,
+      );
       await expectError(await t.post("/v1/nothing", {}), 404);
     });
   });
