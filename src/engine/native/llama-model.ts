@@ -19,18 +19,28 @@ import type {
 } from "./llama-types.js";
 import { loadedBackends, native, type RawContext, type RawModel } from "./native-addon.js";
 
-export async function loadModel(path: string, opts: LoadModelOptions = {}): Promise<LlamaModel> {
-  const b = loadedBackends();
-  const hasGpu = b.devices.some((d) => d.type === "gpu" || d.type === "igpu");
+/**
+ * Where a model's weights go: n_gpu_layers (negative: all) and whether the token embeddings go to the GPU
+ * too (by default when every layer does: llama.cpp would keep them on the CPU and upload each step's rows).
+ */
+export function weightPlacement(
+  opts: Pick<LoadModelOptions, "gpuLayers" | "embeddingsOnGpu">,
+  hasGpu: boolean,
+): { gpuLayers: number; embeddingsOnGpu: boolean } {
   const g = opts.gpuLayers ?? "auto";
   const gpuLayers = g === "all" ? -1 : g === "auto" ? (hasGpu ? -1 : 0) : g;
+  return { gpuLayers, embeddingsOnGpu: opts.embeddingsOnGpu ?? (hasGpu && gpuLayers < 0) };
+}
+
+export async function loadModel(path: string, opts: LoadModelOptions = {}): Promise<LlamaModel> {
+  const hasGpu = loadedBackends().devices.some((d) => d.type === "gpu" || d.type === "igpu");
+  const placement = weightPlacement(opts, hasGpu);
   const raw = await native().loadModel(path, {
-    gpuLayers,
+    ...placement,
     vocabOnly: opts.vocabOnly ?? false,
     ...(opts.mmap === undefined ? {} : { mmap: opts.mmap }),
-    embeddingsOnGpu: opts.embeddingsOnGpu ?? (hasGpu && gpuLayers < 0),
   });
-  return new LlamaModel(raw, path, gpuLayers);
+  return new LlamaModel(raw, path, placement.gpuLayers);
 }
 
 /** Same as model.createContext(opts): one context with one unified KV pool for all its sequences. */

@@ -8,7 +8,7 @@
  * - decode-batch.ts: the reusable batch a context decodes.
  */
 export { DecodeBatch } from "./decode-batch.js";
-export { createContext, LlamaContext, LlamaModel, loadModel } from "./llama-model.js";
+export { createContext, LlamaContext, LlamaModel, loadModel, weightPlacement } from "./llama-model.js";
 export {
   type BackendsInfo,
   type ChatMessage,

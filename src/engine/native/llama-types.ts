@@ -53,7 +53,8 @@ export interface LoadModelOptions {
   /**
    * Keep the token embeddings on the first GPU. llama.cpp keeps them on the CPU, which then looks up every
    * token's row and uploads it each step: 6 ms of a 2048-token prefill of Llama-3.1-8B on an H100 (docs/gpu.md),
-   * for 1 GB of GPU memory (f16; 0.5 GB q8_0). Default: true when every layer is on a GPU. No effect without one.
+   * for 1 GB of GPU memory (f16; 0.5 GB q8_0). Default: true with gpuLayers "all" (or "auto" with a GPU), false
+   * with a layer count. No effect without a GPU.
    */
   embeddingsOnGpu?: boolean;
 }
