@@ -1,5 +1,6 @@
 // LlamaContext: one llama_context with a unified KV pool shared by up to n_seq_max sequences, a persistent
 // ggml threadpool, per-sequence sampler chains, async decode/state workers, and the llama_memory_* ops.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -48,7 +49,6 @@ struct ContextState {
   bool batchAllocated = false;
   std::vector<llama_sampler*> samplers;  // per sequence slot; nullptr = greedy
   std::vector<llama_sampler*> grammars;  // per slot, non-owning: the chain's grammar stage, if any
-  llama_sampler* greedy = nullptr;       // stateless, shared by slots without a chain
   uint32_t nSeqMax = 1;
   uint32_t nBatch = 0;
   int32_t threads = 1;
@@ -73,7 +73,6 @@ struct ContextState {
     for (llama_sampler* s : samplers) {
       if (s != nullptr) llama_sampler_free(s);
     }
-    if (greedy != nullptr) llama_sampler_free(greedy);
     if (batchAllocated) llama_batch_free(batch);
     if (ctx != nullptr) {
       llama_detach_threadpool(ctx);
@@ -269,7 +268,6 @@ class CreateContextWorker : public Napi::AsyncWorker {
     s.samplers.assign(llama_n_seq_max(s.ctx), nullptr);
     s.grammars.assign(llama_n_seq_max(s.ctx), nullptr);
     s.nSeqMax = llama_n_seq_max(s.ctx);
-    s.greedy = llama_sampler_init_greedy();
   }
   void OnOK() override {
     Napi::Env env = Env();
@@ -461,9 +459,11 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
       }
     }
 
+    // plain greedy needs no chain: the decode takes the argmax itself
+    const bool plainGreedy = temperature <= 0 && biases.empty() && grammar.empty();
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
-    chain = llama_sampler_chain_init(cp);
+    if (!plainGreedy) chain = llama_sampler_chain_init(cp);
     if (!biases.empty()) {
       llama_sampler_chain_add(chain,
                               llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(biases.size()), biases.data()));
@@ -477,14 +477,14 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
       llama_sampler_chain_add(chain, g);
       grammarStage = g;
     }
-    if (temperature <= 0) {
-      llama_sampler_chain_add(chain, llama_sampler_init_greedy());
-    } else {
+    if (temperature > 0) {
       if (topK > 0) llama_sampler_chain_add(chain, llama_sampler_init_top_k(static_cast<int32_t>(topK)));
       if (topP < 1) llama_sampler_chain_add(chain, llama_sampler_init_top_p(static_cast<float>(topP), 1));
       if (minP > 0) llama_sampler_chain_add(chain, llama_sampler_init_min_p(static_cast<float>(minP), 1));
       llama_sampler_chain_add(chain, llama_sampler_init_temp(static_cast<float>(temperature)));
       llama_sampler_chain_add(chain, llama_sampler_init_dist(static_cast<uint32_t>(seed)));
+    } else if (!plainGreedy) {
+      llama_sampler_chain_add(chain, llama_sampler_init_greedy());
     }
   }
   if (s.samplers[seq] != nullptr) llama_sampler_free(s.samplers[seq]);
@@ -599,56 +599,128 @@ class DecodeWorker : public ContextWorker {
       return;
     }
     const int32_t nVocab = llama_vocab_n_tokens(s.model->vocab);
-    try {
-      for (int32_t i = 0; i < n; i++) {
-        if (want[i] == 0) continue;
-        outIndex_.push_back(i);
-        outSeq_.push_back(seq[i]);
-        if (returnLogits) {
-          const float* l = llama_get_logits_ith(s.ctx, i);
-          if (l == nullptr) {
-            Fail("LLAMA_DECODE_FAILED", "no logits for batch index " + std::to_string(i));
-            return;
-          }
-          logits_.insert(logits_.end(), l, l + nVocab);
-        }
-        if (sample) {
-          llama_sampler* smpl = s.samplers[seq[i]] != nullptr ? s.samplers[seq[i]] : s.greedy;
-          const llama_token t = sampleOne(s.ctx, smpl, i, nVocab);
-          if (t < 0) return;
-          outToken_.push_back(t);
-          outEog_.push_back(llama_vocab_is_eog(s.model->vocab, t) ? 1 : 0);
-        }
+    // Logits pointers first, on this thread: llama_get_logits_ith may reorder llama.cpp's outputs.
+    std::vector<const float*> rowLogits;
+    for (int32_t i = 0; i < n; i++) {
+      if (want[i] == 0) continue;
+      const float* l = llama_get_logits_ith(s.ctx, i);
+      if (l == nullptr) {
+        Fail("LLAMA_DECODE_FAILED", "no logits for batch index " + std::to_string(i));
+        return;
       }
-    } catch (const std::exception& e) {
-      Fail("LLAMA_SAMPLE_FAILED", e.what());
-      return;
+      outIndex_.push_back(i);
+      outSeq_.push_back(seq[i]);
+      rowLogits.push_back(l);
+      if (returnLogits) logits_.insert(logits_.end(), l, l + nVocab);
     }
+    if (sample && !sampleRows(s, rowLogits, nVocab)) return;
     sampleUs_ = nowUs() - t1;
     nVocab_ = nVocab;
   }
 
  protected:
-  // llama_sampler_sample, minus its process-aborting asserts: apply the chain to the output's logits,
-  // check that a real candidate was selected (a grammar can leave none), then accept it.
-  llama_token sampleOne(llama_context* ctx, llama_sampler* chain, int32_t idx, int32_t nVocab) {
-    const float* logits = llama_get_logits_ith(ctx, idx);
-    if (logits == nullptr) {
-      Fail("LLAMA_SAMPLE_FAILED", "no logits for batch index " + std::to_string(idx));
+  // Samples every output row. Rows of different sequences have independent sampler chains, so they are
+  // sampled on up to `threads` threads (at a real vocabulary a chain takes 0.3 ms a row greedy to several
+  // ms with a temperature: serially, more than a GPU's whole decode step at a few dozen rows); rows of one
+  // sequence stay on one thread, in order. A sequence without a chain samples greedily: the argmax itself,
+  // as llama.cpp's greedy sampler picks it (the first highest logit), without building the candidates.
+  bool sampleRows(ContextState& s, const std::vector<const float*>& rowLogits, int32_t nVocab) {
+    const size_t m = rowLogits.size();
+    outToken_.assign(m, -1);
+    outEog_.assign(m, 0);
+    // one task per chain (its rows in order), one per greedy row
+    std::vector<std::vector<size_t>> tasks;
+    std::vector<std::pair<llama_sampler*, size_t>> taskOfChain;
+    for (size_t r = 0; r < m; r++) {
+      llama_sampler* chain = s.samplers[outSeq_[r]];
+      if (chain == nullptr) {
+        tasks.push_back({r});
+        continue;
+      }
+      auto it = std::find_if(taskOfChain.begin(), taskOfChain.end(), [&](const auto& e) { return e.first == chain; });
+      if (it == taskOfChain.end()) {
+        taskOfChain.emplace_back(chain, tasks.size());
+        tasks.push_back({r});
+      } else {
+        tasks[it->second].push_back(r);
+      }
+    }
+    // a thread for every kMinCandidatesPerThread candidates, at most one per task and `threads`
+    constexpr size_t kMinCandidatesPerThread = 65536;
+    const size_t byWork = std::max<size_t>(1, m * static_cast<size_t>(nVocab) / kMinCandidatesPerThread);
+    const size_t nThreads = std::min({tasks.size(), byWork, static_cast<size_t>(std::max(1, s.threads))});
+    std::vector<std::string> errors(m);
+    auto work = [&](size_t first) {
+      std::vector<llama_token_data> cands;
+      for (size_t t = first; t < tasks.size(); t += nThreads) {
+        for (size_t r : tasks[t]) {
+          llama_sampler* chain = s.samplers[outSeq_[r]];
+          const llama_token token = chain == nullptr ? argmax(rowLogits[r], nVocab)
+                                                     : sampleWith(chain, rowLogits[r], nVocab, cands, errors[r]);
+          if (token < 0) break;  // a chain that failed stops its sequence's later rows
+          outToken_[r] = token;
+          outEog_[r] = llama_vocab_is_eog(s.model->vocab, token) ? 1 : 0;
+        }
+      }
+    };
+    if (nThreads <= 1) {
+      work(0);
+    } else {
+      std::vector<std::thread> pool;
+      for (size_t k = 1; k < nThreads; k++) pool.emplace_back(work, k);
+      work(0);
+      for (std::thread& th : pool) th.join();
+    }
+    for (size_t r = 0; r < m; r++) {
+      if (!errors[r].empty()) {
+        Fail("LLAMA_SAMPLE_FAILED", errors[r]);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The first highest logit, as llama.cpp's greedy sampler picks it. The highest value comes first, kept in
+  // independent lanes: a running index would chain every comparison to the load it selects (10 cycles a
+  // logit, 0.4 ms for a 128k vocabulary); then the first index holding it.
+  static llama_token argmax(const float* logits, int32_t nVocab) {
+    constexpr int32_t kLanes = 8;
+    float lanes[kLanes];
+    for (float& lane : lanes) lane = logits[0];
+    int32_t t = 0;
+    for (; t + kLanes <= nVocab; t += kLanes) {
+      for (int32_t k = 0; k < kLanes; k++) lanes[k] = logits[t + k] > lanes[k] ? logits[t + k] : lanes[k];
+    }
+    for (; t < nVocab; t++) lanes[0] = logits[t] > lanes[0] ? logits[t] : lanes[0];
+    float best = lanes[0];
+    for (float lane : lanes) best = lane > best ? lane : best;
+    for (int32_t i = 0; i < nVocab; i++) {
+      if (logits[i] == best) return i;
+    }
+    return 0;  // logits[0] is NaN: nothing compares above it
+  }
+
+  // llama_sampler_sample, minus its process-aborting asserts: apply the chain to the row's logits, check
+  // that a real candidate was selected (a grammar can leave none), then accept it. -1 with `error` set if not.
+  static llama_token sampleWith(llama_sampler* chain, const float* logits, int32_t nVocab,
+                                std::vector<llama_token_data>& cands, std::string& error) {
+    try {
+      cands.resize(static_cast<size_t>(nVocab));
+      for (int32_t t = 0; t < nVocab; t++) cands[t] = llama_token_data{t, logits[t], 0.0f};
+      llama_token_data_array arr{cands.data(), cands.size(), -1, false};
+      llama_sampler_apply(chain, &arr);
+      if (arr.selected < 0 || static_cast<size_t>(arr.selected) >= arr.size ||
+          !std::isfinite(arr.data[arr.selected].logit)) {
+        error = "sampler selected no allowed token (grammar dead end?)";
+        return -1;
+      }
+      const llama_token token = arr.data[arr.selected].id;
+      llama_sampler_accept(chain, token);
+      return token;
+    } catch (const std::exception& e) {
+      error = e.what();
       return -1;
     }
-    cands_.resize(static_cast<size_t>(nVocab));
-    for (int32_t t = 0; t < nVocab; t++) cands_[t] = llama_token_data{t, logits[t], 0.0f};
-    llama_token_data_array arr{cands_.data(), cands_.size(), -1, false};
-    llama_sampler_apply(chain, &arr);
-    if (arr.selected < 0 || static_cast<size_t>(arr.selected) >= arr.size || !std::isfinite(arr.data[arr.selected].logit)) {
-      Fail("LLAMA_SAMPLE_FAILED", "sampler selected no allowed token (grammar dead end?) at batch index " +
-                                      std::to_string(idx));
-      return -1;
-    }
-    const llama_token token = arr.data[arr.selected].id;
-    llama_sampler_accept(chain, token);
-    return token;
   }
 
   Napi::Value Result(Napi::Env env) override {
@@ -695,7 +767,6 @@ class DecodeWorker : public ContextWorker {
   std::vector<int32_t> outToken_;
   std::vector<uint8_t> outEog_;
   std::vector<float> logits_;
-  std::vector<llama_token_data> cands_;
   int32_t nVocab_ = 0;
   int64_t decodeUs_ = 0;
   int64_t sampleUs_ = 0;

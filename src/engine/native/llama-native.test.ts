@@ -391,6 +391,44 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
     ctx.clear();
   });
 
+  test("sequences sampled together on several threads each follow their own seed", async () => {
+    // 16 rows of an 8192-token vocabulary: enough work for two sampling threads
+    const wide = await model.createContext({ nCtx: 2048, nSeqMax: 16, nBatch: 512, threads: 2 });
+    try {
+      const prompt = model.tokenize("Pick a card:", { addSpecial: true });
+      const seqs = Array.from({ length: 16 }, (_, s) => s);
+      const run = async (seedOf: (s: number) => number) => {
+        wide.clear();
+        for (const s of seqs) wide.setSampler(s, { temperature: 1, seed: seedOf(s) });
+        return generate(
+          wide,
+          seqs.map(() => prompt),
+          6,
+        );
+      };
+      // one seed for all: every row draws what the first draws
+      const same = await run(() => 7);
+      for (const tokens of same) assert.deepEqual(tokens, same[0]);
+      // a seed each: the rows differ, and the same seeds draw the same tokens again
+      const own = await run((s) => 100 + s);
+      assert.ok(new Set(own.map((t) => t.join())).size > 8, "different seeds draw different tokens");
+      assert.deepEqual(await run((s) => 100 + s), own);
+    } finally {
+      wide.free();
+    }
+  });
+
+  test("greedy without a sampler chain picks llama.cpp's greedy token", async () => {
+    const prompt = model.tokenize("The capital of", { addSpecial: true });
+    ctx.clear();
+    ctx.setSampler(0, null); // no chain: the decode's own argmax
+    ctx.setSampler(1, { logitBias: [{ token: 0, bias: 0 }] }); // a chain ending in llama.cpp's greedy sampler
+    const [fast, chained] = await generate(ctx, [prompt, prompt], 16);
+    assert.deepEqual(fast, chained);
+    ctx.setSampler(1, null);
+    ctx.clear();
+  });
+
   test("errors: busy context, full pool, oversized batch, bad ids", async () => {
     const prompt = model.tokenize("busy busy busy", { addSpecial: true });
     ctx.clear();

@@ -1,0 +1,99 @@
+/**
+ * The host's sampling time per decode step at a real vocabulary. Sampling runs on the CPU after every step,
+ * once per output row, over the whole vocabulary: 128,256 candidates a row for Llama 3, 16x the built-in
+ * models', so their tests never see it. The model here has Llama 3's vocabulary and a toy body (2 layers of
+ * width 64), generated once into the model cache; B sequences decode one token each per step under each
+ * sampler setting, and the median step's sampling time (DecodeResult.sampleMs) is printed beside the
+ * decode's own. Rows of different sequences are sampled on up to `--threads` threads; on the CPU, ggml's own
+ * workers spin for work after each step (`--poll`, the engine's threadpoolPoll, default 50) on the same cores.
+ *
+ * Usage: node --import tsx src/bench/sampling-bench.ts [--rows 32] [--threads 2] [--poll 50] [--steps 9]
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { formatTextTable } from "../analysis/text-table.js";
+import { defaultModelCacheDir, generateLlamaGguf } from "../engine/gguf/index.js";
+import { DecodeBatch, loadModel, type SamplerParams } from "../engine/native/llama-native.js";
+import { median, tokenAt } from "../engine/profile/measure.js";
+
+const VOCAB = 128_256;
+
+const SETTINGS: readonly [string, SamplerParams | null][] = [
+  ["greedy", null],
+  ["temperature 1", { temperature: 1 }],
+  ["temperature 1, top_k 40", { temperature: 1, topK: 40 }],
+  ["temperature 0.7, top_p 0.95", { temperature: 0.7, topP: 0.95 }],
+];
+
+async function modelPath(): Promise<string> {
+  const path = join(defaultModelCacheDir(), `continuum-bench-vocab${VOCAB}.gguf`);
+  if (!existsSync(path)) {
+    await generateLlamaGguf(path, {
+      seed: 1,
+      name: "continuum-bench-vocab",
+      contextLength: 4096,
+      embeddingLength: 64,
+      blockCount: 2,
+      feedForwardLength: 128,
+      headCount: 2,
+      headCountKv: 1,
+      vocabSize: VOCAB,
+    });
+  }
+  return path;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      rows: { type: "string", default: "32" },
+      threads: { type: "string", default: "2" },
+      poll: { type: "string", default: "50" },
+      steps: { type: "string", default: "9" },
+    },
+  });
+  const rows = Number(values.rows);
+  const steps = Number(values.steps);
+  const model = await loadModel(await modelPath(), { gpuLayers: 0 });
+  const ctx = await model.createContext({
+    nCtx: Math.max(4096, rows * 64),
+    nSeqMax: rows,
+    nBatch: Math.max(512, rows * 16),
+    threads: Number(values.threads),
+    threadpoolPoll: Number(values.poll),
+  });
+  const table: string[][] = [];
+  try {
+    const batch = new DecodeBatch(Math.max(512, rows * 16));
+    for (const [label, params] of SETTINGS) {
+      ctx.clear();
+      for (let s = 0; s < rows; s++) ctx.setSampler(s, params);
+      batch.clear();
+      for (let s = 0; s < rows; s++) {
+        for (let p = 0; p < 16; p++) batch.add(tokenAt(p * 97 + s, VOCAB), p, s, p === 15);
+      }
+      await ctx.decode(batch);
+      const sample: number[] = [];
+      const decode: number[] = [];
+      for (let step = 0; step < steps; step++) {
+        batch.clear();
+        for (let s = 0; s < rows; s++) batch.add(tokenAt(step * 31 + s, VOCAB), 16 + step, s, true);
+        const d = await ctx.decode(batch);
+        sample.push(d.sampleMs);
+        decode.push(d.decodeMs);
+      }
+      const ms = median(sample);
+      table.push([label, ms.toFixed(2), ((ms / rows) * 1000).toFixed(0), median(decode).toFixed(2)]);
+    }
+  } finally {
+    ctx.free();
+    model.free();
+  }
+  console.log(
+    `sampling ${rows} rows of a ${VOCAB}-token vocabulary per step, ${values.threads} threads, poll ${values.poll} (median of ${steps} steps)`,
+  );
+  console.log(formatTextTable(["sampler", "sampling ms", "us a row", "llama_decode ms"], table));
+}
+
+await main();
