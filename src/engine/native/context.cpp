@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <system_error>
 #include <thread>
 
 #include "addon.h"
@@ -667,7 +668,13 @@ class DecodeWorker : public ContextWorker {
       work(0);
     } else {
       std::vector<std::thread> pool;
-      for (size_t k = 1; k < nThreads; k++) pool.emplace_back(work, k);
+      size_t k = 1;
+      try {
+        for (; k < nThreads; k++) pool.emplace_back(work, k);
+      } catch (const std::system_error&) {
+        // no more threads to be had: this one samples the rest
+      }
+      for (size_t rest = k; rest < nThreads; rest++) work(rest);
       work(0);
       for (std::thread& th : pool) th.join();
     }
