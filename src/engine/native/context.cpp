@@ -646,9 +646,14 @@ class DecodeWorker : public ContextWorker {
         tasks[it->second].push_back(r);
       }
     }
-    // a thread for every kMinCandidatesPerThread candidates, at most one per task and `threads`
+    // a thread for every kMinCandidatesPerThread candidates a chain goes through (a greedy row's argmax
+    // costs about a sixteenth of a chain's passes), at most one per task and `threads`
     constexpr size_t kMinCandidatesPerThread = 65536;
-    const size_t byWork = std::max<size_t>(1, m * static_cast<size_t>(nVocab) / kMinCandidatesPerThread);
+    size_t candidates = 0;
+    for (size_t r = 0; r < m; r++) {
+      candidates += s.samplers[outSeq_[r]] == nullptr ? static_cast<size_t>(nVocab) / 16 : static_cast<size_t>(nVocab);
+    }
+    const size_t byWork = std::max<size_t>(1, candidates / kMinCandidatesPerThread);
     const size_t nThreads = std::min({tasks.size(), byWork, static_cast<size_t>(std::max(1, s.threads))});
     std::vector<std::string> errors(m);
     auto work = [&](size_t first) {
