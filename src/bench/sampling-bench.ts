@@ -96,4 +96,9 @@ async function main(): Promise<void> {
   console.log(formatTextTable(["sampler", "sampling ms", "us a row", "llama_decode ms"], table));
 }
 
-await main();
+try {
+  await main();
+} catch (error) {
+  process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exitCode = 1;
+}
