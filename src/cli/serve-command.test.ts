@@ -18,7 +18,7 @@ describe("continuum serve", () => {
       parsed = o;
     });
     const argv = [
-      "--model /models/x.gguf --scheduling-policy vllm --max-num-seqs 8 --max-num-batched-tokens 512",
+      "--model /models/x.gguf --scheduling-policy vllm --max-num-seqs 8 --max-num-batched-tokens 512 --ubatch-size 256",
       "--kv-cache-tokens 16384 --kv-layout streams --cpu-offload-gb 2 --disk-offload-dir /tmp/kv --disk-offload-gb 4 --port 0",
       "--api-key k --record /tmp/rec.jsonl --threads 2 --served-model-name my-model --served-model-name alias",
       "--no-flash-attn --kv-cache-dtype q8_0 --gpu-layers all --max-waiting 50",
@@ -48,6 +48,7 @@ describe("continuum serve", () => {
         policy: "vllm",
         maxNumSeqs: 8,
         maxNumBatchedTokens: 512,
+        ubatchTokens: 256,
         kvCacheTokens: 16384,
         kvLayout: "streams",
         cpuOffloadGb: 2,

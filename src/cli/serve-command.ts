@@ -23,6 +23,7 @@ export interface ServeCliOptions {
   schedulingPolicy: PolicyName;
   maxNumSeqs?: number;
   maxNumBatchedTokens?: number;
+  ubatchSize?: number;
   kvCacheTokens?: number;
   kvLayout?: KvLayout;
   maxSeqSlots?: number;
@@ -145,6 +146,7 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
     policy: o.schedulingPolicy,
     maxNumSeqs: o.maxNumSeqs,
     maxNumBatchedTokens: o.maxNumBatchedTokens,
+    ubatchTokens: o.ubatchSize,
     kvCacheTokens: o.kvCacheTokens,
     kvLayout: o.kvLayout,
     maxSeqSlots: o.maxSeqSlots,
@@ -323,6 +325,11 @@ export function serveCommand(): Command {
     )
     .option("--max-num-seqs <n>", "requests running at once (engine default 16)", positiveInt)
     .option("--max-num-batched-tokens <n>", "tokens per engine step (engine default 512)", positiveInt)
+    .option(
+      "--ubatch-size <n>",
+      "rows per llama.cpp micro-batch, at most --max-num-batched-tokens (default 2048 with the KV cache on a GPU, 512 on the CPU)",
+      positiveInt,
+    )
     .option(
       "--kv-cache-tokens <n>",
       "KV cells of the pool, all sequences (default: two of the model's contexts of at most 64k tokens, within 4 GiB of KV, at least 16384)",

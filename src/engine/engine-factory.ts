@@ -32,6 +32,8 @@ export interface LlamaEngineOptions {
   readonly maxNumSeqs?: number;
   /** `--max-num-batched-tokens`: tokens per engine step, decodes and prefill chunks (default 512). */
   readonly maxNumBatchedTokens?: number;
+  /** `--ubatch-size`: rows per llama.cpp micro-batch (default 2048 with the KV on a GPU, 512 on the CPU). */
+  readonly ubatchTokens?: number;
   /** `--kv-cache-tokens`: KV cells of llama.cpp's pool, all sequences together (default: defaultKvCells). */
   readonly kvCacheTokens?: number;
   /**
@@ -174,6 +176,9 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
     kvLayout,
     maxSeqs: slots,
     batchTokens: maxNumBatchedTokens,
+    ...(options.ubatchTokens === undefined
+      ? {}
+      : { ubatchTokens: positive(options.ubatchTokens, 1, "ubatchTokens") }),
     ...(options.threads ? { threads: options.threads } : {}),
     ...(options.threadsBatch ? { threadsBatch: options.threadsBatch } : {}),
     ...(options.flashAttn === undefined ? {} : { flashAttn: options.flashAttn }),

@@ -92,6 +92,26 @@ describe("engine over llama.cpp (built-in tiny model)", {
     assert.doesNotMatch(child.stderr, /training context overflow/);
   });
 
+  test("llama.cpp's micro-batch: --ubatch-size when given, else 512 rows on the CPU, never above the step", async () => {
+    const rows = async (opts: { batchTokens: number; ubatchTokens?: number }) => {
+      const runner = await LlamaModelRunner.open({
+        modelPath,
+        kvCells: 1024,
+        maxSeqs: 2,
+        threads: 1,
+        ...opts,
+      });
+      try {
+        return runner.context.info.nUBatch;
+      } finally {
+        await runner.close();
+      }
+    };
+    assert.equal(await rows({ batchTokens: 1024, ubatchTokens: 128 }), 128);
+    assert.equal(await rows({ batchTokens: 1024 }), 512);
+    assert.equal(await rows({ batchTokens: 256, ubatchTokens: 512 }), 256);
+  });
+
   test("greedy text is the same alone and batched with 3 others", async () => {
     const e = await engine();
     try {

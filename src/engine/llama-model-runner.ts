@@ -45,6 +45,11 @@ export interface LlamaRunnerOptions {
   readonly kvLayout?: KvLayout;
   /** rows per llama_decode call (default 512); larger batches are split */
   readonly batchTokens?: number;
+  /**
+   * rows per llama.cpp micro-batch, at most batchTokens (default 2048 with the KV cache on a GPU, 512 on
+   * the CPU): the unit of each matrix product and of the attention mask llama.cpp builds on the host
+   */
+  readonly ubatchTokens?: number;
   /** threads for decode steps (default: cores - 1, at least 1) */
   readonly threads?: number;
   /** threads for prompt batches (default: threads) */
@@ -153,7 +158,7 @@ export class LlamaModelRunner implements ModelRunner {
         nCtx: streams ? streamCells * options.maxSeqs : kvCells,
         nSeqMax: options.maxSeqs,
         nBatch: batchTokens,
-        nUBatch: Math.min(batchTokens, kvOnGpu ? GPU_MAX_UBATCH : CPU_MAX_UBATCH),
+        nUBatch: Math.min(batchTokens, options.ubatchTokens ?? (kvOnGpu ? GPU_MAX_UBATCH : CPU_MAX_UBATCH)),
         threads,
         threadsBatch: options.threadsBatch ?? threads,
         flashAttn: options.flashAttn ?? true,
