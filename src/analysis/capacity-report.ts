@@ -59,7 +59,9 @@ export function axisTicks(max: number, count = 5): number[] {
   return ticks;
 }
 
-const fmtRatio = (ratio: number) => (Number.isFinite(ratio) ? `${ratio.toFixed(2)}×` : "-");
+/** A ratio cell: "-" where the reference was not measured or sustains nothing. */
+export const fmtRatio = (ratio: number, times = "×") =>
+  Number.isFinite(ratio) ? `${ratio.toFixed(2)}${times}` : "-";
 
 export function renderCapacityHtml(input: CapacityReportInput): string {
   const barH = 24;

@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import { Command } from "commander";
-import { bestBaseline, ratiosTo, renderCapacityHtml } from "../analysis/capacity-report.js";
+import { bestBaseline, fmtRatio, ratiosTo, renderCapacityHtml } from "../analysis/capacity-report.js";
 import { formatTextTable } from "../analysis/text-table.js";
 import { type CapacityResult, measureCapacity, REFERENCE_POLICY } from "../sim/capacity.js";
 import type { HardwareProfile } from "../sim/hardware/profiles.js";
@@ -60,9 +60,6 @@ export function kvCacheOf(o: SimCliOptions, profile: HardwareProfile) {
   };
 }
 
-/** A ratio cell: "-" where the reference was not measured or sustains nothing. */
-const fmtRatio = (ratio: number) => (Number.isFinite(ratio) ? `${ratio.toFixed(2)}x` : "-");
-
 /** Each policy's sustainable load beside its ratios to vllm's and to the best measured baseline's. */
 export function capacityTable(r: CapacityResult, kv: ReturnType<typeof kvCacheOf>): string {
   const reference = r.results.find((p) => p.policy === REFERENCE_POLICY);
@@ -72,8 +69,8 @@ export function capacityTable(r: CapacityResult, kv: ReturnType<typeof kvCacheOf
   const rows = r.results.map((p, i) => [
     p.policy,
     p.sustainable_jps.toFixed(4),
-    fmtRatio(vsReference[i] as number),
-    fmtRatio(vsBest[i] as number),
+    fmtRatio(vsReference[i] as number, "x"),
+    fmtRatio(vsBest[i] as number, "x"),
     (p.sustainable_jps / r.bound_jps).toFixed(2),
     p.sustainable_by_seed.map((x) => x.toFixed(4)).join(" "),
     p.light_jct_s.toFixed(1),
