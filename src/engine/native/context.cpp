@@ -629,11 +629,12 @@ class DecodeWorker : public ContextWorker {
     const size_t m = rowLogits.size();
     outToken_.assign(m, -1);
     outEog_.assign(m, 0);
-    // one task per chain (its rows in order), one per greedy row
+    // each row's chain (nullptr: greedy); one task per chain (its rows in order), one per greedy row
+    std::vector<llama_sampler*> chains(m);
     std::vector<std::vector<size_t>> tasks;
     std::vector<std::pair<llama_sampler*, size_t>> taskOfChain;
     for (size_t r = 0; r < m; r++) {
-      llama_sampler* chain = s.samplers[outSeq_[r]];
+      llama_sampler* chain = chains[r] = s.samplers[outSeq_[r]];
       if (chain == nullptr) {
         tasks.push_back({r});
         continue;
@@ -651,7 +652,7 @@ class DecodeWorker : public ContextWorker {
     constexpr size_t kMinCandidatesPerThread = 65536;
     size_t candidates = 0;
     for (size_t r = 0; r < m; r++) {
-      candidates += s.samplers[outSeq_[r]] == nullptr ? static_cast<size_t>(nVocab) / 16 : static_cast<size_t>(nVocab);
+      candidates += chains[r] == nullptr ? static_cast<size_t>(nVocab) / 16 : static_cast<size_t>(nVocab);
     }
     const size_t byWork = std::max<size_t>(1, candidates / kMinCandidatesPerThread);
     const size_t nThreads = std::min({tasks.size(), byWork, static_cast<size_t>(std::max(1, s.threads))});
@@ -660,9 +661,9 @@ class DecodeWorker : public ContextWorker {
       std::vector<llama_token_data> cands;
       for (size_t t = first; t < tasks.size(); t += nThreads) {
         for (size_t r : tasks[t]) {
-          llama_sampler* chain = s.samplers[outSeq_[r]];
-          const llama_token token = chain == nullptr ? argmax(rowLogits[r], nVocab)
-                                                     : sampleWith(chain, rowLogits[r], nVocab, cands, errors[r]);
+          const llama_token token = chains[r] == nullptr
+                                        ? argmax(rowLogits[r], nVocab)
+                                        : sampleWith(chains[r], rowLogits[r], nVocab, cands, errors[r]);
           if (token < 0) break;  // a chain that failed stops its sequence's later rows
           outToken_[r] = token;
           outEog_[r] = llama_vocab_is_eog(s.model->vocab, token) ? 1 : 0;
