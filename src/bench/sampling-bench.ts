@@ -6,25 +6,89 @@
  * sampler setting, and the median step's sampling time (DecodeResult.sampleMs) is printed beside the
  * decode's own. Rows of different sequences are sampled on up to `--threads` threads; on the CPU, ggml's own
  * workers spin for work after each step (`--poll`, the engine's threadpoolPoll, default 50) on the same cores.
+ * A sampler with a temperature is the engine's own unless the request brings a grammar or a logit bias, which
+ * go through llama.cpp's chain: the last setting adds a logit bias of 0 to show that chain's cost.
+ *
+ * Then one row at a time on this thread, ours and llama.cpp's chain on the same rows, side by side: rows shaped
+ * like a trained model's (peaked) and like the toy model's (flat), `--repeats` times each (the range printed).
  *
  * Usage: node --import tsx src/bench/sampling-bench.ts [--rows 32] [--threads 2] [--poll 50] [--steps 9]
+ *        [--repeats 3]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { formatTextTable } from "../analysis/text-table.js";
 import { defaultModelCacheDir, generateLlamaGguf } from "../engine/gguf/index.js";
-import { DecodeBatch, loadModel, type SamplerParams } from "../engine/native/llama-native.js";
+import {
+  DecodeBatch,
+  loadModel,
+  type RowSamplerImpl,
+  type SamplerParams,
+  sampleLogits,
+} from "../engine/native/llama-native.js";
+import { FLAT_ROW, PEAKED_ROW, syntheticLogits } from "../engine/native/logit-rows.js";
 import { median, tokenAt } from "../engine/profile/measure.js";
 
 const VOCAB = 128_256;
 
-const SETTINGS: readonly [string, SamplerParams | null][] = [
-  ["greedy", null],
+const STOCHASTIC: readonly [string, SamplerParams][] = [
   ["temperature 1", { temperature: 1 }],
   ["temperature 1, top_k 40", { temperature: 1, topK: 40 }],
   ["temperature 0.7, top_p 0.95", { temperature: 0.7, topP: 0.95 }],
+  ["temperature 1, min_p 0.05", { temperature: 1, minP: 0.05 }],
 ];
+
+const SETTINGS: readonly [string, SamplerParams | null][] = [
+  ["greedy", null],
+  ...STOCHASTIC,
+  ["temperature 1 + logit_bias (llama.cpp's chain)", { temperature: 1, logitBias: [{ token: 0, bias: 0 }] }],
+];
+
+/** Microseconds a row for each implementation, over `repeats` passes of the same rows: [ours, llama.cpp's]. */
+function timeRows(logits: Float32Array, params: SamplerParams, repeats: number): [number[], number[]] {
+  const perRow = (impl: RowSamplerImpl) => {
+    const start = performance.now();
+    sampleLogits(logits, VOCAB, { ...params, seed: 1 }, 1, impl);
+    return ((performance.now() - start) * 1000) / (logits.length / VOCAB);
+  };
+  const ours: number[] = [];
+  const theirs: number[] = [];
+  perRow("continuum");
+  perRow("llama.cpp");
+  for (let r = 0; r < repeats; r++) {
+    ours.push(perRow("continuum"));
+    theirs.push(perRow("llama.cpp"));
+  }
+  return [ours, theirs];
+}
+
+function range(xs: readonly number[], digits = 0): string {
+  const lo = Math.min(...xs).toFixed(digits);
+  const hi = Math.max(...xs).toFixed(digits);
+  return lo === hi ? lo : `${lo}-${hi}`;
+}
+
+function compareRowSamplers(repeats: number): void {
+  const table: string[][] = [];
+  for (const [shape, rowShape] of [
+    ["peaked", PEAKED_ROW],
+    ["flat", FLAT_ROW],
+  ] as const) {
+    const logits = syntheticLogits(VOCAB, rowShape, 16);
+    for (const [label, params] of STOCHASTIC) {
+      const [ours, theirs] = timeRows(logits, params, repeats);
+      const ratios = ours.map((o, i) => (theirs[i] as number) / o);
+      table.push([shape, label, range(ours), range(theirs), `${range(ratios, 1)}x`]);
+    }
+  }
+  console.log(
+    `\none row at a time on this thread, 16 rows of ${VOCAB} logits, ${repeats} passes (range): ours vs llama.cpp's chain`,
+  );
+  console.log(
+    formatTextTable(["row", "sampler", "ours us a row", "llama.cpp us a row", "llama.cpp / ours"], table),
+  );
+}
 
 async function modelPath(): Promise<string> {
   const path = join(defaultModelCacheDir(), `continuum-bench-vocab${VOCAB}.gguf`);
@@ -51,6 +115,7 @@ async function main(): Promise<void> {
       threads: { type: "string", default: "2" },
       poll: { type: "string", default: "50" },
       steps: { type: "string", default: "9" },
+      repeats: { type: "string", default: "3" },
     },
   });
   const rows = Number(values.rows);
@@ -94,6 +159,7 @@ async function main(): Promise<void> {
     `sampling ${rows} rows of a ${VOCAB}-token vocabulary per step, ${values.threads} threads, poll ${values.poll} (median of ${steps} steps)`,
   );
   console.log(formatTextTable(["sampler", "sampling ms", "us a row", "llama_decode ms"], table));
+  compareRowSamplers(Number(values.repeats));
 }
 
 try {

@@ -675,6 +675,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("LlamaModel", data->modelCtor.Value());
   exports.Set("LlamaContext", data->contextCtor.Value());
   RegisterHostMemory(env, exports);
+  RegisterSampling(env, exports);
   return exports;
 }
 

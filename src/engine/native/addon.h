@@ -16,6 +16,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "llama.h"
+#include "sampling.h"
 
 #ifndef CONTINUUM_LLAMA_HEADER_VERSION
 #error "CONTINUUM_LLAMA_HEADER_VERSION must be defined by scripts/build-native.mjs"
@@ -95,5 +96,15 @@ Napi::Function DefineContext(Napi::Env env);
 // allocPinnedBuffer, measureHostCopyBandwidth (host-memory.cpp)
 void RegisterHostMemory(Napi::Env env, Napi::Object exports);
 Napi::Value CreateContext(const Napi::CallbackInfo& info);
+
+// sampler-api.cpp: a request's temperature, topK, topP, minP and seed (JS RangeError when malformed);
+// llama.cpp's samplers for them, in llama-server's order, appended to a chain; one token drawn with a chain
+// (-1 and `error` set when it selects nothing allowed, where llama_sampler_sample would abort); and
+// sampleLogits, which samples given logits with either implementation.
+SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o);
+void appendStochasticStages(llama_sampler* chain, const SamplingParams& p);
+llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t nVocab,
+                            std::vector<llama_token_data>& cands, std::string& error);
+void RegisterSampling(Napi::Env env, Napi::Object exports);
 
 }  // namespace continuum

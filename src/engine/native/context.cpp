@@ -48,7 +48,10 @@ struct ContextState {
   ggml_threadpool_t tpBatch = nullptr;
   llama_batch batch{};
   bool batchAllocated = false;
-  std::vector<llama_sampler*> samplers;  // per sequence slot; nullptr = greedy
+  // per sequence slot, at most one of: our sampler (temperature without grammar or logit bias), llama.cpp's
+  // chain (the rest); neither = greedy
+  std::vector<std::unique_ptr<RowSampler>> rowSamplers;
+  std::vector<llama_sampler*> samplers;
   std::vector<llama_sampler*> grammars;  // per slot, non-owning: the chain's grammar stage, if any
   uint32_t nSeqMax = 1;
   uint32_t nBatch = 0;
@@ -266,6 +269,7 @@ class CreateContextWorker : public Napi::AsyncWorker {
     s.nBatch = llama_n_batch(s.ctx);
     s.batch = llama_batch_init(static_cast<int32_t>(s.nBatch), 0, 1);
     s.batchAllocated = true;
+    s.rowSamplers.resize(llama_n_seq_max(s.ctx));
     s.samplers.assign(llama_n_seq_max(s.ctx), nullptr);
     s.grammars.assign(llama_n_seq_max(s.ctx), nullptr);
     s.nSeqMax = llama_n_seq_max(s.ctx);
@@ -436,16 +440,12 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
   const int32_t seq = seqArg(info, 0);
   llama_sampler* chain = nullptr;
   llama_sampler* grammarStage = nullptr;
+  std::unique_ptr<RowSampler> own;
   if (info.Length() > 1 && info[1].IsObject()) {
     Napi::Object o = info[1].As<Napi::Object>();
-    const double temperature = optNumber(o, "temperature", 0);
-    const double topK = optNumber(o, "topK", 0);
-    const double topP = optNumber(o, "topP", 1);
-    const double minP = optNumber(o, "minP", 0);
-    const double seed = optNumber(o, "seed", LLAMA_DEFAULT_SEED);
+    const SamplingParams params = parseSamplingParams(env, o);
     const std::string grammar = optString(o, "grammar", "");
     const std::string root = optString(o, "grammarRoot", "root");
-    if (seed < 0 || seed > 4294967295.0) throw Napi::RangeError::New(env, "seed must be a uint32");
     const int32_t nVocab = llama_vocab_n_tokens(s.model->vocab);
     std::vector<llama_logit_bias> biases;
     if (o.Has("logitBias") && o.Get("logitBias").IsArray()) {
@@ -460,11 +460,13 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
       }
     }
 
-    // plain greedy needs no chain: the decode takes the argmax itself
-    const bool plainGreedy = temperature <= 0 && biases.empty() && grammar.empty();
+    // plain greedy needs no sampler: the decode takes the argmax itself; plain temperature sampling (top-k,
+    // top-p, min-p) is ours, on the logits in place; a grammar or logit biases go through llama.cpp's chain
+    const bool plain = biases.empty() && grammar.empty();
+    if (plain && params.temperature > 0) own = std::make_unique<RowSampler>(params);
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
-    if (!plainGreedy) chain = llama_sampler_chain_init(cp);
+    if (!plain) chain = llama_sampler_chain_init(cp);
     if (!biases.empty()) {
       llama_sampler_chain_add(chain,
                               llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(biases.size()), biases.data()));
@@ -478,19 +480,16 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
       llama_sampler_chain_add(chain, g);
       grammarStage = g;
     }
-    if (temperature > 0) {
-      if (topK > 0) llama_sampler_chain_add(chain, llama_sampler_init_top_k(static_cast<int32_t>(topK)));
-      if (topP < 1) llama_sampler_chain_add(chain, llama_sampler_init_top_p(static_cast<float>(topP), 1));
-      if (minP > 0) llama_sampler_chain_add(chain, llama_sampler_init_min_p(static_cast<float>(minP), 1));
-      llama_sampler_chain_add(chain, llama_sampler_init_temp(static_cast<float>(temperature)));
-      llama_sampler_chain_add(chain, llama_sampler_init_dist(static_cast<uint32_t>(seed)));
-    } else if (!plainGreedy) {
+    if (!plain && params.temperature > 0) {
+      appendStochasticStages(chain, params);
+    } else if (!plain) {
       llama_sampler_chain_add(chain, llama_sampler_init_greedy());
     }
   }
   if (s.samplers[seq] != nullptr) llama_sampler_free(s.samplers[seq]);
   s.samplers[seq] = chain;
   s.grammars[seq] = grammarStage;
+  s.rowSamplers[seq] = std::move(own);
   return env.Undefined();
 }
 
@@ -499,6 +498,7 @@ Napi::Value Context::ResetSampler(const Napi::CallbackInfo& info) {
   ContextState& s = idle(info.Env());
   const int32_t seq = seqArg(info, 0);
   if (s.samplers[seq] != nullptr) llama_sampler_reset(s.samplers[seq]);
+  if (s.rowSamplers[seq] != nullptr) s.rowSamplers[seq]->reset();
   return info.Env().Undefined();
 }
 
@@ -620,50 +620,53 @@ class DecodeWorker : public ContextWorker {
   }
 
  protected:
-  // Samples every output row. Rows of different sequences have independent sampler chains, so they are
-  // sampled on up to `threads` threads (at a real vocabulary a chain takes 0.3 ms a row greedy to several
-  // ms with a temperature: serially, more than a GPU's whole decode step at a few dozen rows); rows of one
-  // sequence stay on one thread, in order. A sequence without a chain samples greedily: the argmax itself,
-  // as llama.cpp's greedy sampler picks it (the first highest logit), without building the candidates.
+  // Samples every output row. Rows of different sequences have independent samplers, so they are sampled
+  // on up to `threads` threads (at a real vocabulary llama.cpp's chain takes about a millisecond a row,
+  // more than a GPU's whole decode step at a few dozen rows); rows of one sequence stay on one thread, in
+  // order. A sequence with neither our sampler nor a chain samples greedily: the argmax itself.
   bool sampleRows(ContextState& s, const std::vector<const float*>& rowLogits, int32_t nVocab) {
     const size_t m = rowLogits.size();
     outToken_.assign(m, -1);
     outEog_.assign(m, 0);
-    // each row's chain (nullptr: greedy); one task per chain (its rows in order), one per greedy row
-    std::vector<llama_sampler*> chains(m);
+    // one task per sampler (its sequence's rows in order), one per greedy row
     std::vector<std::vector<size_t>> tasks;
-    std::vector<std::pair<llama_sampler*, size_t>> taskOfChain;
+    std::vector<std::pair<const void*, size_t>> taskOfSampler;
+    // a thread for every kMinCandidatesPerThread candidates a row's sampler goes through: llama.cpp's chain
+    // builds and passes over all of them several times, ours reads the row about three times in vector
+    // lanes, an argmax once
+    constexpr size_t kMinCandidatesPerThread = 65536;
+    size_t candidates = 0;
     for (size_t r = 0; r < m; r++) {
-      llama_sampler* chain = chains[r] = s.samplers[outSeq_[r]];
-      if (chain == nullptr) {
+      const int32_t seq = outSeq_[r];
+      const void* sampler = s.rowSamplers[seq] != nullptr ? static_cast<const void*>(s.rowSamplers[seq].get())
+                                                          : static_cast<const void*>(s.samplers[seq]);
+      candidates += static_cast<size_t>(nVocab) / (s.samplers[seq] != nullptr ? 1 : sampler != nullptr ? 4 : 16);
+      if (sampler == nullptr) {
         tasks.push_back({r});
         continue;
       }
-      auto it = std::find_if(taskOfChain.begin(), taskOfChain.end(), [&](const auto& e) { return e.first == chain; });
-      if (it == taskOfChain.end()) {
-        taskOfChain.emplace_back(chain, tasks.size());
+      auto it = std::find_if(taskOfSampler.begin(), taskOfSampler.end(),
+                             [&](const auto& e) { return e.first == sampler; });
+      if (it == taskOfSampler.end()) {
+        taskOfSampler.emplace_back(sampler, tasks.size());
         tasks.push_back({r});
       } else {
         tasks[it->second].push_back(r);
       }
-    }
-    // a thread for every kMinCandidatesPerThread candidates a chain goes through (a greedy row's argmax
-    // costs about a sixteenth of a chain's passes), at most one per task and `threads`
-    constexpr size_t kMinCandidatesPerThread = 65536;
-    size_t candidates = 0;
-    for (size_t r = 0; r < m; r++) {
-      candidates += chains[r] == nullptr ? static_cast<size_t>(nVocab) / 16 : static_cast<size_t>(nVocab);
     }
     const size_t byWork = std::max<size_t>(1, candidates / kMinCandidatesPerThread);
     const size_t nThreads = std::min({tasks.size(), byWork, static_cast<size_t>(std::max(1, s.threads))});
     std::vector<std::string> errors(m);
     auto work = [&](size_t first) {
       std::vector<llama_token_data> cands;
+      SamplingScratch scratch;
       for (size_t t = first; t < tasks.size(); t += nThreads) {
         for (size_t r : tasks[t]) {
-          const llama_token token = chains[r] == nullptr
-                                        ? argmax(rowLogits[r], nVocab)
-                                        : sampleWith(chains[r], rowLogits[r], nVocab, cands, errors[r]);
+          const int32_t seq = outSeq_[r];
+          const llama_token token =
+              s.rowSamplers[seq] != nullptr ? s.rowSamplers[seq]->sample(rowLogits[r], nVocab, scratch)
+              : s.samplers[seq] != nullptr  ? sampleWithChain(s.samplers[seq], rowLogits[r], nVocab, cands, errors[r])
+                                            : argmaxRow(rowLogits[r], nVocab);
           if (token < 0) break;  // a chain that failed stops its sequence's later rows
           outToken_[r] = token;
           outEog_[r] = llama_vocab_is_eog(s.model->vocab, token) ? 1 : 0;
@@ -691,49 +694,6 @@ class DecodeWorker : public ContextWorker {
       }
     }
     return true;
-  }
-
-  // The first highest logit, as llama.cpp's greedy sampler picks it. The highest value comes first, kept in
-  // independent lanes: a running index would chain every comparison to the load it selects (10 cycles a
-  // logit, 0.4 ms for a 128k vocabulary); then the first index holding it.
-  static llama_token argmax(const float* logits, int32_t nVocab) {
-    constexpr int32_t kLanes = 8;
-    float lanes[kLanes];
-    for (float& lane : lanes) lane = logits[0];
-    int32_t t = 0;
-    for (; t + kLanes <= nVocab; t += kLanes) {
-      for (int32_t k = 0; k < kLanes; k++) lanes[k] = logits[t + k] > lanes[k] ? logits[t + k] : lanes[k];
-    }
-    for (; t < nVocab; t++) lanes[0] = logits[t] > lanes[0] ? logits[t] : lanes[0];
-    float best = lanes[0];
-    for (float lane : lanes) best = lane > best ? lane : best;
-    for (int32_t i = 0; i < nVocab; i++) {
-      if (logits[i] == best) return i;
-    }
-    return 0;  // logits[0] is NaN: nothing compares above it
-  }
-
-  // llama_sampler_sample, minus its process-aborting asserts: apply the chain to the row's logits, check
-  // that a real candidate was selected (a grammar can leave none), then accept it. -1 with `error` set if not.
-  static llama_token sampleWith(llama_sampler* chain, const float* logits, int32_t nVocab,
-                                std::vector<llama_token_data>& cands, std::string& error) {
-    try {
-      cands.resize(static_cast<size_t>(nVocab));
-      for (int32_t t = 0; t < nVocab; t++) cands[t] = llama_token_data{t, logits[t], 0.0f};
-      llama_token_data_array arr{cands.data(), cands.size(), -1, false};
-      llama_sampler_apply(chain, &arr);
-      if (arr.selected < 0 || static_cast<size_t>(arr.selected) >= arr.size ||
-          !std::isfinite(arr.data[arr.selected].logit)) {
-        error = "sampler selected no allowed token (grammar dead end?)";
-        return -1;
-      }
-      const llama_token token = arr.data[arr.selected].id;
-      llama_sampler_accept(chain, token);
-      return token;
-    } catch (const std::exception& e) {
-      error = e.what();
-      return -1;
-    }
   }
 
   Napi::Value Result(Napi::Env env) override {

@@ -40,6 +40,8 @@ export {
   loadBackends,
   measureHostCopyBandwidth,
   nativeAddonPath,
+  type RowSamplerImpl,
+  sampleLogits,
   setLogLevel,
   systemInfo,
   versionInfo,

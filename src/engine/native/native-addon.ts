@@ -100,6 +100,13 @@ export interface RawAddon {
   createContext(model: RawModel, opts: Record<string, unknown>): Promise<RawContext>;
   allocPinnedBuffer(bytes: number): Buffer | null;
   measureHostCopyBandwidth(bytes: number, repeats: number): HostCopyBandwidth | null;
+  sampleLogits(
+    logits: Float32Array,
+    nVocab: number,
+    params: SamplerParams,
+    draws: number,
+    sampler: RowSamplerImpl,
+  ): Int32Array;
 }
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -176,6 +183,25 @@ export function isNativeAvailable(): boolean {
 
 export function versionInfo(): VersionInfo {
   return native().versionInfo();
+}
+
+/** Which code samples a row: ours (the engine's for temperature without grammar or logit bias) or llama.cpp's chain. */
+export type RowSamplerImpl = "continuum" | "llama.cpp";
+
+/**
+ * Samples `draws` tokens from each row of `logits` (rows of nVocab) with one sampler made from `params`
+ * (temperature > 0; top-k, then top-p, then min-p, then temperature, as llama-server chains them), its
+ * random stream running on from draw to draw and row to row: for holding our sampler beside llama.cpp's on
+ * the same rows (the sampling bench, the distribution tests).
+ */
+export function sampleLogits(
+  logits: Float32Array,
+  nVocab: number,
+  params: SamplerParams,
+  draws: number,
+  sampler: RowSamplerImpl,
+): Int32Array {
+  return native().sampleLogits(logits, nVocab, params, draws, sampler);
 }
 
 /** llama_print_system_info(): CPU features of the loaded backends. */

@@ -1,0 +1,344 @@
+// Compiled with -O3 -fno-trapping-math (scripts/build-native.mjs): the loops below are written to
+// vectorise, and GCC keeps a loop with a float comparison scalar unless it may assume no FP traps.
+#include "sampling.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cstddef>
+#include <cmath>
+#include <cstring>
+
+namespace continuum {
+
+namespace kernels {
+
+// Rows are processed in blocks: a block's maximum lets a pass over "logits at least t" skip every block
+// below t (most of a real vocabulary, for t near the top), and a block's sum lets a draw find its block
+// before it walks tokens.
+constexpr int32_t kBlock = 256;
+constexpr int32_t kLanes = 16;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// One copy for AVX2 machines, one for any x86-64; the loader picks (GNU ifunc).
+#define CONTINUUM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CONTINUUM_VECTOR_CLONES
+#endif
+
+int32_t blockCount(int32_t n) {
+  return (n + kBlock - 1) / kBlock;
+}
+
+// e^d for d <= 0, to within 1e-6 relative: 2^(d log2 e) split into an integer power (the exponent bits)
+// and 2^f for f in [-0.5, 0.5] by a degree-5 polynomial (least-squares fit of 2^f, relative error 8e-8).
+// Below e^-87 (under FLT_MIN) it is 0.
+inline float expNonPositive(float d) {
+  const float x = std::max(d, -87.0f);
+  const float t = x * 1.44269504088896341f;
+  const float r = (t + 12582912.0f) - 12582912.0f;  // round to nearest: 1.5 x 2^23 pushes the fraction out
+  const float f = t - r;
+  float p = 0.0013266970f;
+  p = p * f + 0.0096754597f;
+  p = p * f + 0.055507426f;
+  p = p * f + 0.24022122f;
+  p = p * f + 0.69314695f;
+  p = p * f + 1.0000001f;
+  int32_t bits = (static_cast<int32_t>(r) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return d < -87.0f ? 0.0f : p * scale;
+}
+
+// Each block's maximum into blockMax; returns the row's (NaN logits are ignored; -inf if all are).
+CONTINUUM_VECTOR_CLONES
+float blockMaxima(const float* x, int32_t n, float* blockMax) {
+  float top = -INFINITY;
+  for (int32_t from = 0, b = 0; from < n; from += kBlock, b++) {
+    const int32_t to = std::min(n, from + kBlock);
+    float lanes[kLanes];
+    for (float& lane : lanes) lane = -INFINITY;
+    int32_t i = from;
+    for (; i + kLanes <= to; i += kLanes) {
+      for (int32_t k = 0; k < kLanes; k++) lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];
+    }
+    for (; i < to; i++) lanes[0] = x[i] > lanes[0] ? x[i] : lanes[0];
+    float m = lanes[0];
+    for (float lane : lanes) m = lane > m ? lane : m;
+    blockMax[b] = m;
+    top = m > top ? m : top;
+  }
+  return top;
+}
+
+// w[i] = e^((x[i] - shift) * scale) where x[i] >= floor, else 0 (shift: the row's maximum).
+CONTINUUM_VECTOR_CLONES
+void expWeights(const float* __restrict x, int32_t n, float shift, float scale, float floor, float* __restrict w) {
+  for (int32_t i = 0; i < n; i++) {
+    const float e = expNonPositive((x[i] - shift) * scale);
+    w[i] = x[i] >= floor ? e : 0.0f;
+  }
+}
+
+// Each block's sum of w into sums; returns the total.
+CONTINUUM_VECTOR_CLONES
+double blockSums(const float* w, int32_t n, double* sums) {
+  double total = 0;
+  for (int32_t from = 0, b = 0; from < n; from += kBlock, b++) {
+    const int32_t to = std::min(n, from + kBlock);
+    float lanes[kLanes] = {};
+    int32_t i = from;
+    for (; i + kLanes <= to; i += kLanes) {
+      for (int32_t k = 0; k < kLanes; k++) lanes[k] += w[i + k];
+    }
+    double sum = 0;
+    for (; i < to; i++) sum += w[i];
+    for (float lane : lanes) sum += lane;
+    sums[b] = sum;
+    total += sum;
+  }
+  return total;
+}
+
+struct AtLeast {
+  int32_t count = 0;
+  double mass = 0;  // of w, when given
+};
+
+// How many logits are >= t, and (w given) their weights' sum; blocks whose maximum is below t are skipped.
+CONTINUUM_VECTOR_CLONES
+AtLeast atLeast(const float* x, const float* w, int32_t n, const float* blockMax, float t) {
+  AtLeast out;
+  for (int32_t from = 0, b = 0; from < n; from += kBlock, b++) {
+    if (!(blockMax[b] >= t)) continue;
+    const int32_t to = std::min(n, from + kBlock);
+    int32_t count = 0;  // an integer sum: the vectoriser reorders it freely
+    for (int32_t i = from; i < to; i++) count += x[i] >= t ? 1 : 0;
+    out.count += count;
+    if (w == nullptr) continue;
+    float lanes[kLanes] = {};  // a float sum is reordered only by hand, in lanes
+    int32_t i = from;
+    for (; i + kLanes <= to; i += kLanes) {
+      // a product, not a select of w[i + k]: the select came out of GCC 12.2 (-O3, AVX2) summing 40% short
+      for (int32_t k = 0; k < kLanes; k++) lanes[k] += (x[i + k] >= t ? 1.0f : 0.0f) * w[i + k];
+    }
+    double mass = 0;
+    for (; i < to; i++) mass += x[i] >= t ? w[i] : 0.0f;
+    for (float lane : lanes) mass += lane;
+    out.mass += mass;
+  }
+  return out;
+}
+
+// The first index at which the running sum of w reaches target (blocks first, then tokens); the last
+// positive weight when rounding leaves the target just out of reach.
+int32_t pickByMass(const float* w, int32_t n, const double* sums, double target) {
+  double cum = 0;
+  for (int32_t from = 0, b = 0; from < n; from += kBlock, b++) {
+    if (cum + sums[b] < target) {
+      cum += sums[b];
+      continue;
+    }
+    const int32_t to = std::min(n, from + kBlock);
+    for (int32_t i = from; i < to; i++) {
+      cum += w[i];
+      if (cum >= target && w[i] > 0) return i;
+    }
+  }
+  for (int32_t i = n - 1; i > 0; i--) {
+    if (w[i] > 0) return i;
+  }
+  return 0;
+}
+
+}  // namespace kernels
+
+namespace {
+
+using kernels::AtLeast;
+using kernels::atLeast;
+
+/** Largest first; equal logits by token id, so a cut through ties is the same every time. */
+bool higher(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+/** Every (logit, token) with lo <= logit < hi, from the blocks that can hold one. */
+void gather(const float* x, int32_t n, const float* blockMax, float lo, float hi,
+            std::vector<std::pair<float, int32_t>>& out) {
+  out.clear();
+  for (int32_t from = 0, b = 0; from < n; from += kernels::kBlock, b++) {
+    if (!(blockMax[b] >= lo)) continue;
+    const int32_t to = std::min(n, from + kernels::kBlock);
+    for (int32_t i = from; i < to; i++) {
+      if (x[i] >= lo && x[i] < hi) out.emplace_back(x[i], i);
+    }
+  }
+}
+
+/**
+ * A cut through the row for a filter that keeps the highest logits until `enough` holds of them (a count
+ * for top-k, a probability mass for top-p): logits >= hi are too few, logits >= lo enough. Bisects the
+ * threshold until `narrow` holds (few enough logits left to sort); every pass skips the blocks below its
+ * threshold, and a real model's distribution leaves few blocks near the top.
+ */
+struct Cut {
+  float lo;
+  float hi;
+  AtLeast aboveHi;  // count and mass of the logits >= hi
+};
+
+template <typename Enough, typename Narrow>
+Cut findCut(const float* x, const float* w, int32_t n, const float* blockMax, float top, Enough enough,
+            Narrow narrow) {
+  Cut cut{top, std::nextafter(top, INFINITY), AtLeast{}};
+  AtLeast aboveLo = atLeast(x, w, n, blockMax, cut.lo);
+  for (float step = 1; !enough(aboveLo); step *= 2) {
+    cut.hi = cut.lo;
+    cut.aboveHi = aboveLo;
+    cut.lo = top - step > -FLT_MAX ? top - step : -FLT_MAX;
+    aboveLo = atLeast(x, w, n, blockMax, cut.lo);
+    if (cut.lo == -FLT_MAX) break;  // every finite logit: enough, or all there is
+  }
+  for (int32_t i = 0; i < 64 && !narrow(aboveLo, cut.aboveHi); i++) {
+    const float mid = cut.lo + (cut.hi - cut.lo) / 2;
+    if (!(mid > cut.lo && mid < cut.hi)) break;  // ties: the band cannot be split further
+    const AtLeast aboveMid = atLeast(x, w, n, blockMax, mid);
+    if (enough(aboveMid)) {
+      cut.lo = mid;
+      aboveLo = aboveMid;
+    } else {
+      cut.hi = mid;
+      cut.aboveHi = aboveMid;
+    }
+  }
+  return cut;
+}
+
+/** Draws from the candidates' first `kept`, weighted e^((logit - top) / T). */
+int32_t drawFrom(const std::vector<std::pair<float, int32_t>>& cands, size_t kept, float top, float invT,
+                 double u) {
+  double total = 0;
+  for (size_t i = 0; i < kept; i++) total += kernels::expNonPositive((cands[i].first - top) * invT);
+  const double target = u * total;
+  double cum = 0;
+  for (size_t i = 0; i < kept; i++) {
+    cum += kernels::expNonPositive((cands[i].first - top) * invT);
+    if (cum >= target) return cands[i].second;
+  }
+  return cands[kept - 1].second;
+}
+
+uint32_t seedFor(uint32_t seed) {
+  return seed == 0xFFFFFFFF ? std::random_device()() : seed;
+}
+
+}  // namespace
+
+RowSampler::RowSampler(const SamplingParams& params) : params_(params), rng_(seedFor(params.seed)) {}
+
+void RowSampler::reset() {
+  rng_.seed(seedFor(params_.seed));
+}
+
+int32_t RowSampler::sample(const float* x, int32_t n, SamplingScratch& s) {
+  // one draw a token, as llama.cpp's dist sampler draws it
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  const int32_t blocks = kernels::blockCount(n);
+  s.blockMax.resize(static_cast<size_t>(blocks));
+  s.blockSums.resize(static_cast<size_t>(blocks));
+  s.weights.resize(static_cast<size_t>(n));
+  float* w = s.weights.data();
+  const float* blockMax = s.blockMax.data();
+  const float top = kernels::blockMaxima(x, n, s.blockMax.data());
+  if (!std::isfinite(top)) return argmaxRow(x, n);
+  const float invT = 1.0f / params_.temperature;
+  // min-p keeps p_i >= minP x p_max, i.e. logit >= top + ln(minP), over what top-k and top-p kept
+  const float minLogit = params_.minP > 0 ? top + std::log(params_.minP) : -INFINITY;
+  auto& cands = s.candidates;
+
+  if (params_.topK > 0 && params_.topK < n) {
+    // every logit >= lo is gathered and partially sorted: bisect until they are not many more than k
+    const int32_t k = params_.topK;
+    const int32_t gatherAtMost = k + std::max(k, 2048);
+    const Cut cut = findCut(
+        x, nullptr, n, blockMax, top, [k](const AtLeast& a) { return a.count >= k; },
+        [gatherAtMost](const AtLeast& lo, const AtLeast&) { return lo.count <= gatherAtMost; });
+    gather(x, n, blockMax, cut.lo, INFINITY, cands);
+    const size_t kept = std::min(cands.size(), static_cast<size_t>(k));
+    std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(kept), cands.end(), higher);
+    cands.resize(kept);
+    // top-p over the k kept: the shortest prefix whose share of their probability reaches p
+    size_t keep = kept;
+    if (params_.topP < 1) {
+      double z = 0;
+      for (const auto& c : cands) z += kernels::expNonPositive(c.first - top);
+      double cum = 0;
+      for (size_t i = 0; i < kept; i++) {
+        cum += kernels::expNonPositive(cands[i].first - top);
+        if (cum >= params_.topP * z) {
+          keep = i + 1;
+          break;
+        }
+      }
+    }
+    size_t aboveMinP = 1;
+    while (aboveMinP < keep && cands[aboveMinP].first >= minLogit) aboveMinP++;
+    return drawFrom(cands, std::min(keep, aboveMinP), top, invT, u);
+  }
+
+  if (params_.topP < 1) {
+    // probabilities at temperature 1 (top-p comes before the temperature), then the cut where the highest
+    // logits' share reaches p: those >= hi are all in, the band [lo, hi) sorted and taken until it does
+    kernels::expWeights(x, n, top, 1.0f, -INFINITY, w);
+    const double need = params_.topP * kernels::blockSums(w, n, s.blockSums.data());
+    // the band [lo, hi) is gathered and sorted: bisect until it holds a few hundred logits
+    const Cut cut = findCut(
+        x, w, n, blockMax, top, [need](const AtLeast& a) { return a.count > 0 && a.mass >= need; },
+        [](const AtLeast& lo, const AtLeast& hi) { return lo.count - hi.count <= 256; });
+    gather(x, n, blockMax, cut.lo, cut.hi, cands);
+    std::sort(cands.begin(), cands.end(), higher);
+    double mass = cut.aboveHi.mass;
+    size_t band = 0;
+    while (band < cands.size() && (mass < need || cut.aboveHi.count + band == 0)) {
+      mass += w[cands[band].second];
+      band++;
+    }
+    // then min-p, a threshold: through the certain part and the band alike
+    while (band > 0 && cands[band - 1].first < minLogit) band--;
+    const float floor = std::max(cut.hi, minLogit);
+    kernels::expWeights(x, n, top, invT, floor, w);
+    const double certain = kernels::blockSums(w, n, s.blockSums.data());
+    double inBand = 0;
+    for (size_t i = 0; i < band; i++) inBand += kernels::expNonPositive((cands[i].first - top) * invT);
+    const double target = u * (certain + inBand);
+    if (band == 0 || (certain > 0 && target <= certain)) {
+      return kernels::pickByMass(w, n, s.blockSums.data(), target);
+    }
+    return drawFrom(cands, band, top, invT, (target - certain) / inBand);
+  }
+
+  // temperature alone, or with min-p: every token at or above min-p's cut, in token order
+  kernels::expWeights(x, n, top, invT, minLogit, w);
+  const double total = kernels::blockSums(w, n, s.blockSums.data());
+  return kernels::pickByMass(w, n, s.blockSums.data(), u * total);
+}
+
+CONTINUUM_VECTOR_CLONES
+int32_t argmaxRow(const float* logits, int32_t nVocab) {
+  constexpr int32_t kLanes = 16;
+  float lanes[kLanes];
+  for (float& lane : lanes) lane = logits[0];
+  int32_t t = 0;
+  for (; t + kLanes <= nVocab; t += kLanes) {
+    for (int32_t k = 0; k < kLanes; k++) lanes[k] = logits[t + k] > lanes[k] ? logits[t + k] : lanes[k];
+  }
+  for (; t < nVocab; t++) lanes[0] = logits[t] > lanes[0] ? logits[t] : lanes[0];
+  float best = lanes[0];
+  for (float lane : lanes) best = lane > best ? lane : best;
+  for (int32_t i = 0; i < nVocab; i++) {
+    if (logits[i] == best) return i;
+  }
+  return 0;  // logits[0] is NaN: nothing compares above it
+}
+
+}  // namespace continuum

@@ -1,0 +1,126 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import type { SamplerParams } from "./llama-native.js";
+import { type RowSamplerImpl, sampleLogits } from "./llama-native.js";
+import { FLAT_ROW, PEAKED_ROW, syntheticLogits } from "./logit-rows.js";
+
+// The engine is linux-x64 only; there the addon must have been built by `npm ci` (prepare script).
+const supported = process.platform === "linux" && process.arch === "x64";
+
+/**
+ * The distribution llama.cpp's chain defines for a row: top-k (the k highest logits), then top-p over
+ * those (the shortest highest-first prefix whose probability at temperature 1 reaches p), then min-p
+ * (logits at least the highest + ln(min_p)), then a softmax at the temperature over what is left.
+ */
+function expected(logits: Float32Array, p: SamplerParams): Map<number, number> {
+  let kept = Array.from(logits, (logit, token) => ({ logit, token }))
+    .filter((c) => c.logit > Number.NEGATIVE_INFINITY)
+    .sort((a, b) => b.logit - a.logit || a.token - b.token);
+  const top = kept[0]?.logit ?? 0;
+  if (p.topK !== undefined && p.topK > 0) kept = kept.slice(0, p.topK);
+  if (p.topP !== undefined && p.topP < 1) {
+    const z = kept.reduce((s, c) => s + Math.exp(c.logit - top), 0);
+    let cum = 0;
+    let cut = kept.length;
+    for (let i = 0; i < kept.length && cut === kept.length; i++) {
+      cum += Math.exp((kept[i] as { logit: number }).logit - top);
+      if (cum >= p.topP * z) cut = i + 1;
+    }
+    kept = kept.slice(0, cut);
+  }
+  if (p.minP !== undefined && p.minP > 0)
+    kept = kept.filter((c) => c.logit >= top + Math.log(p.minP as number));
+  const t = p.temperature as number;
+  const z = kept.reduce((s, c) => s + Math.exp((c.logit - top) / t), 0);
+  return new Map(kept.map((c) => [c.token, Math.exp((c.logit - top) / t) / z]));
+}
+
+/**
+ * Draws `draws` tokens and checks them against the expected distribution: nothing outside its support,
+ * and every token of probability >= 0.5% within 5 standard errors of it (seeded, so the same every run).
+ */
+function assertDraws(
+  logits: Float32Array,
+  params: SamplerParams,
+  impl: RowSamplerImpl,
+  draws = 40_000,
+): void {
+  const want = expected(logits, params);
+  const got = sampleLogits(logits, logits.length, { ...params, seed: 1234 }, draws, impl);
+  const counts = new Map<number, number>();
+  for (const token of got) {
+    assert.ok(want.has(token), `${impl} drew token ${token}, which ${JSON.stringify(params)} excludes`);
+    counts.set(token, (counts.get(token) ?? 0) + 1);
+  }
+  for (const [token, prob] of want) {
+    if (prob < 0.005) continue;
+    const freq = (counts.get(token) ?? 0) / draws;
+    const tolerance = 5 * Math.sqrt((prob * (1 - prob)) / draws);
+    assert.ok(
+      Math.abs(freq - prob) <= tolerance,
+      `${impl}, ${JSON.stringify(params)}: token ${token} drawn ${freq.toFixed(4)} of the time, expected ${prob.toFixed(4)}`,
+    );
+  }
+}
+
+const SETTINGS: readonly SamplerParams[] = [
+  { temperature: 1 },
+  { temperature: 0.3 },
+  { temperature: 1.5, topK: 20 },
+  { temperature: 0.7, topP: 0.9 },
+  { temperature: 1, minP: 0.05 },
+  { temperature: 1.2, topK: 50, topP: 0.8, minP: 0.02 },
+];
+
+describe("sampling a row of logits", {
+  skip: supported ? false : "llama.cpp engine is linux-x64 only",
+}, () => {
+  test("ours draws each token with the probability llama.cpp's samplers give it, and llama.cpp's too", () => {
+    // 600 tokens, 40 of them well above the rest: the filters cut through the raised ones
+    const logits = syntheticLogits(600, { sigma: 1, peaks: 40, lift: 4, seed: 1 });
+    for (const params of SETTINGS) {
+      assertDraws(logits, params, "continuum");
+      assertDraws(logits, params, "llama.cpp", 10_000);
+    }
+  });
+
+  test("at Llama 3's vocabulary, with a peaked row and a flat one", () => {
+    // 128,256 tokens: many blocks, the cut found by bisection; a flat row puts top-p's cut deep in it
+    for (const [logits, draws] of [
+      [syntheticLogits(128_256, PEAKED_ROW), 5000],
+      [syntheticLogits(128_256, FLAT_ROW), 1500],
+    ] as const) {
+      for (const params of SETTINGS) assertDraws(logits, params, "continuum", draws);
+    }
+  });
+
+  test("ties at a cut, excluded tokens and a single finite logit", () => {
+    // 300 equal logits: top-k 10 keeps exactly ten of them, each drawn alike
+    const flat = new Float32Array(300).fill(0.5);
+    const kept = new Set(sampleLogits(flat, 300, { temperature: 1, topK: 10, seed: 5 }, 5000, "continuum"));
+    assert.equal(kept.size, 10);
+    // -inf logits are never drawn; a row with one finite logit always draws it
+    const one = new Float32Array(1000).fill(Number.NEGATIVE_INFINITY);
+    one[613] = -3;
+    const draws = sampleLogits(one, 1000, { temperature: 2, topP: 0.5, seed: 9 }, 200, "continuum");
+    assert.deepEqual(new Set(draws), new Set([613]));
+  });
+
+  test("a seed draws the same tokens again; another seed draws others", () => {
+    const logits = syntheticLogits(4096, { sigma: 1, peaks: 64, lift: 3, seed: 4 });
+    const draw = (seed: number) =>
+      Array.from(sampleLogits(logits, 4096, { temperature: 1, topP: 0.95, seed }, 64, "continuum"));
+    assert.deepEqual(draw(42), draw(42));
+    assert.notDeepEqual(draw(42), draw(43));
+  });
+
+  test("rows are validated", () => {
+    const logits = new Float32Array(10);
+    assert.throws(() => sampleLogits(logits, 3, { temperature: 1 }, 1, "continuum"), /whole rows/);
+    assert.throws(() => sampleLogits(logits, 10, { temperature: 0 }, 1, "continuum"), /temperature/);
+    assert.throws(
+      () => sampleLogits(logits, 10, { temperature: 1 }, 1, "other" as RowSamplerImpl),
+      /sampler/,
+    );
+  });
+});
