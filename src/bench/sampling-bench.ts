@@ -6,8 +6,9 @@
  * sampler setting, and the median step's sampling time (DecodeResult.sampleMs) is printed beside the
  * decode's own. Rows of different sequences are sampled on up to `--threads` threads; on the CPU, ggml's own
  * workers spin for work after each step (`--poll`, the engine's threadpoolPoll, default 50) on the same cores.
- * A sampler with a temperature is the engine's own unless the request brings a grammar or a logit bias, which
- * go through llama.cpp's chain: the last setting adds a logit bias of 0 to show that chain's cost.
+ * Sampling is the engine's own (logit biases on a copy of the row). Under a grammar (the last three settings,
+ * with one that allows any text) ours asks the grammar about the drawn token, or about the highest tokens
+ * until top-k has k allowed; with top-p alone, llama.cpp's chain checks every candidate against it.
  *
  * Then one row at a time on this thread, ours and llama.cpp's chain on the same rows, side by side: rows shaped
  * like a trained model's (peaked) and like the toy model's (flat), `--repeats` times each (the range printed).
@@ -39,10 +40,18 @@ const STOCHASTIC: readonly [string, SamplerParams][] = [
   ["temperature 1, min_p 0.05", { temperature: 1, minP: 0.05 }],
 ];
 
+const ANY_TEXT = "root ::= [^\\x00]*";
+
 const SETTINGS: readonly [string, SamplerParams | null][] = [
   ["greedy", null],
   ...STOCHASTIC,
-  ["temperature 1 + logit_bias (llama.cpp's chain)", { temperature: 1, logitBias: [{ token: 0, bias: 0 }] }],
+  ["temperature 1 + logit_bias", { temperature: 1, logitBias: [{ token: 0, bias: 2 }] }],
+  ["temperature 1 + grammar", { temperature: 1, grammar: ANY_TEXT }],
+  ["temperature 1, top_k 40 + grammar", { temperature: 1, topK: 40, grammar: ANY_TEXT }],
+  [
+    "temperature 0.7, top_p 0.95 + grammar (llama.cpp's chain)",
+    { temperature: 0.7, topP: 0.95, grammar: ANY_TEXT },
+  ],
 ];
 
 /** Microseconds a row for each implementation, over `repeats` passes of the same rows: [ours, llama.cpp's]. */

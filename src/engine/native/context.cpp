@@ -48,8 +48,9 @@ struct ContextState {
   ggml_threadpool_t tpBatch = nullptr;
   llama_batch batch{};
   bool batchAllocated = false;
-  // per sequence slot, at most one of: our sampler (temperature without grammar or logit bias), llama.cpp's
-  // chain (the rest); neither = greedy
+  // per sequence slot: our sampler (anything but plain greedy), and with a grammar llama.cpp's chain (logit
+  // biases, grammar, the rest), which ours goes before when it draws from the whole distribution; neither =
+  // greedy
   std::vector<std::unique_ptr<RowSampler>> rowSamplers;
   std::vector<llama_sampler*> samplers;
   std::vector<llama_sampler*> grammars;  // per slot, non-owning: the chain's grammar stage, if any
@@ -447,31 +448,25 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
     const std::string grammar = optString(o, "grammar", "");
     const std::string root = optString(o, "grammarRoot", "root");
     const int32_t nVocab = llama_vocab_n_tokens(s.model->vocab);
-    std::vector<llama_logit_bias> biases;
-    if (o.Has("logitBias") && o.Get("logitBias").IsArray()) {
-      Napi::Array list = o.Get("logitBias").As<Napi::Array>();
-      for (uint32_t i = 0; i < list.Length(); i++) {
-        Napi::Object entry = list.Get(i).As<Napi::Object>();
-        const double token = optNumber(entry, "token", -1);
-        if (token < 0 || token >= nVocab || token != static_cast<int32_t>(token)) {
-          throw Napi::RangeError::New(env, "logitBias token out of range");
-        }
-        biases.push_back({static_cast<llama_token>(token), static_cast<float>(optNumber(entry, "bias", 0))});
-      }
-    }
+    const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
 
-    // plain greedy needs no sampler: the decode takes the argmax itself; plain temperature sampling (top-k,
-    // top-p, min-p) is ours, on the logits in place; a grammar or logit biases go through llama.cpp's chain
-    const bool plain = biases.empty() && grammar.empty();
-    if (plain && params.temperature > 0) own = std::make_unique<RowSampler>(params);
-    llama_sampler_chain_params cp = llama_sampler_chain_default_params();
-    cp.no_perf = true;
-    if (!plain) chain = llama_sampler_chain_init(cp);
-    if (!biases.empty()) {
-      llama_sampler_chain_add(chain,
-                              llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(biases.size()), biases.data()));
+    // plain greedy needs no sampler: the decode takes the argmax itself. Otherwise ours samples the row in
+    // place, biases included. A grammar is llama.cpp's, in a chain (biases, grammar, then the rest) that
+    // samples under it; ours still goes first where it draws from the whole distribution (sampleRow).
+    const bool plainGreedy = params.temperature <= 0 && biases.empty() && grammar.empty();
+    if (!plainGreedy) {
+      std::vector<LogitBias> ownBiases;
+      for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
+      own = std::make_unique<RowSampler>(params, std::move(ownBiases));
     }
     if (!grammar.empty()) {
+      llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+      cp.no_perf = true;
+      chain = llama_sampler_chain_init(cp);
+      if (!biases.empty()) {
+        llama_sampler_chain_add(
+            chain, llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(biases.size()), biases.data()));
+      }
       llama_sampler* g = llama_sampler_init_grammar(s.model->vocab, grammar.c_str(), root.c_str());
       if (g == nullptr) {
         llama_sampler_free(chain);
@@ -479,11 +474,12 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
       }
       llama_sampler_chain_add(chain, g);
       grammarStage = g;
-    }
-    if (!plain && params.temperature > 0) {
-      appendStochasticStages(chain, params);
-    } else if (!plain) {
-      llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+      if (params.temperature > 0) {
+        appendStochasticStages(chain, params);
+      } else {
+        llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+      }
+      if (!own->unfiltered() && !own->walksConstrained()) own.reset();
     }
   }
   if (s.samplers[seq] != nullptr) llama_sampler_free(s.samplers[seq]);
@@ -530,6 +526,30 @@ Napi::Value Context::AcceptToken(const Napi::CallbackInfo& info) {
     throwCoded(env, "LLAMA_SAMPLER_REJECTED", e.what());
   }
   return env.Undefined();
+}
+
+// Whether the grammar allows `token` next: apply() on that one candidate masks it or not, and does not
+// advance the grammar. A grammar that throws allows nothing.
+static bool grammarAllows(llama_sampler* grammar, llama_token token) {
+  llama_token_data one{token, 0.0f, 0.0f};
+  llama_token_data_array arr{&one, 1, -1, false};
+  try {
+    llama_sampler_apply(grammar, &arr);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return std::isfinite(one.logit);
+}
+
+// One row's token (-1 with `error` set when nothing is allowed).
+static llama_token sampleRow(ContextState& s, int32_t seq, const float* row, int32_t nVocab, SamplingScratch& scratch,
+                             std::vector<llama_token_data>& cands, std::string& error) {
+  RowSampler* own = s.rowSamplers[seq].get();
+  llama_sampler* chain = s.samplers[seq];
+  if (chain == nullptr) return own != nullptr ? own->sample(row, nVocab, scratch) : argmaxRow(row, nVocab);
+  llama_sampler* grammar = s.grammars[seq];
+  return sampleUnder(own, chain, [grammar](int32_t t) { return grammarAllows(grammar, t); }, row, nVocab, scratch,
+                     cands, error);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -621,9 +641,8 @@ class DecodeWorker : public ContextWorker {
 
  protected:
   // Samples every output row. Rows of different sequences have independent samplers, so they are sampled
-  // on up to `threads` threads (at a real vocabulary llama.cpp's chain takes about a millisecond a row,
-  // more than a GPU's whole decode step at a few dozen rows); rows of one sequence stay on one thread, in
-  // order. A sequence with neither our sampler nor a chain samples greedily: the argmax itself.
+  // on up to `threads` threads (at a real vocabulary even ours takes 0.1 ms a row, llama.cpp's chain with a
+  // grammar a millisecond or more); rows of one sequence stay on one thread, in order.
   bool sampleRows(ContextState& s, const std::vector<const float*>& rowLogits, int32_t nVocab) {
     const size_t m = rowLogits.size();
     outToken_.assign(m, -1);
@@ -632,8 +651,8 @@ class DecodeWorker : public ContextWorker {
     std::vector<std::vector<size_t>> tasks;
     std::vector<std::pair<const void*, size_t>> taskOfSampler;
     // a thread for every kMinCandidatesPerThread candidates a row's sampler goes through: llama.cpp's chain
-    // builds and passes over all of them several times, ours reads the row about three times in vector
-    // lanes, an argmax once
+    // (a grammar's) builds and passes over all of them several times, ours reads the row about three times
+    // in vector lanes, an argmax once
     constexpr size_t kMinCandidatesPerThread = 65536;
     size_t candidates = 0;
     for (size_t r = 0; r < m; r++) {
@@ -662,11 +681,7 @@ class DecodeWorker : public ContextWorker {
       SamplingScratch scratch;
       for (size_t t = first; t < tasks.size(); t += nThreads) {
         for (size_t r : tasks[t]) {
-          const int32_t seq = outSeq_[r];
-          const llama_token token =
-              s.rowSamplers[seq] != nullptr ? s.rowSamplers[seq]->sample(rowLogits[r], nVocab, scratch)
-              : s.samplers[seq] != nullptr  ? sampleWithChain(s.samplers[seq], rowLogits[r], nVocab, cands, errors[r])
-                                            : argmaxRow(rowLogits[r], nVocab);
+          const llama_token token = sampleRow(s, outSeq_[r], rowLogits[r], nVocab, scratch, cands, errors[r]);
           if (token < 0) break;  // a chain that failed stops its sequence's later rows
           outToken_[r] = token;
           outEog_[r] = llama_vocab_is_eog(s.model->vocab, token) ? 1 : 0;

@@ -41,6 +41,7 @@ export {
   measureHostCopyBandwidth,
   nativeAddonPath,
   type RowSamplerImpl,
+  type RowSamplerParams,
   sampleLogits,
   setLogLevel,
   systemInfo,

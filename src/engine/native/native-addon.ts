@@ -103,7 +103,7 @@ export interface RawAddon {
   sampleLogits(
     logits: Float32Array,
     nVocab: number,
-    params: SamplerParams,
+    params: RowSamplerParams,
     draws: number,
     sampler: RowSamplerImpl,
   ): Int32Array;
@@ -185,19 +185,25 @@ export function versionInfo(): VersionInfo {
   return native().versionInfo();
 }
 
-/** Which code samples a row: ours (the engine's for temperature without grammar or logit bias) or llama.cpp's chain. */
+/** Which code samples a row: ours, as the engine samples, or llama.cpp's chain. */
 export type RowSamplerImpl = "continuum" | "llama.cpp";
+
+/** A request's sampling parameters, with a constraint standing in for a grammar. */
+export interface RowSamplerParams extends SamplerParams {
+  /** only these tokens may be drawn (llama.cpp's chain: a -inf bias on every other token) */
+  readonly allowedTokens?: readonly number[];
+}
 
 /**
  * Samples `draws` tokens from each row of `logits` (rows of nVocab) with one sampler made from `params`
- * (temperature > 0; top-k, then top-p, then min-p, then temperature, as llama-server chains them), its
- * random stream running on from draw to draw and row to row: for holding our sampler beside llama.cpp's on
- * the same rows (the sampling bench, the distribution tests).
+ * (logit biases, then top-k, top-p, min-p and the temperature, as llama-server chains them; a temperature
+ * <= 0 is greedy), its random stream running on from draw to draw and row to row: for holding our sampler
+ * beside llama.cpp's on the same rows (the sampling bench, the distribution tests).
  */
 export function sampleLogits(
   logits: Float32Array,
   nVocab: number,
-  params: SamplerParams,
+  params: RowSamplerParams,
   draws: number,
   sampler: RowSamplerImpl,
 ): Int32Array {

@@ -2,6 +2,7 @@
 // given logits with either our RowSampler or llama.cpp's chain, so that the two can be held side by side
 // on the same rows (the sampling bench, the tests of our sampler's distribution).
 #include <cmath>
+#include <memory>
 
 #include "addon.h"
 
@@ -26,6 +27,21 @@ SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o) {
   p.minP = static_cast<float>(minP);
   p.seed = static_cast<uint32_t>(seed);
   return p;
+}
+
+std::vector<llama_logit_bias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab) {
+  std::vector<llama_logit_bias> biases;
+  if (!o.Has("logitBias") || !o.Get("logitBias").IsArray()) return biases;
+  Napi::Array list = o.Get("logitBias").As<Napi::Array>();
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    Napi::Object entry = list.Get(i).As<Napi::Object>();
+    const double token = optNumber(entry, "token", -1);
+    if (token < 0 || token >= nVocab || token != static_cast<int32_t>(token)) {
+      throw Napi::RangeError::New(env, "logitBias token out of range");
+    }
+    biases.push_back({static_cast<llama_token>(token), static_cast<float>(optNumber(entry, "bias", 0))});
+  }
+  return biases;
 }
 
 void appendStochasticStages(llama_sampler* chain, const SamplingParams& p) {
@@ -57,9 +73,42 @@ llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t n
   }
 }
 
+// Under a constraint (a grammar) llama.cpp's chain checks every candidate against it, milliseconds a row at
+// a real vocabulary; ours asks about as few tokens as the request's samplers need, for the same
+// distribution:
+// - greedy, top-k (then top-p and min-p over the k), or min-p alone: the allowed tokens highest first,
+//   until the filter has what it keeps (RowSampler::sampleAllowed);
+// - a temperature alone: ours draws from the whole distribution and the token stands if it is allowed,
+//   else the chain samples under the constraint. An allowed t comes from the first draw with probability
+//   p(t) and after a refused one (1 - A, A the allowed tokens' mass) with p(t) / A: p(t) / A in all, the
+//   constrained distribution;
+// - top-p without top-k: the chain (the cut depends on every allowed token's probability). llama-server
+//   draws first and checks under every filter, which is not the constrained distribution when a cut is set.
+llama_token sampleUnder(RowSampler* own, llama_sampler* chain, const std::function<bool(int32_t)>& allowed,
+                        const float* row, int32_t nVocab, SamplingScratch& scratch,
+                        std::vector<llama_token_data>& cands, std::string& error) {
+  llama_token token = -1;
+  if (own != nullptr && own->walksConstrained()) {
+    token = own->sampleAllowed(row, nVocab, scratch, allowed);
+  } else if (own != nullptr) {
+    token = own->sample(row, nVocab, scratch);
+    if (!allowed(token)) token = -1;
+  }
+  if (token < 0) return sampleWithChain(chain, row, nVocab, cands, error);
+  try {
+    llama_sampler_accept(chain, token);
+    return token;
+  } catch (const std::exception& e) {
+    error = e.what();
+    return -1;
+  }
+}
+
 // sampleLogits(logits: Float32Array, nVocab, params, draws, sampler: "continuum" | "llama.cpp") -> Int32Array:
-// for each row of nVocab logits, `draws` tokens in a row from one sampler made from params (temperature
-// > 0), its random stream running on from draw to draw and row to row.
+// for each row of nVocab logits, `draws` tokens in a row from one sampler made from params (logitBias,
+// temperature (<= 0: greedy), topK, topP, minP, seed, and allowedTokens: a constraint standing in for a
+// grammar, which llama.cpp's chain applies as a -inf bias on every other token), its random stream running
+// on from draw to draw and row to row. "continuum" samples as the engine does, "llama.cpp" with the chain.
 static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 5 || !info[0].IsTypedArray() ||
@@ -68,39 +117,69 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
   }
   Napi::Float32Array logits = info[0].As<Napi::Float32Array>();
   const int32_t nVocab = argInt(info, 1, "nVocab");
-  const SamplingParams params = parseSamplingParams(env, info[2].As<Napi::Object>());
+  const Napi::Object o = info[2].As<Napi::Object>();
+  const SamplingParams params = parseSamplingParams(env, o);
   const int32_t draws = argInt(info, 3, "draws");
   const std::string sampler = argString(info, 4, "sampler");
   if (nVocab < 1 || logits.ElementLength() % static_cast<size_t>(nVocab) != 0) {
     throw Napi::RangeError::New(env, "logits must hold whole rows of nVocab");
   }
   if (draws < 0) throw Napi::RangeError::New(env, "draws must be >= 0");
-  if (!(params.temperature > 0)) throw Napi::RangeError::New(env, "temperature must be > 0");
+  const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
   if (sampler != "continuum" && sampler != "llama.cpp") {
     throw Napi::TypeError::New(env, "sampler must be \"continuum\" or \"llama.cpp\"");
   }
+  // the constraint: a mask, and for the chain a -inf bias on every token outside it, after the request's
+  std::vector<uint8_t> allowed;
+  std::vector<llama_logit_bias> chainBiases = biases;
+  if (o.Has("allowedTokens") && o.Get("allowedTokens").IsArray()) {
+    allowed.assign(static_cast<size_t>(nVocab), 0);
+    Napi::Array list = o.Get("allowedTokens").As<Napi::Array>();
+    for (uint32_t i = 0; i < list.Length(); i++) {
+      const double token = list.Get(i).As<Napi::Number>().DoubleValue();
+      if (token < 0 || token >= nVocab || token != static_cast<int32_t>(token)) {
+        throw Napi::RangeError::New(env, "allowedTokens token out of range");
+      }
+      allowed[static_cast<size_t>(token)] = 1;
+    }
+    for (int32_t t = 0; t < nVocab; t++) {
+      if (allowed[static_cast<size_t>(t)] == 0) chainBiases.push_back({t, -INFINITY});
+    }
+  }
+  std::unique_ptr<RowSampler> own;
+  if (sampler == "continuum") {
+    std::vector<LogitBias> ownBiases;
+    for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
+    own = std::make_unique<RowSampler>(params, std::move(ownBiases));
+    if (!allowed.empty() && !own->unfiltered() && !own->walksConstrained()) own.reset();
+  }
+  llama_sampler* chain = nullptr;
+  if (own == nullptr || !allowed.empty()) {
+    llama_sampler_chain_params cp = llama_sampler_chain_default_params();
+    cp.no_perf = true;
+    chain = llama_sampler_chain_init(cp);
+    if (!chainBiases.empty()) {
+      llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(chainBiases.size()),
+                                                                   chainBiases.data()));
+    }
+    if (params.temperature > 0) {
+      appendStochasticStages(chain, params);
+    } else {
+      llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+    }
+  }
   const size_t rows = logits.ElementLength() / static_cast<size_t>(nVocab);
   Napi::Int32Array out = Napi::Int32Array::New(env, rows * static_cast<size_t>(draws));
-  const float* data = logits.Data();
-  if (sampler == "continuum") {
-    RowSampler own(params);
-    SamplingScratch scratch;
-    for (size_t r = 0; r < rows; r++) {
-      for (int32_t d = 0; d < draws; d++) {
-        out[r * draws + d] = own.sample(data + r * nVocab, nVocab, scratch);
-      }
-    }
-    return out;
-  }
-  llama_sampler_chain_params cp = llama_sampler_chain_default_params();
-  cp.no_perf = true;
-  llama_sampler* chain = llama_sampler_chain_init(cp);
-  appendStochasticStages(chain, params);
+  SamplingScratch scratch;
   std::vector<llama_token_data> cands;
   std::string error;
+  const auto isAllowed = [&allowed](int32_t t) { return allowed[static_cast<size_t>(t)] != 0; };
   for (size_t r = 0; r < rows && error.empty(); r++) {
+    const float* row = logits.Data() + r * static_cast<size_t>(nVocab);
     for (int32_t d = 0; d < draws && error.empty(); d++) {
-      out[r * draws + d] = sampleWithChain(chain, data + r * nVocab, nVocab, cands, error);
+      out[r * draws + d] = own == nullptr     ? sampleWithChain(chain, row, nVocab, cands, error)
+                           : chain == nullptr ? own->sample(row, nVocab, scratch)
+                                              : sampleUnder(own.get(), chain, isAllowed, row, nVocab, scratch, cands, error);
     }
   }
   llama_sampler_free(chain);

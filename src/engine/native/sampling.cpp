@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 namespace continuum {
 
@@ -234,13 +235,93 @@ uint32_t seedFor(uint32_t seed) {
 
 }  // namespace
 
-RowSampler::RowSampler(const SamplingParams& params) : params_(params), rng_(seedFor(params.seed)) {}
+int32_t RowSampler::drawFromHighest(const std::vector<std::pair<float, int32_t>>& cands, double u) const {
+  // top-p over them: the shortest prefix whose share of their probability (at temperature 1) reaches p
+  const float top = cands[0].first;
+  size_t keep = cands.size();
+  if (params_.topP < 1) {
+    double z = 0;
+    for (const auto& c : cands) z += kernels::expNonPositive(c.first - top);
+    double cum = 0;
+    for (size_t i = 0; i < cands.size(); i++) {
+      cum += kernels::expNonPositive(cands[i].first - top);
+      if (cum >= params_.topP * z) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  // then min-p: logits at least the highest + ln(min_p)
+  const float minLogit = params_.minP > 0 ? top + std::log(params_.minP) : -INFINITY;
+  size_t aboveMinP = 1;
+  while (aboveMinP < keep && cands[aboveMinP].first >= minLogit) aboveMinP++;
+  return drawFrom(cands, std::min(keep, aboveMinP), top, 1.0f / params_.temperature, u);
+}
+
+RowSampler::RowSampler(const SamplingParams& params, std::vector<LogitBias> biases)
+    : params_(params), biases_(std::move(biases)), rng_(seedFor(params.seed)) {}
+
+bool RowSampler::unfiltered() const {
+  return params_.temperature <= 0 || (params_.topK <= 0 && params_.topP >= 1 && params_.minP <= 0);
+}
+
+bool RowSampler::walksConstrained() const {
+  return params_.temperature <= 0 || params_.topK > 0 || (params_.minP > 0 && params_.topP >= 1);
+}
+
+int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratch& s,
+                                  const std::function<bool(int32_t)>& allowed) {
+  const float* x = biasedRow(logits, n, s);
+  const bool greedy = params_.temperature <= 0;
+  const double u = greedy ? 0.0 : std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  s.blockMax.resize(static_cast<size_t>(kernels::blockCount(n)));
+  const float* blockMax = s.blockMax.data();
+  const float top = kernels::blockMaxima(x, n, s.blockMax.data());
+  if (!std::isfinite(top)) return -1;
+  // the allowed logits, highest first, until enough: one (greedy), k (top-k), or all at least the highest
+  // allowed + ln(min_p) (min-p alone); windows below the top, each twice as deep, gathered and sorted
+  const size_t k = greedy ? 1 : params_.topK > 0 ? static_cast<size_t>(params_.topK) : SIZE_MAX;
+  const bool byMinP = !greedy && params_.topK <= 0;
+  float minLogit = -INFINITY;
+  auto& kept = s.allowed;
+  kept.clear();
+  float hi = INFINITY;
+  for (float depth = 1;; depth *= 2) {
+    const float lo = top - depth > -FLT_MAX ? top - depth : -FLT_MAX;
+    gather(x, n, blockMax, lo, hi, s.candidates);
+    std::sort(s.candidates.begin(), s.candidates.end(), higher);
+    for (const auto& c : s.candidates) {
+      if (byMinP && !kept.empty() && c.first < minLogit) return drawFromHighest(kept, u);
+      if (!allowed(c.second)) continue;
+      if (kept.empty() && byMinP) minLogit = c.first + std::log(params_.minP);
+      kept.push_back(c);
+      if (kept.size() == k) return greedy ? c.second : drawFromHighest(kept, u);
+    }
+    if (lo == -FLT_MAX) break;
+    hi = lo;
+  }
+  if (kept.empty()) return -1;
+  return greedy ? kept[0].second : drawFromHighest(kept, u);
+}
+
+const float* RowSampler::biasedRow(const float* logits, int32_t n, SamplingScratch& s) const {
+  if (biases_.empty()) return logits;
+  s.biased.assign(logits, logits + n);
+  for (const LogitBias& b : biases_) s.biased[static_cast<size_t>(b.token)] += b.bias;
+  return s.biased.data();
+}
 
 void RowSampler::reset() {
   rng_.seed(seedFor(params_.seed));
 }
 
-int32_t RowSampler::sample(const float* x, int32_t n, SamplingScratch& s) {
+int32_t RowSampler::sample(const float* logits, int32_t n, SamplingScratch& s) {
+  const float* x = biasedRow(logits, n, s);
+  if (params_.temperature <= 0) return argmaxRow(x, n);
+  return sampleBiased(x, n, s);
+}
+
+int32_t RowSampler::sampleBiased(const float* x, int32_t n, SamplingScratch& s) {
   // one draw a token, as llama.cpp's dist sampler draws it
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   const int32_t blocks = kernels::blockCount(n);
@@ -267,23 +348,7 @@ int32_t RowSampler::sample(const float* x, int32_t n, SamplingScratch& s) {
     const size_t kept = std::min(cands.size(), static_cast<size_t>(k));
     std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(kept), cands.end(), higher);
     cands.resize(kept);
-    // top-p over the k kept: the shortest prefix whose share of their probability reaches p
-    size_t keep = kept;
-    if (params_.topP < 1) {
-      double z = 0;
-      for (const auto& c : cands) z += kernels::expNonPositive(c.first - top);
-      double cum = 0;
-      for (size_t i = 0; i < kept; i++) {
-        cum += kernels::expNonPositive(cands[i].first - top);
-        if (cum >= params_.topP * z) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    size_t aboveMinP = 1;
-    while (aboveMinP < keep && cands[aboveMinP].first >= minLogit) aboveMinP++;
-    return drawFrom(cands, std::min(keep, aboveMinP), top, invT, u);
+    return drawFromHighest(cands, u);
   }
 
   if (params_.topP < 1) {

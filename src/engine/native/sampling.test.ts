@@ -1,22 +1,30 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { SamplerParams } from "./llama-native.js";
-import { type RowSamplerImpl, sampleLogits } from "./llama-native.js";
+import { type RowSamplerImpl, type RowSamplerParams, sampleLogits } from "./llama-native.js";
 import { FLAT_ROW, PEAKED_ROW, syntheticLogits } from "./logit-rows.js";
 
 // The engine is linux-x64 only; there the addon must have been built by `npm ci` (prepare script).
 const supported = process.platform === "linux" && process.arch === "x64";
 
 /**
- * The distribution llama.cpp's chain defines for a row: top-k (the k highest logits), then top-p over
- * those (the shortest highest-first prefix whose probability at temperature 1 reaches p), then min-p
- * (logits at least the highest + ln(min_p)), then a softmax at the temperature over what is left.
+ * The distribution llama.cpp's chain defines for a row: the logit biases added, then top-k (the k highest
+ * logits), then top-p over those (the shortest highest-first prefix whose probability at temperature 1
+ * reaches p), then min-p (logits at least the highest + ln(min_p)), then a softmax at the temperature over
+ * what is left; at a temperature of 0, the first highest logit.
  */
-function expected(logits: Float32Array, p: SamplerParams): Map<number, number> {
-  let kept = Array.from(logits, (logit, token) => ({ logit, token }))
-    .filter((c) => c.logit > Number.NEGATIVE_INFINITY)
-    .sort((a, b) => b.logit - a.logit || a.token - b.token);
+function expected(row: Float32Array, p: RowSamplerParams): Map<number, number> {
+  const biased = (p.logitBias !== undefined && p.logitBias.length > 0) || p.allowedTokens !== undefined;
+  const logits = Float32Array.from(row);
+  for (const { token, bias } of p.logitBias ?? []) logits[token] = (logits[token] as number) + bias;
+  if (p.allowedTokens !== undefined) {
+    const allowed = new Set(p.allowedTokens);
+    logits.forEach((_, token) => {
+      if (!allowed.has(token)) logits[token] = Number.NEGATIVE_INFINITY;
+    });
+  }
+  let kept = biased ? highestFirst(logits) : sortedOnce(row);
   const top = kept[0]?.logit ?? 0;
+  if ((p.temperature ?? 0) <= 0) return new Map([[kept[0]?.token ?? 0, 1]]);
   if (p.topK !== undefined && p.topK > 0) kept = kept.slice(0, p.topK);
   if (p.topP !== undefined && p.topP < 1) {
     const z = kept.reduce((s, c) => s + Math.exp(c.logit - top), 0);
@@ -35,13 +43,33 @@ function expected(logits: Float32Array, p: SamplerParams): Map<number, number> {
   return new Map(kept.map((c) => [c.token, Math.exp((c.logit - top) / t) / z]));
 }
 
+/** The parameters for a message, a constraint by its size. */
+function paramsLabel(params: RowSamplerParams): string {
+  return JSON.stringify(params, (key, value) => (key === "allowedTokens" ? `${value.length} tokens` : value));
+}
+
+/** A row's finite logits, highest first (equal ones by token id); kept per row, the sort being slow in JS. */
+const sortedRows = new WeakMap<Float32Array, { logit: number; token: number }[]>();
+function highestFirst(logits: Float32Array): { logit: number; token: number }[] {
+  return Array.from(logits, (logit, token) => ({ logit, token }))
+    .filter((c) => c.logit > Number.NEGATIVE_INFINITY)
+    .sort((a, b) => b.logit - a.logit || a.token - b.token);
+}
+function sortedOnce(row: Float32Array): { logit: number; token: number }[] {
+  const known = sortedRows.get(row);
+  if (known !== undefined) return known;
+  const sorted = highestFirst(row);
+  sortedRows.set(row, sorted);
+  return sorted;
+}
+
 /**
  * Draws `draws` tokens and checks them against the expected distribution: nothing outside its support,
  * and every token of probability >= 0.5% within 5 standard errors of it (seeded, so the same every run).
  */
 function assertDraws(
   logits: Float32Array,
-  params: SamplerParams,
+  params: RowSamplerParams,
   impl: RowSamplerImpl,
   draws = 40_000,
 ): void {
@@ -49,7 +77,7 @@ function assertDraws(
   const got = sampleLogits(logits, logits.length, { ...params, seed: 1234 }, draws, impl);
   const counts = new Map<number, number>();
   for (const token of got) {
-    assert.ok(want.has(token), `${impl} drew token ${token}, which ${JSON.stringify(params)} excludes`);
+    assert.ok(want.has(token), `${impl} drew token ${token}, which ${paramsLabel(params)} excludes`);
     counts.set(token, (counts.get(token) ?? 0) + 1);
   }
   for (const [token, prob] of want) {
@@ -58,18 +86,30 @@ function assertDraws(
     const tolerance = 5 * Math.sqrt((prob * (1 - prob)) / draws);
     assert.ok(
       Math.abs(freq - prob) <= tolerance,
-      `${impl}, ${JSON.stringify(params)}: token ${token} drawn ${freq.toFixed(4)} of the time, expected ${prob.toFixed(4)}`,
+      `${impl}, ${paramsLabel(params)}: token ${token} drawn ${freq.toFixed(4)} of the time, expected ${prob.toFixed(4)}`,
     );
   }
 }
 
-const SETTINGS: readonly SamplerParams[] = [
+const SETTINGS: readonly RowSamplerParams[] = [
   { temperature: 1 },
   { temperature: 0.3 },
   { temperature: 1.5, topK: 20 },
   { temperature: 0.7, topP: 0.9 },
   { temperature: 1, minP: 0.05 },
   { temperature: 1.2, topK: 50, topP: 0.8, minP: 0.02 },
+  // biases: one token lifted to the top, one of the highest pushed out, two entries for one token adding up
+  {
+    temperature: 0.8,
+    topP: 0.9,
+    logitBias: [
+      { token: 3, bias: 6 },
+      { token: 7, bias: -100 },
+      { token: 11, bias: 1 },
+      { token: 11, bias: 1.5 },
+    ],
+  },
+  { temperature: 0, logitBias: [{ token: 5, bias: 7 }] },
 ];
 
 describe("sampling a row of logits", {
@@ -87,10 +127,25 @@ describe("sampling a row of logits", {
   test("at Llama 3's vocabulary, with a peaked row and a flat one", () => {
     // 128,256 tokens: many blocks, the cut found by bisection; a flat row puts top-p's cut deep in it
     for (const [logits, draws] of [
-      [syntheticLogits(128_256, PEAKED_ROW), 5000],
-      [syntheticLogits(128_256, FLAT_ROW), 1500],
+      [syntheticLogits(128_256, PEAKED_ROW), 3000],
+      [syntheticLogits(128_256, FLAT_ROW), 600],
     ] as const) {
       for (const params of SETTINGS) assertDraws(logits, params, "continuum", draws);
+    }
+  });
+
+  test("under a constraint (a grammar's stand-in), the constrained distribution", () => {
+    // the three highest logits refused, two of the next few allowed, then every other one from the 20th
+    // down: greedy and the walks (top-k, min-p) must look past the refused ones, a temperature alone has
+    // first draws refused and resampled, and a first draw kept under a cut set without the constraint
+    // (llama-server's way) would be drawn too often
+    const logits = syntheticLogits(600, { sigma: 1, peaks: 40, lift: 4, seed: 5 });
+    const order = Array.from(logits.keys()).sort((a, b) => (logits[b] as number) - (logits[a] as number));
+    const allowedTokens = [order[3], order[5], ...order.slice(20).filter((_, i) => i % 2 === 0)] as number[];
+    for (const params of [...SETTINGS, { temperature: 0 }]) {
+      const constrained = { ...params, allowedTokens };
+      assertDraws(logits, constrained, "continuum", 20_000);
+      assertDraws(logits, constrained, "llama.cpp", 5_000);
     }
   });
 
@@ -117,7 +172,10 @@ describe("sampling a row of logits", {
   test("rows are validated", () => {
     const logits = new Float32Array(10);
     assert.throws(() => sampleLogits(logits, 3, { temperature: 1 }, 1, "continuum"), /whole rows/);
-    assert.throws(() => sampleLogits(logits, 10, { temperature: 0 }, 1, "continuum"), /temperature/);
+    assert.throws(
+      () => sampleLogits(logits, 10, { temperature: 1, logitBias: [{ token: 10, bias: 1 }] }, 1, "continuum"),
+      /logitBias token out of range/,
+    );
     assert.throws(
       () => sampleLogits(logits, 10, { temperature: 1 }, 1, "other" as RowSamplerImpl),
       /sampler/,
