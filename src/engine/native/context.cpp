@@ -49,8 +49,8 @@ struct ContextState {
   llama_batch batch{};
   bool batchAllocated = false;
   // per sequence slot: our sampler (anything but plain greedy), and with a grammar llama.cpp's chain (logit
-  // biases, grammar, the rest), which ours goes before when it draws from the whole distribution; neither =
-  // greedy
+  // biases, grammar, the rest), which samples where ours cannot give the constrained distribution
+  // (sampleUnder); neither = greedy
   std::vector<std::unique_ptr<RowSampler>> rowSamplers;
   std::vector<llama_sampler*> samplers;
   std::vector<llama_sampler*> grammars;  // per slot, non-owning: the chain's grammar stage, if any
@@ -451,8 +451,9 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
     const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
 
     // plain greedy needs no sampler: the decode takes the argmax itself. Otherwise ours samples the row in
-    // place, biases included. A grammar is llama.cpp's, in a chain (biases, grammar, then the rest) that
-    // samples under it; ours still goes first where it draws from the whole distribution (sampleRow).
+    // place, biases included. A grammar is llama.cpp's, in a chain (biases, grammar, then the rest); ours
+    // asks it about single tokens where that gives the constrained distribution (sampleUnder), and is
+    // dropped where it cannot (top-p without top-k): the chain samples those.
     const bool plainGreedy = params.temperature <= 0 && biases.empty() && grammar.empty();
     if (!plainGreedy) {
       std::vector<LogitBias> ownBiases;

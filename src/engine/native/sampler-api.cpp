@@ -76,14 +76,16 @@ llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t n
 // Under a constraint (a grammar) llama.cpp's chain checks every candidate against it, milliseconds a row at
 // a real vocabulary; ours asks about as few tokens as the request's samplers need, for the same
 // distribution:
-// - greedy, top-k (then top-p and min-p over the k), or min-p alone: the allowed tokens highest first,
-//   until the filter has what it keeps (RowSampler::sampleAllowed);
-// - a temperature alone: ours draws from the whole distribution and the token stands if it is allowed,
-//   else the chain samples under the constraint. An allowed t comes from the first draw with probability
-//   p(t) and after a refused one (1 - A, A the allowed tokens' mass) with p(t) / A: p(t) / A in all, the
-//   constrained distribution;
+// - greedy, top-k (then top-p and min-p over the k), or min-p alone: the tokens highest first, until the
+//   filter has what it keeps (RowSampler::sampleAllowed);
+// - a temperature alone: draws from the whole distribution until one is allowed, which is rejection
+//   sampling: an accepted token follows the distribution restricted to the allowed ones. After
+//   kRejectedDraws refusals (likely only where the allowed tokens hold under 2% of the probability: 256
+//   refusals in a row at 2% happen 0.6% of the time), the chain;
 // - top-p without top-k: the chain (the cut depends on every allowed token's probability). llama-server
-//   draws first and checks under every filter, which is not the constrained distribution when a cut is set.
+//   draws once and checks under every filter, which is not the constrained distribution when a cut is set.
+constexpr int32_t kRejectedDraws = 256;
+
 llama_token sampleUnder(RowSampler* own, llama_sampler* chain, const std::function<bool(int32_t)>& allowed,
                         const float* row, int32_t nVocab, SamplingScratch& scratch,
                         std::vector<llama_token_data>& cands, std::string& error) {
@@ -91,8 +93,7 @@ llama_token sampleUnder(RowSampler* own, llama_sampler* chain, const std::functi
   if (own != nullptr && own->walksConstrained()) {
     token = own->sampleAllowed(row, nVocab, scratch, allowed);
   } else if (own != nullptr) {
-    token = own->sample(row, nVocab, scratch);
-    if (!allowed(token)) token = -1;
+    token = own->sampleRejecting(row, nVocab, scratch, allowed, kRejectedDraws);
   }
   if (token < 0) return sampleWithChain(chain, row, nVocab, cands, error);
   try {

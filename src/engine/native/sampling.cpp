@@ -278,30 +278,63 @@ int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratc
   const float* blockMax = s.blockMax.data();
   const float top = kernels::blockMaxima(x, n, s.blockMax.data());
   if (!std::isfinite(top)) return -1;
-  // the allowed logits, highest first, until enough: one (greedy), k (top-k), or all at least the highest
-  // allowed + ln(min_p) (min-p alone); windows below the top, each twice as deep, gathered and sorted
-  const size_t k = greedy ? 1 : params_.topK > 0 ? static_cast<size_t>(params_.topK) : SIZE_MAX;
-  const bool byMinP = !greedy && params_.topK <= 0;
-  float minLogit = -INFINITY;
+  // greedy's token is the argmax when that is allowed: a model that follows its grammar, most of the time
+  if (greedy) {
+    const int32_t best = argmaxRow(x, n);
+    if (allowed(best)) return best;
+  }
+  // the highest allowed logits, in order, until top-k has k (greedy and min-p: the highest one): windows of
+  // the highest logits not yet seen, each about four times as many as the one before, found by bisecting a
+  // threshold, then gathered and sorted
+  const size_t need = !greedy && params_.topK > 0 ? static_cast<size_t>(params_.topK) : 1;
   auto& kept = s.allowed;
   kept.clear();
   float hi = INFINITY;
-  for (float depth = 1;; depth *= 2) {
-    const float lo = top - depth > -FLT_MAX ? top - depth : -FLT_MAX;
-    gather(x, n, blockMax, lo, hi, s.candidates);
+  for (int32_t window = static_cast<int32_t>(std::min<size_t>(std::max<size_t>(64, 4 * need), INT32_MAX / 8));
+       kept.size() < need; window *= 4) {
+    const Cut cut = findCut(
+        x, nullptr, n, blockMax, top, [window](const AtLeast& a) { return a.count >= window; },
+        [window](const AtLeast& lo, const AtLeast&) { return lo.count <= 2 * window; });
+    gather(x, n, blockMax, cut.lo, hi, s.candidates);
     std::sort(s.candidates.begin(), s.candidates.end(), higher);
     for (const auto& c : s.candidates) {
-      if (byMinP && !kept.empty() && c.first < minLogit) return drawFromHighest(kept, u);
       if (!allowed(c.second)) continue;
-      if (kept.empty() && byMinP) minLogit = c.first + std::log(params_.minP);
       kept.push_back(c);
-      if (kept.size() == k) return greedy ? c.second : drawFromHighest(kept, u);
+      if (kept.size() == need) break;
     }
-    if (lo == -FLT_MAX) break;
-    hi = lo;
+    if (cut.lo == -FLT_MAX) break;  // every logit seen
+    hi = cut.lo;
   }
   if (kept.empty()) return -1;
-  return greedy ? kept[0].second : drawFromHighest(kept, u);
+  if (greedy) return kept[0].second;
+  if (params_.topK <= 0) {
+    // min-p alone: every allowed logit at least the highest allowed + ln(min_p), in any order after it
+    const auto [highest, token] = kept[0];
+    gather(x, n, blockMax, highest + std::log(params_.minP), std::nextafter(highest, INFINITY), s.candidates);
+    for (const auto& c : s.candidates) {
+      if (c.second != token && allowed(c.second)) kept.push_back(c);
+    }
+  }
+  return drawFromHighest(kept, u);
+}
+
+int32_t RowSampler::sampleRejecting(const float* logits, int32_t n, SamplingScratch& s,
+                                    const std::function<bool(int32_t)>& allowed, int32_t maxDraws) {
+  const float* x = biasedRow(logits, n, s);
+  const int32_t blocks = kernels::blockCount(n);
+  s.blockMax.resize(static_cast<size_t>(blocks));
+  s.blockSums.resize(static_cast<size_t>(blocks));
+  s.weights.resize(static_cast<size_t>(n));
+  const float top = kernels::blockMaxima(x, n, s.blockMax.data());
+  if (!std::isfinite(top)) return -1;
+  kernels::expWeights(x, n, top, 1.0f / params_.temperature, -INFINITY, s.weights.data());
+  const double total = kernels::blockSums(s.weights.data(), n, s.blockSums.data());
+  for (int32_t i = 0; i < maxDraws; i++) {
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+    const int32_t token = kernels::pickByMass(s.weights.data(), n, s.blockSums.data(), u * total);
+    if (allowed(token)) return token;
+  }
+  return -1;
 }
 
 const float* RowSampler::biasedRow(const float* logits, int32_t n, SamplingScratch& s) const {
@@ -388,6 +421,8 @@ int32_t RowSampler::sampleBiased(const float* x, int32_t n, SamplingScratch& s) 
   return kernels::pickByMass(w, n, s.blockSums.data(), u * total);
 }
 
+// The highest value first, kept in independent lanes (a running index would chain every comparison to the
+// load it selects: 10 cycles a logit), then the first index holding it.
 CONTINUUM_VECTOR_CLONES
 int32_t argmaxRow(const float* logits, int32_t nVocab) {
   constexpr int32_t kLanes = 16;

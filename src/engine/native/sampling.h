@@ -62,11 +62,20 @@ class RowSampler {
 
   /**
    * The token drawn from the distribution restricted to the tokens `allowed` accepts (a grammar's next
-   * tokens), as if the others' logits were -inf before the filters: the allowed logits are checked highest
-   * first, only until the filters have what they keep. -1 when no token is allowed. Needs walksConstrained().
+   * tokens), as if the others' logits were -inf before the filters: the logits are asked about highest
+   * first, only until the filters have what they keep (greedy: the first allowed; top-k: k; min-p alone:
+   * the highest allowed, then the ones above its cut). -1 when no token is allowed. Needs walksConstrained().
    */
   int32_t sampleAllowed(const float* logits, int32_t nVocab, SamplingScratch& scratch,
                         const std::function<bool(int32_t)>& allowed);
+
+  /**
+   * Draws from the whole (biased) distribution until `allowed` accepts a token, at most maxDraws times
+   * (-1 then): rejection sampling, so an accepted token follows the distribution restricted to the allowed
+   * ones. One exponential pass over the row, then each draw walks block sums. Needs unfiltered().
+   */
+  int32_t sampleRejecting(const float* logits, int32_t nVocab, SamplingScratch& scratch,
+                          const std::function<bool(int32_t)>& allowed, int32_t maxDraws);
 
  private:
   const float* biasedRow(const float* logits, int32_t nVocab, SamplingScratch& scratch) const;
