@@ -101,6 +101,31 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.match(error.message, new RegExp(`"${tooLarge}"`));
   });
 
+  test("frequency_penalty and presence_penalty take a greedy completion off a token it keeps taking", async () => {
+    // a +30 bias makes greedy take one token every time; a frequency penalty of 2 takes 2 off its logit for
+    // each time taken, so after some (12 here: the bias less the token's gap to the best other, over 2)
+    // another token wins, and with a presence penalty of 2 besides, one sooner
+    const runner = s.engine.runner;
+    const token = runner.tokenize(" banana").at(-1)!;
+    const piece = Buffer.from(runner.tokenPiece(token)).toString("utf8");
+    const request = { model: s.model, prompt: "Hello", max_tokens: 24, temperature: 0 };
+    const run = async (extra: object): Promise<number> => {
+      const text: string = (
+        (await (
+          await post("/v1/completions", { ...request, logit_bias: { [String(token)]: 30 }, ...extra })
+        ).json()) as Json
+      ).choices[0].text;
+      let taken = 0;
+      while (text.startsWith(piece.repeat(taken + 1))) taken++;
+      return taken;
+    };
+    assert.equal(await run({}), 24);
+    const byFrequency = await run({ frequency_penalty: 2 });
+    assert.ok(byFrequency >= 4 && byFrequency < 24, `taken ${byFrequency} times with frequency_penalty 2`);
+    const withPresence = await run({ frequency_penalty: 2, presence_penalty: 2 });
+    assert.ok(withPresence < byFrequency, `taken ${withPresence} times with presence_penalty 2 besides`);
+  });
+
   test("a token-id prompt completes as its text does; return_token_ids gives the prompt's and the output's ids", async () => {
     const runner = s.engine.runner;
     const ids = Array.from(runner.tokenize("The sky is"));

@@ -21,6 +21,12 @@ export interface SamplingParams {
   readonly grammar: string | null;
   /** added to those tokens' logits before sampling (OpenAI's logit_bias; default none) */
   readonly logitBias?: readonly TokenBias[];
+  /**
+   * OpenAI's presence and frequency penalties (default 0): a token's logit less presencePenalty once it is
+   * in this request's output, less frequencyPenalty for each time it is
+   */
+  readonly presencePenalty?: number;
+  readonly frequencyPenalty?: number;
   /** keep generating through end-of-generation tokens (load generators replaying traces) */
   readonly ignoreEos: boolean;
 }

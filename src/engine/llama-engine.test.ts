@@ -8,7 +8,7 @@ import { before, describe, test } from "node:test";
 import type { SchedulingPolicy } from "../core/policy.js";
 import { MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
-import { EngineRejection } from "./engine-api.js";
+import { EngineRejection, type SamplingParams } from "./engine-api.js";
 import { createLlamaEngine, defaultKvCells } from "./engine-factory.js";
 import { ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
@@ -242,42 +242,52 @@ describe("engine over llama.cpp (built-in tiny model)", {
     }
   });
 
-  test("a burst that overfills the pool preempts, never running llama.cpp out of cells", async () => {
-    const sink = new MemorySink();
-    const e = await engine({ kvCells: 1024, slots: 12, maxNumSeqs: 8, recorder: new Recorder(sink) });
-    const alone = await engine();
-    try {
-      const long = (i: number) =>
-        `${prompts[i % 4]} ${"and then keep going with more detail ".repeat(8)} ${i}`;
-      const reqs = Array.from({ length: 10 }, (_, i) =>
-        request(`burst${i}`, e.renderChat(chat(long(i))), { sampling: { maxTokens: 60, ignoreEos: true } }),
-      );
-      const results = await Promise.all(reqs.map((r) => run(e, r)));
-      for (const r of results) {
-        assert.equal(r.done.finishReason, "length");
-        assert.equal(r.done.usage.completionTokens, 60);
+  // greedy, and greedy with a frequency penalty that a +30 bias on one token makes bite after ~15 tokens:
+  // a preempted request's sampler must count the output it had before, or it goes back to that token
+  const burstSamplings: readonly Partial<SamplingParams>[] = [
+    {},
+    { logitBias: [{ token: 1234, bias: 30 }], frequencyPenalty: 2 },
+  ];
+  for (const sampling of burstSamplings) {
+    test(`a burst that overfills the pool preempts, never running llama.cpp out of cells (${JSON.stringify(sampling)})`, async () => {
+      const sink = new MemorySink();
+      const e = await engine({ kvCells: 1024, slots: 12, maxNumSeqs: 8, recorder: new Recorder(sink) });
+      const alone = await engine();
+      try {
+        const long = (i: number) =>
+          `${prompts[i % 4]} ${"and then keep going with more detail ".repeat(8)} ${i}`;
+        const reqs = Array.from({ length: 10 }, (_, i) =>
+          request(`burst${i}`, e.renderChat(chat(long(i))), {
+            sampling: { maxTokens: 60, ignoreEos: true, ...sampling },
+          }),
+        );
+        const results = await Promise.all(reqs.map((r) => run(e, r)));
+        for (const r of results) {
+          assert.equal(r.done.finishReason, "length");
+          assert.equal(r.done.usage.completionTokens, 60);
+        }
+        assert.ok(e.metrics().preemptions > 0, "the pool was overfilled");
+        assert.equal(e.loopStats.failedSteps, 0);
+        assert.equal(e.metrics().kvUsage, 0);
+        checkSlots(e);
+        // preempted requests recompute their prompt and output so far: same greedy text as alone
+        const preempted = new Set(
+          sink.lines
+            .map((l) => JSON.parse(l) as { event: string; request: string })
+            .filter((ev) => ev.event === "preempted")
+            .map((ev) => ev.request),
+        );
+        const checked = reqs.filter((r) => preempted.has(r.requestId)).slice(0, 2);
+        assert.ok(checked.length > 0);
+        for (const r of checked) {
+          const i = reqs.indexOf(r);
+          assert.equal((await run(alone, r)).done.text, results[i]?.done.text, `preempted ${r.requestId}`);
+        }
+      } finally {
+        await Promise.all([e.shutdown(), alone.shutdown()]);
       }
-      assert.ok(e.metrics().preemptions > 0, "the pool was overfilled");
-      assert.equal(e.loopStats.failedSteps, 0);
-      assert.equal(e.metrics().kvUsage, 0);
-      checkSlots(e);
-      // preempted requests recompute their prompt and output so far: same greedy text as alone
-      const preempted = new Set(
-        sink.lines
-          .map((l) => JSON.parse(l) as { event: string; request: string })
-          .filter((ev) => ev.event === "preempted")
-          .map((ev) => ev.request),
-      );
-      const checked = reqs.filter((r) => preempted.has(r.requestId)).slice(0, 2);
-      assert.ok(checked.length > 0);
-      for (const r of checked) {
-        const i = reqs.indexOf(r);
-        assert.equal((await run(alone, r)).done.text, results[i]?.done.text, `preempted ${r.requestId}`);
-      }
-    } finally {
-      await Promise.all([e.shutdown(), alone.shutdown()]);
-    }
-  });
+    });
+  }
 
   test("createLlamaEngine: built-in model, vLLM-style options, event log written at shutdown", async () => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-factory-"));

@@ -35,7 +35,10 @@ export interface LlamaExecutorDeps {
 
 function toRunnerSampling(s: SamplingParams): RunnerSampling | null {
   const logitBias = s.logitBias ?? [];
-  if (s.temperature <= 0 && s.grammar === null && logitBias.length === 0) return null;
+  const presencePenalty = s.presencePenalty ?? 0;
+  const frequencyPenalty = s.frequencyPenalty ?? 0;
+  const penalized = presencePenalty !== 0 || frequencyPenalty !== 0;
+  if (s.temperature <= 0 && s.grammar === null && logitBias.length === 0 && !penalized) return null;
   return {
     temperature: s.temperature,
     topK: s.topK,
@@ -44,7 +47,14 @@ function toRunnerSampling(s: SamplingParams): RunnerSampling | null {
     seed: s.seed,
     grammar: s.grammar,
     logitBias,
+    presencePenalty,
+    frequencyPenalty,
   };
+}
+
+/** Whether the runner's sampler keeps state from the output so far (a grammar's position, penalty counts). */
+function samplerFollowsOutput(s: SamplingParams): boolean {
+  return s.grammar !== null || (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0;
 }
 
 /**
@@ -154,8 +164,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       active.firstAdmittedS ??= request.admittedS;
       try {
         runner.setSampler(slot.seqId, toRunnerSampling(active.spec.sampling));
-        if (active.spec.sampling.grammar !== null) {
-          // a re-admitted (preempted) request's grammar resumes after the output it already has
+        if (samplerFollowsOutput(active.spec.sampling)) {
+          // a re-admitted (preempted) request's grammar and penalties resume after the output it already has
           for (let pos = request.promptTokens; pos < active.content.length; pos++) {
             runner.acceptToken(slot.seqId, active.content.tokenAt(pos));
           }

@@ -229,6 +229,8 @@ export class LlamaModelRunner implements ModelRunner {
       ...(sampling.seed === null ? {} : { seed: sampling.seed >>> 0 }),
       ...(sampling.grammar === null ? {} : { grammar: sampling.grammar }),
       ...(sampling.logitBias.length === 0 ? {} : { logitBias: sampling.logitBias }),
+      ...(sampling.presencePenalty === 0 ? {} : { presencePenalty: sampling.presencePenalty }),
+      ...(sampling.frequencyPenalty === 0 ? {} : { frequencyPenalty: sampling.frequencyPenalty }),
     });
   }
 

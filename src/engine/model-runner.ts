@@ -28,6 +28,9 @@ export interface RunnerSampling {
   readonly grammar: string | null;
   /** added to those tokens' logits (empty: none) */
   readonly logitBias: readonly TokenBias[];
+  /** subtracted from the logit of a token already taken, once / per time taken (0: none) */
+  readonly presencePenalty: number;
+  readonly frequencyPenalty: number;
 }
 
 export interface ChatMessageIn {

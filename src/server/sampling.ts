@@ -78,6 +78,8 @@ export function samplingParams(
     topP: body.top_p ?? 1,
     topK: Math.max(0, topK),
     minP: body.min_p ?? 0,
+    presencePenalty: body.presence_penalty ?? 0,
+    frequencyPenalty: body.frequency_penalty ?? 0,
     seed: body.seed ?? null,
     maxTokens,
     stop: stopList(body.stop),

@@ -97,19 +97,20 @@ Napi::Function DefineContext(Napi::Env env);
 void RegisterHostMemory(Napi::Env env, Napi::Object exports);
 Napi::Value CreateContext(const Napi::CallbackInfo& info);
 
-// sampler-api.cpp: a request's temperature, topK, topP, minP and seed, and its logitBias (JS RangeError
-// when malformed); llama.cpp's samplers for the first five, in llama-server's order, appended to a chain;
-// one token drawn with a chain (-1 and `error` set when it selects nothing allowed, where
-// llama_sampler_sample would abort); and sampleLogits, which samples given logits with either
-// implementation.
+// sampler-api.cpp: a request's temperature, topK, topP, minP, seed and penalties, and its logitBias (JS
+// RangeError when malformed); llama.cpp's samplers for top-k to the draw, in llama-server's order, appended
+// to a chain; one token selected with a chain, not accepted (-1 and `error` set when it selects nothing
+// allowed, where llama_sampler_sample would abort); and sampleLogits, which samples given logits with
+// either implementation.
 SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o);
 std::vector<llama_logit_bias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab);
 void appendStochasticStages(llama_sampler* chain, const SamplingParams& p);
 llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t nVocab,
                             std::vector<llama_token_data>& cands, std::string& error);
-// One token under a constraint that `chain` applies (its grammar) and `allowed` answers for one token, ours
-// first where that gives the constrained distribution (own: null, or made from the same parameters).
-llama_token sampleUnder(RowSampler* own, llama_sampler* chain, const std::function<bool(int32_t)>& allowed,
+// One token under a constraint that `chain` applies (its grammar; then top-k to the draw) and `allowed`
+// answers for one token: ours where that gives the constrained distribution, else the chain on ours'
+// adjusted row. Selected, not accepted.
+llama_token sampleUnder(RowSampler& own, llama_sampler* chain, const std::function<bool(int32_t)>& allowed,
                         const float* row, int32_t nVocab, SamplingScratch& scratch,
                         std::vector<llama_token_data>& cands, std::string& error);
 void RegisterSampling(Napi::Env env, Napi::Object exports);

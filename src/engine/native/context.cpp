@@ -48,9 +48,9 @@ struct ContextState {
   ggml_threadpool_t tpBatch = nullptr;
   llama_batch batch{};
   bool batchAllocated = false;
-  // per sequence slot: our sampler (anything but plain greedy), and with a grammar llama.cpp's chain (logit
-  // biases, grammar, the rest), which samples where ours cannot give the constrained distribution
-  // (sampleUnder); neither = greedy
+  // per sequence slot: our sampler (anything but plain greedy), and with a grammar llama.cpp's chain (the
+  // grammar, then top-k to the draw), which samples ours' adjusted row where ours cannot give the
+  // constrained distribution (sampleUnder); neither = greedy
   std::vector<std::unique_ptr<RowSampler>> rowSamplers;
   std::vector<llama_sampler*> samplers;
   std::vector<llama_sampler*> grammars;  // per slot, non-owning: the chain's grammar stage, if any
@@ -434,7 +434,8 @@ Napi::Value Context::Info(const Napi::CallbackInfo& info) {
 
 // setSampler(seqId, params | null)
 // params: { temperature = 0 (greedy), topK = 0, topP = 1, minP = 0, seed = LLAMA_DEFAULT_SEED,
-//           grammar?: GBNF string, grammarRoot = "root", logitBias?: [{ token, bias }] }
+//           grammar?: GBNF string, grammarRoot = "root", logitBias?: [{ token, bias }],
+//           presencePenalty = 0, frequencyPenalty = 0 }
 Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ContextState& s = idle(env);
@@ -451,10 +452,11 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
     const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
 
     // plain greedy needs no sampler: the decode takes the argmax itself. Otherwise ours samples the row in
-    // place, biases included. A grammar is llama.cpp's, in a chain (biases, grammar, then the rest); ours
-    // asks it about single tokens where that gives the constrained distribution (sampleUnder), and is
-    // dropped where it cannot (top-p without top-k): the chain samples those.
-    const bool plainGreedy = params.temperature <= 0 && biases.empty() && grammar.empty();
+    // place, biases and penalties included. A grammar is llama.cpp's, in a chain (the grammar, then the
+    // rest); ours asks it about single tokens where that gives the constrained distribution, else the chain
+    // samples ours' adjusted row (sampleUnder).
+    const bool penalized = params.presencePenalty != 0 || params.frequencyPenalty != 0;
+    const bool plainGreedy = params.temperature <= 0 && biases.empty() && grammar.empty() && !penalized;
     if (!plainGreedy) {
       std::vector<LogitBias> ownBiases;
       for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
@@ -464,10 +466,6 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
       llama_sampler_chain_params cp = llama_sampler_chain_default_params();
       cp.no_perf = true;
       chain = llama_sampler_chain_init(cp);
-      if (!biases.empty()) {
-        llama_sampler_chain_add(
-            chain, llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(biases.size()), biases.data()));
-      }
       llama_sampler* g = llama_sampler_init_grammar(s.model->vocab, grammar.c_str(), root.c_str());
       if (g == nullptr) {
         llama_sampler_free(chain);
@@ -480,7 +478,6 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
       } else {
         llama_sampler_chain_add(chain, llama_sampler_init_greedy());
       }
-      if (!own->unfiltered() && !own->walksConstrained()) own.reset();
     }
   }
   if (s.samplers[seq] != nullptr) llama_sampler_free(s.samplers[seq]);
@@ -506,6 +503,7 @@ Napi::Value Context::AcceptToken(const Napi::CallbackInfo& info) {
   const int32_t seq = seqArg(info, 0);
   const int32_t token = argInt(info, 1, "token");
   if (token < 0 || token >= llama_vocab_n_tokens(s.model->vocab)) throw Napi::RangeError::New(env, "token out of range");
+  if (s.rowSamplers[seq] != nullptr) s.rowSamplers[seq]->accept(token);
   if (s.samplers[seq] == nullptr) return env.Undefined();
   // llama.cpp aborts the process when a grammar accepts a token it does not allow (e.g. EOG before the
   // grammar is complete), so ask the grammar stage first: apply() only masks, it does not advance.
@@ -542,15 +540,29 @@ static bool grammarAllows(llama_sampler* grammar, llama_token token) {
   return std::isfinite(one.logit);
 }
 
-// One row's token (-1 with `error` set when nothing is allowed).
+// One row's token, accepted by the sequence's samplers (-1 with `error` set when nothing is allowed).
 static llama_token sampleRow(ContextState& s, int32_t seq, const float* row, int32_t nVocab, SamplingScratch& scratch,
                              std::vector<llama_token_data>& cands, std::string& error) {
   RowSampler* own = s.rowSamplers[seq].get();
+  if (own == nullptr) return argmaxRow(row, nVocab);
   llama_sampler* chain = s.samplers[seq];
-  if (chain == nullptr) return own != nullptr ? own->sample(row, nVocab, scratch) : argmaxRow(row, nVocab);
+  if (chain == nullptr) {
+    const llama_token token = own->sample(row, nVocab, scratch);
+    own->accept(token);
+    return token;
+  }
   llama_sampler* grammar = s.grammars[seq];
-  return sampleUnder(own, chain, [grammar](int32_t t) { return grammarAllows(grammar, t); }, row, nVocab, scratch,
-                     cands, error);
+  const llama_token token = sampleUnder(
+      *own, chain, [grammar](int32_t t) { return grammarAllows(grammar, t); }, row, nVocab, scratch, cands, error);
+  if (token < 0) return -1;
+  try {
+    llama_sampler_accept(chain, token);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return -1;
+  }
+  own->accept(token);
+  return token;
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -145,6 +145,10 @@ export interface SamplerParams {
   grammarRoot?: string;
   /** added to the token's logit before the grammar and sampling (OpenAI's logit_bias) */
   logitBias?: readonly { readonly token: number; readonly bias: number }[];
+  /** OpenAI's: subtracted from the logit of a token the sequence has taken (sampled or accepted), once */
+  presencePenalty?: number;
+  /** OpenAI's: subtracted from the logit of a token the sequence has taken, once per time taken */
+  frequencyPenalty?: number;
 }
 
 export interface ChatMessage {

@@ -192,6 +192,8 @@ export type RowSamplerImpl = "continuum" | "llama.cpp";
 export interface RowSamplerParams extends SamplerParams {
   /** only these tokens may be drawn (llama.cpp's chain: a -inf bias on every other token) */
   readonly allowedTokens?: readonly number[];
+  /** tokens taken before the first draw, which the penalties count (the draws take none) */
+  readonly history?: readonly number[];
 }
 
 /**

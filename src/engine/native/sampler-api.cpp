@@ -14,8 +14,11 @@ SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o) {
   const double topP = optNumber(o, "topP", 1);
   const double minP = optNumber(o, "minP", 0);
   const double seed = optNumber(o, "seed", LLAMA_DEFAULT_SEED);
-  if (!std::isfinite(temperature) || !std::isfinite(topK) || std::isnan(topP) || std::isnan(minP)) {
-    throw Napi::RangeError::New(env, "temperature, topK, topP and minP must be numbers");
+  const double presencePenalty = optNumber(o, "presencePenalty", 0);
+  const double frequencyPenalty = optNumber(o, "frequencyPenalty", 0);
+  if (!std::isfinite(temperature) || !std::isfinite(topK) || std::isnan(topP) || std::isnan(minP) ||
+      !std::isfinite(presencePenalty) || !std::isfinite(frequencyPenalty)) {
+    throw Napi::RangeError::New(env, "temperature, topK, topP, minP and the penalties must be numbers");
   }
   if (seed < 0 || seed > 4294967295.0) {
     throw Napi::RangeError::New(env, "seed must be a uint32");
@@ -26,6 +29,8 @@ SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o) {
   p.topP = static_cast<float>(topP);
   p.minP = static_cast<float>(minP);
   p.seed = static_cast<uint32_t>(seed);
+  p.presencePenalty = static_cast<float>(presencePenalty);
+  p.frequencyPenalty = static_cast<float>(frequencyPenalty);
   return p;
 }
 
@@ -64,9 +69,7 @@ llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t n
       error = "sampler selected no allowed token (grammar dead end?)";
       return -1;
     }
-    const llama_token token = arr.data[arr.selected].id;
-    llama_sampler_accept(chain, token);
-    return token;
+    return arr.data[arr.selected].id;
   } catch (const std::exception& e) {
     error = e.what();
     return -1;
@@ -86,30 +89,41 @@ llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t n
 //   draws once and checks under every filter, which is not the constrained distribution when a cut is set.
 constexpr int32_t kRejectedDraws = 256;
 
-llama_token sampleUnder(RowSampler* own, llama_sampler* chain, const std::function<bool(int32_t)>& allowed,
+llama_token sampleUnder(RowSampler& own, llama_sampler* chain, const std::function<bool(int32_t)>& allowed,
                         const float* row, int32_t nVocab, SamplingScratch& scratch,
                         std::vector<llama_token_data>& cands, std::string& error) {
   llama_token token = -1;
-  if (own != nullptr && own->walksConstrained()) {
-    token = own->sampleAllowed(row, nVocab, scratch, allowed);
-  } else if (own != nullptr) {
-    token = own->sampleRejecting(row, nVocab, scratch, allowed, kRejectedDraws);
+  if (own.walksConstrained()) {
+    token = own.sampleAllowed(row, nVocab, scratch, allowed);
+  } else if (own.unfiltered()) {
+    token = own.sampleRejecting(row, nVocab, scratch, allowed, kRejectedDraws);
   }
-  if (token < 0) return sampleWithChain(chain, row, nVocab, cands, error);
-  try {
-    llama_sampler_accept(chain, token);
-    return token;
-  } catch (const std::exception& e) {
-    error = e.what();
-    return -1;
+  if (token >= 0) return token;
+  return sampleWithChain(chain, own.adjustedRow(row, nVocab, scratch), nVocab, cands, error);
+}
+
+// The token ids of an optional array property, each in [0, nVocab).
+static std::vector<int32_t> tokenList(Napi::Env env, const Napi::Object& o, const char* key, int32_t nVocab) {
+  std::vector<int32_t> tokens;
+  if (!o.Has(key) || !o.Get(key).IsArray()) return tokens;
+  Napi::Array list = o.Get(key).As<Napi::Array>();
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    const double token = list.Get(i).As<Napi::Number>().DoubleValue();
+    if (token < 0 || token >= nVocab || token != static_cast<int32_t>(token)) {
+      throw Napi::RangeError::New(env, std::string(key) + " token out of range");
+    }
+    tokens.push_back(static_cast<int32_t>(token));
   }
+  return tokens;
 }
 
 // sampleLogits(logits: Float32Array, nVocab, params, draws, sampler: "continuum" | "llama.cpp") -> Int32Array:
-// for each row of nVocab logits, `draws` tokens in a row from one sampler made from params (logitBias,
-// temperature (<= 0: greedy), topK, topP, minP, seed, and allowedTokens: a constraint standing in for a
-// grammar, which llama.cpp's chain applies as a -inf bias on every other token), its random stream running
-// on from draw to draw and row to row. "continuum" samples as the engine does, "llama.cpp" with the chain.
+// for each row of nVocab logits, `draws` tokens from one sampler made from params (logitBias,
+// presencePenalty, frequencyPenalty, temperature (<= 0: greedy), topK, topP, minP, seed; history: tokens
+// accepted before the first draw, which the penalties count; allowedTokens: a constraint standing in for a
+// grammar, which llama.cpp's chain applies as a -inf bias on every other token). The draws accept nothing:
+// each is from the same state, its random stream running on from draw to draw and row to row.
+// "continuum" samples as the engine does, "llama.cpp" with llama.cpp's chain (penalties sampler first).
 static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 5 || !info[0].IsTypedArray() ||
@@ -126,39 +140,32 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
     throw Napi::RangeError::New(env, "logits must hold whole rows of nVocab");
   }
   if (draws < 0) throw Napi::RangeError::New(env, "draws must be >= 0");
-  const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
   if (sampler != "continuum" && sampler != "llama.cpp") {
     throw Napi::TypeError::New(env, "sampler must be \"continuum\" or \"llama.cpp\"");
   }
-  // the constraint: a mask, and for the chain a -inf bias on every token outside it, after the request's
-  std::vector<uint8_t> allowed;
-  std::vector<llama_logit_bias> chainBiases = biases;
-  if (o.Has("allowedTokens") && o.Get("allowedTokens").IsArray()) {
-    allowed.assign(static_cast<size_t>(nVocab), 0);
-    Napi::Array list = o.Get("allowedTokens").As<Napi::Array>();
-    for (uint32_t i = 0; i < list.Length(); i++) {
-      const double token = list.Get(i).As<Napi::Number>().DoubleValue();
-      if (token < 0 || token >= nVocab || token != static_cast<int32_t>(token)) {
-        throw Napi::RangeError::New(env, "allowedTokens token out of range");
-      }
-      allowed[static_cast<size_t>(token)] = 1;
-    }
-    for (int32_t t = 0; t < nVocab; t++) {
-      if (allowed[static_cast<size_t>(t)] == 0) chainBiases.push_back({t, -INFINITY});
-    }
-  }
-  std::unique_ptr<RowSampler> own;
-  if (sampler == "continuum") {
-    std::vector<LogitBias> ownBiases;
-    for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
-    own = std::make_unique<RowSampler>(params, std::move(ownBiases));
-    if (!allowed.empty() && !own->unfiltered() && !own->walksConstrained()) own.reset();
+  const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
+  const std::vector<int32_t> history = tokenList(env, o, "history", nVocab);
+  const bool constrained = o.Has("allowedTokens") && o.Get("allowedTokens").IsArray();
+  std::vector<uint8_t> allowed(constrained ? static_cast<size_t>(nVocab) : 0, 0);
+  for (int32_t t : tokenList(env, o, "allowedTokens", nVocab)) allowed[static_cast<size_t>(t)] = 1;
+
+  // llama.cpp's chain: for "llama.cpp" the whole request; for ours only the constraint and the filters,
+  // which it samples with when ours cannot (its row: ours with the biases and penalties added)
+  const bool own = sampler == "continuum";
+  std::vector<llama_logit_bias> chainBiases = own ? std::vector<llama_logit_bias>{} : biases;
+  for (int32_t t = 0; constrained && t < nVocab; t++) {
+    if (allowed[static_cast<size_t>(t)] == 0) chainBiases.push_back({t, -INFINITY});
   }
   llama_sampler* chain = nullptr;
-  if (own == nullptr || !allowed.empty()) {
+  if (!own || constrained) {
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
     chain = llama_sampler_chain_init(cp);
+    const bool penalized = params.presencePenalty != 0 || params.frequencyPenalty != 0;
+    if (!own && penalized && !history.empty()) {
+      llama_sampler_chain_add(chain, llama_sampler_init_penalties(nVocab, static_cast<int32_t>(history.size()), 1.0f,
+                                                                  params.frequencyPenalty, params.presencePenalty));
+    }
     if (!chainBiases.empty()) {
       llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(chainBiases.size()),
                                                                    chainBiases.data()));
@@ -168,7 +175,15 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
     } else {
       llama_sampler_chain_add(chain, llama_sampler_init_greedy());
     }
+    if (!own) {
+      for (int32_t t : history) llama_sampler_accept(chain, t);
+    }
   }
+  std::vector<LogitBias> ownBiases;
+  for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
+  RowSampler ours(params, std::move(ownBiases));
+  for (int32_t t : history) ours.accept(t);
+
   const size_t rows = logits.ElementLength() / static_cast<size_t>(nVocab);
   Napi::Int32Array out = Napi::Int32Array::New(env, rows * static_cast<size_t>(draws));
   SamplingScratch scratch;
@@ -178,9 +193,9 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
   for (size_t r = 0; r < rows && error.empty(); r++) {
     const float* row = logits.Data() + r * static_cast<size_t>(nVocab);
     for (int32_t d = 0; d < draws && error.empty(); d++) {
-      out[r * draws + d] = own == nullptr     ? sampleWithChain(chain, row, nVocab, cands, error)
-                           : chain == nullptr ? own->sample(row, nVocab, scratch)
-                                              : sampleUnder(own.get(), chain, isAllowed, row, nVocab, scratch, cands, error);
+      out[r * draws + d] = !own          ? sampleWithChain(chain, row, nVocab, cands, error)
+                           : constrained ? sampleUnder(ours, chain, isAllowed, row, nVocab, scratch, cands, error)
+                                         : ours.sample(row, nVocab, scratch);
     }
   }
   llama_sampler_free(chain);

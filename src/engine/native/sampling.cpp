@@ -271,7 +271,7 @@ bool RowSampler::walksConstrained() const {
 
 int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratch& s,
                                   const std::function<bool(int32_t)>& allowed) {
-  const float* x = biasedRow(logits, n, s);
+  const float* x = adjustedRow(logits, n, s);
   const bool greedy = params_.temperature <= 0;
   const double u = greedy ? 0.0 : std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   s.blockMax.resize(static_cast<size_t>(kernels::blockCount(n)));
@@ -320,7 +320,7 @@ int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratc
 
 int32_t RowSampler::sampleRejecting(const float* logits, int32_t n, SamplingScratch& s,
                                     const std::function<bool(int32_t)>& allowed, int32_t maxDraws) {
-  const float* x = biasedRow(logits, n, s);
+  const float* x = adjustedRow(logits, n, s);
   const int32_t blocks = kernels::blockCount(n);
   s.blockMax.resize(static_cast<size_t>(blocks));
   s.blockSums.resize(static_cast<size_t>(blocks));
@@ -337,19 +337,29 @@ int32_t RowSampler::sampleRejecting(const float* logits, int32_t n, SamplingScra
   return -1;
 }
 
-const float* RowSampler::biasedRow(const float* logits, int32_t n, SamplingScratch& s) const {
-  if (biases_.empty()) return logits;
+const float* RowSampler::adjustedRow(const float* logits, int32_t n, SamplingScratch& s) const {
+  if (biases_.empty() && accepted_.empty()) return logits;
   s.biased.assign(logits, logits + n);
   for (const LogitBias& b : biases_) s.biased[static_cast<size_t>(b.token)] += b.bias;
+  for (const auto& [token, times] : accepted_) {
+    if (token < n) {
+      s.biased[static_cast<size_t>(token)] -= params_.presencePenalty + params_.frequencyPenalty * times;
+    }
+  }
   return s.biased.data();
+}
+
+void RowSampler::accept(int32_t token) {
+  if (params_.presencePenalty != 0 || params_.frequencyPenalty != 0) accepted_[token]++;
 }
 
 void RowSampler::reset() {
   rng_.seed(seedFor(params_.seed));
+  accepted_.clear();
 }
 
 int32_t RowSampler::sample(const float* logits, int32_t n, SamplingScratch& s) {
-  const float* x = biasedRow(logits, n, s);
+  const float* x = adjustedRow(logits, n, s);
   if (params_.temperature <= 0) return argmaxRow(x, n);
   return sampleBiased(x, n, s);
 }

@@ -1,15 +1,17 @@
 // Sampling a token from one row of logits without llama.cpp's candidate array: the greedy argmax, and the
-// samplers an OpenAI request can ask for (logit_bias, temperature, top_k, top_p, min_p). Same rules as
-// llama.cpp's samplers of those names, chained in llama-server's order (the biases, then top-k, then top-p
-// over what top-k kept, then min-p, then temperature, then one draw of a std::mt19937 seeded as llama.cpp
-// seeds it), but at a real vocabulary (128k tokens) 2-20x cheaper: the row is read in place (copied only
-// to add biases), exponentials are vectorised, and a filter finds its cut by bisecting a threshold instead
-// of sorting the vocabulary. A grammar is llama.cpp's (context.cpp).
+// samplers an OpenAI request can ask for (logit_bias, presence_penalty, frequency_penalty, temperature,
+// top_k, top_p, min_p). Same rules as llama.cpp's samplers of those names, chained in llama-server's order
+// (the biases and penalties, then top-k, then top-p over what top-k kept, then min-p, then temperature,
+// then one draw of a std::mt19937 seeded as llama.cpp seeds it), but at a real vocabulary (128k tokens)
+// 2-20x cheaper: the row is read in place (copied only to add biases and penalties), exponentials are
+// vectorised, and a filter finds its cut by bisecting a threshold instead of sorting the vocabulary. A
+// grammar is llama.cpp's (sampler-api.cpp).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -21,6 +23,9 @@ struct SamplingParams {
   float topP = 1;         // >= 1: off
   float minP = 0;         // <= 0: off
   uint32_t seed = 0xFFFFFFFF;  // LLAMA_DEFAULT_SEED: a random seed at every reset
+  // OpenAI's: a token's logit less presencePenalty once it was accepted, less frequencyPenalty each time
+  float presencePenalty = 0;
+  float frequencyPenalty = 0;
 };
 
 /** Per-row working memory, reused across rows sampled on one thread. */
@@ -29,7 +34,7 @@ struct SamplingScratch {
   std::vector<float> blockMax;
   std::vector<double> blockSums;
   std::vector<std::pair<float, int32_t>> candidates;
-  std::vector<float> biased;  // the row with the logit biases added
+  std::vector<float> biased;  // the row with the logit biases and penalties added
   std::vector<std::pair<float, int32_t>> allowed;
 };
 
@@ -44,8 +49,17 @@ class RowSampler {
   /** biases: added to their tokens' logits first (a token may appear more than once: the biases add up) */
   RowSampler(const SamplingParams& params, std::vector<LogitBias> biases);
 
-  /** Back to the seed's first draw (a fresh random seed when none was given), as llama_sampler_reset. */
+  /**
+   * Back to the seed's first draw (a fresh random seed when none was given) with no token accepted, as
+   * llama_sampler_reset.
+   */
   void reset();
+
+  /** A token the sequence took (sampled or given): what the penalties count. */
+  void accept(int32_t token);
+
+  /** The row with the biases and penalties added (the row itself when there are none), in scratch. */
+  const float* adjustedRow(const float* logits, int32_t nVocab, SamplingScratch& scratch) const;
 
   /** The sampled token; the argmax when every logit is -inf or NaN. Biases' tokens must be < nVocab. */
   int32_t sample(const float* logits, int32_t nVocab, SamplingScratch& scratch);
@@ -78,13 +92,13 @@ class RowSampler {
                           const std::function<bool(int32_t)>& allowed, int32_t maxDraws);
 
  private:
-  const float* biasedRow(const float* logits, int32_t nVocab, SamplingScratch& scratch) const;
   int32_t sampleBiased(const float* logits, int32_t nVocab, SamplingScratch& scratch);
   /** top-p, min-p and the draw over candidates sorted highest first */
   int32_t drawFromHighest(const std::vector<std::pair<float, int32_t>>& cands, double u) const;
 
   SamplingParams params_;
   std::vector<LogitBias> biases_;
+  std::unordered_map<int32_t, int32_t> accepted_;  // token -> times accepted (kept only with a penalty)
   std::mt19937 rng_;
 };
 

@@ -13,9 +13,17 @@ const supported = process.platform === "linux" && process.arch === "x64";
  * what is left; at a temperature of 0, the first highest logit.
  */
 function expected(row: Float32Array, p: RowSamplerParams): Map<number, number> {
-  const biased = (p.logitBias !== undefined && p.logitBias.length > 0) || p.allowedTokens !== undefined;
+  const penalized =
+    (p.history?.length ?? 0) > 0 && (p.presencePenalty ?? 0) + (p.frequencyPenalty ?? 0) !== 0;
+  const biased =
+    (p.logitBias !== undefined && p.logitBias.length > 0) || p.allowedTokens !== undefined || penalized;
   const logits = Float32Array.from(row);
   for (const { token, bias } of p.logitBias ?? []) logits[token] = (logits[token] as number) + bias;
+  const taken = new Map<number, number>();
+  for (const token of p.history ?? []) taken.set(token, (taken.get(token) ?? 0) + 1);
+  for (const [token, times] of taken) {
+    logits[token] = (logits[token] as number) - (p.presencePenalty ?? 0) - (p.frequencyPenalty ?? 0) * times;
+  }
   if (p.allowedTokens !== undefined) {
     const allowed = new Set(p.allowedTokens);
     logits.forEach((_, token) => {
@@ -110,6 +118,14 @@ const SETTINGS: readonly RowSamplerParams[] = [
     ],
   },
   { temperature: 0, logitBias: [{ token: 5, bias: 7 }] },
+  // penalties on tokens taken before: among them some of the highest (the order is a row's, below)
+  {
+    temperature: 1,
+    topK: 30,
+    presencePenalty: 0.8,
+    frequencyPenalty: 0.4,
+    history: [3, 3, 7, 11, 11, 11, 200],
+  },
 ];
 
 describe("sampling a row of logits", {
@@ -146,6 +162,23 @@ describe("sampling a row of logits", {
       const constrained = { ...params, allowedTokens };
       assertDraws(logits, constrained, "continuum", 20_000);
       assertDraws(logits, constrained, "llama.cpp", 5_000);
+    }
+  });
+
+  test("penalties: a token taken loses presence_penalty once and frequency_penalty each time", () => {
+    // token 2 leads token 4 by 1.0
+    const logits = new Float32Array(8).fill(-5);
+    logits[2] = 3;
+    logits[4] = 2;
+    const greedy = (params: RowSamplerParams, impl: RowSamplerImpl) =>
+      sampleLogits(logits, 8, { temperature: 0, ...params }, 1, impl)[0];
+    for (const impl of ["continuum", "llama.cpp"] as const) {
+      assert.equal(greedy({ presencePenalty: 1.5 }, impl), 2, "nothing taken: nothing penalized");
+      assert.equal(greedy({ presencePenalty: 1.5, history: [2] }, impl), 4);
+      assert.equal(greedy({ presencePenalty: 0.9, history: [2, 2, 2] }, impl), 2, "presence counts once");
+      assert.equal(greedy({ frequencyPenalty: 0.6, history: [2] }, impl), 2);
+      assert.equal(greedy({ frequencyPenalty: 0.6, history: [2, 2] }, impl), 4, "frequency counts each time");
+      assert.equal(greedy({ frequencyPenalty: -2, history: [4] }, impl), 4, "a negative penalty favours it");
     }
   });
 
