@@ -503,8 +503,6 @@ Napi::Value Context::AcceptToken(const Napi::CallbackInfo& info) {
   const int32_t seq = seqArg(info, 0);
   const int32_t token = argInt(info, 1, "token");
   if (token < 0 || token >= llama_vocab_n_tokens(s.model->vocab)) throw Napi::RangeError::New(env, "token out of range");
-  if (s.rowSamplers[seq] != nullptr) s.rowSamplers[seq]->accept(token);
-  if (s.samplers[seq] == nullptr) return env.Undefined();
   // llama.cpp aborts the process when a grammar accepts a token it does not allow (e.g. EOG before the
   // grammar is complete), so ask the grammar stage first: apply() only masks, it does not advance.
   if (s.grammars[seq] != nullptr) {
@@ -519,11 +517,14 @@ Napi::Value Context::AcceptToken(const Napi::CallbackInfo& info) {
       throwCoded(env, "LLAMA_SAMPLER_REJECTED", "token " + std::to_string(token) + " is not allowed by the grammar here");
     }
   }
-  try {
-    llama_sampler_accept(s.samplers[seq], token);
-  } catch (const std::exception& e) {
-    throwCoded(env, "LLAMA_SAMPLER_REJECTED", e.what());
+  if (s.samplers[seq] != nullptr) {
+    try {
+      llama_sampler_accept(s.samplers[seq], token);
+    } catch (const std::exception& e) {
+      throwCoded(env, "LLAMA_SAMPLER_REJECTED", e.what());
+    }
   }
+  if (s.rowSamplers[seq] != nullptr) s.rowSamplers[seq]->accept(token);
   return env.Undefined();
 }
 
