@@ -1,6 +1,7 @@
-// A request's sampling parameters, llama.cpp's sampler chain for them, and sampleLogits(), which samples
-// given logits with either our RowSampler or llama.cpp's chain, so that the two can be held side by side
-// on the same rows (the sampling bench, the tests of our sampler's distribution).
+// A request's sampling parameters, llama.cpp's sampler chain for them, sampling under a grammar
+// (sampleUnder: ours where it gives the constrained distribution, else the chain), and sampleLogits(), which
+// samples given logits with either our RowSampler or llama.cpp's chain, so that the two can be held side by
+// side on the same rows (the sampling bench, the tests of our sampler's distribution).
 #include <cmath>
 #include <memory>
 
