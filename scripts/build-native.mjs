@@ -1,6 +1,6 @@
 // Builds Continuum's own N-API addon (src/engine/native/*.cpp) against the prebuilt llama.cpp shared
 // libraries of @node-llama-cpp/linux-x64, with headers of the same release (scripts/fetch-llama-headers.mjs).
-// No llama.cpp compilation: five small translation units, compiled in parallel, then linked. Seconds.
+// No llama.cpp compilation: six small translation units, compiled in parallel, then linked. Seconds.
 //
 // Before compiling it checks that headers and libraries are the same llama.cpp release (structs such as
 // llama_context_params are passed by value, so a mismatch is silent memory corruption); after linking it
@@ -20,11 +20,11 @@ import { fileURLToPath } from "node:url";
 import { ensureLlamaHeaders, findLibPackageDir, LIB_PACKAGE, ROOT } from "./fetch-llama-headers.mjs";
 
 const SRC_DIR = join(ROOT, "src", "engine", "native");
-const SOURCES = ["addon.cpp", "context.cpp", "host-memory.cpp", "sampler-api.cpp", "sampling.cpp"];
-const HEADERS = ["addon.h", "sampling.h"];
-// The sampler's loops are written for the vectoriser, which GCC runs fully only at -O3 and keeps off a
-// loop with a float comparison unless FP operations may be assumed not to trap (we never enable traps).
-const SOURCE_FLAGS = { "sampling.cpp": ["-O3", "-fno-trapping-math"] };
+const SOURCES = ["addon.cpp", "context.cpp", "host-memory.cpp", "row-kernels.cpp", "sampler-api.cpp", "sampling.cpp"];
+const HEADERS = ["addon.h", "row-kernels.h", "sampling.h"];
+// The sampler's row passes are written for the vectoriser, which GCC runs fully only at -O3 and keeps off
+// a loop with a float comparison unless FP operations may be assumed not to trap (we never enable traps).
+const SOURCE_FLAGS = { "row-kernels.cpp": ["-O3", "-fno-trapping-math"] };
 const OUT_DIR = join(ROOT, ".cache", "native");
 export const ADDON_PATH = join(OUT_DIR, "continuum_llama.node");
 

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "row-kernels.h"
+
 namespace continuum {
 
 struct SamplingParams {
@@ -101,8 +103,5 @@ class RowSampler {
   std::unordered_map<int32_t, int32_t> accepted_;  // token -> times accepted (kept only with a penalty)
   std::mt19937 rng_;
 };
-
-/** The first highest logit, as llama.cpp's greedy sampler picks it; 0 when logits[0] is NaN. */
-int32_t argmaxRow(const float* logits, int32_t nVocab);
 
 }  // namespace continuum
