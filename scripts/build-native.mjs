@@ -20,7 +20,14 @@ import { fileURLToPath } from "node:url";
 import { ensureLlamaHeaders, findLibPackageDir, LIB_PACKAGE, ROOT } from "./fetch-llama-headers.mjs";
 
 const SRC_DIR = join(ROOT, "src", "engine", "native");
-const SOURCES = ["addon.cpp", "context.cpp", "host-memory.cpp", "row-kernels.cpp", "sampler-api.cpp", "sampling.cpp"];
+const SOURCES = [
+  "addon.cpp",
+  "context.cpp",
+  "host-memory.cpp",
+  "row-kernels.cpp",
+  "sampler-api.cpp",
+  "sampling.cpp",
+];
 const HEADERS = ["addon.h", "row-kernels.h", "sampling.h"];
 // The sampler's row passes are written for the vectoriser, which GCC runs fully only at -O3 and keeps off
 // a loop with a float comparison unless FP operations may be assumed not to trap (we never enable traps).

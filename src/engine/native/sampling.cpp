@@ -145,8 +145,7 @@ int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratc
   auto& kept = s.allowed;
   kept.clear();
   float hi = INFINITY;
-  for (int32_t window = static_cast<int32_t>(std::min<size_t>(std::max<size_t>(64, 4 * need), INT32_MAX / 8));
-       kept.size() < need; window *= 4) {
+  for (int64_t window = static_cast<int64_t>(std::max<size_t>(64, 4 * need)); kept.size() < need; window *= 4) {
     const Cut cut = findCut(
         x, nullptr, n, blockMax, top, [window](const AtLeast& a) { return a.count >= window; },
         [window](const AtLeast& lo, const AtLeast&) { return lo.count <= 2 * window; });

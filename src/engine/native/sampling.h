@@ -95,7 +95,7 @@ class RowSampler {
 
  private:
   int32_t sampleBiased(const float* logits, int32_t nVocab, SamplingScratch& scratch);
-  /** top-p, min-p and the draw over candidates sorted highest first */
+  /** top-p, min-p and the draw over candidates highest first (past min-p's cut, any order will do) */
   int32_t drawFromHighest(const std::vector<std::pair<float, int32_t>>& cands, double u) const;
 
   SamplingParams params_;
