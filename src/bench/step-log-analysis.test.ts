@@ -20,8 +20,17 @@ describe("step log analysis", () => {
   test("each step is priced as planned and as run; the ratios split the error by cause", () => {
     const totals = analyzeSteps(
       [
-        { t: 0, wallS: 0.004, computeS: 0.002, planned: [[1, 100]], ran: [[1, 100]], restoredTokens: 0 },
-        // a prefill whose 80-token prefix the engine no longer held: it ran 100 rows, 20 were planned
+        {
+          t: 0,
+          wallS: 0.004,
+          computeS: 0.002,
+          sampleS: 0.0005,
+          planned: [[1, 100]],
+          ran: [[1, 100]],
+          restoredTokens: 0,
+        },
+        // a prefill whose 80-token prefix the engine no longer held: it ran 100 rows, 20 were planned; a
+        // log written before sampling was recorded has no sampleS
         { t: 1, wallS: 0.02, computeS: 0.012, planned: [[20, 80]], ran: [[100, 0]], restoredTokens: 0 },
       ],
       linear,
@@ -37,6 +46,9 @@ describe("step log analysis", () => {
     assert.ok(Math.abs(prefill.pricedRanS - 0.011) < 1e-12, "the recompute is priced too");
     assert.equal(all.steps, 2);
     assert.ok(Math.abs(all.wallS - 0.024) < 1e-12);
+    assert.equal(decode.sampleS, 0.0005, "the host's sampling, within compute");
+    assert.equal(prefill.sampleS, 0);
+    assert.equal(all.sampleS, 0.0005);
     assert.equal(
       stepKind({
         t: 0,

@@ -5,6 +5,8 @@
  * the model's compute time and the step's wall time. Grouped by step kind, the ratios say which part of
  * the sim-vs-real error comes from what:
  *   wall / compute          the loop outside the model (KV mapping, tier copies, bookkeeping)
+ *   sampling / compute      the host's sampling after each decode, within compute (no simulator prices it
+ *                           apart: the profile's fixed per-step overhead holds it)
  *   compute / priced ran    the latency model's error on the work the kernels really did
  *   priced ran / planned    work the simulator does not see (prefixes the engine had to recompute)
  *   wall / priced planned   all of it: what the simulator misses per step
@@ -21,6 +23,8 @@ export interface StepKindTotals {
   steps: number;
   wallS: number;
   computeS: number;
+  /** of computeS, the host's sampling (0 for logs written before it was recorded) */
+  sampleS: number;
   pricedPlannedS: number;
   pricedRanS: number;
 }
@@ -59,12 +63,13 @@ export function analyzeSteps(records: readonly EngineStepRecord[], model: Latenc
     const kind = stepKind(record);
     let totals = byKind.get(kind);
     if (!totals) {
-      totals = { kind, steps: 0, wallS: 0, computeS: 0, pricedPlannedS: 0, pricedRanS: 0 };
+      totals = { kind, steps: 0, wallS: 0, computeS: 0, sampleS: 0, pricedPlannedS: 0, pricedRanS: 0 };
       byKind.set(kind, totals);
     }
     totals.steps++;
     totals.wallS += record.wallS;
     totals.computeS += record.computeS;
+    totals.sampleS += record.sampleS ?? 0;
     totals.pricedPlannedS += price(record.planned);
     totals.pricedRanS += record.ran.length > 0 ? price(record.ran) : 0;
   }
@@ -75,6 +80,7 @@ export function analyzeSteps(records: readonly EngineStepRecord[], model: Latenc
     steps: 0,
     wallS: 0,
     computeS: 0,
+    sampleS: 0,
     pricedPlannedS: 0,
     pricedRanS: 0,
   };
@@ -82,6 +88,7 @@ export function analyzeSteps(records: readonly EngineStepRecord[], model: Latenc
     all.steps += k.steps;
     all.wallS += k.wallS;
     all.computeS += k.computeS;
+    all.sampleS += k.sampleS;
     all.pricedPlannedS += k.pricedPlannedS;
     all.pricedRanS += k.pricedRanS;
   }

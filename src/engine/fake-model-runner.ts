@@ -244,7 +244,7 @@ export class FakeModelRunner implements ModelRunner {
     this.executedRows += n;
     const delayMs = this.stepDelayMs + this.tokenDelayMs * n;
     if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
-    return { outputs, computeS: delayMs / 1000 };
+    return { outputs, computeS: delayMs / 1000, sampleS: 0 };
   }
 
   removeSeq(seqId: number, p0 = 0, p1 = -1): void {

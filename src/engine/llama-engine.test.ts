@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { before, describe, test } from "node:test";
@@ -14,6 +14,7 @@ import { ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
 import type { KvLayout } from "./model-runner.js";
 import { isNativeAvailable } from "./native/llama-native.js";
+import { type EngineStepRecord, type StepLogFile, stepLogFile } from "./step-log.js";
 import { chat, fixedTtlPolicy, request, run, sleep } from "./test-support/engine-helpers.js";
 
 const supported = process.platform === "linux" && process.arch === "x64" && isNativeAvailable();
@@ -26,6 +27,7 @@ interface LlamaEngineTestOptions {
   tiers?: EngineTierOptions;
   recorder?: Recorder;
   kvLayout?: KvLayout;
+  stepLog?: StepLogFile;
 }
 
 describe("engine over llama.cpp (built-in tiny model)", {
@@ -53,6 +55,7 @@ describe("engine over llama.cpp (built-in tiny model)", {
       maxNumBatchedTokens: 256,
       ...(options.tiers ? { tiers: options.tiers } : {}),
       ...(options.recorder ? { recorder: options.recorder } : {}),
+      ...(options.stepLog ? { stepLog: options.stepLog } : {}),
     });
   }
 
@@ -110,6 +113,26 @@ describe("engine over llama.cpp (built-in tiny model)", {
     assert.equal(await rows({ batchTokens: 1024, ubatchTokens: 128 }), 128);
     assert.equal(await rows({ batchTokens: 1024 }), 512);
     assert.equal(await rows({ batchTokens: 256, ubatchTokens: 512 }), 256);
+  });
+
+  test("the step log splits the host's sampling out of each step's compute", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-llama-steps-"));
+    const path = join(dir, "steps.jsonl");
+    const e = await engine({ stepLog: stepLogFile(path) });
+    try {
+      const sampling = { maxTokens: 8, temperature: 1, seed: 5, ignoreEos: true };
+      await Promise.all(prompts.map((p, i) => run(e, request(`s${i}`, e.renderChat(chat(p)), { sampling }))));
+    } finally {
+      await e.shutdown();
+    }
+    const records = (await readFile(path, "utf8"))
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as EngineStepRecord);
+    await rm(dir, { recursive: true, force: true });
+    assert.ok(records.length > 0);
+    for (const r of records) assert.ok((r.sampleS ?? -1) >= 0 && (r.sampleS ?? 0) <= r.computeS);
+    assert.ok(records.reduce((sum, r) => sum + (r.sampleS ?? 0), 0) > 0, "sampling took time");
   });
 
   test("greedy text is the same alone and batched with 3 others", async () => {

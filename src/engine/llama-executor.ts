@@ -88,6 +88,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     const restoredBefore = kv.stats.restoredTokens;
     kv.apply(plan);
     let computeS = 0;
+    let sampleS = 0;
     const sampled = new Map<string, SampledToken>();
     const recomputed = new Map<string, number>();
     const failed = new Set<string>();
@@ -116,6 +117,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         await kv.ensureFree(batch.length);
         const result = await runner.execute(batch);
         computeS = result.computeS;
+        sampleS = result.sampleS;
         for (const { chunk, rows } of inBatch) {
           const slot = kv.slotOf(chunk.request);
           if (slot) kv.extend(slot, rows);
@@ -135,6 +137,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       t: startS,
       wallS: durationS,
       computeS,
+      sampleS,
       planned: plan.chunks.map((c) => [c.numTokens, c.contextTokens] as const),
       ran,
       restoredTokens: kv.stats.restoredTokens - restoredBefore,

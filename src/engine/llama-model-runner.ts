@@ -244,6 +244,7 @@ export class LlamaModelRunner implements ModelRunner {
     const cap = db.capacity;
     const outputs: SampledOutput[] = [];
     let computeMs = 0;
+    let sampleMs = 0;
     for (let start = 0; start < n; start += cap) {
       const end = Math.min(n, start + cap);
       db.clear();
@@ -263,13 +264,14 @@ export class LlamaModelRunner implements ModelRunner {
           : await this.context.decode(db, { sample: true });
       this.decodeCalls++;
       computeMs += r.decodeMs + r.sampleMs;
+      sampleMs += r.sampleMs;
       if (oneTokenPerSeq) {
         const rowMs = (r.decodeMs + r.sampleMs) / rows;
         this.decodeRowMs = Number.isFinite(this.decodeRowMs) ? 0.8 * this.decodeRowMs + 0.2 * rowMs : rowMs;
       }
       for (const o of r.outputs) outputs.push({ seqId: o.seqId, token: o.token, isEog: o.isEog });
     }
-    return { outputs, computeS: computeMs / 1000 };
+    return { outputs, computeS: computeMs / 1000, sampleS: sampleMs / 1000 };
   }
 
   removeSeq(seqId: number, p0 = 0, p1 = -1): void {

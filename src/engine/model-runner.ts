@@ -50,6 +50,8 @@ export interface ExecuteResult {
   readonly outputs: readonly SampledOutput[];
   /** time spent in the model itself (native decode + sampling), seconds */
   readonly computeS: number;
+  /** of computeS, the host's sampling after the decode, seconds */
+  readonly sampleS: number;
 }
 
 /** A growable batch of (token, position, slot, sample?) rows over any number of slots. */
