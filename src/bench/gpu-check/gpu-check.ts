@@ -9,7 +9,7 @@
  * the check, for machines without a GPU.
  */
 import { spawn } from "node:child_process";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
@@ -18,6 +18,7 @@ import { parseReferenceSteps } from "../../core/profile/step-reference.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "../../engine/gguf/index.js";
 import { compareSteps, type StepShapeResult } from "../../engine/profile/step-shapes.js";
 import { freePort, HOST, REPO_ROOT, runCommand, startServer, stopServer } from "../compare/processes.js";
+import { readStepLog } from "../step-log-analysis.js";
 import {
   type BenchFigures,
   type CheckFigures,
@@ -147,6 +148,27 @@ interface ServedRun {
   deviceLine: string | null;
   device: ReturnType<typeof parseDeviceInfoMetric>;
   bench: Record<string, BenchFigures>;
+  /** the server's steps over all its loads (`serve --step-log`): how much of the model's time was sampling */
+  steps: StepTimes | null;
+}
+
+interface StepTimes {
+  steps: number;
+  wallS: number;
+  computeS: number;
+  sampleS: number;
+}
+
+function stepTimes(path: string): StepTimes | null {
+  if (!existsSync(path)) return null;
+  const times: StepTimes = { steps: 0, wallS: 0, computeS: 0, sampleS: 0 };
+  for (const record of readStepLog(path)) {
+    times.steps++;
+    times.wallS += record.wallS;
+    times.computeS += record.computeS;
+    times.sampleS += record.sampleS ?? 0;
+  }
+  return times;
 }
 
 function benchFigures(run: Record<string, unknown>): BenchFigures {
@@ -166,6 +188,7 @@ function benchFigures(run: Record<string, unknown>): BenchFigures {
 /** One server under `policy`: its device line and metric, then every load replayed against it. */
 async function serveAndBench(policy: string, modelPath: string): Promise<ServedRun> {
   const port = await freePort();
+  const stepLog = join(outDir, `steps-${policy}.jsonl`);
   const server = await startServer(
     `continuum-${policy}`,
     process.execPath,
@@ -188,10 +211,13 @@ async function serveAndBench(policy: string, modelPath: string): Promise<ServedR
       HOST,
       "--port",
       String(port),
+      "--step-log",
+      stepLog,
     ],
     port,
     outDir,
   );
+  let served: Omit<ServedRun, "steps">;
   try {
     const banner = await readFile(server.logFile, "utf8");
     const deviceLine = banner.split("\n").find((l) => /^\s*device:/.test(l)) ?? null;
@@ -243,10 +269,18 @@ async function serveAndBench(policy: string, modelPath: string): Promise<ServedR
           `turns 2+ ${((bench[load.name]?.laterTurnsCachedRatio ?? 0) * 100).toFixed(1)}% cached`,
       );
     }
-    return { deviceLine, device: parseDeviceInfoMetric(metrics), bench };
+    served = { deviceLine, device: parseDeviceInfoMetric(metrics), bench };
   } finally {
     await stopServer(server);
   }
+  const steps = stepTimes(stepLog);
+  if (steps && steps.computeS > 0) {
+    log(
+      `continuum-${policy}: ${steps.steps} steps, model ${steps.computeS.toFixed(1)} s of ${steps.wallS.toFixed(1)} s, ` +
+        `host sampling ${steps.sampleS.toFixed(2)} s (${((steps.sampleS / steps.computeS) * 100).toFixed(1)}% of the model's time)`,
+    );
+  }
+  return { ...served, steps };
 }
 
 interface ProfileNotes {
@@ -362,6 +396,9 @@ async function writeSummary(): Promise<ReturnType<typeof judge>> {
     },
     deviceLine: firstServed?.deviceLine ?? null,
     figures,
+    servedSteps: Object.fromEntries(
+      Object.entries(progress.served).map(([policy, run]) => [policy, run.steps]),
+    ),
     skippedShapes: progress.steps?.skipped ?? [],
     verdict,
   };
