@@ -126,6 +126,23 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.ok(withPresence < byFrequency, `taken ${withPresence} times with presence_penalty 2 besides`);
   });
 
+  test("repetition_penalty counts the prompt's tokens too: a biased token the prompt holds is not taken first", async () => {
+    const runner = s.engine.runner;
+    const token = runner.tokenize(" banana").at(-1)!;
+    const piece = Buffer.from(runner.tokenPiece(token)).toString("utf8");
+    const request = { model: s.model, prompt: "Hello banana", max_tokens: 4, temperature: 0 };
+    const first = async (extra: object): Promise<string> =>
+      (
+        (await (
+          await post("/v1/completions", { ...request, logit_bias: { [String(token)]: 30 }, ...extra })
+        ).json()) as Json
+      ).choices[0].text;
+    assert.ok((await first({})).startsWith(piece));
+    assert.ok(!(await first({ repetition_penalty: 20 })).startsWith(piece));
+    const refused = await post("/v1/completions", { ...request, repetition_penalty: 0 });
+    assert.equal(refused.status, 400);
+  });
+
   test("a token-id prompt completes as its text does; return_token_ids gives the prompt's and the output's ids", async () => {
     const runner = s.engine.runner;
     const ids = Array.from(runner.tokenize("The sky is"));

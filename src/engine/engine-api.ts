@@ -27,6 +27,11 @@ export interface SamplingParams {
    */
   readonly presencePenalty?: number;
   readonly frequencyPenalty?: number;
+  /**
+   * vLLM's repetition_penalty (default 1: off): the logit of a token in the prompt or the output so far,
+   * divided by it where positive, multiplied where not
+   */
+  readonly repetitionPenalty?: number;
   /** keep generating through end-of-generation tokens (load generators replaying traces) */
   readonly ignoreEos: boolean;
 }

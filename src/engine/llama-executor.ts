@@ -33,11 +33,13 @@ export interface LlamaExecutorDeps {
   readonly stepLog: StepLogFile | null;
 }
 
-function toRunnerSampling(s: SamplingParams): RunnerSampling | null {
+/** The runner's sampler for a request; `prompt`: its prompt's tokens, asked for only where they count. */
+function toRunnerSampling(s: SamplingParams, prompt: () => Int32Array): RunnerSampling | null {
   const logitBias = s.logitBias ?? [];
   const presencePenalty = s.presencePenalty ?? 0;
   const frequencyPenalty = s.frequencyPenalty ?? 0;
-  const penalized = presencePenalty !== 0 || frequencyPenalty !== 0;
+  const repetitionPenalty = s.repetitionPenalty ?? 1;
+  const penalized = presencePenalty !== 0 || frequencyPenalty !== 0 || repetitionPenalty !== 1;
   if (s.temperature <= 0 && s.grammar === null && logitBias.length === 0 && !penalized) return null;
   return {
     temperature: s.temperature,
@@ -49,12 +51,15 @@ function toRunnerSampling(s: SamplingParams): RunnerSampling | null {
     logitBias,
     presencePenalty,
     frequencyPenalty,
+    repetitionPenalty,
+    promptTokens: repetitionPenalty !== 1 ? prompt() : null,
   };
 }
 
 /** Whether the runner's sampler keeps state from the output so far (a grammar's position, penalty counts). */
 function samplerFollowsOutput(s: SamplingParams): boolean {
-  return s.grammar !== null || (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0;
+  const penalized = (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0;
+  return s.grammar !== null || penalized || (s.repetitionPenalty ?? 1) !== 1;
 }
 
 /**
@@ -166,7 +171,9 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       if (!active || active.request !== request) continue;
       active.firstAdmittedS ??= request.admittedS;
       try {
-        runner.setSampler(slot.seqId, toRunnerSampling(active.spec.sampling));
+        const prompt = () =>
+          Int32Array.from({ length: request.promptTokens }, (_, pos) => active.content.tokenAt(pos));
+        runner.setSampler(slot.seqId, toRunnerSampling(active.spec.sampling, prompt));
         if (samplerFollowsOutput(active.spec.sampling)) {
           // a re-admitted (preempted) request's grammar and penalties resume after the output it already has
           for (let pos = request.promptTokens; pos < active.content.length; pos++) {

@@ -231,6 +231,8 @@ export class LlamaModelRunner implements ModelRunner {
       ...(sampling.logitBias.length === 0 ? {} : { logitBias: sampling.logitBias }),
       ...(sampling.presencePenalty === 0 ? {} : { presencePenalty: sampling.presencePenalty }),
       ...(sampling.frequencyPenalty === 0 ? {} : { frequencyPenalty: sampling.frequencyPenalty }),
+      ...(sampling.repetitionPenalty === 1 ? {} : { repetitionPenalty: sampling.repetitionPenalty }),
+      ...(sampling.promptTokens === null ? {} : { promptTokens: sampling.promptTokens }),
     });
   }
 

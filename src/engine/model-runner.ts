@@ -31,6 +31,10 @@ export interface RunnerSampling {
   /** subtracted from the logit of a token already taken, once / per time taken (0: none) */
   readonly presencePenalty: number;
   readonly frequencyPenalty: number;
+  /** a logit of a token in the prompt or taken, divided by it where positive, multiplied where not (1: off) */
+  readonly repetitionPenalty: number;
+  /** the prompt's tokens, where the repetition penalty counts them (null: it is off) */
+  readonly promptTokens: Int32Array | null;
 }
 
 export interface ChatMessageIn {

@@ -80,6 +80,7 @@ export function samplingParams(
     minP: body.min_p ?? 0,
     presencePenalty: body.presence_penalty ?? 0,
     frequencyPenalty: body.frequency_penalty ?? 0,
+    repetitionPenalty: body.repetition_penalty ?? 1,
     seed: body.seed ?? null,
     maxTokens,
     stop: stopList(body.stop),

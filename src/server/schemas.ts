@@ -135,6 +135,8 @@ const common = {
   n: z.number().int().min(1).nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
+  /** vLLM extension (Qwen Code's samplingParams send it): > 1 discourages tokens of the prompt and output */
+  repetition_penalty: z.number().gt(0).nullish(),
   /** token id (as a string) -> added to its logit */
   logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullish(),
   user: z.string().nullish(),

@@ -104,6 +104,8 @@ Napi::Value CreateContext(const Napi::CallbackInfo& info);
 // either implementation.
 SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o);
 std::vector<llama_logit_bias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab);
+// The token ids of an optional property (an array or an Int32Array), each in [0, nVocab).
+std::vector<int32_t> tokenList(Napi::Env env, const Napi::Object& o, const char* key, int32_t nVocab);
 void appendStochasticStages(llama_sampler* chain, const SamplingParams& p);
 llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t nVocab,
                             std::vector<llama_token_data>& cands, std::string& error);

@@ -435,7 +435,8 @@ Napi::Value Context::Info(const Napi::CallbackInfo& info) {
 // setSampler(seqId, params | null)
 // params: { temperature = 0 (greedy), topK = 0, topP = 1, minP = 0, seed = LLAMA_DEFAULT_SEED,
 //           grammar?: GBNF string, grammarRoot = "root", logitBias?: [{ token, bias }],
-//           presencePenalty = 0, frequencyPenalty = 0 }
+//           presencePenalty = 0, frequencyPenalty = 0, repetitionPenalty = 1,
+//           promptTokens?: Int32Array (what the repetition penalty counts besides the sequence's output) }
 Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ContextState& s = idle(env);
@@ -455,12 +456,13 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
     // place, biases and penalties included. A grammar is llama.cpp's, in a chain (the grammar, then the
     // rest); ours asks it about single tokens where that gives the constrained distribution, else the chain
     // samples ours' adjusted row (sampleUnder).
-    const bool penalized = params.presencePenalty != 0 || params.frequencyPenalty != 0;
+    const bool penalized =
+        params.presencePenalty != 0 || params.frequencyPenalty != 0 || params.repetitionPenalty != 1;
     const bool plainGreedy = params.temperature <= 0 && biases.empty() && grammar.empty() && !penalized;
     if (!plainGreedy) {
       std::vector<LogitBias> ownBiases;
       for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
-      own = std::make_unique<RowSampler>(params, std::move(ownBiases));
+      own = std::make_unique<RowSampler>(params, std::move(ownBiases), tokenList(env, o, "promptTokens", nVocab));
     }
     if (!grammar.empty()) {
       llama_sampler_chain_params cp = llama_sampler_chain_default_params();

@@ -149,6 +149,13 @@ export interface SamplerParams {
   presencePenalty?: number;
   /** OpenAI's: subtracted from the logit of a token the sequence has taken, once per time taken */
   frequencyPenalty?: number;
+  /**
+   * vLLM's: the logit of a token in promptTokens or taken by the sequence, divided by it where positive and
+   * multiplied where not (1: off; > 0)
+   */
+  repetitionPenalty?: number;
+  /** what the repetition penalty counts besides the sequence's own tokens */
+  promptTokens?: Int32Array;
 }
 
 export interface ChatMessage {

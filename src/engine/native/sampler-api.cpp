@@ -17,9 +17,13 @@ SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o) {
   const double seed = optNumber(o, "seed", LLAMA_DEFAULT_SEED);
   const double presencePenalty = optNumber(o, "presencePenalty", 0);
   const double frequencyPenalty = optNumber(o, "frequencyPenalty", 0);
+  const double repetitionPenalty = optNumber(o, "repetitionPenalty", 1);
   if (!std::isfinite(temperature) || !std::isfinite(topK) || std::isnan(topP) || std::isnan(minP) ||
       !std::isfinite(presencePenalty) || !std::isfinite(frequencyPenalty)) {
     throw Napi::RangeError::New(env, "temperature, topK, topP, minP and the penalties must be numbers");
+  }
+  if (!(repetitionPenalty > 0) || !std::isfinite(repetitionPenalty)) {
+    throw Napi::RangeError::New(env, "repetitionPenalty must be a number > 0");
   }
   if (seed < 0 || seed > 4294967295.0) {
     throw Napi::RangeError::New(env, "seed must be a uint32");
@@ -32,6 +36,7 @@ SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o) {
   p.seed = static_cast<uint32_t>(seed);
   p.presencePenalty = static_cast<float>(presencePenalty);
   p.frequencyPenalty = static_cast<float>(frequencyPenalty);
+  p.repetitionPenalty = static_cast<float>(repetitionPenalty);
   return p;
 }
 
@@ -103,28 +108,36 @@ llama_token sampleUnder(RowSampler& own, llama_sampler* chain, const std::functi
   return sampleWithChain(chain, own.adjustedRow(row, nVocab, scratch), nVocab, cands, error);
 }
 
-// The token ids of an optional array property, each in [0, nVocab).
-static std::vector<int32_t> tokenList(Napi::Env env, const Napi::Object& o, const char* key, int32_t nVocab) {
+std::vector<int32_t> tokenList(Napi::Env env, const Napi::Object& o, const char* key, int32_t nVocab) {
   std::vector<int32_t> tokens;
-  if (!o.Has(key) || !o.Get(key).IsArray()) return tokens;
-  Napi::Array list = o.Get(key).As<Napi::Array>();
-  for (uint32_t i = 0; i < list.Length(); i++) {
-    const double token = list.Get(i).As<Napi::Number>().DoubleValue();
+  if (!o.Has(key)) return tokens;
+  const Napi::Value value = o.Get(key);
+  const auto check = [&](double token) {
     if (token < 0 || token >= nVocab || token != static_cast<int32_t>(token)) {
       throw Napi::RangeError::New(env, std::string(key) + " token out of range");
     }
     tokens.push_back(static_cast<int32_t>(token));
+  };
+  if (value.IsTypedArray() && value.As<Napi::TypedArray>().TypedArrayType() == napi_int32_array) {
+    Napi::Int32Array list = value.As<Napi::Int32Array>();
+    tokens.reserve(list.ElementLength());
+    for (size_t i = 0; i < list.ElementLength(); i++) check(list[i]);
+  } else if (value.IsArray()) {
+    Napi::Array list = value.As<Napi::Array>();
+    for (uint32_t i = 0; i < list.Length(); i++) check(list.Get(i).As<Napi::Number>().DoubleValue());
   }
   return tokens;
 }
 
 // sampleLogits(logits: Float32Array, nVocab, params, draws, sampler: "continuum" | "llama.cpp") -> Int32Array:
 // for each row of nVocab logits, `draws` tokens from one sampler made from params (logitBias,
-// presencePenalty, frequencyPenalty, temperature (<= 0: greedy), topK, topP, minP, seed; history: tokens
-// accepted before the first draw, which the penalties count; allowedTokens: a constraint standing in for a
-// grammar, which llama.cpp's chain applies as a -inf bias on every other token). The draws accept nothing:
-// each is from the same state, its random stream running on from draw to draw and row to row.
-// "continuum" samples as the engine does, "llama.cpp" with llama.cpp's chain (penalties sampler first).
+// presencePenalty, frequencyPenalty, repetitionPenalty, temperature (<= 0: greedy), topK, topP, minP, seed;
+// history: tokens accepted before the first draw, which the penalties count; promptTokens: tokens the
+// repetition penalty counts besides; allowedTokens: a constraint standing in for a grammar, which llama.cpp's
+// chain applies as a -inf bias on every other token). The draws accept nothing: each is from the same
+// state, its random stream running on from draw to draw and row to row. "continuum" samples as the engine
+// does, "llama.cpp" with llama.cpp's chain as llama-server builds it (the biases, then the penalties sampler,
+// which counts the prompt's tokens for the presence and frequency penalties too).
 static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 5 || !info[0].IsTypedArray() ||
@@ -146,6 +159,7 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
   }
   const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
   const std::vector<int32_t> history = tokenList(env, o, "history", nVocab);
+  const std::vector<int32_t> prompt = tokenList(env, o, "promptTokens", nVocab);
   const bool constrained = o.Has("allowedTokens") && o.Get("allowedTokens").IsArray();
   std::vector<uint8_t> allowed(constrained ? static_cast<size_t>(nVocab) : 0, 0);
   for (int32_t t : tokenList(env, o, "allowedTokens", nVocab)) allowed[static_cast<size_t>(t)] = 1;
@@ -162,14 +176,16 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
     llama_sampler_chain_params cp = llama_sampler_chain_default_params();
     cp.no_perf = true;
     chain = llama_sampler_chain_init(cp);
-    const bool penalized = params.presencePenalty != 0 || params.frequencyPenalty != 0;
-    if (!own && penalized && !history.empty()) {
-      llama_sampler_chain_add(chain, llama_sampler_init_penalties(nVocab, static_cast<int32_t>(history.size()), 1.0f,
-                                                                  params.frequencyPenalty, params.presencePenalty));
-    }
     if (!chainBiases.empty()) {
       llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(chainBiases.size()),
                                                                    chainBiases.data()));
+    }
+    const bool penalized =
+        params.presencePenalty != 0 || params.frequencyPenalty != 0 || params.repetitionPenalty != 1;
+    const auto taken = static_cast<int32_t>(history.size() + prompt.size());
+    if (!own && penalized && taken > 0) {
+      llama_sampler_chain_add(chain, llama_sampler_init_penalties(nVocab, taken, params.repetitionPenalty,
+                                                                  params.frequencyPenalty, params.presencePenalty));
     }
     if (params.temperature > 0) {
       appendStochasticStages(chain, params);
@@ -177,12 +193,13 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
       llama_sampler_chain_add(chain, llama_sampler_init_greedy());
     }
     if (!own) {
+      for (int32_t t : prompt) llama_sampler_accept(chain, t);
       for (int32_t t : history) llama_sampler_accept(chain, t);
     }
   }
   std::vector<LogitBias> ownBiases;
   for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
-  RowSampler ours(params, std::move(ownBiases));
+  RowSampler ours(params, std::move(ownBiases), prompt);
   for (int32_t t : history) ours.accept(t);
 
   const size_t rows = logits.ElementLength() / static_cast<size_t>(nVocab);

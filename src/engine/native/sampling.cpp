@@ -113,8 +113,10 @@ int32_t RowSampler::drawFromHighest(const std::vector<std::pair<float, int32_t>>
   return drawFrom(cands, std::min(keep, aboveMinP), top, 1.0f / params_.temperature, u);
 }
 
-RowSampler::RowSampler(const SamplingParams& params, std::vector<LogitBias> biases)
-    : params_(params), biases_(std::move(biases)), rng_(seedFor(params.seed)) {}
+RowSampler::RowSampler(const SamplingParams& params, std::vector<LogitBias> biases, const std::vector<int32_t>& prompt)
+    : params_(params), biases_(std::move(biases)), rng_(seedFor(params.seed)) {
+  if (params_.repetitionPenalty != 1) prompt_.insert(prompt.begin(), prompt.end());
+}
 
 bool RowSampler::unfiltered() const {
   return params_.temperature <= 0 || (params_.topK <= 0 && params_.topP >= 1 && params_.minP <= 0);
@@ -192,19 +194,27 @@ int32_t RowSampler::sampleRejecting(const float* logits, int32_t n, SamplingScra
 }
 
 const float* RowSampler::adjustedRow(const float* logits, int32_t n, SamplingScratch& s) const {
-  if (biases_.empty() && accepted_.empty()) return logits;
+  if (biases_.empty() && accepted_.empty() && prompt_.empty()) return logits;
   s.biased.assign(logits, logits + n);
-  for (const LogitBias& b : biases_) s.biased[static_cast<size_t>(b.token)] += b.bias;
-  for (const auto& [token, times] : accepted_) {
-    if (token < n) {
-      s.biased[static_cast<size_t>(token)] -= params_.presencePenalty + params_.frequencyPenalty * times;
-    }
+  float* x = s.biased.data();
+  for (const LogitBias& b : biases_) x[b.token] += b.bias;
+  const float r = params_.repetitionPenalty;
+  const auto repeat = [x, r](int32_t token) { x[token] = x[token] > 0 ? x[token] / r : x[token] * r; };
+  for (int32_t token : prompt_) {
+    if (token < n) repeat(token);
   }
-  return s.biased.data();
+  for (const auto& [token, times] : accepted_) {
+    if (token >= n) continue;
+    if (r != 1 && prompt_.count(token) == 0) repeat(token);
+    x[token] -= params_.presencePenalty + params_.frequencyPenalty * times;
+  }
+  return x;
 }
 
 void RowSampler::accept(int32_t token) {
-  if (params_.presencePenalty != 0 || params_.frequencyPenalty != 0) accepted_[token]++;
+  if (params_.presencePenalty != 0 || params_.frequencyPenalty != 0 || params_.repetitionPenalty != 1) {
+    accepted_[token]++;
+  }
 }
 
 void RowSampler::reset() {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct SamplingParams {
   // OpenAI's: a token's logit less presencePenalty once it was accepted, less frequencyPenalty each time
   float presencePenalty = 0;
   float frequencyPenalty = 0;
+  // vLLM's (and llama.cpp's repeat penalty): the logit of a token in the prompt or accepted, divided by it
+  // where positive, multiplied where not (1: off)
+  float repetitionPenalty = 1;
 };
 
 /** Per-row working memory, reused across rows sampled on one thread. */
@@ -48,19 +52,25 @@ struct LogitBias {
 /** One sequence's sampler: its parameters and its random stream. Not thread-safe; one row at a time. */
 class RowSampler {
  public:
-  /** biases: added to their tokens' logits first (a token may appear more than once: the biases add up) */
-  RowSampler(const SamplingParams& params, std::vector<LogitBias> biases);
+  /**
+   * biases: added to their tokens' logits first (a token may appear more than once: the biases add up);
+   * prompt: the tokens the repetition penalty counts besides the accepted ones
+   */
+  RowSampler(const SamplingParams& params, std::vector<LogitBias> biases, const std::vector<int32_t>& prompt = {});
 
   /**
-   * Back to the seed's first draw (a fresh random seed when none was given) with no token accepted, as
-   * llama_sampler_reset.
+   * Back to the seed's first draw (a fresh random seed when none was given) with no token accepted (the
+   * prompt's still counted), as llama_sampler_reset.
    */
   void reset();
 
   /** A token the sequence took (sampled or given): what the penalties count. */
   void accept(int32_t token);
 
-  /** The row with the biases and penalties added (the row itself when there are none), in scratch. */
+  /**
+   * The row with the biases added, then the repetition penalty, then the presence and frequency penalties
+   * (llama.cpp's order; the row itself when there are none), in scratch.
+   */
   const float* adjustedRow(const float* logits, int32_t nVocab, SamplingScratch& scratch) const;
 
   /** The sampled token; the argmax when every logit is -inf or NaN. Biases' tokens must be < nVocab. */
@@ -101,6 +111,7 @@ class RowSampler {
   SamplingParams params_;
   std::vector<LogitBias> biases_;
   std::unordered_map<int32_t, int32_t> accepted_;  // token -> times accepted (kept only with a penalty)
+  std::unordered_set<int32_t> prompt_;             // the prompt's tokens (kept only with a repetition penalty)
   std::mt19937 rng_;
 };
 

@@ -14,13 +14,19 @@ const supported = process.platform === "linux" && process.arch === "x64";
  */
 function expected(row: Float32Array, p: RowSamplerParams): Map<number, number> {
   const penalized =
-    (p.history?.length ?? 0) > 0 && (p.presencePenalty ?? 0) + (p.frequencyPenalty ?? 0) !== 0;
+    ((p.history?.length ?? 0) > 0 && (p.presencePenalty ?? 0) + (p.frequencyPenalty ?? 0) !== 0) ||
+    (p.repetitionPenalty ?? 1) !== 1;
   const biased =
     (p.logitBias !== undefined && p.logitBias.length > 0) || p.allowedTokens !== undefined || penalized;
   const logits = Float32Array.from(row);
   for (const { token, bias } of p.logitBias ?? []) logits[token] = (logits[token] as number) + bias;
   const taken = new Map<number, number>();
   for (const token of p.history ?? []) taken.set(token, (taken.get(token) ?? 0) + 1);
+  const r = p.repetitionPenalty ?? 1;
+  for (const token of new Set([...(p.promptTokens ?? []), ...taken.keys()])) {
+    const logit = logits[token] as number;
+    logits[token] = logit > 0 ? logit / r : logit * r;
+  }
   for (const [token, times] of taken) {
     logits[token] = (logits[token] as number) - (p.presencePenalty ?? 0) - (p.frequencyPenalty ?? 0) * times;
   }
@@ -126,6 +132,14 @@ const SETTINGS: readonly RowSamplerParams[] = [
     frequencyPenalty: 0.4,
     history: [3, 3, 7, 11, 11, 11, 200],
   },
+  // the repetition penalty on the prompt's tokens and the output's, alike
+  {
+    temperature: 0.9,
+    topP: 0.9,
+    repetitionPenalty: 1.4,
+    promptTokens: Int32Array.from([3, 7, 40, 41]),
+    history: [3, 11, 11],
+  },
 ];
 
 describe("sampling a row of logits", {
@@ -165,7 +179,7 @@ describe("sampling a row of logits", {
     }
   });
 
-  test("penalties: a token taken loses presence_penalty once and frequency_penalty each time", () => {
+  test("penalties: a token taken loses presence_penalty once and frequency_penalty each time; repetition divides", () => {
     // token 2 leads token 4 by 1.0
     const logits = new Float32Array(8).fill(-5);
     logits[2] = 3;
@@ -179,6 +193,18 @@ describe("sampling a row of logits", {
       assert.equal(greedy({ frequencyPenalty: 0.6, history: [2] }, impl), 2);
       assert.equal(greedy({ frequencyPenalty: 0.6, history: [2, 2] }, impl), 4, "frequency counts each time");
       assert.equal(greedy({ frequencyPenalty: -2, history: [4] }, impl), 4, "a negative penalty favours it");
+      // repetition: 3 / 2 < 2 whether the token is in the prompt or the output; 1.4 leaves it on top
+      assert.equal(greedy({ repetitionPenalty: 2, promptTokens: Int32Array.from([2]) }, impl), 4);
+      assert.equal(greedy({ repetitionPenalty: 2, history: [2, 2, 2] }, impl), 4);
+      assert.equal(greedy({ repetitionPenalty: 1.4, history: [2] }, impl), 2);
+    }
+    // below zero it multiplies: -1 x 2 < -1.5
+    const negative = new Float32Array(8).fill(-5);
+    negative[2] = -1;
+    negative[4] = -1.5;
+    for (const impl of ["continuum", "llama.cpp"] as const) {
+      const params = { temperature: 0, repetitionPenalty: 2, promptTokens: Int32Array.from([2]) };
+      assert.equal(sampleLogits(negative, 8, params, 1, impl)[0], 4);
     }
   });
 
