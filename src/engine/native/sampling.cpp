@@ -225,10 +225,10 @@ void RowSampler::reset() {
 int32_t RowSampler::sample(const float* logits, int32_t n, SamplingScratch& s) {
   const float* x = adjustedRow(logits, n, s);
   if (params_.temperature <= 0) return argmaxRow(x, n);
-  return sampleBiased(x, n, s);
+  return sampleAdjusted(x, n, s);
 }
 
-int32_t RowSampler::sampleBiased(const float* x, int32_t n, SamplingScratch& s) {
+int32_t RowSampler::sampleAdjusted(const float* x, int32_t n, SamplingScratch& s) {
   // one draw a token, as llama.cpp's dist sampler draws it
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   const int32_t blocks = kernels::blockCount(n);

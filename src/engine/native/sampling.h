@@ -1,8 +1,9 @@
 // Sampling a token from one row of logits without llama.cpp's candidate array: the greedy argmax, and the
-// samplers an OpenAI request can ask for (logit_bias, presence_penalty, frequency_penalty, temperature,
-// top_k, top_p, min_p). Same rules as llama.cpp's samplers of those names, chained in llama-server's order
-// (the biases and penalties, then top-k, then top-p over what top-k kept, then min-p, then temperature,
-// then one draw of a std::mt19937 seeded as llama.cpp seeds it), but at a real vocabulary (128k tokens)
+// samplers an OpenAI request can ask for (logit_bias, repetition_penalty, presence_penalty,
+// frequency_penalty, temperature, top_k, top_p, min_p). Same rules as llama.cpp's samplers of those names,
+// chained in llama-server's order (the biases and penalties, then top-k, then top-p over what top-k kept,
+// then min-p, then temperature, then one draw of a std::mt19937 seeded as llama.cpp seeds it), but at a
+// real vocabulary (128k tokens)
 // 2-20x cheaper: the row is read in place (copied only to add biases and penalties), exponentials are
 // vectorised, and a filter finds its cut by bisecting a threshold instead of sorting the vocabulary. A
 // grammar is llama.cpp's (sampler-api.cpp).
@@ -104,7 +105,8 @@ class RowSampler {
                           const std::function<bool(int32_t)>& allowed, int32_t maxDraws);
 
  private:
-  int32_t sampleBiased(const float* logits, int32_t nVocab, SamplingScratch& scratch);
+  /** sample() on the row adjustedRow() gave */
+  int32_t sampleAdjusted(const float* x, int32_t nVocab, SamplingScratch& scratch);
   /** top-p, min-p and the draw over candidates highest first (past min-p's cut, any order will do) */
   int32_t drawFromHighest(const std::vector<std::pair<float, int32_t>>& cands, double u) const;
 
