@@ -148,6 +148,9 @@ export interface EngineMetrics {
   readonly prefill1kTokensS: number;
   /** what it prices bringing 1024 tokens back from the RAM tier at */
   readonly ramReload1kTokensS: number;
+  /** seconds the model's steps took (decode and sampling), and of them the host's sampling, since start */
+  readonly modelComputeS: number;
+  readonly samplingS: number;
   /** what the engine holds in this process's memory, by owner (`continuum:memory_bytes`) */
   readonly memory: EngineMemory;
 }

@@ -271,6 +271,8 @@ export class Engine implements EngineService {
       pinsSacrificed: s.stats.pinsSacrificed,
       prefill1kTokensS: this.costs.prefillS(1024),
       ramReload1kTokensS: this.costs.reloadS(1024, "cpu"),
+      modelComputeS: this.executor.stats.computeS,
+      samplingS: this.executor.stats.sampleS,
       memory: {
         modelBytes: this.device.layersOffloaded === 0 ? this.runner.weightBytes : 0,
         kvPoolBytes: this.device.kvCache === "cpu" ? this.runner.kvCells * this.runner.kvBytesPerToken : 0,

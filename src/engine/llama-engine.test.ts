@@ -8,7 +8,7 @@ import { before, describe, test } from "node:test";
 import type { SchedulingPolicy } from "../core/policy.js";
 import { MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
-import { EngineRejection, type SamplingParams } from "./engine-api.js";
+import { type EngineMetrics, EngineRejection, type SamplingParams } from "./engine-api.js";
 import { createLlamaEngine, defaultKvCells } from "./engine-factory.js";
 import { ensureBuiltinModel } from "./gguf/index.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
@@ -115,13 +115,15 @@ describe("engine over llama.cpp (built-in tiny model)", {
     assert.equal(await rows({ batchTokens: 256, ubatchTokens: 512 }), 256);
   });
 
-  test("the step log splits the host's sampling out of each step's compute", async () => {
+  test("the step log and the metrics split the host's sampling out of each step's compute", async () => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-llama-steps-"));
     const path = join(dir, "steps.jsonl");
     const e = await engine({ stepLog: stepLogFile(path) });
+    let metrics: EngineMetrics;
     try {
       const sampling = { maxTokens: 8, temperature: 1, seed: 5, ignoreEos: true };
       await Promise.all(prompts.map((p, i) => run(e, request(`s${i}`, e.renderChat(chat(p)), { sampling }))));
+      metrics = e.metrics();
     } finally {
       await e.shutdown();
     }
@@ -132,7 +134,11 @@ describe("engine over llama.cpp (built-in tiny model)", {
     await rm(dir, { recursive: true, force: true });
     assert.ok(records.length > 0);
     for (const r of records) assert.ok((r.sampleS ?? -1) >= 0 && (r.sampleS ?? 0) <= r.computeS);
-    assert.ok(records.reduce((sum, r) => sum + (r.sampleS ?? 0), 0) > 0, "sampling took time");
+    const sampled = records.reduce((sum, r) => sum + (r.sampleS ?? 0), 0);
+    assert.ok(sampled > 0, "sampling took time");
+    // /metrics' continuum:sampling_seconds_total and continuum:model_compute_seconds_total
+    assert.ok(Math.abs(metrics.samplingS - sampled) < 1e-9);
+    assert.ok(Math.abs(metrics.modelComputeS - records.reduce((sum, r) => sum + r.computeS, 0)) < 1e-9);
   });
 
   test("greedy text is the same alone and batched with 3 others", async () => {

@@ -16,9 +16,10 @@ export interface EngineLoopStats {
   /** rows sent to the runner: prefill (prompt and recompute) and decode tokens */
   batchedTokens: number;
   sampledTokens: number;
-  /** wall time of steps, and the part the runner reported as model compute */
+  /** wall time of steps, the part the runner reported as model compute, and of that the host's sampling */
   stepWallS: number;
   computeS: number;
+  sampleS: number;
   failedSteps: number;
 }
 
@@ -76,6 +77,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     sampledTokens: 0,
     stepWallS: 0,
     computeS: 0,
+    sampleS: 0,
     failedSteps: 0,
   };
   private readonly batch = new RunnerBatch(1024);
@@ -150,6 +152,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     this.stats.steps++;
     this.stats.stepWallS += durationS;
     this.stats.computeS += computeS;
+    this.stats.sampleS += sampleS;
     return { durationS, sampled, recomputed, ...(failed.size > 0 ? { failed } : {}) };
   }
 

@@ -128,6 +128,8 @@ describe("metrics", () => {
           prefixQueryTokens: 100,
           prefixHitTokens: 40,
           preemptions: 3,
+          modelComputeS: 12.5,
+          samplingS: 0.75,
         },
       },
       {},
@@ -158,6 +160,9 @@ describe("metrics", () => {
         assert.match(text, /^continuum:num_pinned_programs\{model_name="fake-model"\} 2$/m);
         assert.match(text, /^continuum:kv_cache_usage_perc\{model_name="fake-model"\} 0.25$/m);
         assert.match(text, /^continuum:prefix_cache_hits_total\{model_name="fake-model"\} 40$/m);
+        // what share of the model's time the host spends sampling: rate(sampling) / rate(model compute)
+        assert.match(text, /^continuum:model_compute_seconds_total\{model_name="fake-model"\} 12.5$/m);
+        assert.match(text, /^continuum:sampling_seconds_total\{model_name="fake-model"\} 0.75$/m);
         // counters do not double on a second scrape
         const again = await (await fetch(`${t.url}/metrics`)).text();
         assert.match(again, /^continuum:prefix_cache_queries_total\{model_name="fake-model"\} 100$/m);

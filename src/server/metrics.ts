@@ -76,6 +76,16 @@ export class ServerMetrics {
       "KV pins released because their TTL passed.",
       () => m().pinsExpired,
     );
+    total(
+      "continuum:model_compute_seconds_total",
+      "Seconds the model's steps took: the decode and the host's sampling after it.",
+      () => m().modelComputeS,
+    );
+    total(
+      "continuum:sampling_seconds_total",
+      "Of the model's time, seconds the host spent sampling tokens from the logits.",
+      () => m().samplingS,
+    );
 
     // what the TTL cost model charges for 1024 tokens: --profile's prices, else measured by the engine
     const ttlPrices = [

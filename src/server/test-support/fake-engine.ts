@@ -214,6 +214,8 @@ export class FakeEngine implements EngineService {
       pinsCreated: 0,
       pinsExpired: 0,
       pinsSacrificed: 0,
+      modelComputeS: 0,
+      samplingS: 0,
       prefill1kTokensS: 0.2,
       ramReload1kTokensS: 0.001,
       memory: { modelBytes: 0, kvPoolBytes: 0, ramTierBytes: 0, stateBufferBytes: 0, programs: 0 },
