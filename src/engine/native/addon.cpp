@@ -280,18 +280,6 @@ class LoadModelWorker : public Napi::AsyncWorker {
   llama_model* model_ = nullptr;
 };
 
-// The first GPU's weight buffer type; nullptr without a GPU backend.
-static ggml_backend_buffer_type_t firstGpuBufferType() {
-  for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
-    ggml_backend_dev_t dev = ggml_backend_dev_get(i);
-    const auto type = ggml_backend_dev_type(dev);
-    if (type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU) {
-      return ggml_backend_dev_buffer_type(dev);
-    }
-  }
-  return nullptr;
-}
-
 // loadModel(path, { gpuLayers?: number (-1 = all), vocabOnly?: boolean, mmap?: boolean,
 //   embeddingsOnGpu?: boolean (the token embeddings on the first GPU; llama.cpp keeps them on the CPU) })
 //   -> Promise<Model>
@@ -308,8 +296,9 @@ static Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   if (opts.Has("mmap")) params.load_mode = optBool(opts, "mmap", true) ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
   std::vector<llama_model_tensor_buft_override> overrides;
   if (optBool(opts, "embeddingsOnGpu", false)) {
-    ggml_backend_buffer_type_t gpu = firstGpuBufferType();
-    if (gpu != nullptr) overrides.push_back({"^token_embd\\.weight$", gpu});
+    if (ggml_backend_dev_t gpu = firstGpuDevice(); gpu != nullptr) {
+      overrides.push_back({"^token_embd\\.weight$", ggml_backend_dev_buffer_type(gpu)});
+    }
   }
   auto* worker = new LoadModelWorker(env, path, params, std::move(overrides));
   Napi::Promise p = worker->Promise();

@@ -95,6 +95,8 @@ int64_t kvBytesPerToken(const llama_model* model, ggml_type typeK, ggml_type typ
 Napi::Function DefineContext(Napi::Env env);
 // allocPinnedBuffer, measureHostCopyBandwidth (host-memory.cpp)
 void RegisterHostMemory(Napi::Env env, Napi::Object exports);
+// The first GPU (or integrated GPU) device loaded, or null (host-memory.cpp).
+ggml_backend_dev_t firstGpuDevice();
 Napi::Value CreateContext(const Napi::CallbackInfo& info);
 
 // sampler-api.cpp: a request's temperature, topK, topP, minP, seed and penalties, and its logitBias (JS

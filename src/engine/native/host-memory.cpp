@@ -9,8 +9,7 @@
 
 namespace continuum {
 
-// The first GPU (or integrated GPU) device loaded, or null.
-static ggml_backend_dev_t firstGpuDevice() {
+ggml_backend_dev_t firstGpuDevice() {
   for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
     ggml_backend_dev_t dev = ggml_backend_dev_get(i);
     const auto type = ggml_backend_dev_type(dev);
