@@ -100,15 +100,15 @@ ggml_backend_dev_t firstGpuDevice();
 Napi::Value CreateContext(const Napi::CallbackInfo& info);
 
 // sampler-api.cpp: a request's temperature, topK, topP, minP, seed and penalties, and its logitBias (JS
-// RangeError when malformed); llama.cpp's samplers for top-k to the draw, in llama-server's order, appended
-// to a chain; one token selected with a chain, not accepted (-1 and `error` set when it selects nothing
-// allowed, where llama_sampler_sample would abort); and sampleLogits, which samples given logits with
-// either implementation.
+// RangeError when malformed); llama.cpp's samplers for top-k to the draw (greedy at a temperature <= 0), in
+// llama-server's order, appended to a chain; one token selected with a chain, not accepted (-1 and `error`
+// set when it selects nothing allowed, where llama_sampler_sample would abort); and sampleLogits, which
+// samples given logits with either implementation.
 SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o);
-std::vector<llama_logit_bias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab);
+std::vector<LogitBias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab);
 // The token ids of an optional property (an array or an Int32Array), each in [0, nVocab).
 std::vector<int32_t> tokenList(Napi::Env env, const Napi::Object& o, const char* key, int32_t nVocab);
-void appendStochasticStages(llama_sampler* chain, const SamplingParams& p);
+void appendSamplingStages(llama_sampler* chain, const SamplingParams& p);
 llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t nVocab,
                             std::vector<llama_token_data>& cands, std::string& error);
 // One token under a constraint that `chain` applies (its grammar; then top-k to the draw) and `allowed`

@@ -450,19 +450,15 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
     const std::string grammar = optString(o, "grammar", "");
     const std::string root = optString(o, "grammarRoot", "root");
     const int32_t nVocab = llama_vocab_n_tokens(s.model->vocab);
-    const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
+    std::vector<LogitBias> biases = parseLogitBias(env, o, nVocab);
 
     // plain greedy needs no sampler: the decode takes the argmax itself. Otherwise ours samples the row in
     // place, biases and penalties included. A grammar is llama.cpp's, in a chain (the grammar, then the
     // rest); ours asks it about single tokens where that gives the constrained distribution, else the chain
     // samples ours' adjusted row (sampleUnder).
-    const bool penalized =
-        params.presencePenalty != 0 || params.frequencyPenalty != 0 || params.repetitionPenalty != 1;
-    const bool plainGreedy = params.temperature <= 0 && biases.empty() && grammar.empty() && !penalized;
+    const bool plainGreedy = params.temperature <= 0 && biases.empty() && grammar.empty() && !params.penalized();
     if (!plainGreedy) {
-      std::vector<LogitBias> ownBiases;
-      for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
-      own = std::make_unique<RowSampler>(params, std::move(ownBiases), tokenList(env, o, "promptTokens", nVocab));
+      own = std::make_unique<RowSampler>(params, std::move(biases), tokenList(env, o, "promptTokens", nVocab));
     }
     if (!grammar.empty()) {
       llama_sampler_chain_params cp = llama_sampler_chain_default_params();
@@ -475,11 +471,7 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
       }
       llama_sampler_chain_add(chain, g);
       grammarStage = g;
-      if (params.temperature > 0) {
-        appendStochasticStages(chain, params);
-      } else {
-        llama_sampler_chain_add(chain, llama_sampler_init_greedy());
-      }
+      appendSamplingStages(chain, params);
     }
   }
   if (s.samplers[seq] != nullptr) llama_sampler_free(s.samplers[seq]);
@@ -498,38 +490,6 @@ Napi::Value Context::ResetSampler(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// acceptToken(seqId, token): advance the slot's sampler state (e.g. grammar) by a token chosen elsewhere.
-Napi::Value Context::AcceptToken(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  ContextState& s = idle(env);
-  const int32_t seq = seqArg(info, 0);
-  const int32_t token = argInt(info, 1, "token");
-  if (token < 0 || token >= llama_vocab_n_tokens(s.model->vocab)) throw Napi::RangeError::New(env, "token out of range");
-  // llama.cpp aborts the process when a grammar accepts a token it does not allow (e.g. EOG before the
-  // grammar is complete), so ask the grammar stage first: apply() only masks, it does not advance.
-  if (s.grammars[seq] != nullptr) {
-    llama_token_data one{token, 0.0f, 0.0f};
-    llama_token_data_array arr{&one, 1, -1, false};
-    try {
-      llama_sampler_apply(s.grammars[seq], &arr);
-    } catch (const std::exception& e) {
-      throwCoded(env, "LLAMA_SAMPLER_REJECTED", e.what());
-    }
-    if (!std::isfinite(one.logit)) {
-      throwCoded(env, "LLAMA_SAMPLER_REJECTED", "token " + std::to_string(token) + " is not allowed by the grammar here");
-    }
-  }
-  if (s.samplers[seq] != nullptr) {
-    try {
-      llama_sampler_accept(s.samplers[seq], token);
-    } catch (const std::exception& e) {
-      throwCoded(env, "LLAMA_SAMPLER_REJECTED", e.what());
-    }
-  }
-  if (s.rowSamplers[seq] != nullptr) s.rowSamplers[seq]->accept(token);
-  return env.Undefined();
-}
-
 // Whether the grammar allows `token` next: apply() on that one candidate masks it or not, and does not
 // advance the grammar. A grammar that throws allows nothing.
 static bool grammarAllows(llama_sampler* grammar, llama_token token) {
@@ -541,6 +501,29 @@ static bool grammarAllows(llama_sampler* grammar, llama_token token) {
     return false;
   }
   return std::isfinite(one.logit);
+}
+
+// acceptToken(seqId, token): advance the slot's sampler state (e.g. grammar) by a token chosen elsewhere.
+Napi::Value Context::AcceptToken(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ContextState& s = idle(env);
+  const int32_t seq = seqArg(info, 0);
+  const int32_t token = argInt(info, 1, "token");
+  if (token < 0 || token >= llama_vocab_n_tokens(s.model->vocab)) throw Napi::RangeError::New(env, "token out of range");
+  // llama.cpp aborts the process when a grammar accepts a token it does not allow (e.g. EOG before the
+  // grammar is complete), so ask the grammar stage first
+  if (s.grammars[seq] != nullptr && !grammarAllows(s.grammars[seq], token)) {
+    throwCoded(env, "LLAMA_SAMPLER_REJECTED", "token " + std::to_string(token) + " is not allowed by the grammar here");
+  }
+  if (s.samplers[seq] != nullptr) {
+    try {
+      llama_sampler_accept(s.samplers[seq], token);
+    } catch (const std::exception& e) {
+      throwCoded(env, "LLAMA_SAMPLER_REJECTED", e.what());
+    }
+  }
+  if (s.rowSamplers[seq] != nullptr) s.rowSamplers[seq]->accept(token);
+  return env.Undefined();
 }
 
 // One row's token, accepted by the sequence's samplers (-1 with `error` set when nothing is allowed).
@@ -663,9 +646,9 @@ class DecodeWorker : public ContextWorker {
     const size_t m = rowLogits.size();
     outToken_.assign(m, -1);
     outEog_.assign(m, 0);
-    // one task per sampler (its sequence's rows in order), one per greedy row
+    // one task per sequence with a sampler (its rows in order, its sampler's state), one per greedy row
     std::vector<std::vector<size_t>> tasks;
-    std::vector<std::pair<const void*, size_t>> taskOfSampler;
+    std::vector<std::pair<int32_t, size_t>> taskOfSeq;
     // a thread for every kMinCandidatesPerThread candidates a row's sampler goes through: llama.cpp's chain
     // (a grammar's) builds and passes over all of them several times, ours reads the row about three times
     // in vector lanes, an argmax once
@@ -673,17 +656,15 @@ class DecodeWorker : public ContextWorker {
     size_t candidates = 0;
     for (size_t r = 0; r < m; r++) {
       const int32_t seq = outSeq_[r];
-      const void* sampler = s.rowSamplers[seq] != nullptr ? static_cast<const void*>(s.rowSamplers[seq].get())
-                                                          : static_cast<const void*>(s.samplers[seq]);
-      candidates += static_cast<size_t>(nVocab) / (s.samplers[seq] != nullptr ? 1 : sampler != nullptr ? 4 : 16);
-      if (sampler == nullptr) {
+      const bool sampled = s.rowSamplers[seq] != nullptr;  // a grammar's chain comes only with ours
+      candidates += static_cast<size_t>(nVocab) / (s.samplers[seq] != nullptr ? 1 : sampled ? 4 : 16);
+      if (!sampled) {
         tasks.push_back({r});
         continue;
       }
-      auto it = std::find_if(taskOfSampler.begin(), taskOfSampler.end(),
-                             [&](const auto& e) { return e.first == sampler; });
-      if (it == taskOfSampler.end()) {
-        taskOfSampler.emplace_back(sampler, tasks.size());
+      auto it = std::find_if(taskOfSeq.begin(), taskOfSeq.end(), [&](const auto& e) { return e.first == seq; });
+      if (it == taskOfSeq.end()) {
+        taskOfSeq.emplace_back(seq, tasks.size());
         tasks.push_back({r});
       } else {
         tasks[it->second].push_back(r);
@@ -698,7 +679,7 @@ class DecodeWorker : public ContextWorker {
       for (size_t t = first; t < tasks.size(); t += nThreads) {
         for (size_t r : tasks[t]) {
           const llama_token token = sampleRow(s, outSeq_[r], rowLogits[r], nVocab, scratch, cands, errors[r]);
-          if (token < 0) break;  // a chain that failed stops its sequence's later rows
+          if (token < 0) break;  // a sampler that failed stops its sequence's later rows
           outToken_[r] = token;
           outEog_[r] = llama_vocab_is_eog(s.model->vocab, token) ? 1 : 0;
         }

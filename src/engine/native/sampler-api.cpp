@@ -40,8 +40,8 @@ SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o) {
   return p;
 }
 
-std::vector<llama_logit_bias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab) {
-  std::vector<llama_logit_bias> biases;
+std::vector<LogitBias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab) {
+  std::vector<LogitBias> biases;
   if (!o.Has("logitBias") || !o.Get("logitBias").IsArray()) return biases;
   Napi::Array list = o.Get("logitBias").As<Napi::Array>();
   for (uint32_t i = 0; i < list.Length(); i++) {
@@ -50,12 +50,16 @@ std::vector<llama_logit_bias> parseLogitBias(Napi::Env env, const Napi::Object& 
     if (token < 0 || token >= nVocab || token != static_cast<int32_t>(token)) {
       throw Napi::RangeError::New(env, "logitBias token out of range");
     }
-    biases.push_back({static_cast<llama_token>(token), static_cast<float>(optNumber(entry, "bias", 0))});
+    biases.push_back({static_cast<int32_t>(token), static_cast<float>(optNumber(entry, "bias", 0))});
   }
   return biases;
 }
 
-void appendStochasticStages(llama_sampler* chain, const SamplingParams& p) {
+void appendSamplingStages(llama_sampler* chain, const SamplingParams& p) {
+  if (p.temperature <= 0) {
+    llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+    return;
+  }
   if (p.topK > 0) llama_sampler_chain_add(chain, llama_sampler_init_top_k(p.topK));
   if (p.topP < 1) llama_sampler_chain_add(chain, llama_sampler_init_top_p(p.topP, 1));
   if (p.minP > 0) llama_sampler_chain_add(chain, llama_sampler_init_min_p(p.minP, 1));
@@ -157,7 +161,7 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
   if (sampler != "continuum" && sampler != "llama.cpp") {
     throw Napi::TypeError::New(env, "sampler must be \"continuum\" or \"llama.cpp\"");
   }
-  const std::vector<llama_logit_bias> biases = parseLogitBias(env, o, nVocab);
+  const std::vector<LogitBias> biases = parseLogitBias(env, o, nVocab);
   const std::vector<int32_t> history = tokenList(env, o, "history", nVocab);
   const std::vector<int32_t> prompt = tokenList(env, o, "promptTokens", nVocab);
   const bool constrained = o.Has("allowedTokens") && o.Get("allowedTokens").IsArray();
@@ -167,7 +171,10 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
   // llama.cpp's chain: for "llama.cpp" the whole request; for ours only the constraint and the filters,
   // which it samples with when ours cannot (its row: ours with the biases and penalties added)
   const bool own = sampler == "continuum";
-  std::vector<llama_logit_bias> chainBiases = own ? std::vector<llama_logit_bias>{} : biases;
+  std::vector<llama_logit_bias> chainBiases;
+  if (!own) {
+    for (const LogitBias& b : biases) chainBiases.push_back({b.token, b.bias});
+  }
   for (int32_t t = 0; constrained && t < nVocab; t++) {
     if (allowed[static_cast<size_t>(t)] == 0) chainBiases.push_back({t, -INFINITY});
   }
@@ -180,26 +187,18 @@ static Napi::Value SampleLogits(const Napi::CallbackInfo& info) {
       llama_sampler_chain_add(chain, llama_sampler_init_logit_bias(nVocab, static_cast<int32_t>(chainBiases.size()),
                                                                    chainBiases.data()));
     }
-    const bool penalized =
-        params.presencePenalty != 0 || params.frequencyPenalty != 0 || params.repetitionPenalty != 1;
     const auto taken = static_cast<int32_t>(history.size() + prompt.size());
-    if (!own && penalized && taken > 0) {
+    if (!own && params.penalized() && taken > 0) {
       llama_sampler_chain_add(chain, llama_sampler_init_penalties(nVocab, taken, params.repetitionPenalty,
                                                                   params.frequencyPenalty, params.presencePenalty));
     }
-    if (params.temperature > 0) {
-      appendStochasticStages(chain, params);
-    } else {
-      llama_sampler_chain_add(chain, llama_sampler_init_greedy());
-    }
+    appendSamplingStages(chain, params);
     if (!own) {
       for (int32_t t : prompt) llama_sampler_accept(chain, t);
       for (int32_t t : history) llama_sampler_accept(chain, t);
     }
   }
-  std::vector<LogitBias> ownBiases;
-  for (const llama_logit_bias& b : biases) ownBiases.push_back({b.token, b.bias});
-  RowSampler ours(params, std::move(ownBiases), prompt);
+  RowSampler ours(params, biases, prompt);
   for (int32_t t : history) ours.accept(t);
 
   const size_t rows = logits.ElementLength() / static_cast<size_t>(nVocab);

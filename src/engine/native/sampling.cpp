@@ -212,9 +212,7 @@ const float* RowSampler::adjustedRow(const float* logits, int32_t n, SamplingScr
 }
 
 void RowSampler::accept(int32_t token) {
-  if (params_.presencePenalty != 0 || params_.frequencyPenalty != 0 || params_.repetitionPenalty != 1) {
-    accepted_[token]++;
-  }
+  if (params_.penalized()) accepted_[token]++;
 }
 
 void RowSampler::reset() {

@@ -33,6 +33,9 @@ struct SamplingParams {
   // vLLM's (and llama.cpp's repeat penalty): the logit of a token in the prompt or accepted, divided by it
   // where positive, multiplied where not (1: off)
   float repetitionPenalty = 1;
+
+  /** Whether any penalty is on: the sampler then counts the tokens the sequence takes. */
+  bool penalized() const { return presencePenalty != 0 || frequencyPenalty != 0 || repetitionPenalty != 1; }
 };
 
 /** Per-row working memory, reused across rows sampled on one thread. */
