@@ -34,14 +34,18 @@ export interface LlamaExecutorDeps {
   readonly stepLog: StepLogFile | null;
 }
 
+/** Whether a request's sampling has a penalty, which counts the tokens it has taken. */
+function penalized(s: SamplingParams): boolean {
+  return (
+    (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0 || (s.repetitionPenalty ?? 1) !== 1
+  );
+}
+
 /** The runner's sampler for a request; `prompt`: its prompt's tokens, asked for only where they count. */
 function toRunnerSampling(s: SamplingParams, prompt: () => Int32Array): RunnerSampling | null {
   const logitBias = s.logitBias ?? [];
-  const presencePenalty = s.presencePenalty ?? 0;
-  const frequencyPenalty = s.frequencyPenalty ?? 0;
+  if (s.temperature <= 0 && s.grammar === null && logitBias.length === 0 && !penalized(s)) return null;
   const repetitionPenalty = s.repetitionPenalty ?? 1;
-  const penalized = presencePenalty !== 0 || frequencyPenalty !== 0 || repetitionPenalty !== 1;
-  if (s.temperature <= 0 && s.grammar === null && logitBias.length === 0 && !penalized) return null;
   return {
     temperature: s.temperature,
     topK: s.topK,
@@ -50,8 +54,8 @@ function toRunnerSampling(s: SamplingParams, prompt: () => Int32Array): RunnerSa
     seed: s.seed,
     grammar: s.grammar,
     logitBias,
-    presencePenalty,
-    frequencyPenalty,
+    presencePenalty: s.presencePenalty ?? 0,
+    frequencyPenalty: s.frequencyPenalty ?? 0,
     repetitionPenalty,
     promptTokens: repetitionPenalty !== 1 ? prompt() : null,
   };
@@ -59,8 +63,7 @@ function toRunnerSampling(s: SamplingParams, prompt: () => Int32Array): RunnerSa
 
 /** Whether the runner's sampler keeps state from the output so far (a grammar's position, penalty counts). */
 function samplerFollowsOutput(s: SamplingParams): boolean {
-  const penalized = (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0;
-  return s.grammar !== null || penalized || (s.repetitionPenalty ?? 1) !== 1;
+  return s.grammar !== null || penalized(s);
 }
 
 /**
