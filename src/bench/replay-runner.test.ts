@@ -204,6 +204,21 @@ describe("replay client and runner (fake server)", () => {
     assert.equal(run.completed, run.programs);
   });
 
+  test("many programs in flight at once print no listener-leak warning", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on("warning", onWarning);
+    try {
+      const programs = Array.from({ length: 16 }, (_, i) => program(`w${i}`, 2, 0.2));
+      const records = await runReplay(options(server.url, { programs, arrivalsS: programs.map(() => 0) }));
+      assert.equal(summarizeReplay(info, records).completed, 16);
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(warnings, []);
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+
   test("the drain timeout abandons programs stuck on the server or in a tool", async () => {
     const hanging = await fakeServer((body) => (body["job_id"] === "run1-stuck" ? "hang" : "ok"));
     try {

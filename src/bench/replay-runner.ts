@@ -5,6 +5,7 @@
  * starting programs after `durationS` and abandons those still running `drainTimeoutS` later.
  */
 
+import { setMaxListeners } from "node:events";
 import { renderChatML } from "../engine/gguf/index.js";
 import type { TraceProgram } from "../workload/trace.js";
 import { type ReplayApi, type ReplayHttpClient, ReplayRequestError } from "./replay-client.js";
@@ -132,6 +133,9 @@ export async function runReplay(options: ReplayOptions): Promise<ReplayRecords> 
   const tools: ToolRecord[] = [];
   const abandon = new AbortController();
   const stopSending = new AbortController();
+  // Every program in flight waits on these (a request, a tool, a think time): one listener each, removed when
+  // it settles, so many concurrent programs are not a leak for Node's warning to report.
+  setMaxListeners(0, abandon.signal, stopSending.signal);
   let sendingStopped = false;
   let started = 0;
   const running = new Set<Promise<void>>();

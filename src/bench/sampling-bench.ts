@@ -17,7 +17,8 @@
  *        [--repeats 3]
  */
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { mkdir } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { formatTextTable } from "../analysis/text-table.js";
 import { defaultModelCacheDir, generateLlamaGguf } from "../engine/gguf/index.js";
@@ -102,6 +103,7 @@ function compareRowSamplers(repeats: number): void {
 async function modelPath(): Promise<string> {
   const path = join(defaultModelCacheDir(), `continuum-bench-vocab${VOCAB}.gguf`);
   if (!existsSync(path)) {
+    await mkdir(dirname(path), { recursive: true });
     await generateLlamaGguf(path, {
       seed: 1,
       name: "continuum-bench-vocab",
