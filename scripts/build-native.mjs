@@ -1,6 +1,6 @@
 // Builds Continuum's own N-API addon (src/engine/native/*.cpp) against the prebuilt llama.cpp shared
 // libraries of @node-llama-cpp/linux-x64, with headers of the same release (scripts/fetch-llama-headers.mjs).
-// No llama.cpp compilation: six small translation units, compiled in parallel, then linked. Seconds.
+// No llama.cpp compilation: seven small translation units, compiled in parallel, then linked. Seconds.
 //
 // Before compiling it checks that headers and libraries are the same llama.cpp release (structs such as
 // llama_context_params are passed by value, so a mismatch is silent memory corruption); after linking it
@@ -24,11 +24,12 @@ const SOURCES = [
   "addon.cpp",
   "context.cpp",
   "host-memory.cpp",
+  "logprobs.cpp",
   "row-kernels.cpp",
   "sampler-api.cpp",
   "sampling.cpp",
 ];
-const HEADERS = ["addon.h", "row-kernels.h", "sampling.h"];
+const HEADERS = ["addon.h", "logprobs.h", "row-kernels.h", "sampling.h"];
 // The sampler's row passes are written for the vectoriser, which GCC runs fully only at -O3 and keeps off
 // a loop with a float comparison unless FP operations may be assumed not to trap (we never enable traps).
 const SOURCE_FLAGS = { "row-kernels.cpp": ["-O3", "-fno-trapping-math"] };

@@ -143,6 +143,50 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.equal(refused.status, 400);
   });
 
+  test("logprobs: one entry per generated token, greedy takes the top one, streamed the same", async () => {
+    const request = {
+      model: s.model,
+      messages: [{ role: "user", content: "Count to ten." }],
+      max_tokens: 12,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 5,
+    };
+    const body = (await (await post("/v1/chat/completions", request)).json()) as Json;
+    const choice = body.choices[0];
+    const entries: Json[] = choice.logprobs.content;
+    assert.equal(entries.length, body.usage.completion_tokens);
+    for (const e of entries) {
+      assert.ok(e.logprob <= 0 && e.top_logprobs.length === 5);
+      assert.equal(e.token, e.top_logprobs[0].token, "greedy takes the most likely token");
+      assert.equal(e.logprob, e.top_logprobs[0].logprob);
+      assert.ok(e.top_logprobs[1].logprob <= e.top_logprobs[0].logprob);
+    }
+    // the tokens' bytes spell the text (an end-of-generation token, last, adds none to it)
+    const spelled = entries
+      .slice(0, choice.finish_reason === "length" ? undefined : -1)
+      .flatMap((e) => e.bytes);
+    assert.deepEqual(Buffer.from(spelled).toString("utf8"), choice.message.content);
+    const chunks = sseEvents(await (await post("/v1/chat/completions", { ...request, stream: true })).text())
+      .slice(0, -1)
+      .map((frame) => JSON.parse(frame) as Json);
+    const streamed = chunks.flatMap((c) => c.choices[0]?.logprobs?.content ?? []);
+    assert.deepEqual(
+      streamed.map((e: Json) => [e.token, e.logprob]),
+      entries.map((e) => [e.token, e.logprob]),
+    );
+    const completion = (await (
+      await post("/v1/completions", {
+        model: s.model,
+        prompt: "One, two,",
+        max_tokens: 6,
+        logprobs: 2,
+        return_token_ids: true,
+      })
+    ).json()) as Json;
+    assert.equal(completion.choices[0].logprobs.tokens.length, completion.choices[0].token_ids.length);
+  });
+
   test("a token-id prompt completes as its text does; return_token_ids gives the prompt's and the output's ids", async () => {
     const runner = s.engine.runner;
     const ids = Array.from(runner.tokenize("The sky is"));

@@ -2,6 +2,7 @@ import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { Request, RequestSpec } from "../core/request.js";
 import type { FinishReason, GenerateEvent, GenerateRequest } from "./engine-api.js";
 import type { EventChannel } from "./event-channel.js";
+import type { OutputLogprobs } from "./output-logprobs.js";
 import type { OutputText } from "./output-text.js";
 
 /** A generate() call in flight: its scheduler request, its tokens, its text so far and its stream. */
@@ -13,6 +14,8 @@ export interface ActiveRequest {
   request: Request | null;
   readonly content: TokenIdContent;
   readonly output: OutputText;
+  /** with `sampling.logprobs`: the generated tokens' logprobs, handed out with their text */
+  readonly logprobs: OutputLogprobs | null;
   readonly channel: EventChannel<GenerateEvent>;
   readonly signal: AbortSignal;
   readonly onAbort: () => void;
@@ -46,6 +49,22 @@ export function requestSpecOf(
 
 /** The generate() calls in flight, by request id. */
 export type ActiveRequests = Map<string, ActiveRequest>;
+
+/**
+ * Streams new text with the logprobs of the tokens it carries. `ended`: generation is over, so with the text
+ * whole (no stop string cut it) every token's logprobs go out, the end-of-generation token's included.
+ */
+export function pushDelta(active: ActiveRequest, text: string, ended: boolean): void {
+  const { logprobs, output } = active;
+  const released =
+    logprobs === null
+      ? []
+      : ended && output.stopString === null
+        ? logprobs.releaseAll()
+        : logprobs.release(output.emittedText.length);
+  if (released.length > 0) active.channel.push({ type: "delta", text, logprobs: released });
+  else if (text.length > 0) active.channel.push({ type: "delta", text });
+}
 
 /** The request's stream fails with `error` (a failed step, a bad sampler); it leaves the table. */
 export function failActive(active: ActiveRequest, table: ActiveRequests, error: unknown): void {
@@ -83,6 +102,7 @@ export function doneEvent(active: ActiveRequest, reason: FinishReason, nowS: num
     e2eS,
     programJctS:
       active.spec.isLastStep && reason !== "abort" ? Math.max(0, finishS - r.program.firstArrivalS) : null,
+    ...(active.logprobs ? { logprobs: active.logprobs.handedOut } : {}),
     ...(active.spec.returnTokenIds ? { tokenIds: tokenIdsOf(active.content, r.promptTokens) } : {}),
   };
 }

@@ -34,6 +34,23 @@ export interface SamplingParams {
   readonly repetitionPenalty?: number;
   /** keep generating through end-of-generation tokens (load generators replaying traces) */
   readonly ignoreEos: boolean;
+  /**
+   * report every generated token's log-probability with this many most likely alternatives (0-20; OpenAI's
+   * logprobs / top_logprobs); absent or null: none
+   */
+  readonly logprobs?: number | null;
+}
+
+/** A token's log-probability under the model's raw distribution (before temperature, penalties and filters). */
+export interface TokenLogprob {
+  /** the token's bytes (a control token as its name, e.g. `<|im_end|>`; possibly part of a UTF-8 character) */
+  readonly bytes: Uint8Array;
+  readonly logprob: number;
+}
+
+/** A generated token's logprob and the `SamplingParams.logprobs` most likely tokens at its position. */
+export interface OutputLogprob extends TokenLogprob {
+  readonly top: readonly TokenLogprob[];
 }
 
 export interface TokenBias {
@@ -79,7 +96,12 @@ export interface GenerateUsage {
 }
 
 export type GenerateEvent =
-  | { readonly type: "delta"; readonly text: string }
+  | {
+      readonly type: "delta";
+      readonly text: string;
+      /** with `SamplingParams.logprobs`: the tokens whose text this delta carries (or ends with, at the end) */
+      readonly logprobs?: readonly OutputLogprob[];
+    }
   | {
       readonly type: "done";
       readonly finishReason: FinishReason;
@@ -93,6 +115,8 @@ export type GenerateEvent =
       readonly e2eS: number;
       /** the program's job completion time (first arrival to this finish) when this turn ended it, else null */
       readonly programJctS: number | null;
+      /** with `SamplingParams.logprobs`: every token of `text`, in order (the end-of-generation token last) */
+      readonly logprobs?: readonly OutputLogprob[];
       /** with `returnTokenIds`: the prompt's token ids and the generated ones */
       readonly tokenIds?: { readonly prompt: readonly number[]; readonly output: readonly number[] };
     };

@@ -19,6 +19,7 @@ import {
   abortedBeforeStart,
   doneEvent,
   failActive,
+  pushDelta,
   requestSpecOf,
 } from "./active-request.js";
 import type { DeviceInfo } from "./device-info.js";
@@ -42,6 +43,7 @@ import type { KvSlotStats, KvSlots } from "./kv-slots.js";
 import type { KvTierStore } from "./kv-tier-store.js";
 import { type EngineLoopStats, LlamaExecutor } from "./llama-executor.js";
 import type { ModelRunner } from "./model-runner.js";
+import { OutputLogprobs } from "./output-logprobs.js";
 import { OutputText } from "./output-text.js";
 import { PromptIds } from "./prompt-ids.js";
 import type { StepLogFile } from "./step-log.js";
@@ -191,6 +193,7 @@ export class Engine implements EngineService {
       request: null,
       content,
       output: new OutputText(spec.sampling.stop),
+      logprobs: spec.sampling.logprobs == null ? null : new OutputLogprobs(),
       channel,
       signal,
       onAbort,
@@ -355,8 +358,7 @@ export class Engine implements EngineService {
     const active = this.active.get(request.id);
     if (!active || active.request !== request || active.done) return;
     const reason: FinishReason = request.finishReason ?? "stop";
-    const tail = active.output.finish();
-    if (tail.length > 0) active.channel.push({ type: "delta", text: tail });
+    pushDelta(active, active.output.finish(), true);
     this.finishActive(active, reason);
   }
 

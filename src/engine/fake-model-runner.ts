@@ -23,8 +23,23 @@ import {
   noKvSlotError,
   type RunnerBatch,
   type RunnerSampling,
+  type SampledLogprobs,
   type SampledOutput,
 } from "./model-runner.js";
+
+/**
+ * The fake's distribution at a position it sampled `token` at: that token has probability 1/2 and the next
+ * code points (after EOS: from 0) 1/4, 1/8, ... (the top list is the token and `top - 1` of those).
+ */
+export function fakeLogprobs(token: number, top: number): SampledLogprobs {
+  return {
+    logprob: -Math.LN2,
+    top: Array.from({ length: top }, (_, k) => ({
+      token: k === 0 ? token : (token + k) % FAKE_EOS,
+      logprob: -(k + 1) * Math.LN2,
+    })),
+  };
+}
 
 /** The fake's end-of-generation token (just past the Unicode range). */
 export const FAKE_EOS = 0x110000;
@@ -237,7 +252,13 @@ export class FakeModelRunner implements ModelRunner {
       seq.cells.push(this.allocCell());
       if (batch.sample[i] === 1) {
         const token = this.nextToken(seq);
-        outputs.push({ seqId, token, isEog: token === FAKE_EOS });
+        const top = seq.sampling?.logprobs ?? null;
+        outputs.push({
+          seqId,
+          token,
+          isEog: token === FAKE_EOS,
+          ...(top === null ? {} : { logprobs: fakeLogprobs(token, top) }),
+        });
       }
     }
     this.executeCalls++;

@@ -4,10 +4,16 @@ import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { Request } from "../core/request.js";
 import type { Executor } from "../core/step-loop.js";
 import type { KvChanges, SampledToken, ScheduledChunk, StepPlan, StepResult } from "../core/step-plan.js";
-import { type ActiveRequests, failActive } from "./active-request.js";
-import { EngineRejection, type SamplingParams } from "./engine-api.js";
+import { type ActiveRequests, failActive, pushDelta } from "./active-request.js";
+import { EngineRejection, type OutputLogprob, type SamplingParams } from "./engine-api.js";
 import type { KvSlots } from "./kv-slots.js";
-import { type ModelRunner, RunnerBatch, type RunnerSampling } from "./model-runner.js";
+import {
+  type ModelRunner,
+  RunnerBatch,
+  type RunnerSampling,
+  type SampledLogprobs,
+  type SampledOutput,
+} from "./model-runner.js";
 import type { StepLogFile } from "./step-log.js";
 
 /** Counters of the engine's executor (for benchmarks and the TS overhead measurement). */
@@ -44,7 +50,16 @@ function penalized(s: SamplingParams): boolean {
 /** The runner's sampler for a request; `prompt`: its prompt's tokens, asked for only where they count. */
 function toRunnerSampling(s: SamplingParams, prompt: () => Int32Array): RunnerSampling | null {
   const logitBias = s.logitBias ?? [];
-  if (s.temperature <= 0 && s.grammar === null && logitBias.length === 0 && !penalized(s)) return null;
+  const logprobs = s.logprobs ?? null;
+  if (
+    s.temperature <= 0 &&
+    s.grammar === null &&
+    logitBias.length === 0 &&
+    !penalized(s) &&
+    logprobs === null
+  ) {
+    return null;
+  }
   const repetitionPenalty = s.repetitionPenalty ?? 1;
   return {
     temperature: s.temperature,
@@ -58,6 +73,16 @@ function toRunnerSampling(s: SamplingParams, prompt: () => Int32Array): RunnerSa
     frequencyPenalty: s.frequencyPenalty ?? 0,
     repetitionPenalty,
     promptTokens: repetitionPenalty !== 1 ? prompt() : null,
+    logprobs,
+  };
+}
+
+/** A sampled token's logprobs with each token as its bytes (control tokens by name, as a template writes them). */
+function outputLogprob(runner: ModelRunner, token: number, sampled: SampledLogprobs): OutputLogprob {
+  return {
+    bytes: runner.templatePiece(token),
+    logprob: sampled.logprob,
+    top: sampled.top.map((t) => ({ bytes: runner.templatePiece(t.token), logprob: t.logprob })),
   };
 }
 
@@ -132,7 +157,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
           const slot = kv.slotOf(chunk.request);
           if (slot) kv.extend(slot, rows);
         }
-        for (const out of result.outputs) this.onSample(out.seqId, out.token, out.isEog, sampled);
+        for (const out of result.outputs) this.onSample(out, sampled);
         this.stats.batchedTokens += batch.length;
         this.stats.sampledTokens += result.outputs.length;
       }
@@ -197,27 +222,37 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     }
   }
 
-  /** A sampled token of a slot: output text, stop checks, stream delta. */
-  private onSample(seqId: number, token: number, isEog: boolean, sampled: Map<string, SampledToken>): void {
+  /** A sampled token of a slot: output text, stop checks, stream delta (with the tokens' logprobs it carries). */
+  private onSample(out: SampledOutput, sampled: Map<string, SampledToken>): void {
+    const { seqId, token, isEog } = out;
     const { kv, runner, active: table } = this.deps;
     const request = kv.slots[seqId]?.owner;
     if (request?.status !== "running") return;
     const active = table.get(request.id);
     if (!active || active.request !== request || active.done) return;
     active.content.append(token);
+    if (active.logprobs && out.logprobs) {
+      active.logprobs.add(outputLogprob(runner, token, out.logprobs), active.output.text.length);
+    }
     let delta: string;
     let stop: boolean;
+    let ended: boolean;
     if ((isEog || runner.isEog(token)) && !active.spec.sampling.ignoreEos) {
       delta = active.output.finish();
       stop = true;
+      ended = true;
     } else {
       const pushed = active.output.push(runner.tokenPiece(token));
       delta = pushed.delta;
       stop = pushed.stopped;
+      ended = false;
     }
     const lastToken = request.numOutputTokens + 1 >= request.maxOutputTokens;
-    if (!stop && lastToken) delta += active.output.finish();
-    if (delta.length > 0) active.channel.push({ type: "delta", text: delta });
+    if (!stop && lastToken) {
+      delta += active.output.finish();
+      ended = true;
+    }
+    pushDelta(active, delta, ended);
     if (stop || lastToken) sampled.set(request.id, { stop, text: active.output.text });
   }
 

@@ -233,6 +233,7 @@ export class LlamaModelRunner implements ModelRunner {
       ...(sampling.frequencyPenalty === 0 ? {} : { frequencyPenalty: sampling.frequencyPenalty }),
       ...(sampling.repetitionPenalty === 1 ? {} : { repetitionPenalty: sampling.repetitionPenalty }),
       ...(sampling.promptTokens === null ? {} : { promptTokens: sampling.promptTokens }),
+      ...(sampling.logprobs === null ? {} : { logprobs: sampling.logprobs }),
     });
   }
 
@@ -271,7 +272,14 @@ export class LlamaModelRunner implements ModelRunner {
         const rowMs = (r.decodeMs + r.sampleMs) / rows;
         this.decodeRowMs = Number.isFinite(this.decodeRowMs) ? 0.8 * this.decodeRowMs + 0.2 * rowMs : rowMs;
       }
-      for (const o of r.outputs) outputs.push({ seqId: o.seqId, token: o.token, isEog: o.isEog });
+      for (const o of r.outputs) {
+        outputs.push({
+          seqId: o.seqId,
+          token: o.token,
+          isEog: o.isEog,
+          ...(o.logprobs ? { logprobs: o.logprobs } : {}),
+        });
+      }
     }
     return { outputs, computeS: computeMs / 1000, sampleS: sampleMs / 1000 };
   }

@@ -35,6 +35,8 @@ export interface RunnerSampling {
   readonly repetitionPenalty: number;
   /** the prompt's tokens, where the repetition penalty counts them (null: it is off) */
   readonly promptTokens: Int32Array | null;
+  /** each sampled token's log-probability with this many most likely alternatives (null: none) */
+  readonly logprobs: number | null;
 }
 
 export interface ChatMessageIn {
@@ -48,6 +50,15 @@ export interface SampledOutput {
   readonly token: number;
   /** the token ends generation (EOS, EOT, ...) */
   readonly isEog: boolean;
+  /** when the slot's sampler asked for them: the token's and the most likely tokens' log-probabilities */
+  readonly logprobs?: SampledLogprobs;
+}
+
+/** Log-probabilities under the model's raw distribution at one position. */
+export interface SampledLogprobs {
+  readonly logprob: number;
+  /** highest first */
+  readonly top: readonly { readonly token: number; readonly logprob: number }[];
 }
 
 export interface ExecuteResult {

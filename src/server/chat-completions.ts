@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type { OutputLogprob } from "../engine/engine-api.js";
 import { chatTurns } from "./chat-render.js";
 import type { ChatTemplate } from "./chat-template.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
@@ -14,6 +15,7 @@ import {
   sseResponse,
   unixSeconds,
 } from "./generation.js";
+import { chatLogprobs } from "./logprobs.js";
 import { forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
 import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
@@ -188,7 +190,6 @@ export async function startChat(
 export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const body = chatCompletionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
-  if (body.logprobs) throw ApiError.badRequest("logprobs are not supported", "logprobs", "unsupported_value");
   const formatGrammar = responseFormatGrammar(body.response_format);
   const { tools, format, requestId, generation } = await startChat(
     c,
@@ -215,7 +216,14 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   return c.json({
     ...meta,
     object: "chat.completion",
-    choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(done, calls) }],
+    choices: [
+      {
+        index: 0,
+        message,
+        logprobs: done.logprobs ? chatLogprobs(done.logprobs) : null,
+        finish_reason: finishReason(done, calls),
+      },
+    ],
     usage: openAIUsage(done.usage),
   });
 }
@@ -235,11 +243,17 @@ async function* streamFrames(
   includeUsage: boolean,
 ): AsyncGenerator<string> {
   const usageField = includeUsage ? { usage: null } : {};
-  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+  const chunk = (
+    delta: Record<string, unknown>,
+    finish: string | null = null,
+    logprobs: readonly OutputLogprob[] | undefined = undefined,
+  ) =>
     sseData({
       ...meta,
       object: "chat.completion.chunk",
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      choices: [
+        { index: 0, delta, logprobs: logprobs ? chatLogprobs(logprobs) : null, finish_reason: finish },
+      ],
       ...usageField,
     });
   const gate =
@@ -253,7 +267,10 @@ async function* streamFrames(
       if (event.type === "delta") {
         const text = gate ? gate.push(event.text) : event.text;
         streamed += text.length;
-        if (text.length > 0) yield chunk({ content: text });
+        // a delta's tokens go with its text, or alone when a tool call's parser holds the text back
+        if (text.length > 0 || event.logprobs) {
+          yield chunk(text.length > 0 ? { content: text } : {}, null, event.logprobs);
+        }
         if (gate && live) {
           const { opened, args } = live.push(gate.held);
           if (opened) {

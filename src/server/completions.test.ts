@@ -69,14 +69,17 @@ describe("responses", () => {
           stop: ["END"],
           grammar: null,
           ignoreEos: false,
+          logprobs: null,
         },
       );
+      await (await t.post("/v1/chat/completions", chat({ logprobs: true, top_logprobs: 3 }))).json();
+      assert.equal(t.engine.requests[1]!.sampling.logprobs, 3);
       await (await t.post("/v1/chat/completions", chat({ stop: ["a", "b"], ignore_eos: true }))).json();
-      assert.deepEqual(t.engine.requests[1]!.sampling.stop, ["a", "b"]);
-      assert.equal(t.engine.requests[1]!.sampling.ignoreEos, true);
-      const promptTokens = t.engine.countTokens(t.engine.requests[1]!.prompt);
+      assert.deepEqual(t.engine.requests[2]!.sampling.stop, ["a", "b"]);
+      assert.equal(t.engine.requests[2]!.sampling.ignoreEos, true);
+      const promptTokens = t.engine.countTokens(t.engine.requests[2]!.prompt);
       assert.equal(
-        t.engine.requests[1]!.sampling.maxTokens,
+        t.engine.requests[2]!.sampling.maxTokens,
         t.engine.maxContextTokens - promptTokens,
         "default: the rest",
       );

@@ -13,6 +13,7 @@ import {
   sseResponse,
   unixSeconds,
 } from "./generation.js";
+import { completionLogprobs } from "./logprobs.js";
 import { responseFormatGrammar } from "./sampling.js";
 import { type CompletionBody, completionSchema } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
@@ -24,8 +25,12 @@ export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 export async function completions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const body = completionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
-  if (body.logprobs !== null && body.logprobs !== undefined) {
-    throw ApiError.badRequest("logprobs are not supported", "logprobs", "unsupported_value");
+  if (body.echo && body.logprobs != null) {
+    throw ApiError.badRequest(
+      "echo with logprobs is not supported (the prompt's logprobs are not computed)",
+      "echo",
+      "unsupported_value",
+    );
   }
   if (body.suffix) throw ApiError.badRequest("suffix is not supported", "suffix", "unsupported_value");
   if ((body.best_of ?? 1) !== 1) throw ApiError.badRequest("only best_of=1 is supported", "best_of");
@@ -53,10 +58,10 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   if (body.stream) {
     const includeUsage = body.stream_options?.include_usage ?? false;
     const usageField = includeUsage ? { usage: null } : {};
-    const chunk = (index: number, text: string, finish: string | null = null) =>
+    const chunk = (index: number, text: string, finish: string | null = null, logprobs: unknown = null) =>
       sseData({
         ...meta,
-        choices: [{ index, text, logprobs: null, finish_reason: finish }],
+        choices: [{ index, text, logprobs, finish_reason: finish }],
         ...usageField,
       });
     async function* frames(): AsyncGenerator<string> {
@@ -64,9 +69,16 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
       try {
         for (const [index, { generation }] of generations.entries()) {
           if (echoOf(index)) yield chunk(index, echoOf(index));
+          let textOffset = 0;
           for await (const event of generation.events()) {
             if (event.type === "delta") {
-              if (event.text.length > 0) yield chunk(index, event.text);
+              if (event.logprobs) {
+                const { logprobs, next } = completionLogprobs(event.logprobs, textOffset);
+                textOffset = next;
+                yield chunk(index, event.text, null, logprobs);
+              } else if (event.text.length > 0) {
+                yield chunk(index, event.text);
+              }
               continue;
             }
             usages.push(event.usage);
@@ -88,7 +100,7 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
     return {
       index,
       text: echoOf(index) + done.text,
-      logprobs: null,
+      logprobs: done.logprobs ? completionLogprobs(done.logprobs).logprobs : null,
       finish_reason: openAIFinishReason(done.finishReason),
       ...(returnTokenIds && done.tokenIds
         ? { prompt_token_ids: done.tokenIds.prompt, token_ids: done.tokenIds.output }

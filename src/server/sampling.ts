@@ -8,6 +8,7 @@ import {
   SchemaConversionError,
   toolCallGbnf,
 } from "./json-schema-gbnf.js";
+import { type LogprobFields, requestedLogprobs } from "./logprobs.js";
 import type { CommonBody, ResponseFormatInput } from "./schemas.js";
 
 export const DEFAULT_TEMPERATURE = 1;
@@ -47,7 +48,7 @@ function stopList(stop: CommonBody["stop"]): string[] {
  * max_tokens the completion may fill the rest of the context window (as vLLM does).
  */
 export function samplingParams(
-  body: CommonBody,
+  body: CommonBody & LogprobFields,
   requestedMaxTokens: number | null | undefined,
   promptTokens: number,
   maxContextTokens: number,
@@ -86,5 +87,6 @@ export function samplingParams(
     stop: stopList(body.stop),
     grammar,
     ignoreEos: body.ignore_eos ?? false,
+    logprobs: requestedLogprobs(body),
   };
 }

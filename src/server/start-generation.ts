@@ -3,6 +3,7 @@ import { EngineRejection, type GenerateRequest, type TokenBias } from "../engine
 import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
+import type { LogprobFields } from "./logprobs.js";
 import { programFields } from "./program-fields.js";
 import { samplingParams } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
@@ -34,7 +35,7 @@ const MAX_BYTES_PER_TOKEN = 32;
 export async function startGeneration(
   c: Context<AppEnv>,
   ctx: GenerationContext,
-  body: CommonBody,
+  body: CommonBody & LogprobFields,
   prompt: string,
   maxTokens: number | null | undefined,
   grammar: string | null,

@@ -106,6 +106,8 @@ Napi::Value CreateContext(const Napi::CallbackInfo& info);
 // samples given logits with either implementation.
 SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o);
 std::vector<LogitBias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab);
+// Its `logprobs`: how many top_logprobs each sampled token reports (0..kMaxTopLogprobs), -1 when absent.
+int32_t parseLogprobCount(Napi::Env env, const Napi::Object& o);
 // The token ids of an optional property (an array or an Int32Array), each in [0, nVocab).
 std::vector<int32_t> tokenList(Napi::Env env, const Napi::Object& o, const char* key, int32_t nVocab);
 void appendSamplingStages(llama_sampler* chain, const SamplingParams& p);

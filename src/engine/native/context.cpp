@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "addon.h"
+#include "logprobs.h"
 
 namespace continuum {
 
@@ -54,6 +55,7 @@ struct ContextState {
   std::vector<std::unique_ptr<RowSampler>> rowSamplers;
   std::vector<llama_sampler*> samplers;
   std::vector<llama_sampler*> grammars;  // per slot, non-owning: the chain's grammar stage, if any
+  std::vector<int32_t> logprobCounts;    // per slot: top_logprobs of each sampled token (-1: no logprobs)
   uint32_t nSeqMax = 1;
   uint32_t nBatch = 0;
   int32_t threads = 1;
@@ -273,6 +275,7 @@ class CreateContextWorker : public Napi::AsyncWorker {
     s.rowSamplers.resize(llama_n_seq_max(s.ctx));
     s.samplers.assign(llama_n_seq_max(s.ctx), nullptr);
     s.grammars.assign(llama_n_seq_max(s.ctx), nullptr);
+    s.logprobCounts.assign(llama_n_seq_max(s.ctx), -1);
     s.nSeqMax = llama_n_seq_max(s.ctx);
   }
   void OnOK() override {
@@ -444,9 +447,11 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
   llama_sampler* chain = nullptr;
   llama_sampler* grammarStage = nullptr;
   std::unique_ptr<RowSampler> own;
+  int32_t logprobs = -1;
   if (info.Length() > 1 && info[1].IsObject()) {
     Napi::Object o = info[1].As<Napi::Object>();
     const SamplingParams params = parseSamplingParams(env, o);
+    logprobs = parseLogprobCount(env, o);
     const std::string grammar = optString(o, "grammar", "");
     const std::string root = optString(o, "grammarRoot", "root");
     const int32_t nVocab = llama_vocab_n_tokens(s.model->vocab);
@@ -478,6 +483,7 @@ Napi::Value Context::SetSampler(const Napi::CallbackInfo& info) {
   s.samplers[seq] = chain;
   s.grammars[seq] = grammarStage;
   s.rowSamplers[seq] = std::move(own);
+  s.logprobCounts[seq] = logprobs;
   return env.Undefined();
 }
 
@@ -646,6 +652,18 @@ class DecodeWorker : public ContextWorker {
     const size_t m = rowLogits.size();
     outToken_.assign(m, -1);
     outEog_.assign(m, 0);
+    withLogprobs_ = false;
+    topStride_ = 0;
+    for (size_t r = 0; r < m; r++) {
+      withLogprobs_ = withLogprobs_ || s.logprobCounts[outSeq_[r]] >= 0;
+      topStride_ = std::max(topStride_, s.logprobCounts[outSeq_[r]]);
+    }
+    if (withLogprobs_) {
+      outLogprob_.assign(m, NAN);
+      outTopCount_.assign(m, 0);
+      outTopToken_.assign(m * static_cast<size_t>(topStride_), -1);
+      outTopLogprob_.assign(m * static_cast<size_t>(topStride_), NAN);
+    }
     // one task per sequence with a sampler (its rows in order, its sampler's state), one per greedy row
     std::vector<std::vector<size_t>> tasks;
     std::vector<std::pair<int32_t, size_t>> taskOfSeq;
@@ -658,6 +676,7 @@ class DecodeWorker : public ContextWorker {
       const int32_t seq = outSeq_[r];
       const bool sampled = s.rowSamplers[seq] != nullptr;  // a grammar's chain comes only with ours
       candidates += static_cast<size_t>(nVocab) / (s.samplers[seq] != nullptr ? 1 : sampled ? 4 : 16);
+      if (s.logprobCounts[seq] >= 0) candidates += static_cast<size_t>(nVocab) / 4;
       if (!sampled) {
         tasks.push_back({r});
         continue;
@@ -676,12 +695,20 @@ class DecodeWorker : public ContextWorker {
     auto work = [&](size_t first) {
       std::vector<llama_token_data> cands;
       SamplingScratch scratch;
+      LogprobScratch logprobScratch;
       for (size_t t = first; t < tasks.size(); t += nThreads) {
         for (size_t r : tasks[t]) {
           const llama_token token = sampleRow(s, outSeq_[r], rowLogits[r], nVocab, scratch, cands, errors[r]);
           if (token < 0) break;  // a sampler that failed stops its sequence's later rows
           outToken_[r] = token;
           outEog_[r] = llama_vocab_is_eog(s.model->vocab, token) ? 1 : 0;
+          const int32_t top = s.logprobCounts[outSeq_[r]];
+          if (top >= 0) {
+            const size_t at = r * static_cast<size_t>(topStride_);
+            outTopCount_[r] = static_cast<uint8_t>(rowLogprobs(rowLogits[r], nVocab, token, top, logprobScratch,
+                                                               &outLogprob_[r], &outTopToken_[at],
+                                                               &outTopLogprob_[at]));
+          }
         }
       }
     };
@@ -728,6 +755,7 @@ class DecodeWorker : public ContextWorker {
       }
       o.Set("token", tok);
       o.Set("isEog", eog);
+      if (withLogprobs_) setLogprobs(env, o, m);
     }
     if (returnLogits) {
       Napi::Float32Array l = Napi::Float32Array::New(env, logits_.size());
@@ -751,6 +779,33 @@ class DecodeWorker : public ContextWorker {
   std::vector<int32_t> outSeq_;
   std::vector<int32_t> outToken_;
   std::vector<uint8_t> outEog_;
+  // when a row's sequence asked for logprobs: each row's token logprob (NaN for rows that did not ask) and its
+  // top entries, topStride_ slots a row (the most any row asked for)
+  bool withLogprobs_ = false;
+  int32_t topStride_ = 0;
+  std::vector<float> outLogprob_;
+  std::vector<uint8_t> outTopCount_;
+  std::vector<int32_t> outTopToken_;
+  std::vector<float> outTopLogprob_;
+
+  // logprob and topCount (one a row), topToken and topLogprob (topStride a row)
+  void setLogprobs(Napi::Env env, Napi::Object& o, size_t m) const {
+    Napi::Float32Array lp = Napi::Float32Array::New(env, m);
+    Napi::Uint8Array count = Napi::Uint8Array::New(env, m);
+    Napi::Int32Array topToken = Napi::Int32Array::New(env, outTopToken_.size());
+    Napi::Float32Array topLogprob = Napi::Float32Array::New(env, outTopLogprob_.size());
+    if (m > 0) {
+      std::memcpy(lp.Data(), outLogprob_.data(), m * sizeof(float));
+      std::memcpy(count.Data(), outTopCount_.data(), m);
+      std::memcpy(topToken.Data(), outTopToken_.data(), outTopToken_.size() * sizeof(int32_t));
+      std::memcpy(topLogprob.Data(), outTopLogprob_.data(), outTopLogprob_.size() * sizeof(float));
+    }
+    o.Set("logprob", lp);
+    o.Set("topCount", count);
+    o.Set("topToken", topToken);
+    o.Set("topLogprob", topLogprob);
+    o.Set("topStride", Napi::Number::New(env, topStride_));
+  }
   std::vector<float> logits_;
   int32_t nVocab_ = 0;
   int64_t decodeUs_ = 0;
@@ -771,7 +826,8 @@ static T typedArg(const Napi::CallbackInfo& info, size_t i, napi_typedarray_type
 
 // decode(tokens: Int32Array, pos: Int32Array, seqIds: Int32Array, wantLogits: Uint8Array,
 //        opts?: { sample = true, returnLogits = false })
-//   -> Promise<{ batchIndex, seqId, token?, isEog?, logits?, nVocab, decodeUs, sampleUs }>
+//   -> Promise<{ batchIndex, seqId, token?, isEog?, logits?, nVocab, decodeUs, sampleUs }>, with, when a sampled
+//      row's sequence asked for logprobs, { logprob, topCount, topToken, topLogprob, topStride } (setLogprobs)
 DecodeWorker* Context::PrepareDecode(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ContextState& s = idle(env);

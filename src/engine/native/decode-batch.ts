@@ -60,6 +60,17 @@ export function rawArgs(
   ];
 }
 
+function rowLogprobs(r: RawDecodeResult, j: number): DecodeOutput["logprobs"] {
+  const logprob = r.logprob?.[j];
+  if (logprob === undefined || Number.isNaN(logprob)) return undefined;
+  const top: { token: number; logprob: number }[] = [];
+  const at = j * (r.topStride ?? 0);
+  for (let k = 0; k < (r.topCount?.[j] ?? 0); k++) {
+    top.push({ token: r.topToken![at + k]!, logprob: r.topLogprob![at + k]! });
+  }
+  return { logprob, top };
+}
+
 /** The addon's decode result as `DecodeResult`. */
 export function decodeResult(r: RawDecodeResult): DecodeResult {
   const outputs: DecodeOutput[] = [];
@@ -71,6 +82,8 @@ export function decodeResult(r: RawDecodeResult): DecodeResult {
       isEog: r.isEog ? r.isEog[j] === 1 : false,
     };
     if (r.logits) out.logits = r.logits.subarray(j * r.nVocab, (j + 1) * r.nVocab);
+    const logprobs = rowLogprobs(r, j);
+    if (logprobs) out.logprobs = logprobs;
     outputs.push(out);
   }
   return {

@@ -436,6 +436,47 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
     }
   });
 
+  test("logprobs: the sampled token's and the top tokens' log-softmax of the raw logits", async () => {
+    const prompt = model.tokenize("The capital of", { addSpecial: true });
+    ctx.clear();
+    ctx.setSampler(0, { logprobs: 4 }); // greedy
+    ctx.setSampler(1, { temperature: 1, seed: 3, logprobs: 20 });
+    ctx.setSampler(2, { logitBias: [{ token: 5, bias: 100 }], logprobs: 0 }); // biased to token 5
+    ctx.setSampler(3, null);
+    const batch = new DecodeBatch(4 * prompt.length);
+    for (let s = 0; s < 4; s++) batch.addSequence(prompt, 0, s);
+    const r = await ctx.decode(batch, { sample: true, returnLogits: true });
+    const bySeq = new Map(r.outputs.map((o) => [o.seqId, o]));
+    for (const [seq, top] of [
+      [0, 4],
+      [1, 20],
+      [2, 0],
+    ] as const) {
+      const out = bySeq.get(seq)!;
+      const logits = out.logits!;
+      let max = -Infinity;
+      for (const l of logits) max = Math.max(max, l);
+      let sum = 0;
+      for (const l of logits) sum += Math.exp(l - max);
+      const logZ = max + Math.log(sum);
+      assert.ok(Math.abs(out.logprobs!.logprob - (logits[out.token]! - logZ)) < 1e-4, `seq ${seq}`);
+      const ranked = Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]! || a - b);
+      assert.deepEqual(
+        out.logprobs!.top.map((t) => t.token),
+        ranked.slice(0, top),
+      );
+      for (const t of out.logprobs!.top) assert.ok(Math.abs(t.logprob - (logits[t.token]! - logZ)) < 1e-4);
+    }
+    assert.equal(bySeq.get(0)!.token, bySeq.get(0)!.logprobs!.top[0]!.token, "greedy takes the top token");
+    assert.equal(bySeq.get(2)!.token, 5);
+    assert.ok(bySeq.get(2)!.logprobs!.logprob < -1, "the logprob is the model's, not the biased row's");
+    assert.equal(bySeq.get(3)!.logprobs, undefined);
+    assert.throws(() => ctx.setSampler(0, { logprobs: 21 }), RangeError);
+    assert.throws(() => ctx.setSampler(0, { logprobs: 1.5 }), RangeError);
+    for (let s = 0; s < 4; s++) ctx.setSampler(s, null);
+    ctx.clear();
+  });
+
   test("greedy without a sampler chain picks llama.cpp's greedy token", async () => {
     const prompt = model.tokenize("The capital of", { addSpecial: true });
     ctx.clear();

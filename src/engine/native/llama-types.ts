@@ -156,6 +156,11 @@ export interface SamplerParams {
   repetitionPenalty?: number;
   /** what the repetition penalty counts besides the sequence's own tokens */
   promptTokens?: Int32Array;
+  /**
+   * Report each sampled token's log-probability and this many most likely tokens' (0-20), from the raw
+   * logits (before biases, penalties, filters, temperature and grammar). Default: none.
+   */
+  logprobs?: number;
 }
 
 export interface ChatMessage {
@@ -179,6 +184,8 @@ export interface DecodeOutput {
   /** Whether the sampled token ends generation (EOS/EOT/...). */
   isEog: boolean;
   logits?: Float32Array;
+  /** With SamplerParams.logprobs: the sampled token's log-probability and the top tokens' (highest first). */
+  logprobs?: { logprob: number; top: { token: number; logprob: number }[] };
 }
 
 export interface DecodeResult {

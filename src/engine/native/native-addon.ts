@@ -28,6 +28,13 @@ export interface RawDecodeResult {
   seqId: Int32Array;
   token?: Int32Array;
   isEog?: Uint8Array;
+  /** when a sampled row's sequence asked for logprobs: one a row (NaN where it did not ask) ... */
+  logprob?: Float32Array;
+  topCount?: Uint8Array;
+  /** ... and topStride entries a row, topCount of them filled */
+  topToken?: Int32Array;
+  topLogprob?: Float32Array;
+  topStride?: number;
   logits?: Float32Array;
   nVocab: number;
   decodeUs: number;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "addon.h"
+#include "logprobs.h"
 
 namespace continuum {
 
@@ -38,6 +39,16 @@ SamplingParams parseSamplingParams(Napi::Env env, const Napi::Object& o) {
   p.frequencyPenalty = static_cast<float>(frequencyPenalty);
   p.repetitionPenalty = static_cast<float>(repetitionPenalty);
   return p;
+}
+
+int32_t parseLogprobCount(Napi::Env env, const Napi::Object& o) {
+  const Napi::Value v = o.Get("logprobs");
+  if (v.IsUndefined() || v.IsNull()) return -1;
+  const double n = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
+  if (!(n >= 0 && n <= kMaxTopLogprobs) || n != std::floor(n)) {
+    throw Napi::RangeError::New(env, "logprobs must be an integer from 0 to " + std::to_string(kMaxTopLogprobs));
+  }
+  return static_cast<int32_t>(n);
 }
 
 std::vector<LogitBias> parseLogitBias(Napi::Env env, const Napi::Object& o, int32_t nVocab) {

@@ -1,0 +1,135 @@
+/**
+ * Logprobs through the server and the real engine (fake runner, whose distribution is known: the sampled
+ * token 1/2, the next code points 1/4, 1/8, ...), read with the openai SDK as an RL rollout would.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import OpenAI from "openai";
+import { createFakeEngine } from "../engine/fake-model-runner.js";
+import { startServer } from "./server.js";
+
+const REPLY = "héllo wörld, the END of it";
+
+async function withServer(fn: (openai: OpenAI, url: string) => Promise<void>): Promise<void> {
+  const engine = createFakeEngine({ reply: () => REPLY, kvCells: 8192 });
+  const server = await startServer({ engine, host: "127.0.0.1", port: 0, logError: () => {} });
+  try {
+    await fn(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0 }), server.url);
+  } finally {
+    await server.close({ drainTimeoutMs: 2_000 });
+  }
+}
+
+const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "Say it." }];
+
+async function post(url: string, path: string, body: unknown): Promise<Response> {
+  return fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+describe("logprobs", () => {
+  test("chat: one entry per generated token, the end of generation last, with top_logprobs", async () => {
+    await withServer(async (openai) => {
+      const response = await openai.chat.completions.create({
+        model: "continuum-fake",
+        messages,
+        logprobs: true,
+        top_logprobs: 3,
+      });
+      const choice = response.choices[0]!;
+      assert.equal(choice.message.content, REPLY);
+      const content = choice.logprobs!.content!;
+      // every code point is a token, then the end-of-generation token (no text)
+      assert.equal(content.length, [...REPLY].length + 1);
+      assert.equal(response.usage!.completion_tokens, content.length);
+      assert.equal(content.map((e) => e.token).join(""), REPLY);
+      assert.equal(content.at(-1)!.token, "");
+      for (const entry of content) {
+        assert.ok(Math.abs(entry.logprob - Math.log(0.5)) < 1e-9);
+        assert.deepEqual(entry.bytes, [...Buffer.from(entry.token, "utf8")]);
+        assert.deepEqual(
+          entry.top_logprobs.map((t) => t.logprob),
+          [Math.log(1 / 2), Math.log(1 / 4), Math.log(1 / 8)],
+        );
+        assert.equal(entry.top_logprobs[0]!.token, entry.token);
+      }
+      const plain = await openai.chat.completions.create({ model: "continuum-fake", messages });
+      assert.equal(plain.choices[0]!.logprobs, null);
+    });
+  });
+
+  test("chat streaming: each chunk carries its own text's tokens; a stop string's tokens are left out", async () => {
+    await withServer(async (openai) => {
+      const stream = await openai.chat.completions.create({
+        model: "continuum-fake",
+        messages,
+        logprobs: true,
+        stream: true,
+        stop: [" END"],
+      });
+      let text = "";
+      const tokens: string[] = [];
+      for await (const chunk of stream) {
+        const choice = chunk.choices[0];
+        if (!choice) continue;
+        const piece = choice.delta.content ?? "";
+        const carried = (choice.logprobs?.content ?? []).map((e) => e.token).join("");
+        assert.equal(carried, piece, "a chunk's tokens spell its text");
+        text += piece;
+        tokens.push(...(choice.logprobs?.content ?? []).map((e) => e.token));
+        for (const e of choice.logprobs?.content ?? []) assert.deepEqual(e.top_logprobs, []);
+      }
+      assert.equal(text, "héllo wörld, the");
+      assert.equal(tokens.join(""), text);
+    });
+  });
+
+  test("completions: tokens, token_logprobs, top_logprobs with the sampled token, text_offset", async () => {
+    await withServer(async (openai, url) => {
+      const response = await openai.completions.create({
+        model: "continuum-fake",
+        prompt: "<|im_start|>user\nSay it.<|im_end|>\n<|im_start|>assistant\n",
+        max_tokens: 5,
+        logprobs: 2,
+      });
+      const { tokens, token_logprobs, top_logprobs, text_offset } = response.choices[0]!.logprobs!;
+      assert.deepEqual(tokens, ["h", "é", "l", "l", "o"]);
+      assert.deepEqual(text_offset, [0, 1, 2, 3, 4]);
+      assert.ok(token_logprobs!.every((l) => Math.abs(l - Math.log(0.5)) < 1e-9));
+      assert.deepEqual(Object.keys(top_logprobs![0]!), ["h", "i"]);
+      // streamed, the offsets go on from chunk to chunk
+      const streamed = await post(url, "/v1/completions", {
+        model: "continuum-fake",
+        prompt: "<|im_start|>user\nSay it.<|im_end|>\n<|im_start|>assistant\n",
+        max_tokens: 5,
+        logprobs: 0,
+        stream: true,
+      });
+      const offsets: number[] = [];
+      const sse = await streamed.text();
+      for (const line of sse.split("\n")) {
+        if (!line.startsWith("data: {")) continue;
+        const choice = JSON.parse(line.slice(6)).choices[0];
+        if (choice?.logprobs) offsets.push(...choice.logprobs.text_offset);
+      }
+      assert.deepEqual(offsets, [0, 1, 2, 3, 4]);
+    });
+  });
+
+  test("requests the API refuses: top_logprobs without logprobs, more than 20, echo with logprobs", async () => {
+    await withServer(async (_openai, url) => {
+      const refused = async (path: string, body: Record<string, unknown>, param: string) => {
+        const response = await post(url, path, { model: "continuum-fake", ...body });
+        assert.equal(response.status, 400);
+        assert.equal(((await response.json()) as { error: { param: string } }).error.param, param);
+      };
+      await refused("/v1/chat/completions", { messages, top_logprobs: 2 }, "top_logprobs");
+      await refused("/v1/chat/completions", { messages, logprobs: true, top_logprobs: 21 }, "top_logprobs");
+      await refused("/v1/completions", { prompt: "x", logprobs: 21 }, "logprobs");
+      await refused("/v1/completions", { prompt: "x", logprobs: 1, echo: true }, "echo");
+    });
+  });
+});
