@@ -47,6 +47,8 @@ const SETTINGS: readonly [string, SamplerParams | null][] = [
   ["greedy", null],
   ...STOCHASTIC,
   ["temperature 1 + logit_bias", { temperature: 1, logitBias: [{ token: 0, bias: 2 }] }],
+  ["greedy + logprobs, top 20", { logprobs: 20 }],
+  ["temperature 1 + logprobs, top 20", { temperature: 1, logprobs: 20 }],
   ["temperature 1 + grammar", { temperature: 1, grammar: ANY_TEXT }],
   ["temperature 1, top_k 40 + grammar", { temperature: 1, topK: 40, grammar: ANY_TEXT }],
   [
