@@ -42,6 +42,8 @@ const STOCHASTIC: readonly [string, SamplerParams][] = [
 ];
 
 const ANY_TEXT = "root ::= [^\\x00]*";
+/** a token of the bench model's vocabulary that is plain text, which the grammar allows */
+const SURE_TOKEN = 1000;
 
 const SETTINGS: readonly [string, SamplerParams | null][] = [
   ["greedy", null],
@@ -51,9 +53,11 @@ const SETTINGS: readonly [string, SamplerParams | null][] = [
   ["temperature 1 + logprobs, top 20", { temperature: 1, logprobs: 20 }],
   ["temperature 1 + grammar", { temperature: 1, grammar: ANY_TEXT }],
   ["temperature 1, top_k 40 + grammar", { temperature: 1, topK: 40, grammar: ANY_TEXT }],
+  ["temperature 0.7, top_p 0.95 + grammar", { temperature: 0.7, topP: 0.95, grammar: ANY_TEXT }],
+  // a position the model is sure of (most of a structured output's): one token holds nearly all the mass
   [
-    "temperature 0.7, top_p 0.95 + grammar (llama.cpp's chain)",
-    { temperature: 0.7, topP: 0.95, grammar: ANY_TEXT },
+    "temperature 0.7, top_p 0.95 + grammar, one token +30",
+    { temperature: 0.7, topP: 0.95, grammar: ANY_TEXT, logitBias: [{ token: SURE_TOKEN, bias: 30 }] },
   ],
 ];
 

@@ -100,14 +100,15 @@ llama_token sampleWithChain(llama_sampler* chain, const float* logits, int32_t n
 // Under a constraint (a grammar) llama.cpp's chain checks every candidate against it, milliseconds a row at
 // a real vocabulary; ours asks about as few tokens as the request's samplers need, for the same
 // distribution:
-// - greedy, top-k (then top-p and min-p over the k), or min-p alone: the tokens highest first, until the
-//   filter has what it keeps (RowSampler::sampleAllowed);
+// - greedy, top-k (then top-p and min-p over the k), top-p without top-k, or min-p alone: the tokens highest
+//   first, until the filter has what it keeps (RowSampler::sampleAllowed); top-p alone until its cut is
+//   known, and where that takes more than a few thousand tokens (probability spread out), the chain;
 // - a temperature alone: draws from the whole distribution until one is allowed, which is rejection
 //   sampling: an accepted token follows the distribution restricted to the allowed ones. After
 //   kRejectedDraws refusals (likely only where the allowed tokens hold under 2% of the probability: 256
-//   refusals in a row at 2% happen 0.6% of the time), the chain;
-// - top-p without top-k: the chain (the cut depends on every allowed token's probability). llama-server
-//   draws once and checks under every filter, which is not the constrained distribution when a cut is set.
+//   refusals in a row at 2% happen 0.6% of the time), the chain.
+// llama-server draws once and checks under every filter, which is not the constrained distribution when a
+// cut is set.
 constexpr int32_t kRejectedDraws = 256;
 
 llama_token sampleUnder(RowSampler& own, llama_sampler* chain, const std::function<bool(int32_t)>& allowed,

@@ -123,7 +123,7 @@ bool RowSampler::unfiltered() const {
 }
 
 bool RowSampler::walksConstrained() const {
-  return params_.temperature <= 0 || params_.topK > 0 || (params_.minP > 0 && params_.topP >= 1);
+  return params_.temperature <= 0 || params_.topK > 0 || params_.topP < 1 || params_.minP > 0;
 }
 
 int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratch& s,
@@ -131,6 +131,7 @@ int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratc
   const float* x = adjustedRow(logits, n, s);
   const bool greedy = params_.temperature <= 0;
   const double u = greedy ? 0.0 : std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  if (!greedy && params_.topK <= 0 && params_.topP < 1) return sampleNucleusAllowed(x, n, s, allowed, u);
   s.blockMax.resize(static_cast<size_t>(kernels::blockCount(n)));
   const float* blockMax = s.blockMax.data();
   const float top = kernels::blockMaxima(x, n, s.blockMax.data());
@@ -172,6 +173,77 @@ int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratc
     }
   }
   return drawFromHighest(kept, u);
+}
+
+// Top-p over the allowed tokens keeps the shortest run of the highest ones holding p of the allowed
+// tokens' probability, a total that takes every token's check to know. Walking the highest logits in
+// windows bounds it instead: after a window, the allowed total lies between the allowed mass seen and that
+// plus the mass not yet asked about (the row's total less what was seen). When the cut is the same at both
+// ends it is the cut, and the tokens below were never asked about: on a peaked row (a position the model is
+// sure of), the first window. Exact up to rounding. A grammar answers about one token at a time several
+// times slower than llama.cpp's chain asks about all of them at once, so past kMaxNucleusWalk tokens
+// (where the mass is spread: a flat row) it returns -1 and the chain samples (sampleUnder).
+constexpr size_t kMaxNucleusWalk = 64;
+
+int32_t RowSampler::sampleNucleusAllowed(const float* x, int32_t n, SamplingScratch& s,
+                                         const std::function<bool(int32_t)>& allowed, double u) {
+  const int32_t blocks = kernels::blockCount(n);
+  s.blockMax.resize(static_cast<size_t>(blocks));
+  s.blockSums.resize(static_cast<size_t>(blocks));
+  s.weights.resize(static_cast<size_t>(n));
+  const float* blockMax = s.blockMax.data();
+  const float top = kernels::blockMaxima(x, n, s.blockMax.data());
+  if (!std::isfinite(top)) return -1;
+  // probabilities at temperature 1, as top-p reads them, relative to the row's highest logit
+  kernels::expWeights(x, n, top, 1.0f, -INFINITY, s.weights.data());
+  const double total = kernels::blockSums(s.weights.data(), n, s.blockSums.data());
+  auto& kept = s.allowed;
+  kept.clear();
+  double seen = 0;
+  double allowedMass = 0;
+  // the shortest prefix of kept whose mass reaches target (kept.size() + 1: none does)
+  const auto reaching = [&](double target) {
+    double cum = 0;
+    for (size_t i = 0; i < kept.size(); i++) {
+      cum += kernels::expNonPositive(kept[i].first - top);
+      if (cum >= target) return i + 1;
+    }
+    return kept.size() + 1;
+  };
+  size_t keep = 0;
+  size_t asked = 0;
+  float hi = INFINITY;
+  for (int64_t window = 64;; window *= 4) {
+    const Cut cut = findCut(
+        x, nullptr, n, blockMax, top, [window](const AtLeast& a) { return a.count >= window; },
+        [window](const AtLeast& lo, const AtLeast&) { return lo.count <= 2 * window; });
+    gather(x, n, blockMax, cut.lo, hi, s.candidates);
+    std::sort(s.candidates.begin(), s.candidates.end(), higher);
+    for (const auto& c : s.candidates) {
+      const double m = kernels::expNonPositive(c.first - top);
+      seen += m;
+      if (!allowed(c.second)) continue;
+      kept.push_back(c);
+      allowedMass += m;
+    }
+    asked += s.candidates.size();
+    const bool everyToken = cut.lo == -FLT_MAX;
+    const double unseen = everyToken ? 0.0 : std::max(0.0, total - seen);
+    if (!kept.empty()) {
+      keep = reaching(params_.topP * allowedMass);
+      if (everyToken || reaching(params_.topP * (allowedMass + unseen)) == keep) break;
+    } else if (everyToken) {
+      return -1;
+    }
+    if (asked >= kMaxNucleusWalk) return -1;
+    hi = cut.lo;
+  }
+  // then min-p over what top-p kept: logits at least the highest allowed + ln(min_p)
+  const float highest = kept[0].first;
+  const float minLogit = params_.minP > 0 ? highest + std::log(params_.minP) : -INFINITY;
+  size_t aboveMinP = 1;
+  while (aboveMinP < keep && kept[aboveMinP].first >= minLogit) aboveMinP++;
+  return drawFrom(kept, std::min(keep, aboveMinP), highest, 1.0f / params_.temperature, u);
 }
 
 int32_t RowSampler::sampleRejecting(const float* logits, int32_t n, SamplingScratch& s,

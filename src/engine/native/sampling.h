@@ -84,9 +84,8 @@ class RowSampler {
   bool unfiltered() const;
 
   /**
-   * Whether sampleAllowed can sample under a constraint exactly: greedy, top-k (top-p and min-p then cut
-   * the k highest allowed), or min-p alone. Top-p alone cuts by the allowed tokens' total probability,
-   * which takes every token's check.
+   * Whether sampleAllowed samples under a constraint: greedy, top-k (top-p and min-p then cut the k
+   * highest allowed), top-p without top-k (min-p then cuts what it keeps), or min-p alone.
    */
   bool walksConstrained() const;
 
@@ -94,7 +93,9 @@ class RowSampler {
    * The token drawn from the distribution restricted to the tokens `allowed` accepts (a grammar's next
    * tokens), as if the others' logits were -inf before the filters: the logits are asked about highest
    * first, only until the filters have what they keep (greedy: the first allowed; top-k: k; min-p alone:
-   * the highest allowed, then the ones above its cut). -1 when no token is allowed. Needs walksConstrained().
+   * the highest allowed, then the ones above its cut; top-p alone: until its cut is known whatever the
+   * tokens not asked about are, or -1 past a bound: sampleNucleusAllowed). -1 when no token is allowed.
+   * Needs walksConstrained().
    */
   int32_t sampleAllowed(const float* logits, int32_t nVocab, SamplingScratch& scratch,
                         const std::function<bool(int32_t)>& allowed);
@@ -110,6 +111,9 @@ class RowSampler {
  private:
   /** sample() on the row adjustedRow() gave */
   int32_t sampleAdjusted(const float* x, int32_t nVocab, SamplingScratch& scratch);
+  /** sampleAllowed's top-p without top-k, on the row adjustedRow() gave */
+  int32_t sampleNucleusAllowed(const float* x, int32_t nVocab, SamplingScratch& scratch,
+                               const std::function<bool(int32_t)>& allowed, double u);
   /** top-p, min-p and the draw over candidates highest first (past min-p's cut, any order will do) */
   int32_t drawFromHighest(const std::vector<std::pair<float, int32_t>>& cands, double u) const;
 

@@ -164,6 +164,25 @@ describe("sampling a row of logits", {
     }
   });
 
+  test("top-p alone under a constraint at Llama 3's vocabulary: the cut found without asking about every token", () => {
+    // the highest logit refused and two in three of the rest: top-p's walk needs more than one window
+    for (const [logits, draws] of [
+      [syntheticLogits(128_256, PEAKED_ROW), 3000],
+      [syntheticLogits(128_256, FLAT_ROW), 600],
+    ] as const) {
+      const highest = Array.from(logits.keys()).reduce((a, b) =>
+        (logits[b] as number) > (logits[a] as number) ? b : a,
+      );
+      const allowedTokens = Array.from(logits.keys()).filter((t) => t % 3 === 0 && t !== highest);
+      for (const params of [
+        { temperature: 0.7, topP: 0.9 },
+        { temperature: 1, topP: 0.5, minP: 0.2 },
+      ]) {
+        assertDraws(logits, { ...params, allowedTokens }, "continuum", draws);
+      }
+    }
+  });
+
   test("under a constraint (a grammar's stand-in), the constrained distribution", () => {
     // the three highest logits refused, two of the next few allowed, then every other one from the 20th
     // down: greedy and the walks (top-k, min-p) must look past the refused ones, a temperature alone has
