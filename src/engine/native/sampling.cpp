@@ -70,6 +70,20 @@ Cut findCut(const float* x, const float* w, int32_t n, const float* blockMax, fl
   return cut;
 }
 
+/**
+ * The walks under a constraint: the logits below `hi` down to a threshold that leaves about `window` of the
+ * row at or above it, highest first, into out. Returns the threshold (-FLT_MAX: the rest of the row).
+ */
+float nextWindow(const float* x, int32_t n, const float* blockMax, float top, int64_t window, float hi,
+                 std::vector<std::pair<float, int32_t>>& out) {
+  const Cut cut = findCut(
+      x, nullptr, n, blockMax, top, [window](const AtLeast& a) { return a.count >= window; },
+      [window](const AtLeast& lo, const AtLeast&) { return lo.count <= 2 * window; });
+  gather(x, n, blockMax, cut.lo, hi, out);
+  std::sort(out.begin(), out.end(), higher);
+  return cut.lo;
+}
+
 /** Draws from the candidates' first `kept`, weighted e^((logit - top) / T). */
 int32_t drawFrom(const std::vector<std::pair<float, int32_t>>& cands, size_t kept, float top, float invT,
                  double u) {
@@ -149,18 +163,14 @@ int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratc
   kept.clear();
   float hi = INFINITY;
   for (int64_t window = static_cast<int64_t>(std::max<size_t>(64, 4 * need)); kept.size() < need; window *= 4) {
-    const Cut cut = findCut(
-        x, nullptr, n, blockMax, top, [window](const AtLeast& a) { return a.count >= window; },
-        [window](const AtLeast& lo, const AtLeast&) { return lo.count <= 2 * window; });
-    gather(x, n, blockMax, cut.lo, hi, s.candidates);
-    std::sort(s.candidates.begin(), s.candidates.end(), higher);
+    const float lo = nextWindow(x, n, blockMax, top, window, hi, s.candidates);
     for (const auto& c : s.candidates) {
       if (!allowed(c.second)) continue;
       kept.push_back(c);
       if (kept.size() == need) break;
     }
-    if (cut.lo == -FLT_MAX) break;  // every logit seen
-    hi = cut.lo;
+    if (lo == -FLT_MAX) break;  // every logit seen
+    hi = lo;
   }
   if (kept.empty()) return -1;
   if (greedy) return kept[0].second;
@@ -176,14 +186,13 @@ int32_t RowSampler::sampleAllowed(const float* logits, int32_t n, SamplingScratc
 }
 
 // Top-p over the allowed tokens keeps the shortest run of the highest ones holding p of the allowed
-// tokens' probability, a total that takes every token's check to know. Walking the highest logits in
-// windows bounds it instead: after a window, the allowed total lies between the allowed mass seen and that
-// plus the mass not yet asked about (the row's total less what was seen). When the cut is the same at both
-// ends it is the cut, and the tokens below were never asked about: on a peaked row (a position the model is
-// sure of), the first window. Exact up to rounding. A grammar answers about one token at a time several
-// times slower than llama.cpp's chain asks about all of them at once, so past kMaxNucleusWalk tokens
-// (where the mass is spread: a flat row) it returns -1 and the chain samples (sampleUnder).
-constexpr size_t kMaxNucleusWalk = 64;
+// tokens' probability, a total that takes every token's check to know. One window of the highest logits
+// bounds it instead: the allowed total lies between the allowed mass in the window and that plus the mass
+// below it (the row's total less the window's). Where the cut is the same at both ends it is the cut, and
+// the tokens below were never asked about: at a position the model is sure of. Exact up to rounding.
+// Elsewhere -1, and llama.cpp's chain samples (sampleUnder): a grammar answers about one token at a time
+// several times slower than the chain asks about all of them, so walking on would cost more than it saves.
+constexpr int64_t kNucleusWindow = 64;
 
 int32_t RowSampler::sampleNucleusAllowed(const float* x, int32_t n, SamplingScratch& s,
                                          const std::function<bool(int32_t)>& allowed, double u) {
@@ -191,16 +200,25 @@ int32_t RowSampler::sampleNucleusAllowed(const float* x, int32_t n, SamplingScra
   s.blockMax.resize(static_cast<size_t>(blocks));
   s.blockSums.resize(static_cast<size_t>(blocks));
   s.weights.resize(static_cast<size_t>(n));
-  const float* blockMax = s.blockMax.data();
   const float top = kernels::blockMaxima(x, n, s.blockMax.data());
   if (!std::isfinite(top)) return -1;
   // probabilities at temperature 1, as top-p reads them, relative to the row's highest logit
   kernels::expWeights(x, n, top, 1.0f, -INFINITY, s.weights.data());
   const double total = kernels::blockSums(s.weights.data(), n, s.blockSums.data());
+  const float lo = nextWindow(x, n, s.blockMax.data(), top, kNucleusWindow, INFINITY, s.candidates);
   auto& kept = s.allowed;
   kept.clear();
   double seen = 0;
   double allowedMass = 0;
+  for (const auto& c : s.candidates) {
+    const double m = kernels::expNonPositive(c.first - top);
+    seen += m;
+    if (!allowed(c.second)) continue;
+    kept.push_back(c);
+    allowedMass += m;
+  }
+  if (kept.empty()) return -1;
+  const double below = lo == -FLT_MAX ? 0.0 : std::max(0.0, total - seen);
   // the shortest prefix of kept whose mass reaches target (kept.size() + 1: none does)
   const auto reaching = [&](double target) {
     double cum = 0;
@@ -210,34 +228,8 @@ int32_t RowSampler::sampleNucleusAllowed(const float* x, int32_t n, SamplingScra
     }
     return kept.size() + 1;
   };
-  size_t keep = 0;
-  size_t asked = 0;
-  float hi = INFINITY;
-  for (int64_t window = 64;; window *= 4) {
-    const Cut cut = findCut(
-        x, nullptr, n, blockMax, top, [window](const AtLeast& a) { return a.count >= window; },
-        [window](const AtLeast& lo, const AtLeast&) { return lo.count <= 2 * window; });
-    gather(x, n, blockMax, cut.lo, hi, s.candidates);
-    std::sort(s.candidates.begin(), s.candidates.end(), higher);
-    for (const auto& c : s.candidates) {
-      const double m = kernels::expNonPositive(c.first - top);
-      seen += m;
-      if (!allowed(c.second)) continue;
-      kept.push_back(c);
-      allowedMass += m;
-    }
-    asked += s.candidates.size();
-    const bool everyToken = cut.lo == -FLT_MAX;
-    const double unseen = everyToken ? 0.0 : std::max(0.0, total - seen);
-    if (!kept.empty()) {
-      keep = reaching(params_.topP * allowedMass);
-      if (everyToken || reaching(params_.topP * (allowedMass + unseen)) == keep) break;
-    } else if (everyToken) {
-      return -1;
-    }
-    if (asked >= kMaxNucleusWalk) return -1;
-    hi = cut.lo;
-  }
+  const size_t keep = reaching(params_.topP * allowedMass);
+  if (reaching(params_.topP * (allowedMass + below)) != keep) return -1;
   // then min-p over what top-p kept: logits at least the highest allowed + ln(min_p)
   const float highest = kept[0].first;
   const float minLogit = params_.minP > 0 ? highest + std::log(params_.minP) : -INFINITY;

@@ -94,7 +94,7 @@ class RowSampler {
    * tokens), as if the others' logits were -inf before the filters: the logits are asked about highest
    * first, only until the filters have what they keep (greedy: the first allowed; top-k: k; min-p alone:
    * the highest allowed, then the ones above its cut; top-p alone: until its cut is known whatever the
-   * tokens not asked about are, or -1 past a bound: sampleNucleusAllowed). -1 when no token is allowed.
+   * tokens below one window are, else -1: sampleNucleusAllowed). -1 when no token is allowed.
    * Needs walksConstrained().
    */
   int32_t sampleAllowed(const float* logits, int32_t nVocab, SamplingScratch& scratch,
