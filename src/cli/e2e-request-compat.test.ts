@@ -143,7 +143,7 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.equal(refused.status, 400);
   });
 
-  test("logprobs: one entry per generated token, greedy takes the top one, streamed the same", async () => {
+  test("logprobs and token ids: one entry per generated token, greedy takes the top one, streamed the same", async () => {
     const request = {
       model: s.model,
       messages: [{ role: "user", content: "Count to ten." }],
@@ -152,10 +152,18 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
       logprobs: true,
       top_logprobs: 5,
     };
-    const body = (await (await post("/v1/chat/completions", request)).json()) as Json;
+    const body = (await (
+      await post("/v1/chat/completions", { ...request, return_token_ids: true })
+    ).json()) as Json;
     const choice = body.choices[0];
     const entries: Json[] = choice.logprobs.content;
     assert.equal(entries.length, body.usage.completion_tokens);
+    // an RL trainer's view: the ids it trains on are the ids sampled, each with its logprob
+    assert.equal(body.prompt_token_ids.length, body.usage.prompt_tokens);
+    assert.deepEqual(
+      choice.token_ids.map((id: number) => Array.from(s.engine.runner.templatePiece(id))),
+      entries.map((e) => e.bytes),
+    );
     for (const e of entries) {
       assert.ok(e.logprob <= 0 && e.top_logprobs.length === 5);
       assert.equal(e.token, e.top_logprobs[0].token, "greedy takes the most likely token");

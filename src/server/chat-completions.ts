@@ -164,7 +164,11 @@ export async function startChat(
   ctx: RequestContext,
   body: ChatCompletionBody,
   maxTokens: number | null | undefined,
-  options: { formatGrammar?: { grammar: string; param: string } | null; capToContext?: boolean } = {},
+  options: {
+    formatGrammar?: { grammar: string; param: string } | null;
+    capToContext?: boolean;
+    returnTokenIds?: boolean;
+  } = {},
 ): Promise<ChatGeneration> {
   const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
   const extra = options.formatGrammar ?? null;
@@ -183,6 +187,7 @@ export async function startChat(
       offersTools: (body.tools?.length ?? 0) > 0,
     },
     options.capToContext ?? false,
+    { returnTokenIds: options.returnTokenIds ?? false },
   );
   return { tools, format: ctx.chatTemplate?.format ?? "generic", requestId, generation };
 }
@@ -191,12 +196,19 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   const body = chatCompletionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
   const formatGrammar = responseFormatGrammar(body.response_format);
+  const returnTokenIds = body.return_token_ids ?? false;
+  if (returnTokenIds && body.stream) {
+    throw ApiError.badRequest("return_token_ids is not supported when streaming", "return_token_ids");
+  }
   const { tools, format, requestId, generation } = await startChat(
     c,
     ctx,
     body,
     body.max_completion_tokens ?? body.max_tokens,
-    { formatGrammar: formatGrammar === null ? null : { grammar: formatGrammar, param: "response_format" } },
+    {
+      formatGrammar: formatGrammar === null ? null : { grammar: formatGrammar, param: "response_format" },
+      returnTokenIds,
+    },
   );
   const meta = {
     id: `chatcmpl-${requestId}`,
@@ -222,8 +234,10 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
         message,
         logprobs: done.logprobs ? chatLogprobs(done.logprobs) : null,
         finish_reason: finishReason(done, calls),
+        ...(done.tokenIds ? { token_ids: done.tokenIds.output } : {}),
       },
     ],
+    ...(done.tokenIds ? { prompt_token_ids: done.tokenIds.prompt } : {}),
     usage: openAIUsage(done.usage),
   });
 }

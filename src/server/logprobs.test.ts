@@ -119,6 +119,35 @@ describe("logprobs", () => {
     });
   });
 
+  test("an RL rollout's chat turn: return_token_ids gives the prompt's and the output's ids beside the logprobs", async () => {
+    await withServer(async (_openai, url) => {
+      const response = await post(url, "/v1/chat/completions", {
+        model: "continuum-fake",
+        messages,
+        logprobs: true,
+        return_token_ids: true,
+      });
+      const body = (await response.json()) as {
+        prompt_token_ids: number[];
+        choices: { token_ids: number[]; logprobs: { content: unknown[] } }[];
+        usage: { prompt_tokens: number; completion_tokens: number };
+      };
+      const choice = body.choices[0]!;
+      assert.equal(body.prompt_token_ids.length, body.usage.prompt_tokens);
+      assert.equal(choice.token_ids.length, body.usage.completion_tokens);
+      assert.equal(choice.logprobs.content.length, choice.token_ids.length);
+      // the fake's tokens are code points: the ids spell the reply, then its end-of-generation token
+      assert.equal(String.fromCodePoint(...choice.token_ids.slice(0, -1)), REPLY);
+      const streamed = await post(url, "/v1/chat/completions", {
+        model: "continuum-fake",
+        messages,
+        return_token_ids: true,
+        stream: true,
+      });
+      assert.equal(streamed.status, 400);
+    });
+  });
+
   test("requests the API refuses: top_logprobs without logprobs, more than 20, echo with logprobs", async () => {
     await withServer(async (_openai, url) => {
       const refused = async (path: string, body: Record<string, unknown>, param: string) => {

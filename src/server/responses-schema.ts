@@ -18,6 +18,7 @@ export const responsesSchema = chatCompletionSchema
     max_completion_tokens: true,
     logprobs: true,
     top_logprobs: true,
+    return_token_ids: true,
     stream_options: true,
     response_format: true,
     n: true,

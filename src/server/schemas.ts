@@ -170,6 +170,8 @@ export const chatCompletionSchema = z.object({
   max_completion_tokens: z.number().int().min(1).nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: nonNegativeInt.nullish(),
+  /** vLLM's: the response carries the prompt's token ids and the choice the generated ones */
+  return_token_ids: z.boolean().nullish(),
 });
 export type ChatCompletionBody = z.infer<typeof chatCompletionSchema>;
 
