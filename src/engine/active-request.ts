@@ -51,17 +51,14 @@ export function requestSpecOf(
 export type ActiveRequests = Map<string, ActiveRequest>;
 
 /**
- * Streams new text with the logprobs of the tokens it carries. `ended`: generation is over, so with the text
- * whole (no stop string cut it) every token's logprobs go out, the end-of-generation token's included.
+ * Streams new text with the logprobs of the tokens it carries. `ended`: generation is over, and every
+ * sampled token's logprobs not out yet go out: the end-of-generation token's, and a stop string's tokens,
+ * whose text is cut (one entry per sampled token, as the output's token ids and usage count them).
  */
 export function pushDelta(active: ActiveRequest, text: string, ended: boolean): void {
   const { logprobs, output } = active;
   const released =
-    logprobs === null
-      ? []
-      : ended && output.stopString === null
-        ? logprobs.releaseAll()
-        : logprobs.release(output.emittedText.length);
+    logprobs === null ? [] : ended ? logprobs.releaseAll() : logprobs.release(output.emittedText.length);
   if (released.length > 0) active.channel.push({ type: "delta", text, logprobs: released });
   else if (text.length > 0) active.channel.push({ type: "delta", text });
 }

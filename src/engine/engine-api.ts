@@ -99,7 +99,10 @@ export type GenerateEvent =
   | {
       readonly type: "delta";
       readonly text: string;
-      /** with `SamplingParams.logprobs`: the tokens whose text this delta carries (or ends with, at the end) */
+      /**
+       * with `SamplingParams.logprobs`: the tokens whose text this delta carries; the last delta, the rest
+       * (the end-of-generation token, the tokens of a stop string that ended the text)
+       */
       readonly logprobs?: readonly OutputLogprob[];
     }
   | {
@@ -115,7 +118,7 @@ export type GenerateEvent =
       readonly e2eS: number;
       /** the program's job completion time (first arrival to this finish) when this turn ended it, else null */
       readonly programJctS: number | null;
-      /** with `SamplingParams.logprobs`: every token of `text`, in order (the end-of-generation token last) */
+      /** with `SamplingParams.logprobs`: every sampled token's, in order (`tokenIds.output`'s tokens) */
       readonly logprobs?: readonly OutputLogprob[];
       /** with `returnTokenIds`: the prompt's token ids and the generated ones */
       readonly tokenIds?: { readonly prompt: readonly number[]; readonly output: readonly number[] };

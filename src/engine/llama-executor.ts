@@ -236,23 +236,17 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     }
     let delta: string;
     let stop: boolean;
-    let ended: boolean;
     if ((isEog || runner.isEog(token)) && !active.spec.sampling.ignoreEos) {
       delta = active.output.finish();
       stop = true;
-      ended = true;
     } else {
       const pushed = active.output.push(runner.tokenPiece(token));
       delta = pushed.delta;
       stop = pushed.stopped;
-      ended = false;
     }
     const lastToken = request.numOutputTokens + 1 >= request.maxOutputTokens;
-    if (!stop && lastToken) {
-      delta += active.output.finish();
-      ended = true;
-    }
-    pushDelta(active, delta, ended);
+    if (!stop && lastToken) delta += active.output.finish();
+    pushDelta(active, delta, stop || lastToken);
     if (stop || lastToken) sampled.set(request.id, { stop, text: active.output.text });
   }
 

@@ -1,8 +1,8 @@
 /**
  * A generated token's logprobs go out with its text (fast-check): whatever the tokens' bytes (characters
  * split across tokens), stop strings and ending, a stream's deltas carry exactly the tokens whose text
- * they have streamed so far, each once and in order; a stop string's tokens are never handed out; a
- * natural end hands out every token, the end-of-generation token last.
+ * they have streamed so far, each once and in order, and the end hands out every sampled token's (a stop
+ * string's, the end-of-generation token's), one entry per token.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -56,7 +56,7 @@ function generate(tokens: readonly Uint8Array[], stops: readonly string[], eos: 
     starts.push(active.output.text.length);
     active.logprobs!.add(entry(bytes, i), active.output.text.length);
     const pushed = active.output.push(bytes);
-    pushDelta(active, pushed.delta, false);
+    pushDelta(active, pushed.delta, pushed.stopped);
     record();
     if (pushed.stopped) {
       stopped = true;
@@ -72,7 +72,7 @@ function generate(tokens: readonly Uint8Array[], stops: readonly string[], eos: 
 }
 
 describe("logprobs follow their text", () => {
-  test("each delta carries the tokens it streams, once and in order; a stop string's are left out", () => {
+  test("each delta carries the tokens it streams, once and in order; the end carries the rest", () => {
     fc.assert(
       fc.property(tokensArb, stopsArb, fc.boolean(), (tokens, stops, eos) => {
         const { active, delivered, starts, snapshots, stopped } = generate(tokens, stops, eos);
@@ -86,22 +86,17 @@ describe("logprobs follow their text", () => {
           handedOut.map((_, i) => -i),
         );
         assert.deepEqual(handedOut, active.logprobs!.handedOut);
-        // after every step: the tokens whose text begins before what was streamed, and their bytes start
+        // before the end: the tokens whose text begins before what was streamed, and their bytes start
         // with the streamed text's
-        for (const { emitted, released } of snapshots.slice(0, stopped ? undefined : -1)) {
+        for (const { emitted, released } of snapshots.slice(0, -1)) {
           assert.equal(released, starts.filter((s) => s < emitted.length).length);
           const bytes = Buffer.concat(handedOut.slice(0, released).map((e) => e.bytes));
           assert.ok(bytes.subarray(0, Buffer.byteLength(emitted)).equals(Buffer.from(emitted, "utf8")));
         }
-        if (stopped) {
-          assert.equal(handedOut.length, starts.filter((s) => s < text.length).length);
-        } else {
-          assert.equal(
-            handedOut.length,
-            tokens.length + (eos ? 1 : 0),
-            "a natural end hands out every token",
-          );
-        }
+        // the end: one entry per sampled token, whose bytes begin with the text's (a stop string's follow)
+        assert.equal(handedOut.length, starts.length + (!stopped && eos ? 1 : 0));
+        const all = Buffer.concat(handedOut.map((e) => e.bytes));
+        assert.ok(all.subarray(0, Buffer.byteLength(text)).equals(Buffer.from(text, "utf8")));
       }),
       { numRuns: 500 },
     );

@@ -3,8 +3,8 @@ import type { OutputLogprob } from "./engine-api.js";
 /**
  * The logprobs of a request's generated tokens, handed out with the text they belong to: a token's entry goes
  * out once text from its start on has been streamed (OutputText holds back partial characters and what may
- * be a stop string), so a stream's chunks carry the logprobs of exactly the tokens whose text they carry.
- * Tokens that only began a stop string (cut from the text) are never handed out.
+ * be a stop string), so a stream's chunks carry the logprobs of exactly the tokens whose text they carry;
+ * when generation ends, the rest (the end-of-generation token, a stop string's tokens) with the last chunk.
  */
 export class OutputLogprobs {
   private readonly entries: OutputLogprob[] = [];
@@ -24,7 +24,7 @@ export class OutputLogprobs {
     return this.entries.slice(from, this.released);
   }
 
-  /** Every entry not handed out yet: generation ended with the text whole (end of generation, length). */
+  /** Every entry not handed out yet: generation ended. */
   releaseAll(): OutputLogprob[] {
     const from = this.released;
     this.released = this.entries.length;

@@ -61,7 +61,7 @@ describe("logprobs", () => {
     });
   });
 
-  test("chat streaming: each chunk carries its own text's tokens; a stop string's tokens are left out", async () => {
+  test("chat streaming: each chunk carries its own text's tokens; a stop string's come last", async () => {
     await withServer(async (openai) => {
       const stream = await openai.chat.completions.create({
         model: "continuum-fake",
@@ -71,19 +71,23 @@ describe("logprobs", () => {
         stop: [" END"],
       });
       let text = "";
-      const tokens: string[] = [];
+      const carried: { piece: string; tokens: string }[] = [];
       for await (const chunk of stream) {
         const choice = chunk.choices[0];
         if (!choice) continue;
         const piece = choice.delta.content ?? "";
-        const carried = (choice.logprobs?.content ?? []).map((e) => e.token).join("");
-        assert.equal(carried, piece, "a chunk's tokens spell its text");
+        const entries = choice.logprobs?.content ?? [];
+        if (entries.length > 0) carried.push({ piece, tokens: entries.map((e) => e.token).join("") });
         text += piece;
-        tokens.push(...(choice.logprobs?.content ?? []).map((e) => e.token));
-        for (const e of choice.logprobs?.content ?? []) assert.deepEqual(e.top_logprobs, []);
+        for (const e of entries) assert.deepEqual(e.top_logprobs, []);
       }
       assert.equal(text, "héllo wörld, the");
-      assert.equal(tokens.join(""), text);
+      for (const { piece, tokens } of carried.slice(0, -1)) {
+        assert.equal(tokens, piece, "a chunk's tokens spell its text");
+      }
+      // the stop string's tokens were sampled: their entries come with the last chunk
+      assert.equal(carried.at(-1)!.tokens, " END");
+      assert.equal(carried.map((c) => c.tokens).join(""), "héllo wörld, the END");
     });
   });
 
