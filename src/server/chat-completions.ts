@@ -53,7 +53,7 @@ export interface ToolSetup {
 export function renderChatPrompt(ctx: RequestContext, body: ChatCompletionBody, tools: ToolSetup): string {
   const messages = tools.replies?.restore() ?? body.messages;
   return ctx.chatTemplate
-    ? ctx.chatTemplate.render(messages, tools.rendered)
+    ? ctx.chatTemplate.render(messages, tools.rendered, body.chat_template_kwargs ?? {})
     : ctx.engine.renderChat(chatTurns(messages, tools.rendered));
 }
 

@@ -323,6 +323,31 @@ describe("rendering with a model's template", () => {
     );
   });
 
+  test("chat_template_kwargs reach the template: Qwen3's enable_thinking false opens and closes an empty think block", async () => {
+    const qwen3: ModelChatTemplate = {
+      source: llamaTemplate("Qwen-Qwen3-0.6B"),
+      bosToken: "",
+      eosToken: "<|im_end|>",
+      eosTokenId: 2,
+      addsBos: false,
+    };
+    await withServer({ chatTemplate: qwen3 }, {}, async (t) => {
+      const messages = conversation.slice(1, 2);
+      await (await t.post("/v1/chat/completions", { messages })).json();
+      await (
+        await t.post("/v1/chat/completions", { messages, chat_template_kwargs: { enable_thinking: false } })
+      ).json();
+      assert.ok(t.engine.requests[0]!.prompt.endsWith("<|im_start|>assistant\n"));
+      assert.ok(t.engine.requests[1]!.prompt.endsWith("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+      const refused = await t.post("/v1/chat/completions", {
+        messages,
+        chat_template_kwargs: { messages: [], add_generation_prompt: false },
+      });
+      assert.equal(refused.status, 400);
+      assert.match(((await refused.json()) as Json).error.message, /messages, add_generation_prompt/);
+    });
+  });
+
   test("a template without a system role gets the system text in the first user turn; what it still refuses is a 400 naming its reason", async () => {
     const gemma: ModelChatTemplate = {
       source: llamaTemplate("google-gemma-2-2b-it"),

@@ -68,6 +68,9 @@ function templateMessages(messages: readonly ChatMessageInput[], callsAsText: bo
   });
 }
 
+/** What the server puts in a template's context itself. */
+const TEMPLATE_CONTEXT = ["messages", "tools", "add_generation_prompt", "bos_token", "eos_token"];
+
 export class ChatTemplate {
   /** How the model writes calls: its template's own format, or `<tool_call>` blocks when it has none. */
   readonly format: ToolCallFormat;
@@ -83,8 +86,13 @@ export class ChatTemplate {
     this.format = this.toolBlind ? "generic" : detectToolCallFormat(source);
   }
 
-  private renderMessages(messages: TemplateMessage[], tools: readonly ToolInput[]): string {
+  private renderMessages(
+    messages: TemplateMessage[],
+    tools: readonly ToolInput[],
+    variables: Readonly<Record<string, unknown>>,
+  ): string {
     const context: Record<string, unknown> = {
+      ...variables,
       messages,
       add_generation_prompt: true,
       bos_token: this.model.bosToken,
@@ -97,9 +105,21 @@ export class ChatTemplate {
   /**
    * The prompt for a chat request, ending with the generation prompt. What the template refuses is
    * tried again as the template can take it: system text in the first user turn (Gemma 2), content as
-   * typed parts, both; if every form is refused, the template's own reason is a 400.
+   * typed parts, both; if every form is refused, the template's own reason is a 400. `variables`: the
+   * request's own for the template (vLLM's `chat_template_kwargs`, e.g. Qwen3's `enable_thinking`).
    */
-  render(messages: readonly ChatMessageInput[], tools: readonly ToolInput[]): string {
+  render(
+    messages: readonly ChatMessageInput[],
+    tools: readonly ToolInput[],
+    variables: Readonly<Record<string, unknown>> = {},
+  ): string {
+    const reserved = Object.keys(variables).filter((k) => TEMPLATE_CONTEXT.includes(k));
+    if (reserved.length > 0) {
+      throw ApiError.badRequest(
+        `chat_template_kwargs cannot set ${reserved.join(", ")}: the server renders them from the request`,
+        "chat_template_kwargs",
+      );
+    }
     let fitted = templateMessages(messages, this.toolBlind);
     let offered = tools;
     if (this.toolBlind) {
@@ -117,7 +137,7 @@ export class ChatTemplate {
     let refusal: unknown;
     for (const form of forms) {
       try {
-        prompt = this.renderMessages(form(), offered);
+        prompt = this.renderMessages(form(), offered, variables);
         break;
       } catch (error) {
         refusal ??= error;

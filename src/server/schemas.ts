@@ -172,6 +172,8 @@ export const chatCompletionSchema = z.object({
   top_logprobs: nonNegativeInt.nullish(),
   /** vLLM's: the response carries the prompt's token ids and the choice the generated ones */
   return_token_ids: z.boolean().nullish(),
+  /** vLLM's: more variables for the model's chat template (Qwen3's `enable_thinking`, ...) */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
 });
 export type ChatCompletionBody = z.infer<typeof chatCompletionSchema>;
 
