@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { OutputLogprob } from "../engine/engine-api.js";
+import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
 import { chatTurns } from "./chat-render.js";
 import type { ChatTemplate } from "./chat-template.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
@@ -13,10 +13,11 @@ import {
   SSE_DONE,
   sseData,
   sseResponse,
+  sumUsage,
   unixSeconds,
 } from "./generation.js";
 import { chatLogprobs } from "./logprobs.js";
-import { forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
+import { choiceBody, choiceCount, forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
 import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
@@ -200,46 +201,80 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   if (returnTokenIds && body.stream) {
     throw ApiError.badRequest("return_token_ids is not supported when streaming", "return_token_ids");
   }
-  const { tools, format, requestId, generation } = await startChat(
-    c,
-    ctx,
-    body,
-    body.max_completion_tokens ?? body.max_tokens,
-    {
-      formatGrammar: formatGrammar === null ? null : { grammar: formatGrammar, param: "response_format" },
-      returnTokenIds,
-    },
-  );
+  const choices = await startChoices(c, ctx, body, choiceCount(body), {
+    formatGrammar: formatGrammar === null ? null : { grammar: formatGrammar, param: "response_format" },
+    returnTokenIds,
+  });
   const meta = {
-    id: `chatcmpl-${requestId}`,
+    id: `chatcmpl-${choices[0]!.requestId}`,
     created: unixSeconds(),
     model,
     system_fingerprint: ctx.systemFingerprint,
   };
+  const abortAll = () => {
+    for (const choice of choices) choice.generation.abort();
+  };
   if (body.stream) {
-    const frames = streamFrames(generation, meta, tools, format, body.stream_options?.include_usage ?? false);
-    return sseResponse(frames, () => generation.abort());
+    return sseResponse(streamFrames(choices, meta, body.stream_options?.include_usage ?? false), abortAll);
   }
-  const done = await generation.done();
-  if (done === null) throw new Error("the engine ended the request without a result");
-  const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
-  const message: Record<string, unknown> = { role: "assistant", content };
-  if (calls.length > 0) message["tool_calls"] = toolCallsJson(calls);
+  const dones = await Promise.all(choices.map((choice) => choice.generation.done()));
+  const json = dones.map((done, index) => {
+    if (done === null) throw new Error("the engine ended the request without a result");
+    const { tools, format } = choices[index]!;
+    const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
+    const message: Record<string, unknown> = { role: "assistant", content };
+    if (calls.length > 0) message["tool_calls"] = toolCallsJson(calls);
+    return {
+      index,
+      message,
+      logprobs: done.logprobs ? chatLogprobs(done.logprobs) : null,
+      finish_reason: finishReason(done, calls),
+      ...(done.tokenIds ? { token_ids: done.tokenIds.output } : {}),
+    };
+  });
+  const first = dones[0]!;
   return c.json({
     ...meta,
     object: "chat.completion",
-    choices: [
-      {
-        index: 0,
-        message,
-        logprobs: done.logprobs ? chatLogprobs(done.logprobs) : null,
-        finish_reason: finishReason(done, calls),
-        ...(done.tokenIds ? { token_ids: done.tokenIds.output } : {}),
-      },
-    ],
-    ...(done.tokenIds ? { prompt_token_ids: done.tokenIds.prompt } : {}),
-    usage: openAIUsage(done.usage),
+    choices: json,
+    ...(first.tokenIds ? { prompt_token_ids: first.tokenIds.prompt } : {}),
+    usage: openAIUsage(sumUsage(dones.map((done) => done!.usage))),
   });
+}
+
+/**
+ * Queues the request's `n` choices, each a generation of the same prompt (its seed advanced by its index).
+ * A client's X-Request-Id names the first; the others get it with their index appended. If one cannot
+ * start, those already queued end.
+ */
+async function startChoices(
+  c: Context<AppEnv>,
+  ctx: RequestContext,
+  body: ChatCompletionBody,
+  n: number,
+  options: Parameters<typeof startChat>[4],
+): Promise<ChatGeneration[]> {
+  const started: ChatGeneration[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const first = started[0]?.requestId;
+      const indexed: RequestContext =
+        first === undefined ? ctx : { ...ctx, newRequestId: () => `${first}-${i}` };
+      started.push(
+        await startChat(
+          c,
+          indexed,
+          choiceBody(body, i),
+          body.max_completion_tokens ?? body.max_tokens,
+          options,
+        ),
+      );
+    }
+  } catch (error) {
+    for (const choice of started) choice.generation.abort();
+    throw error;
+  }
+  return started;
 }
 
 interface ChunkMeta {
@@ -249,13 +284,39 @@ interface ChunkMeta {
   readonly system_fingerprint: string;
 }
 
+/** A streamed chat completion: each choice's chunks in turn, then the usage of all of them (when asked). */
 async function* streamFrames(
-  generation: Generation,
+  choices: readonly ChatGeneration[],
   meta: ChunkMeta,
-  tools: ToolSetup,
-  format: ToolCallFormat,
   includeUsage: boolean,
 ): AsyncGenerator<string> {
+  const usages: GenerateUsage[] = [];
+  try {
+    for (const [index, choice] of choices.entries()) {
+      const usage = yield* choiceFrames(choice, index, meta, includeUsage);
+      if (usage !== null) usages.push(usage);
+    }
+    if (includeUsage && usages.length === choices.length) {
+      yield sseData({
+        ...meta,
+        object: "chat.completion.chunk",
+        choices: [],
+        usage: openAIUsage(sumUsage(usages)),
+      });
+    }
+  } catch (error) {
+    yield sseData(errorBody(toApiError(error)));
+  }
+  yield SSE_DONE;
+}
+
+/** One choice's chunks: its text, its tool calls (the first one's arguments as they come), its finish. */
+async function* choiceFrames(
+  { generation, tools, format }: ChatGeneration,
+  choiceIndex: number,
+  meta: ChunkMeta,
+  includeUsage: boolean,
+): AsyncGenerator<string, GenerateUsage | null> {
   const usageField = includeUsage ? { usage: null } : {};
   const chunk = (
     delta: Record<string, unknown>,
@@ -266,7 +327,12 @@ async function* streamFrames(
       ...meta,
       object: "chat.completion.chunk",
       choices: [
-        { index: 0, delta, logprobs: logprobs ? chatLogprobs(logprobs) : null, finish_reason: finish },
+        {
+          index: choiceIndex,
+          delta,
+          logprobs: logprobs ? chatLogprobs(logprobs) : null,
+          finish_reason: finish,
+        },
       ],
       ...usageField,
     });
@@ -275,59 +341,48 @@ async function* streamFrames(
   const live = gate ? new StreamedToolCall() : null;
   const callDelta = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] });
   let streamed = 0;
-  try {
-    yield chunk({ role: "assistant", content: "" });
-    for await (const event of generation.events()) {
-      if (event.type === "delta") {
-        const text = gate ? gate.push(event.text) : event.text;
-        streamed += text.length;
-        // a delta's tokens go with its text, or alone when a tool call's parser holds the text back
-        if (text.length > 0 || event.logprobs) {
-          yield chunk(text.length > 0 ? { content: text } : {}, null, event.logprobs);
+  yield chunk({ role: "assistant", content: "" });
+  for await (const event of generation.events()) {
+    if (event.type === "delta") {
+      const text = gate ? gate.push(event.text) : event.text;
+      streamed += text.length;
+      // a delta's tokens go with its text, or alone when a tool call's parser holds the text back
+      if (text.length > 0 || event.logprobs) {
+        yield chunk(text.length > 0 ? { content: text } : {}, null, event.logprobs);
+      }
+      if (gate && live) {
+        const { opened, args } = live.push(gate.held);
+        if (opened) {
+          yield callDelta({ id: live.id, type: "function", function: { name: live.name, arguments: "" } });
         }
-        if (gate && live) {
-          const { opened, args } = live.push(gate.held);
-          if (opened) {
-            yield callDelta({ id: live.id, type: "function", function: { name: live.name, arguments: "" } });
-          }
-          if (args.length > 0) yield callDelta({ function: { arguments: args } });
-        }
+        if (args.length > 0) yield callDelta({ function: { arguments: args } });
+      }
+      continue;
+    }
+    // A call already announced is a call, even when the output ended before it closed.
+    const cut = event.finishReason !== "stop" || live?.opened === true;
+    const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
+    const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
+    if (rest.length > 0) yield chunk({ content: rest });
+    for (const [index, call] of calls.entries()) {
+      if (index === 0 && gate && live?.opened) {
+        const args = live.finish(gate.held);
+        if (args.length > 0) yield callDelta({ function: { arguments: args } });
         continue;
       }
-      // A call already announced is a call, even when the output ended before it closed.
-      const cut = event.finishReason !== "stop" || live?.opened === true;
-      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
-      const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
-      if (rest.length > 0) yield chunk({ content: rest });
-      for (const [index, call] of calls.entries()) {
-        if (index === 0 && gate && live?.opened) {
-          const args = live.finish(gate.held);
-          if (args.length > 0) yield callDelta({ function: { arguments: args } });
-          continue;
-        }
-        yield chunk({
-          tool_calls: [
-            {
-              index,
-              id: call.id,
-              type: "function",
-              function: { name: call.name, arguments: call.arguments },
-            },
-          ],
-        });
-      }
-      yield chunk({}, finishReason(event, calls));
-      if (includeUsage) {
-        yield sseData({
-          ...meta,
-          object: "chat.completion.chunk",
-          choices: [],
-          usage: openAIUsage(event.usage),
-        });
-      }
+      yield chunk({
+        tool_calls: [
+          {
+            index,
+            id: call.id,
+            type: "function",
+            function: { name: call.name, arguments: call.arguments },
+          },
+        ],
+      });
     }
-  } catch (error) {
-    yield sseData(errorBody(toApiError(error)));
+    yield chunk({}, finishReason(event, calls));
+    return event.usage;
   }
-  yield SSE_DONE;
+  return null;
 }

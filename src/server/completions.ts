@@ -11,17 +11,18 @@ import {
   SSE_DONE,
   sseData,
   sseResponse,
+  sumUsage,
   unixSeconds,
 } from "./generation.js";
 import { completionLogprobs } from "./logprobs.js";
-import { responseFormatGrammar } from "./sampling.js";
+import { choiceBody, choiceCount, responseFormatGrammar } from "./sampling.js";
 import { type CompletionBody, completionSchema } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
 
 /** OpenAI's (and vLLM's) default for text completions; chat completions may fill the context. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 
-/** `POST /v1/completions`: raw prompts (no chat template), one choice per prompt in order. */
+/** `POST /v1/completions`: raw prompts (no chat template), `n` choices per prompt in order. */
 export async function completions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const body = completionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
@@ -42,7 +43,8 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   if (returnTokenIds && body.stream) {
     throw ApiError.badRequest("return_token_ids is not supported when streaming", "return_token_ids");
   }
-  const generations = await startAll(c, ctx, body, prompts, returnTokenIds);
+  const n = choiceCount(body);
+  const generations = await startAll(c, ctx, body, prompts, n, returnTokenIds);
   const meta = {
     id: `cmpl-${generations[0]!.requestId}`,
     object: "text_completion",
@@ -50,7 +52,8 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
     model,
     system_fingerprint: ctx.systemFingerprint,
   };
-  const echoOf = (i: number) => (body.echo ? (prompts[i] as string) : "");
+  // choice i is the (i mod n)-th of prompt i / n, as OpenAI numbers them
+  const echoOf = (i: number) => (body.echo ? (prompts[Math.floor(i / n)] as string) : "");
   const abortAll = () => {
     for (const g of generations) g.generation.abort();
   };
@@ -115,19 +118,22 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
 }
 
 /**
- * Queues one generation per prompt. A client's X-Request-Id names the first; the others get it with
- * their index appended, as request ids must be unique. If one cannot start, those already queued end.
+ * Queues `n` generations per prompt (a choice's seed advanced by its index among the prompt's). A client's
+ * X-Request-Id names the first; the others get it with their index appended, as request ids must be
+ * unique. If one cannot start, those already queued end.
  */
 async function startAll(
   c: Context<AppEnv>,
   ctx: RequestContext,
   body: CompletionBody,
   prompts: readonly CompletionPrompt[],
+  n: number,
   returnTokenIds: boolean,
 ): Promise<{ requestId: string; generation: Generation }[]> {
   const started: { requestId: string; generation: Generation }[] = [];
   try {
-    for (const [i, prompt] of prompts.entries()) {
+    for (let i = 0; i < prompts.length * n; i++) {
+      const prompt = prompts[Math.floor(i / n)]!;
       const first = started[0]?.requestId;
       const indexed: RequestContext =
         first === undefined ? ctx : { ...ctx, newRequestId: () => `${first}-${i}` };
@@ -135,7 +141,7 @@ async function startAll(
         await startGeneration(
           c,
           indexed,
-          body,
+          choiceBody(body, i % n),
           typeof prompt === "string" ? prompt : `<${prompt.length} token ids>`,
           body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
           responseFormatGrammar(body.response_format),
@@ -150,15 +156,4 @@ async function startAll(
     throw error;
   }
   return started;
-}
-
-function sumUsage(usages: readonly GenerateUsage[]): GenerateUsage {
-  return usages.reduce(
-    (sum, u) => ({
-      promptTokens: sum.promptTokens + u.promptTokens,
-      completionTokens: sum.completionTokens + u.completionTokens,
-      cachedTokens: sum.cachedTokens + u.cachedTokens,
-    }),
-    { promptTokens: 0, completionTokens: 0, cachedTokens: 0 },
-  );
 }

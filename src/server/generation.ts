@@ -180,6 +180,18 @@ export function openAIUsage(usage: GenerateUsage): OpenAIUsage {
   };
 }
 
+/** The usage of several generations (a request's prompts, its `n` choices): each one's prompt counted. */
+export function sumUsage(usages: readonly GenerateUsage[]): GenerateUsage {
+  return usages.reduce(
+    (sum, u) => ({
+      promptTokens: sum.promptTokens + u.promptTokens,
+      completionTokens: sum.completionTokens + u.completionTokens,
+      cachedTokens: sum.cachedTokens + u.cachedTokens,
+    }),
+    { promptTokens: 0, completionTokens: 0, cachedTokens: 0 },
+  );
+}
+
 /** OpenAI's finish_reason for the engine's (running out of KV reads as hitting the length limit). */
 export function openAIFinishReason(reason: FinishReason): string {
   return reason === "kv_capacity" ? "length" : reason;

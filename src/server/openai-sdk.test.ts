@@ -164,7 +164,7 @@ describe("openai SDK", () => {
         );
         const openai = client(t.url, "k");
         await assert.rejects(
-          openai.chat.completions.create({ model: "fake-model", messages, n: 2 }),
+          openai.chat.completions.create({ model: "fake-model", messages, n: 65 }),
           (e: unknown) => e instanceof OpenAI.BadRequestError && e.param === "n",
         );
         await assert.rejects(

@@ -43,6 +43,24 @@ function stopList(stop: CommonBody["stop"]): string[] {
   return list.filter((s) => s.length > 0);
 }
 
+/** The most choices (`n`) one request may ask for. */
+export const MAX_CHOICES = 64;
+
+/** How many choices the request asks for (`n`, 1 by default); more than MAX_CHOICES is a 400. */
+export function choiceCount(body: Pick<CommonBody, "n">): number {
+  const n = body.n ?? 1;
+  if (n > MAX_CHOICES) throw ApiError.badRequest(`n must be at most ${MAX_CHOICES}`, "n", "invalid_value");
+  return n;
+}
+
+/**
+ * The body of a request's i-th choice: the request's own, its seed (when it has one) advanced by i, so the
+ * choices differ and a seeded request is reproducible.
+ */
+export function choiceBody<T extends Pick<CommonBody, "seed">>(body: T, i: number): T {
+  return i === 0 || body.seed === null || body.seed === undefined ? body : { ...body, seed: body.seed + i };
+}
+
 /**
  * Engine sampling parameters for a request whose prompt has `promptTokens` tokens. Without
  * max_tokens the completion may fill the rest of the context window (as vLLM does).
@@ -54,7 +72,6 @@ export function samplingParams(
   maxContextTokens: number,
   grammar: string | null,
 ): SamplingParams {
-  if ((body.n ?? 1) !== 1) throw ApiError.badRequest("only n=1 is supported", "n", "unsupported_value");
   const room = maxContextTokens - promptTokens;
   if (room <= 0) throw new ContextOverflow(promptTokens, maxContextTokens);
   const maxTokens = requestedMaxTokens ?? room;

@@ -20,7 +20,7 @@ describe("validation errors", () => {
       );
       await expectError(await t.post("/v1/chat/completions", chat({ temperature: 3 })), 400, "temperature");
       await expectError(await t.post("/v1/chat/completions", chat({ max_tokens: 0 })), 400, "max_tokens");
-      await expectError(await t.post("/v1/chat/completions", chat({ n: 2 })), 400, "n");
+      await expectError(await t.post("/v1/chat/completions", chat({ n: 65 })), 400, "n");
       await expectError(await t.post("/v1/chat/completions", chat({ stop: 5 })), 400, "stop");
       await expectError(
         await t.post("/v1/chat/completions", chat({ messages: [{ role: "wizard", content: "x" }] })),
