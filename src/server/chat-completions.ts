@@ -169,6 +169,8 @@ export async function startChat(
     formatGrammar?: { grammar: string; param: string } | null;
     capToContext?: boolean;
     returnTokenIds?: boolean;
+    /** a second or later choice (`n`): a one-off beside the first, which is the program's turn */
+    sibling?: boolean;
   } = {},
 ): Promise<ChatGeneration> {
   const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
@@ -188,7 +190,7 @@ export async function startChat(
       offersTools: (body.tools?.length ?? 0) > 0,
     },
     options.capToContext ?? false,
-    { returnTokenIds: options.returnTokenIds ?? false },
+    { returnTokenIds: options.returnTokenIds ?? false, sibling: options.sibling ?? false },
   );
   return { tools, format: ctx.chatTemplate?.format ?? "generic", requestId, generation };
 }
@@ -261,13 +263,10 @@ async function startChoices(
       const indexed: RequestContext =
         first === undefined ? ctx : { ...ctx, newRequestId: () => `${first}-${i}` };
       started.push(
-        await startChat(
-          c,
-          indexed,
-          choiceBody(body, i),
-          body.max_completion_tokens ?? body.max_tokens,
-          options,
-        ),
+        await startChat(c, indexed, choiceBody(body, i), body.max_completion_tokens ?? body.max_tokens, {
+          ...options,
+          sibling: i > 0,
+        }),
       );
     }
   } catch (error) {

@@ -9,11 +9,13 @@ import { createFakeEngine } from "../engine/fake-model-runner.js";
 import { startServer } from "./server.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 
-async function withEngineServer(fn: (openai: OpenAI, url: string) => Promise<void>): Promise<void> {
+async function withEngineServer(
+  fn: (openai: OpenAI, url: string, engine: ReturnType<typeof createFakeEngine>) => Promise<void>,
+): Promise<void> {
   const engine = createFakeEngine({ reply: () => "four words of reply", kvCells: 8192 });
   const server = await startServer({ engine, host: "127.0.0.1", port: 0, logError: () => {} });
   try {
-    await fn(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0 }), server.url);
+    await fn(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0 }), server.url, engine);
   } finally {
     await server.close({ drainTimeoutMs: 2_000 });
   }
@@ -100,6 +102,22 @@ describe("n choices", () => {
         body: JSON.stringify({ model: "continuum-fake", prompt, n: 65 }),
       });
       assert.equal(refused.status, 400);
+    });
+  });
+
+  test("in a program, the first choice is its turn and the others one-offs beside it", async () => {
+    await withEngineServer(async (_openai, url, engine) => {
+      const response = await fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "continuum-fake", messages, n: 3, job_id: "agent-7" }),
+      });
+      assert.equal(((await response.json()) as Json).choices.length, 3);
+      const programs = engine.snapshot().programs;
+      assert.deepEqual(
+        programs.map((p) => [p.id, p.turns]),
+        [["agent-7", 1]],
+      );
     });
   });
 

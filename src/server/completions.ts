@@ -147,7 +147,11 @@ async function startAll(
           responseFormatGrammar(body.response_format),
           undefined,
           false,
-          { ...(typeof prompt === "string" ? {} : { promptTokenIds: prompt }), returnTokenIds },
+          {
+            ...(typeof prompt === "string" ? {} : { promptTokenIds: prompt }),
+            returnTokenIds,
+            sibling: i % n > 0,
+          },
         ),
       );
     }

@@ -29,8 +29,9 @@ const MAX_BYTES_PER_TOKEN = 32;
  * the program fields, and the generation queued on the engine. `chat`: what a chat request says about its
  * turn (undefined for a raw-text prompt; turn-programs.ts). `capToContext`: a maxTokens beyond the
  * context's room is lowered to fit instead of refused (clients that always ask for their model's largest
- * output, as Claude Code does). `tokenIds`: a prompt given as token ids (then `prompt` is only its
- * label), and whether the result carries the prompt's and the output's ids.
+ * output, as Claude Code does). `options`: a prompt given as token ids (then `prompt` is only its
+ * label), whether the result carries the prompt's and the output's ids, and `sibling`: the request is a
+ * second or later choice of one (`n`), served as a one-off.
  */
 export async function startGeneration(
   c: Context<AppEnv>,
@@ -41,8 +42,9 @@ export async function startGeneration(
   grammar: string | null,
   chat: ChatTurn | undefined,
   capToContext = false,
-  tokenIds: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> = {},
+  options: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> & { sibling?: boolean } = {},
 ): Promise<{ requestId: string; generation: Generation }> {
+  const { sibling = false, ...tokenIds } = options;
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
   // (tokenizing a 30 MB prompt blocks the event loop for seconds).
   const bytes = Buffer.byteLength(prompt, "utf8");
@@ -50,13 +52,16 @@ export async function startGeneration(
     throw new ContextOverflow(Math.ceil(bytes / MAX_BYTES_PER_TOKEN), ctx.engine.maxContextTokens, true);
   }
   const fields = programFields(body, (name) => c.req.header(name));
-  const program = ctx.turnPrograms.programOf(
+  const turn = ctx.turnPrograms.programOf(
     c.get("tenant") ?? null,
     fields.programId,
     body.cache_salt,
     fields.isLastStep,
     chat ?? null,
   );
+  // a request's second and later choices (`n`) are not turns of its program: one-offs beside the first,
+  // never pinned, with the same cache salt
+  const program = sibling ? { programId: null, cacheSalt: turn.cacheSalt } : turn;
   const promptTokens =
     tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt, program));
   const room = ctx.engine.maxContextTokens - promptTokens;
