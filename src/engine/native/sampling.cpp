@@ -98,6 +98,22 @@ int32_t drawFrom(const std::vector<std::pair<float, int32_t>>& cands, size_t kep
   return cands[kept - 1].second;
 }
 
+/**
+ * Every token's weight e^((logit - top) * invT) into s.weights, with the block maxima and the block sums;
+ * `top` gets the row's highest logit (not finite: nothing to draw, and the rest is left undone). Returns the
+ * weights' total.
+ */
+double weighRow(const float* x, int32_t n, float invT, SamplingScratch& s, float& top) {
+  const int32_t blocks = kernels::blockCount(n);
+  s.blockMax.resize(static_cast<size_t>(blocks));
+  s.blockSums.resize(static_cast<size_t>(blocks));
+  s.weights.resize(static_cast<size_t>(n));
+  top = kernels::blockMaxima(x, n, s.blockMax.data());
+  if (!std::isfinite(top)) return 0;
+  kernels::expWeights(x, n, top, invT, -INFINITY, s.weights.data());
+  return kernels::blockSums(s.weights.data(), n, s.blockSums.data());
+}
+
 uint32_t seedFor(uint32_t seed) {
   return seed == 0xFFFFFFFF ? std::random_device()() : seed;
 }
@@ -196,15 +212,10 @@ constexpr int64_t kNucleusWindow = 64;
 
 int32_t RowSampler::sampleNucleusAllowed(const float* x, int32_t n, SamplingScratch& s,
                                          const std::function<bool(int32_t)>& allowed, double u) {
-  const int32_t blocks = kernels::blockCount(n);
-  s.blockMax.resize(static_cast<size_t>(blocks));
-  s.blockSums.resize(static_cast<size_t>(blocks));
-  s.weights.resize(static_cast<size_t>(n));
-  const float top = kernels::blockMaxima(x, n, s.blockMax.data());
-  if (!std::isfinite(top)) return -1;
   // probabilities at temperature 1, as top-p reads them, relative to the row's highest logit
-  kernels::expWeights(x, n, top, 1.0f, -INFINITY, s.weights.data());
-  const double total = kernels::blockSums(s.weights.data(), n, s.blockSums.data());
+  float top;
+  const double total = weighRow(x, n, 1.0f, s, top);
+  if (!std::isfinite(top)) return -1;
   const float lo = nextWindow(x, n, s.blockMax.data(), top, kNucleusWindow, INFINITY, s.candidates);
   auto& kept = s.allowed;
   kept.clear();
@@ -241,14 +252,9 @@ int32_t RowSampler::sampleNucleusAllowed(const float* x, int32_t n, SamplingScra
 int32_t RowSampler::sampleRejecting(const float* logits, int32_t n, SamplingScratch& s,
                                     const std::function<bool(int32_t)>& allowed, int32_t maxDraws) {
   const float* x = adjustedRow(logits, n, s);
-  const int32_t blocks = kernels::blockCount(n);
-  s.blockMax.resize(static_cast<size_t>(blocks));
-  s.blockSums.resize(static_cast<size_t>(blocks));
-  s.weights.resize(static_cast<size_t>(n));
-  const float top = kernels::blockMaxima(x, n, s.blockMax.data());
+  float top;
+  const double total = weighRow(x, n, 1.0f / params_.temperature, s, top);
   if (!std::isfinite(top)) return -1;
-  kernels::expWeights(x, n, top, 1.0f / params_.temperature, -INFINITY, s.weights.data());
-  const double total = kernels::blockSums(s.weights.data(), n, s.blockSums.data());
   for (int32_t i = 0; i < maxDraws; i++) {
     const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
     const int32_t token = kernels::pickByMass(s.weights.data(), n, s.blockSums.data(), u * total);
