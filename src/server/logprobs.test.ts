@@ -152,6 +152,45 @@ describe("logprobs", () => {
     });
   });
 
+  test("responses: include message.output_text.logprobs puts the text's tokens on the text, streamed or not", async () => {
+    await withServer(async (_openai, url) => {
+      const request = {
+        model: "continuum-fake",
+        input: "Say it.",
+        include: ["message.output_text.logprobs"],
+        top_logprobs: 2,
+      };
+      const body = (await (await post(url, "/v1/responses", request)).json()) as {
+        output: { content: { text: string; logprobs: { token: string; top_logprobs: unknown[] }[] }[] }[];
+      };
+      const part = body.output[0]!.content[0]!;
+      assert.equal(part.text, REPLY);
+      assert.equal(part.logprobs.map((e) => e.token).join(""), REPLY);
+      assert.ok(part.logprobs.every((e) => e.top_logprobs.length === 2));
+      const plain = (await (
+        await post(url, "/v1/responses", { model: "continuum-fake", input: "Say it." })
+      ).json()) as {
+        output: { content: Record<string, unknown>[] }[];
+      };
+      assert.equal(plain.output[0]!.content[0]!["logprobs"], undefined);
+
+      const sse = await (await post(url, "/v1/responses", { ...request, stream: true })).text();
+      const frames = sse
+        .split("\n")
+        .filter((line) => line.startsWith("data: "))
+        .map((line) => JSON.parse(line.slice(6)) as Record<string, unknown>);
+      const deltas = frames.filter((f) => f["type"] === "response.output_text.delta") as {
+        delta: string;
+        logprobs: { token: string }[];
+      }[];
+      for (const d of deltas) assert.equal(d.logprobs.map((e) => e.token).join(""), d.delta);
+      const done = frames.find((f) => f["type"] === "response.output_text.done") as {
+        logprobs: { token: string }[];
+      };
+      assert.equal(done.logprobs.map((e) => e.token).join(""), REPLY);
+    });
+  });
+
   test("requests the API refuses: top_logprobs without logprobs, more than 20, echo with logprobs", async () => {
     await withServer(async (_openai, url) => {
       const refused = async (path: string, body: Record<string, unknown>, param: string) => {

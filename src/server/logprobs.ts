@@ -66,6 +66,21 @@ export function responsesLogprobs(entries: readonly OutputLogprob[]) {
 }
 
 /**
+ * The entries of the tokens that begin within the output's first `bytes` bytes (its text before a tool
+ * call's markup, say), given the entries of the whole output in order.
+ */
+export function entriesWithin(entries: readonly OutputLogprob[], bytes: number): OutputLogprob[] {
+  const within: OutputLogprob[] = [];
+  let start = 0;
+  for (const e of entries) {
+    if (start >= bytes) break;
+    within.push(e);
+    start += e.bytes.length;
+  }
+  return within;
+}
+
+/**
  * Completions' `choices[].logprobs` for tokens whose text starts at character `offset` of the choice's text
  * (a stream's later chunks continue where the earlier ones ended). Returns the shape and where the next
  * token's text starts.

@@ -13,6 +13,7 @@ import {
   functionToolSchema,
   messageItemSchema,
   type ResponsesBody,
+  wantsTextLogprobs,
 } from "./responses-schema.js";
 import {
   type ChatCompletionBody,
@@ -140,6 +141,7 @@ export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessag
     prompt_cache_key,
     client_metadata,
     top_logprobs,
+    include,
     max_tool_calls,
     safety_identifier,
     ...common
@@ -154,6 +156,7 @@ export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessag
     tools: offered.map(({ type, ...fn }) => ({ type, function: fn })),
     tool_choice: chatToolChoice(tool_choice, offered.length > 0),
     max_completion_tokens: max_output_tokens,
+    ...(wantsTextLogprobs({ include }) ? { logprobs: true, top_logprobs: top_logprobs ?? 0 } : {}),
   });
   return { chat, conversation, tools: offered, droppedTools: dropped };
 }

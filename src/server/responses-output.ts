@@ -1,7 +1,8 @@
 /** The Responses API's response object and output items, from what a chat generation produced. */
 import { randomUUID } from "node:crypto";
-import type { GenerateUsage } from "../engine/engine-api.js";
+import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
 import { type DoneEvent, unixSeconds } from "./generation.js";
+import { entriesWithin, responsesLogprobs } from "./logprobs.js";
 import type { FunctionTool, ResponsesBody } from "./responses-schema.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
@@ -13,7 +14,7 @@ export interface MessageItem {
   readonly id: string;
   readonly role: "assistant";
   readonly status: ResponseStatus;
-  readonly content: { type: "output_text"; text: string; annotations: [] }[];
+  readonly content: ReturnType<typeof outputText>[];
 }
 
 export interface FunctionCallItem {
@@ -40,12 +41,23 @@ export function newItemId(prefix: "msg" | "fc"): string {
   return `${prefix}_${randomUUID().replace(/-/g, "")}`;
 }
 
-export function outputText(text: string) {
-  return { type: "output_text" as const, text, annotations: [] as [] };
+/** A text part; `logprobs` when the request included them ("message.output_text.logprobs"). */
+export function outputText(text: string, logprobs?: readonly OutputLogprob[]) {
+  return {
+    type: "output_text" as const,
+    text,
+    annotations: [] as [],
+    ...(logprobs ? { logprobs: responsesLogprobs(logprobs) } : {}),
+  };
 }
 
-export function messageItem(id: string, text: string, status: ResponseStatus): MessageItem {
-  return { type: "message", id, role: "assistant", status, content: [outputText(text)] };
+export function messageItem(
+  id: string,
+  text: string,
+  status: ResponseStatus,
+  logprobs?: readonly OutputLogprob[],
+): MessageItem {
+  return { type: "message", id, role: "assistant", status, content: [outputText(text, logprobs)] };
 }
 
 export function functionCallItem(
@@ -56,13 +68,18 @@ export function functionCallItem(
   return { type: "function_call", id, call_id: call.id, name: call.name, arguments: call.arguments, status };
 }
 
-/** The output items of a finished generation: its text (if any) as a message, then its calls. */
+/**
+ * The output items of a finished generation: its text (if any) as a message, with the logprobs of its
+ * tokens when the generation has them, then its calls.
+ */
 export function outputItems(
   content: string | null,
   calls: readonly ParsedToolCall[],
   status: ResponseStatus,
+  logprobs?: readonly OutputLogprob[],
 ): OutputItem[] {
-  const message = content ? [messageItem(newItemId("msg"), content, status)] : [];
+  const textLogprobs = content && logprobs ? entriesWithin(logprobs, Buffer.byteLength(content)) : undefined;
+  const message = content ? [messageItem(newItemId("msg"), content, status, textLogprobs)] : [];
   return [...message, ...calls.map((call) => functionCallItem(newItemId("fc"), call, status))];
 }
 

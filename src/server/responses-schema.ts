@@ -39,13 +39,21 @@ export const responsesSchema = chatCompletionSchema
     metadata: z.record(z.string(), z.string()).nullish(),
     // Where Codex names its conversation (see responses-program.ts)
     prompt_cache_key: z.string().nullish(),
-    // Echoed in the response object (Open Responses requires them there), not acted on
+    // with include "message.output_text.logprobs": each output text token's most likely alternatives
     top_logprobs: z.number().int().min(0).max(20).nullish(),
+    // what the response adds: only "message.output_text.logprobs" is acted on
+    include: z.array(z.string()).nullish(),
+    // Echoed in the response object (Open Responses requires them there), not acted on
     max_tool_calls: z.number().int().min(0).nullish(),
     safety_identifier: z.string().nullish(),
     client_metadata: z.object({ session_id: z.string().nullish() }).passthrough().nullish(),
   });
 export type ResponsesBody = z.infer<typeof responsesSchema>;
+
+/** Whether the response should carry its output text's token logprobs (`include`, as OpenAI names it). */
+export function wantsTextLogprobs(body: Pick<ResponsesBody, "include">): boolean {
+  return body.include?.includes("message.output_text.logprobs") ?? false;
+}
 
 export const functionToolSchema = z.object({
   type: z.literal("function"),

@@ -6,9 +6,12 @@
  * response and its usage.
  */
 
+import type { OutputLogprob } from "../engine/engine-api.js";
+import { OutputLogprobs } from "../engine/output-logprobs.js";
 import { splitOutput, type ToolSetup } from "./chat-completions.js";
 import { errorBody, toApiError } from "./errors.js";
 import type { Generation } from "./generation.js";
+import { responsesLogprobs } from "./logprobs.js";
 import {
   type FunctionCallItem,
   functionCallItem,
@@ -22,6 +25,7 @@ import {
   responseObject,
   responseStatus,
 } from "./responses-output.js";
+import { wantsTextLogprobs } from "./responses-schema.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
 import { type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
 import { type ParsedToolCall, ToolCallStreamGate } from "./tool-calls.js";
@@ -30,7 +34,10 @@ import { type ParsedToolCall, ToolCallStreamGate } from "./tool-calls.js";
 class ResponseEvents {
   private sequence = 0;
   readonly items: OutputItem[] = [];
-  private text: { id: string; index: number; text: string } | null = null;
+  private text: { id: string; index: number; text: string; logprobs: OutputLogprob[] } | null = null;
+
+  /** `withLogprobs`: the request included "message.output_text.logprobs" */
+  constructor(private readonly withLogprobs: boolean) {}
   private call: { id: string; index: number; callId: string; name: string } | null = null;
 
   frame(type: string, fields: Record<string, unknown>): string {
@@ -38,12 +45,13 @@ class ResponseEvents {
     return `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
   }
 
-  textDelta(delta: string): string[] {
+  /** Text of the message item (opened by the first), with the logprobs of the tokens it carries. */
+  textDelta(delta: string, logprobs: readonly OutputLogprob[] = []): string[] {
     const frames: string[] = [];
     if (this.text === null) {
       const id = newItemId("msg");
       const index = this.items.length;
-      this.text = { id, index, text: "" };
+      this.text = { id, index, text: "", logprobs: [] };
       const added: MessageItem = { ...messageItem(id, "", "in_progress"), content: [] };
       this.items.push(added);
       frames.push(this.frame("response.output_item.added", { output_index: index, item: added }));
@@ -57,13 +65,14 @@ class ResponseEvents {
       );
     }
     this.text.text += delta;
+    this.text.logprobs.push(...logprobs);
     frames.push(
       this.frame("response.output_text.delta", {
         item_id: this.text.id,
         output_index: this.text.index,
         content_index: 0,
         delta,
-        logprobs: [],
+        logprobs: responsesLogprobs(logprobs),
       }),
     );
     return frames;
@@ -73,13 +82,14 @@ class ResponseEvents {
   endText(status: ResponseStatus): string[] {
     if (this.text === null) return [];
     const { id, index, text } = this.text;
+    const logprobs = this.withLogprobs ? this.text.logprobs : undefined;
     this.text = null;
-    const item = messageItem(id, text, status);
+    const item = messageItem(id, text, status, logprobs);
     this.items[index] = item;
     const at = { item_id: id, output_index: index, content_index: 0 };
     return [
-      this.frame("response.output_text.done", { ...at, text, logprobs: [] }),
-      this.frame("response.content_part.done", { ...at, part: outputText(text) }),
+      this.frame("response.output_text.done", { ...at, text, logprobs: responsesLogprobs(logprobs ?? []) }),
+      this.frame("response.content_part.done", { ...at, part: outputText(text, logprobs) }),
       this.frame("response.output_item.done", { output_index: index, item }),
     ];
   }
@@ -138,7 +148,7 @@ export async function* responseEventStream(
   format: ToolCallFormat,
   onDone: (items: readonly OutputItem[]) => void,
 ): AsyncGenerator<string> {
-  const events = new ResponseEvents();
+  const events = new ResponseEvents(wantsTextLogprobs(meta.body));
   const inProgress = { response: responseObject(meta, "in_progress", [], null) };
   yield events.frame("response.created", inProgress);
   yield events.frame("response.in_progress", inProgress);
@@ -146,12 +156,24 @@ export async function* responseEventStream(
     tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   const live = gate ? new StreamedToolCall() : null;
   let streamed = 0;
+  // the output's token logprobs, in its bytes: a text delta takes those of the tokens it begins to carry
+  const logprobs = new OutputLogprobs();
+  let outputBytes = 0;
+  let streamedBytes = 0;
+  const textDelta = (text: string) => {
+    streamedBytes += Buffer.byteLength(text);
+    return events.textDelta(text, logprobs.release(streamedBytes));
+  };
   try {
     for await (const event of generation.events()) {
       if (event.type === "delta") {
+        for (const entry of event.logprobs ?? []) {
+          logprobs.add(entry, outputBytes);
+          outputBytes += entry.bytes.length;
+        }
         const text = gate ? gate.push(event.text) : event.text;
         streamed += text.length;
-        if (text.length > 0) yield* events.textDelta(text);
+        if (text.length > 0) yield* textDelta(text);
         if (gate && live) {
           const { opened, args } = live.push(gate.held);
           if (opened) yield* events.startCall(live.id, live.name as string);
@@ -164,7 +186,7 @@ export async function* responseEventStream(
       const cut = event.finishReason !== "stop" || live?.opened === true;
       const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
       const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
-      if (rest.trim().length > 0 && !live?.opened) yield* events.textDelta(rest);
+      if (rest.trim().length > 0 && !live?.opened) yield* textDelta(rest);
       yield* events.endText(status);
       for (const [index, call] of calls.entries()) {
         if (index === 0 && gate && live?.opened) {
@@ -191,7 +213,7 @@ export async function* failedResponseEvents(
   meta: ResponseMeta,
   error: { code: string; message: string },
 ): AsyncGenerator<string> {
-  const events = new ResponseEvents();
+  const events = new ResponseEvents(false);
   yield events.frame("response.created", { response: responseObject(meta, "in_progress", [], null) });
   yield events.frame("response.failed", { response: responseObject(meta, "failed", [], null, error) });
 }

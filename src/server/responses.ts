@@ -96,7 +96,7 @@ export function responsesHandler(
     if (done === null) throw new Error("the engine ended the request without a result");
     const status = responseStatus(done);
     const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
-    const output = outputItems(content, calls, status);
+    const output = outputItems(content, calls, status, done.logprobs);
     keep(output);
     if (dropped) c.header(DROPPED_TOOLS_HEADER, dropped);
     return c.json(responseObject(meta, status, output, done.usage));
