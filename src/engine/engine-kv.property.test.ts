@@ -4,7 +4,8 @@
  * request the scheduler runs, and no request owns two slots; a slot kept for a pin belongs to a program the
  * scheduler has pinned, and every pinned program's KV is in a slot unless the engine had to drop it (counted
  * as a pinned eviction: the one place llama.cpp's per-sequence memory makes the two differ). When all is
- * done no slot is owned, and after shutdown no cell is held.
+ * done no slot is owned, and after shutdown no cell is held. A turn that asked for logprobs has one entry
+ * per sampled token, streamed and in its done event alike, however often it was preempted.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -24,6 +25,8 @@ interface Turn {
   /** deltas seen before the client aborts or leaves */
   readonly after: number;
   readonly toolMs: number;
+  /** top_logprobs asked for (null: no logprobs) */
+  readonly logprobs: number | null;
 }
 
 const turnArb = fc.record({
@@ -32,6 +35,7 @@ const turnArb = fc.record({
   fate: fc.constantFrom<Fate>("complete", "complete", "abort", "disconnect"),
   after: fc.integer({ min: 1, max: 6 }),
   toolMs: fc.integer({ min: 0, max: 15 }),
+  logprobs: fc.option(fc.integer({ min: 0, max: 3 })),
 });
 
 const scenarioArb = fc.record({
@@ -109,12 +113,13 @@ async function turnOf(
       programId,
       isLastStep: last,
       toolHint: "ls",
-      sampling: { maxTokens: turn.output, ignoreEos: true },
+      sampling: { maxTokens: turn.output, ignoreEos: true, logprobs: turn.logprobs },
     }),
     controller.signal,
   );
   let deltas = 0;
   let text = "";
+  let streamedLogprobs = 0;
   let done: Extract<GenerateEvent, { type: "done" }> | null = null;
   for await (const event of stream) {
     if (event.type === "done") {
@@ -122,9 +127,16 @@ async function turnOf(
       continue;
     }
     text += event.text;
+    streamedLogprobs += event.logprobs?.length ?? 0;
     deltas++;
     if (deltas === turn.after && turn.fate === "abort") controller.abort();
     if (deltas === turn.after && turn.fate === "disconnect") break;
+  }
+  if (done?.finishReason === "length") {
+    const entries = turn.logprobs === null ? undefined : done.usage.completionTokens;
+    assert.equal(done.logprobs?.length, entries, `${id}: one logprob entry per sampled token`);
+    assert.equal(turn.logprobs === null ? undefined : streamedLogprobs, entries, `${id}: streamed alike`);
+    for (const entry of done.logprobs ?? []) assert.equal(entry.top.length, turn.logprobs);
   }
   return { text, finished: done?.finishReason === "length" };
 }
