@@ -34,6 +34,8 @@ export interface SamplingParams {
   readonly repetitionPenalty?: number;
   /** keep generating through end-of-generation tokens (load generators replaying traces) */
   readonly ignoreEos: boolean;
+  /** tokens that end the output as the model's end-of-generation token does, ignoreEos or not (vLLM's) */
+  readonly stopTokenIds?: readonly number[];
   /**
    * report every generated token's log-probability with this many most likely alternatives (0-20; OpenAI's
    * logprobs / top_logprobs); absent or null: none

@@ -236,7 +236,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     }
     let delta: string;
     let stop: boolean;
-    if ((isEog || runner.isEog(token)) && !active.spec.sampling.ignoreEos) {
+    const { ignoreEos, stopTokenIds } = active.spec.sampling;
+    if (((isEog || runner.isEog(token)) && !ignoreEos) || stopTokenIds?.includes(token)) {
       delta = active.output.finish();
       stop = true;
     } else {

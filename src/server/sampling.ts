@@ -43,6 +43,21 @@ function stopList(stop: CommonBody["stop"]): string[] {
   return list.filter((s) => s.length > 0);
 }
 
+/** vLLM's `stop_token_ids`, each a token id of this model (else a 400). */
+export function stopTokenIds(
+  ids: readonly number[] | null | undefined,
+  vocabSize: number,
+): readonly number[] {
+  const foreign = (ids ?? []).find((id) => id >= vocabSize);
+  if (foreign !== undefined) {
+    throw ApiError.badRequest(
+      `stop_token_ids holds ${foreign}, not a token id of this model (0 to ${vocabSize - 1})`,
+      "stop_token_ids",
+    );
+  }
+  return ids ?? [];
+}
+
 /** The most choices (`n`) one request may ask for. */
 export const MAX_CHOICES = 64;
 

@@ -143,6 +143,8 @@ const common = {
   response_format: responseFormat.nullish(),
   /** vLLM extension, sent by mini-swe-agent: keep generating through end-of-generation tokens */
   ignore_eos: z.boolean().nullish(),
+  /** vLLM extension: token ids that end the output as its end-of-generation token does */
+  stop_token_ids: z.array(z.number().int().min(0)).max(256).nullish(),
   // Agent-program fields, top-level as the CacheTTL fork and its clients (extra_body) send them.
   job_id: programId.nullish(),
   program_id: programId.nullish(),

@@ -5,7 +5,7 @@ import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
 import type { LogprobFields } from "./logprobs.js";
 import { programFields } from "./program-fields.js";
-import { samplingParams } from "./sampling.js";
+import { samplingParams, stopTokenIds } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
 import type { ChatTurn, TurnPrograms } from "./turn-programs.js";
 
@@ -68,9 +68,11 @@ export async function startGeneration(
   const cappedMaxTokens =
     capToContext && maxTokens != null && room > 0 ? Math.min(maxTokens, room) : maxTokens;
   const bias = withRequestBias(ctx.defaultLogitBias, logitBias(body.logit_bias, ctx.engine.vocabSize));
+  const stops = stopTokenIds(body.stop_token_ids, ctx.engine.vocabSize);
   const sampling = {
     ...samplingParams(body, cappedMaxTokens, promptTokens, ctx.engine.maxContextTokens, grammar),
     ...(bias.length > 0 ? { logitBias: bias } : {}),
+    ...(stops.length > 0 ? { stopTokenIds: stops } : {}),
   };
   const requestId = ctx.newRequestId(c);
   const request: GenerateRequest = {
