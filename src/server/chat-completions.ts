@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
 import { chatTurns } from "./chat-render.js";
 import type { ChatTemplate } from "./chat-template.js";
+import { startChoiceGroup } from "./choice-group.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import {
@@ -171,6 +172,8 @@ export async function startChat(
     returnTokenIds?: boolean;
     /** a second or later choice (`n`): a one-off beside the first, which is the program's turn */
     sibling?: boolean;
+    /** return once the first token is out, streaming or not (the first of several choices) */
+    awaitFirstToken?: boolean;
   } = {},
 ): Promise<ChatGeneration> {
   const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
@@ -190,7 +193,11 @@ export async function startChat(
       offersTools: (body.tools?.length ?? 0) > 0,
     },
     options.capToContext ?? false,
-    { returnTokenIds: options.returnTokenIds ?? false, sibling: options.sibling ?? false },
+    {
+      returnTokenIds: options.returnTokenIds ?? false,
+      sibling: options.sibling ?? false,
+      awaitFirstToken: options.awaitFirstToken ?? false,
+    },
   );
   return { tools, format: ctx.chatTemplate?.format ?? "generic", requestId, generation };
 }
@@ -245,35 +252,28 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
 }
 
 /**
- * Queues the request's `n` choices, each a generation of the same prompt (its seed advanced by its index).
- * A client's X-Request-Id names the first; the others get it with their index appended. If one cannot
- * start, those already queued end.
+ * Queues the request's `n` choices, each a generation of the same prompt (its seed advanced by its index;
+ * choice-group.ts). A client's X-Request-Id names the first; the others get it with their index appended.
  */
-async function startChoices(
+function startChoices(
   c: Context<AppEnv>,
   ctx: RequestContext,
   body: ChatCompletionBody,
   n: number,
   options: Parameters<typeof startChat>[4],
 ): Promise<ChatGeneration[]> {
-  const started: ChatGeneration[] = [];
-  try {
-    for (let i = 0; i < n; i++) {
-      const first = started[0]?.requestId;
-      const indexed: RequestContext =
-        first === undefined ? ctx : { ...ctx, newRequestId: () => `${first}-${i}` };
-      started.push(
-        await startChat(c, indexed, choiceBody(body, i), body.max_completion_tokens ?? body.max_tokens, {
-          ...options,
-          sibling: i > 0,
-        }),
-      );
-    }
-  } catch (error) {
-    for (const choice of started) choice.generation.abort();
-    throw error;
-  }
-  return started;
+  let firstId = "";
+  return startChoiceGroup(n, async (i, awaitFirstToken) => {
+    const indexed: RequestContext = i === 0 ? ctx : { ...ctx, newRequestId: () => `${firstId}-${i}` };
+    const maxTokens = body.max_completion_tokens ?? body.max_tokens;
+    const started = await startChat(c, indexed, choiceBody(body, i), maxTokens, {
+      ...options,
+      sibling: i > 0,
+      awaitFirstToken,
+    });
+    if (i === 0) firstId = started.requestId;
+    return started;
+  });
 }
 
 interface ChunkMeta {

@@ -121,13 +121,29 @@ describe("n choices", () => {
     });
   });
 
+  test("request ids: the client's names the first choice, the others it with their index", async () => {
+    await withServer({}, {}, async (t) => {
+      await (await t.post("/v1/chat/completions", { messages, n: 3 }, { "x-request-id": "abc" })).json();
+      const prompt = "Once";
+      await (
+        await t.post("/v1/completions", { prompt: [prompt, prompt], n: 2 }, { "x-request-id": "xyz" })
+      ).json();
+      assert.deepEqual(t.engine.requests.map((r) => r.requestId).sort(), [
+        "abc",
+        "abc-1",
+        "abc-2",
+        "xyz",
+        "xyz-1",
+        "xyz-2",
+        "xyz-3",
+      ]);
+    });
+  });
+
   test("a seeded request's choices draw with the seed, the seed + 1, ...", async () => {
     await withServer({}, {}, async (t) => {
       await (await t.post("/v1/chat/completions", { messages, n: 3, seed: 10, temperature: 1 })).json();
-      assert.deepEqual(
-        t.engine.requests.map((r) => r.sampling.seed),
-        [10, 11, 12],
-      );
+      assert.deepEqual(t.engine.requests.map((r) => r.sampling.seed).sort(), [10, 11, 12]);
       await (await t.post("/v1/chat/completions", { messages, n: 2, temperature: 1 })).json();
       assert.deepEqual(
         t.engine.requests.slice(3).map((r) => r.sampling.seed),

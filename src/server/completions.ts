@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { GenerateUsage } from "../engine/engine-api.js";
 import { checkModel, type RequestContext, readJsonBody } from "./chat-completions.js";
+import { startChoiceGroup } from "./choice-group.js";
 import { type CompletionPrompt, completionPrompts } from "./completion-prompts.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import {
@@ -131,17 +132,16 @@ async function startAll(
   returnTokenIds: boolean,
 ): Promise<{ requestId: string; generation: Generation }[]> {
   const started: { requestId: string; generation: Generation }[] = [];
+  let firstId = "";
   try {
-    for (let i = 0; i < prompts.length * n; i++) {
-      const prompt = prompts[Math.floor(i / n)]!;
-      const first = started[0]?.requestId;
-      const indexed: RequestContext =
-        first === undefined ? ctx : { ...ctx, newRequestId: () => `${first}-${i}` };
-      started.push(
-        await startGeneration(
+    for (const [p, prompt] of prompts.entries()) {
+      const group = await startChoiceGroup(n, async (k, awaitFirstToken) => {
+        const i = p * n + k;
+        const indexed: RequestContext = i === 0 ? ctx : { ...ctx, newRequestId: () => `${firstId}-${i}` };
+        const generation = await startGeneration(
           c,
           indexed,
-          choiceBody(body, i % n),
+          choiceBody(body, k),
           typeof prompt === "string" ? prompt : `<${prompt.length} token ids>`,
           body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
           responseFormatGrammar(body.response_format),
@@ -150,10 +150,14 @@ async function startAll(
           {
             ...(typeof prompt === "string" ? {} : { promptTokenIds: prompt }),
             returnTokenIds,
-            sibling: i % n > 0,
+            sibling: k > 0,
+            awaitFirstToken,
           },
-        ),
-      );
+        );
+        if (i === 0) firstId = generation.requestId;
+        return generation;
+      });
+      started.push(...group);
     }
   } catch (error) {
     for (const s of started) s.generation.abort();

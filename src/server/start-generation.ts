@@ -30,8 +30,9 @@ const MAX_BYTES_PER_TOKEN = 32;
  * turn (undefined for a raw-text prompt; turn-programs.ts). `capToContext`: a maxTokens beyond the
  * context's room is lowered to fit instead of refused (clients that always ask for their model's largest
  * output, as Claude Code does). `options`: a prompt given as token ids (then `prompt` is only its
- * label), whether the result carries the prompt's and the output's ids, and `sibling`: the request is a
- * second or later choice of one (`n`), served as a one-off.
+ * label), whether the result carries the prompt's and the output's ids, `sibling`: the request is a
+ * second or later choice of one (`n`), served as a one-off, and `awaitFirstToken`: return once the first
+ * token is out even when streaming (its prompt's KV is then computed for the choices that follow).
  */
 export async function startGeneration(
   c: Context<AppEnv>,
@@ -42,9 +43,12 @@ export async function startGeneration(
   grammar: string | null,
   chat: ChatTurn | undefined,
   capToContext = false,
-  options: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> & { sibling?: boolean } = {},
+  options: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> & {
+    sibling?: boolean;
+    awaitFirstToken?: boolean;
+  } = {},
 ): Promise<{ requestId: string; generation: Generation }> {
-  const { sibling = false, ...tokenIds } = options;
+  const { sibling = false, awaitFirstToken = false, ...tokenIds } = options;
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
   // (tokenizing a 30 MB prompt blocks the event loop for seconds).
   const bytes = Buffer.byteLength(prompt, "utf8");
@@ -85,7 +89,7 @@ export async function startGeneration(
     ...tokenIds,
   };
   try {
-    const generation = await Generation.start(ctx, c, request, body.stream !== true);
+    const generation = await Generation.start(ctx, c, request, awaitFirstToken || body.stream !== true);
     ctx.turnPrograms.queued(program, requestId, fields.isLastStep, chat ?? null);
     return { requestId, generation };
   } catch (error) {

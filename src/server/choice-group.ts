@@ -1,0 +1,27 @@
+import type { Generation } from "./generation.js";
+
+interface Started {
+  readonly requestId: string;
+  readonly generation: Generation;
+}
+
+/**
+ * Starts `count` generations of one prompt (a request's `n` choices): the first until its first token when
+ * others follow, so that the prompt's KV is computed once and there for them, then the others at once.
+ * `start(i, awaitFirstToken)` starts the i-th. If one cannot start, those started end and its error is
+ * thrown.
+ */
+export async function startChoiceGroup<T extends Started>(
+  count: number,
+  start: (index: number, awaitFirstToken: boolean) => Promise<T>,
+): Promise<T[]> {
+  const first = await start(0, count > 1);
+  const rest = await Promise.allSettled(Array.from({ length: count - 1 }, (_, k) => start(k + 1, false)));
+  const started = [first, ...rest.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []))];
+  const failed = rest.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed) {
+    for (const s of started) s.generation.abort();
+    throw failed.reason;
+  }
+  return started;
+}
