@@ -20,6 +20,7 @@ export interface ServeCliOptions {
   model?: string;
   builtinModel: BuiltinPreset;
   chatTemplate?: string;
+  reasoningFormat: "auto" | "none";
   schedulingPolicy: PolicyName;
   maxNumSeqs?: number;
   maxNumBatchedTokens?: number;
@@ -207,6 +208,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       dashboard: o.dashboard ?? true,
       policyName: o.schedulingPolicy,
       logitBias: o.logitBias,
+      reasoningFormat: o.reasoningFormat,
       ...(chatTemplate === undefined ? {} : { chatTemplate }),
     });
   } catch (error) {
@@ -225,6 +227,12 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
     log(
       `  KV cache ${o.kvCacheDtype} on the CPU: fewer bytes per token than f16, slower attention ` +
         "(q8_0's prefill steps took 2.7x f16's serving the built-in model: docs/benchmarks.md)",
+    );
+  }
+  if (server.api.splitsReasoning) {
+    log(
+      "  reasoning: the chat template writes <think> blocks; chat completions report them as " +
+        "reasoning_content (--reasoning-format none leaves them in the content)",
     );
   }
   if (o.logitBias.length > 0) {
@@ -408,6 +416,15 @@ export function serveCommand(): Command {
     .option("--threads-batch <n>", "CPU threads for prompt batches", positiveInt)
     .option("--no-flash-attn", "disable flash attention")
     .addOption(new Option("--kv-cache-dtype <type>", "KV cache element type").choices(KV_CACHE_TYPES))
+    .addOption(
+      new Option(
+        "--reasoning-format <format>",
+        "auto: a model whose chat template writes <think> blocks has its thinking reported as " +
+          "reasoning_content on chat completions (llama-server's default); none: left in the content",
+      )
+        .choices(["auto", "none"])
+        .default("auto"),
+    )
     .option("--gpu-layers <n>", "layers offloaded to a GPU backend: a number, all or auto", gpuLayers)
     .option(
       "--drain-timeout <s>",

@@ -42,6 +42,11 @@ export interface AppOptions {
   readonly policyName?: string;
   /** Jinja chat template replacing the model's own (`--chat-template`) */
   readonly chatTemplate?: string;
+  /**
+   * `auto` (default): a model whose template writes `<think>` blocks has its thinking reported apart from
+   * its answer on chat completions (`reasoning_content`, llama-server's default); `none`: left in the content
+   */
+  readonly reasoningFormat?: "auto" | "none";
   /** largest accepted request body (default 32 MiB) */
   readonly maxBodyBytes?: number;
   /** requests in flight beyond which new ones get 429 (default: no limit; the engine may still refuse) */
@@ -61,6 +66,8 @@ export interface ContinuumApp {
   readonly app: Hono<AppEnv>;
   readonly metrics: ServerMetrics;
   readonly inflight: InflightRequests;
+  /** chat completions report the model's `<think>` blocks as `reasoning_content` (`reasoningFormat`) */
+  readonly splitsReasoning: boolean;
   /** From now on, new requests get 503 (a graceful shutdown is under way). */
   startDraining(): void;
   readonly draining: boolean;
@@ -117,11 +124,13 @@ export function createApp(options: AppOptions): ContinuumApp {
   let draining = false;
   let drainingPrograms = false;
 
+  const chatTemplate = serverChatTemplate(engine.chatTemplate, options.chatTemplate ?? null);
   const ctx: RequestContext = {
     engine,
     metrics,
     modelNames,
-    chatTemplate: serverChatTemplate(engine.chatTemplate, options.chatTemplate ?? null),
+    chatTemplate,
+    splitsReasoning: options.reasoningFormat !== "none" && chatTemplate?.thinks === true,
     systemFingerprint: systemFingerprint(engine),
     generatedReplies: new GeneratedReplies(GENERATED_REPLIES_KEPT),
     turnPrograms: new TurnPrograms(PROGRAMS_WITH_TOOLS_KEPT, (programId, requestId) =>
@@ -290,6 +299,7 @@ export function createApp(options: AppOptions): ContinuumApp {
     app,
     metrics,
     inflight,
+    splitsReasoning: ctx.splitsReasoning,
     startDraining() {
       draining = true;
       history?.stop();

@@ -18,6 +18,7 @@ import {
   unixSeconds,
 } from "./generation.js";
 import { chatLogprobs } from "./logprobs.js";
+import { promptOpensThinking, ReasoningStream, splitReasoning } from "./reasoning.js";
 import { choiceBody, choiceCount, forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
 import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
@@ -35,6 +36,8 @@ export interface RequestContext extends GenerationContext {
   readonly modelNames: readonly string[];
   /** the model's Jinja template; null: the engine's template over `chatTurns` */
   readonly chatTemplate: ChatTemplate | null;
+  /** chat completions report the model's `<think>` blocks as `reasoning_content` (reasoning.ts) */
+  readonly splitsReasoning: boolean;
   /** `system_fingerprint` of every response and chunk */
   readonly systemFingerprint: string;
   /** this server's replies with tool calls, rendered as generated when a client sends them back */
@@ -108,23 +111,27 @@ function toolCallsJson(calls: readonly ParsedToolCall[]) {
 }
 
 /**
- * Content and tool calls of a finished output. A call cut off by max_tokens or the context (`truncated`)
- * comes back as a call with the arguments generated so far, never as markup in the content.
+ * Content and tool calls of a finished output, its answer from `answerStart` on (past a reasoning model's
+ * thinking). A call cut off by max_tokens or the context (`truncated`) comes back as a call with the
+ * arguments generated so far, never as markup in the content.
  */
 export function splitOutput(
   text: string,
   tools: ToolSetup,
   format: ToolCallFormat,
   truncated: boolean,
+  answerStart = 0,
 ): { content: string | null; calls: ParsedToolCall[]; contentEnd: number } {
   const parse = (output: string, specs: readonly ToolSpec[]) =>
     parseToolCallsAs(format, output, specs) ?? (truncated ? parseTruncatedToolCall(output, specs) : null);
-  const parsed = tools.parseFor.length > 0 ? parse(text, tools.parseFor) : null;
-  if (parsed === null) return { content: text, calls: [], contentEnd: text.length };
+  const answer = text.slice(answerStart);
+  const parsed = tools.parseFor.length > 0 ? parse(answer, tools.parseFor) : null;
+  if (parsed === null) return { content: answer, calls: [], contentEnd: text.length };
   const calls = tools.parallel ? [...parsed.calls] : parsed.calls.slice(0, 1);
-  const content = text.slice(0, parsed.start).trim();
+  const content = answer.slice(0, parsed.start).trim();
+  // the whole output is what the model generated: a reply sent back renders as it, its thinking included
   tools.replies?.remember(text, content, calls);
-  return { content: content.length > 0 ? content : null, calls, contentEnd: parsed.start };
+  return { content: content.length > 0 ? content : null, calls, contentEnd: answerStart + parsed.start };
 }
 
 function finishReason(done: DoneEvent, calls: readonly ParsedToolCall[]): string {
@@ -154,6 +161,11 @@ export interface ChatGeneration {
   readonly format: ToolCallFormat;
   readonly requestId: string;
   readonly generation: Generation;
+  /**
+   * With `splitsReasoning`: whether the prompt left a thinking block open (the output starts inside it);
+   * null: the output is not split
+   */
+  readonly insideThinking: boolean | null;
 }
 
 /**
@@ -181,11 +193,12 @@ export async function startChat(
   if (extra !== null && tools.grammar !== null) {
     throw ApiError.badRequest(`${extra.param} cannot be combined with a forced tool_choice`, extra.param);
   }
+  const prompt = renderChatPrompt(ctx, body, tools);
   const { requestId, generation } = await startGeneration(
     c,
     ctx,
     body,
-    renderChatPrompt(ctx, body, tools),
+    prompt,
     maxTokens,
     tools.grammar ?? extra?.grammar ?? null,
     {
@@ -199,7 +212,13 @@ export async function startChat(
       awaitFirstToken: options.awaitFirstToken ?? false,
     },
   );
-  return { tools, format: ctx.chatTemplate?.format ?? "generic", requestId, generation };
+  return {
+    tools,
+    format: ctx.chatTemplate?.format ?? "generic",
+    requestId,
+    generation,
+    insideThinking: ctx.splitsReasoning ? promptOpensThinking(prompt) : null,
+  };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
@@ -229,9 +248,12 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   const dones = await Promise.all(choices.map((choice) => choice.generation.done()));
   const json = dones.map((done, index) => {
     if (done === null) throw new Error("the engine ended the request without a result");
-    const { tools, format } = choices[index]!;
-    const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
+    const { tools, format, insideThinking } = choices[index]!;
+    const thinking = insideThinking === null ? null : splitReasoning(done.text, insideThinking);
+    const truncated = done.finishReason !== "stop";
+    const { content, calls } = splitOutput(done.text, tools, format, truncated, thinking?.answerStart);
     const message: Record<string, unknown> = { role: "assistant", content };
+    if (thinking?.reasoning) message["reasoning_content"] = thinking.reasoning;
     if (calls.length > 0) message["tool_calls"] = toolCallsJson(calls);
     return {
       index,
@@ -309,9 +331,12 @@ async function* streamFrames(
   yield SSE_DONE;
 }
 
-/** One choice's chunks: its text, its tool calls (the first one's arguments as they come), its finish. */
+/**
+ * One choice's chunks: its thinking (`reasoning_content`), its text, its tool calls (the first one's
+ * arguments as they come), its finish.
+ */
 async function* choiceFrames(
-  { generation, tools, format }: ChatGeneration,
+  { generation, tools, format, insideThinking }: ChatGeneration,
   choiceIndex: number,
   meta: ChunkMeta,
   includeUsage: boolean,
@@ -339,15 +364,25 @@ async function* choiceFrames(
     tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   const live = gate ? new StreamedToolCall() : null;
   const callDelta = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] });
+  const thinking = insideThinking === null ? null : new ReasoningStream(insideThinking);
+  // the answer's characters out as content so far
   let streamed = 0;
   yield chunk({ role: "assistant", content: "" });
   for await (const event of generation.events()) {
     if (event.type === "delta") {
-      const text = gate ? gate.push(event.text) : event.text;
+      const { reasoning, answer } = thinking
+        ? thinking.push(event.text)
+        : { reasoning: "", answer: event.text };
+      const text = gate ? gate.push(answer) : answer;
       streamed += text.length;
-      // a delta's tokens go with its text, or alone when a tool call's parser holds the text back
-      if (text.length > 0 || event.logprobs) {
-        yield chunk(text.length > 0 ? { content: text } : {}, null, event.logprobs);
+      // a delta's tokens go with its first chunk, or alone when what it carries is held back
+      let logprobs = event.logprobs;
+      if (reasoning.length > 0) {
+        yield chunk({ reasoning_content: reasoning }, null, logprobs);
+        logprobs = undefined;
+      }
+      if (text.length > 0 || logprobs) {
+        yield chunk(text.length > 0 ? { content: text } : {}, null, logprobs);
       }
       if (gate && live) {
         const { opened, args } = live.push(gate.held);
@@ -358,10 +393,14 @@ async function* choiceFrames(
       }
       continue;
     }
+    const heldThinking = thinking?.finish().reasoning ?? "";
+    if (heldThinking.length > 0) yield chunk({ reasoning_content: heldThinking });
+    const answerStart = insideThinking === null ? 0 : splitReasoning(event.text, insideThinking).answerStart;
     // A call already announced is a call, even when the output ended before it closed.
     const cut = event.finishReason !== "stop" || live?.opened === true;
-    const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
-    const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
+    const { calls, contentEnd } = splitOutput(event.text, tools, format, cut, answerStart);
+    const from = answerStart + streamed;
+    const rest = event.text.slice(from, Math.max(contentEnd, from));
     if (rest.length > 0) yield chunk({ content: rest });
     for (const [index, call] of calls.entries()) {
       if (index === 0 && gate && live?.opened) {

@@ -10,6 +10,7 @@ import type { ModelChatTemplate } from "../engine/engine-api.js";
 import { CHATML_TEMPLATE } from "../engine/gguf/chat-template.js";
 import { assistantText, contentText } from "./chat-render.js";
 import { ApiError } from "./errors.js";
+import { templateThinks } from "./reasoning.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import {
   isToolBlind,
@@ -74,6 +75,8 @@ const TEMPLATE_CONTEXT = ["messages", "tools", "add_generation_prompt", "bos_tok
 export class ChatTemplate {
   /** How the model writes calls: its template's own format, or `<tool_call>` blocks when it has none. */
   readonly format: ToolCallFormat;
+  /** the template writes `<think>` blocks: its model reasons before it answers (reasoning.ts) */
+  readonly thinks: boolean;
   private readonly template: Template;
   private readonly toolBlind: boolean;
 
@@ -84,6 +87,7 @@ export class ChatTemplate {
     this.template = new Template(source);
     this.toolBlind = isToolBlind(source);
     this.format = this.toolBlind ? "generic" : detectToolCallFormat(source);
+    this.thinks = templateThinks(source);
   }
 
   private renderMessages(

@@ -22,6 +22,7 @@ await runServe(
     flashAttn: true,
     drainTimeout: 30,
     logitBias: [],
+    reasoningFormat: "auto",
   },
   { createEngine: () => engine },
 );

@@ -1,0 +1,105 @@
+/**
+ * A reasoning model through chat completions: its `<think>` block comes back as `reasoning_content`, tool
+ * calls are parsed in the answer only, streamed alike; `reasoningFormat: "none"` leaves the block in.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import type { ModelChatTemplate } from "../engine/engine-api.js";
+import { llamaTemplate } from "./test-support/llama-templates.js";
+import { type Json, sseEvents, withServer } from "./test-support/test-server.js";
+
+const qwen3: ModelChatTemplate = {
+  source: llamaTemplate("Qwen-Qwen3-0.6B"),
+  bosToken: "",
+  eosToken: "<|im_end|>",
+  eosTokenId: 2,
+  addsBos: false,
+};
+
+const messages = [{ role: "user", content: "List the files." }];
+const tools = [
+  {
+    type: "function",
+    function: { name: "bash", parameters: { type: "object", properties: { command: { type: "string" } } } },
+  },
+];
+const call = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>';
+
+describe("reasoning models on chat completions", () => {
+  test("the thinking is reasoning_content; a call written while thinking is not a call", async () => {
+    const reply = () => `<think>\nMaybe <tool_call> later.\n</think>\n\n${call}`;
+    await withServer({ chatTemplate: qwen3, reply }, {}, async (t) => {
+      const body = (await (await t.post("/v1/chat/completions", { messages, tools })).json()) as Json;
+      const message = body.choices[0].message;
+      assert.equal(message.reasoning_content, "Maybe <tool_call> later.");
+      assert.equal(message.content, null);
+      assert.deepEqual(JSON.parse(message.tool_calls[0].function.arguments), { command: "ls" });
+      assert.equal(body.choices[0].finish_reason, "tool_calls");
+      const sse = await (await t.post("/v1/chat/completions", { messages, tools, stream: true })).text();
+      const deltas = sseEvents(sse)
+        .slice(0, -1)
+        .map((frame) => (JSON.parse(frame) as Json).choices[0]?.delta ?? {});
+      assert.equal(
+        deltas
+          .map((d) => d.reasoning_content ?? "")
+          .join("")
+          .trim(),
+        "Maybe <tool_call> later.",
+      );
+      assert.equal(deltas.map((d) => d.content ?? "").join(""), "");
+      assert.deepEqual(
+        deltas
+          .flatMap((d) => d.tool_calls ?? [])
+          .map((c: Json) => c.function?.name)
+          .filter(Boolean),
+        ["bash"],
+      );
+    });
+  });
+
+  test("streamed in pieces that split the tags: the same thinking and answer", async () => {
+    const reply = () => ["<thi", "nk>\nPlan", " it.\n</th", "ink>\n", "\nHere it ", "is."];
+    await withServer({ chatTemplate: qwen3, reply }, {}, async (t) => {
+      const sse = await (await t.post("/v1/chat/completions", { messages, stream: true })).text();
+      let reasoning = "";
+      let content = "";
+      for (const frame of sseEvents(sse).slice(0, -1)) {
+        const delta = (JSON.parse(frame) as Json).choices[0]?.delta ?? {};
+        reasoning += delta.reasoning_content ?? "";
+        content += delta.content ?? "";
+      }
+      assert.equal(reasoning.trim(), "Plan it.");
+      assert.equal(content, "Here it is.");
+    });
+  });
+
+  test("a prompt that opens the block (DeepSeek-R1's template): the output starts inside it", async () => {
+    const r1: ModelChatTemplate = {
+      ...qwen3,
+      source: llamaTemplate("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"),
+      bosToken: "<｜begin▁of▁sentence｜>",
+    };
+    const reply = () => "Short.\n</think>\n\nAnswer.";
+    await withServer({ chatTemplate: r1, reply }, {}, async (t) => {
+      const body = (await (
+        await t.post("/v1/chat/completions", { messages, chat_template_kwargs: { enable_thinking: true } })
+      ).json()) as Json;
+      assert.ok(t.engine.requests[0]!.prompt.endsWith("<think>\n"));
+      assert.equal(body.choices[0].message.reasoning_content, "Short.");
+      assert.equal(body.choices[0].message.content, "Answer.");
+    });
+  });
+
+  test("reasoningFormat none, or a template without thinking: the output as generated", async () => {
+    const reply = () => "<think>\nPlan.\n</think>\n\nHere.";
+    await withServer({ chatTemplate: qwen3, reply }, { reasoningFormat: "none" }, async (t) => {
+      const body = (await (await t.post("/v1/chat/completions", { messages })).json()) as Json;
+      assert.equal(body.choices[0].message.content, reply());
+      assert.equal(body.choices[0].message.reasoning_content, undefined);
+    });
+    await withServer({ reply }, {}, async (t) => {
+      const body = (await (await t.post("/v1/chat/completions", { messages })).json()) as Json;
+      assert.equal(body.choices[0].message.content, reply());
+    });
+  });
+});

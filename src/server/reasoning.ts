@@ -1,0 +1,132 @@
+/**
+ * A reasoning model's thinking, apart from its answer: Qwen3, QwQ and DeepSeek-R1's distills write
+ * `<think>...</think>` before the answer (or their template opens the block in the prompt, and the output
+ * starts inside it). Chat completions report the thinking as `reasoning_content` and parse tool calls in
+ * the answer only, as llama-server and vLLM's reasoning parsers do.
+ */
+
+const OPEN = "<think>";
+const CLOSE = "</think>";
+
+/** Whether a template writes thinking blocks (then its model's output is split). */
+export function templateThinks(source: string): boolean {
+  return source.includes(CLOSE);
+}
+
+/** Whether a rendered prompt leaves a thinking block open: the output starts inside it. */
+export function promptOpensThinking(prompt: string): boolean {
+  return prompt.lastIndexOf(OPEN) > prompt.lastIndexOf(CLOSE);
+}
+
+export interface ReasoningSplit {
+  /** the thinking, without its tags and surrounding whitespace; null when the output has none */
+  readonly reasoning: string | null;
+  /** where the answer starts in the output (past the closing tag and the whitespace after it) */
+  readonly answerStart: number;
+}
+
+/** The output's thinking and where its answer starts; `insideThinking`: the prompt left a block open. */
+export function splitReasoning(text: string, insideThinking: boolean): ReasoningSplit {
+  const lead = text.length - text.trimStart().length;
+  const from = insideThinking ? 0 : text.startsWith(OPEN, lead) ? lead + OPEN.length : -1;
+  if (from < 0) return { reasoning: null, answerStart: 0 };
+  const end = text.indexOf(CLOSE, from);
+  if (end < 0) return { reasoning: text.slice(from).trim(), answerStart: text.length };
+  const after = end + CLOSE.length;
+  const answerStart = after + (text.slice(after).length - text.slice(after).trimStart().length);
+  return { reasoning: text.slice(from, end).trim(), answerStart };
+}
+
+/**
+ * splitReasoning over a stream: each piece of output in, the thinking and the answer it adds out. What could
+ * still be a tag (or, right after one, whitespace) is held until the next piece tells. `answerStart` is known
+ * once the answer began.
+ */
+export class ReasoningStream {
+  private mode: "start" | "thinking" | "answer";
+  private held = "";
+  private consumed = 0;
+  /** whitespace is dropped until the thinking's (or the answer's) first other character */
+  private trimming = true;
+  answerStart: number | null = null;
+
+  constructor(insideThinking: boolean) {
+    this.mode = insideThinking ? "thinking" : "start";
+  }
+
+  push(piece: string): { reasoning: string; answer: string } {
+    this.held += piece;
+    let reasoning = "";
+    let answer = "";
+    for (;;) {
+      if (this.mode === "start") {
+        const body = this.held.trimStart();
+        if (body.startsWith(OPEN)) {
+          this.take(this.held.length - body.length + OPEN.length);
+          this.mode = "thinking";
+          this.trimming = true;
+          continue;
+        }
+        if (OPEN.startsWith(body)) return { reasoning, answer }; // may still become the tag
+        this.mode = "answer";
+        this.answerStart = this.consumed;
+        this.trimming = false;
+        continue;
+      }
+      if (this.mode === "thinking") {
+        if (this.trimming) this.dropLeadingWhitespace();
+        const end = this.held.indexOf(CLOSE);
+        if (end >= 0) {
+          reasoning += this.take(end);
+          this.take(CLOSE.length);
+          this.mode = "answer";
+          this.trimming = true;
+          continue;
+        }
+        const keep = partialSuffix(this.held, CLOSE);
+        reasoning += this.take(this.held.length - keep);
+        if (reasoning.length > 0) this.trimming = false;
+        return { reasoning, answer };
+      }
+      if (this.trimming) {
+        this.dropLeadingWhitespace();
+        if (this.held.length === 0) return { reasoning, answer };
+        this.trimming = false;
+        this.answerStart = this.consumed;
+      }
+      answer += this.take(this.held.length);
+      return { reasoning, answer };
+    }
+  }
+
+  /** The output ended: what was held (a tag that never completed is text of its part). */
+  finish(): { reasoning: string; answer: string } {
+    const rest = this.take(this.held.length);
+    if (this.mode === "thinking") return { reasoning: rest, answer: "" };
+    if (this.mode === "start" || !this.trimming) {
+      this.answerStart ??= this.consumed - rest.length;
+      return { reasoning: "", answer: rest };
+    }
+    return { reasoning: "", answer: "" };
+  }
+
+  private take(n: number): string {
+    const out = this.held.slice(0, n);
+    this.held = this.held.slice(n);
+    this.consumed += n;
+    return out;
+  }
+
+  private dropLeadingWhitespace(): void {
+    const body = this.held.trimStart();
+    this.take(this.held.length - body.length);
+  }
+}
+
+/** Length of the longest suffix of `text` that is a proper prefix of `tag`. */
+function partialSuffix(text: string, tag: string): number {
+  for (let k = Math.min(tag.length - 1, text.length); k > 0; k--) {
+    if (tag.startsWith(text.slice(text.length - k))) return k;
+  }
+  return 0;
+}
