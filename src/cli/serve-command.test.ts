@@ -228,6 +228,39 @@ test("--chat-template FILE renders chat requests with that template; a missing f
   }
 });
 
+test("a thinking template: the banner says chat completions split the thinking, and --reasoning-format none does not", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "continuum-serve-"));
+  try {
+    const file = join(dir, "thinking.jinja");
+    await writeFile(file, "{% for m in messages %}{{ m.content }}{% endfor %}<think>\\n</think>");
+    for (const [extra, splits] of [
+      [[], true],
+      [["--reasoning-format", "none"], false],
+    ] as const) {
+      let parsed: Record<string, unknown> = {};
+      const command = serveCommand()
+        .exitOverride()
+        .action((o: Record<string, unknown>) => {
+          parsed = o;
+        });
+      await command.parseAsync(["--chat-template", file, "--port", "0", ...extra], { from: "user" });
+      const lines: string[] = [];
+      const server = await runServe(parsed as never, {
+        createEngine: () => new FakeEngine(),
+        log: (line) => lines.push(line),
+        handleSignals: false,
+      });
+      await server.close();
+      assert.equal(
+        lines.some((line) => line.includes("reasoning_content")),
+        splits,
+      );
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 describe("continuum serve process", () => {
   test("SIGTERM drains the in-flight request, shuts the engine down, exits 0", async () => {
     const fixture = fileURLToPath(new URL("./test-support/serve-fixture.ts", import.meta.url));
