@@ -232,7 +232,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
   if (server.api.splitsReasoning) {
     log(
       "  reasoning: the chat template writes <think> blocks; chat completions report them as " +
-        "reasoning_content (--reasoning-format none leaves them in the content)",
+        "reasoning_content, Messages as thinking blocks (--reasoning-format none leaves them in the text)",
     );
   }
   if (o.logitBias.length > 0) {

@@ -38,6 +38,17 @@ export function stopSequence(done: DoneEvent, calls: readonly ParsedToolCall[]):
   return stopReason(done, calls) === "stop_sequence" ? (done.stopSequence ?? null) : null;
 }
 
+/**
+ * A thinking block's `signature`: Anthropic's clients keep it and send it back with the block; this
+ * server signs nothing, and drops thinking blocks it is sent (the reply they belong to renders as generated).
+ */
+export const THINKING_SIGNATURE = "";
+
+/** Anthropic's thinking block of a reasoning model's thinking. */
+export function thinkingBlock(thinking: string) {
+  return { type: "thinking" as const, thinking, signature: THINKING_SIGNATURE };
+}
+
 /** Anthropic's tool-use id for a parsed call, the same whether it was streamed or not. */
 export function toolUseId(call: { readonly id: string }): string {
   return `toolu_${call.id.replace(/^call_/, "")}`;

@@ -1,15 +1,22 @@
 /**
  * A generation as the Anthropic Messages API streams it: message_start, ping, then each content block
- * (content_block_start, its text_delta or input_json_delta events, content_block_stop), message_delta
- * with the stop reason and usage, message_stop. Tool calls are read as chat completions read them.
+ * (content_block_start, its thinking_delta, text_delta or input_json_delta events, content_block_stop),
+ * message_delta with the stop reason and usage, message_stop. Thinking and tool calls are read as chat
+ * completions read them.
  */
-import { splitOutput, type ToolSetup } from "./chat-completions.js";
+import { type ChatGeneration, splitOutput } from "./chat-completions.js";
 import { toApiError } from "./errors.js";
-import type { Generation } from "./generation.js";
 import { anthropicErrorBody } from "./messages-errors.js";
-import { messagesUsage, stopReason, stopSequence, toolUseId } from "./messages-response.js";
+import {
+  messagesUsage,
+  stopReason,
+  stopSequence,
+  THINKING_SIGNATURE,
+  toolUseId,
+} from "./messages-response.js";
+import { ReasoningStream, splitReasoning } from "./reasoning.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
-import { type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
+import { toolCallMarkers } from "./tool-call-formats.js";
 import { ToolCallStreamGate } from "./tool-calls.js";
 
 export function sseEvent(type: string, payload: Record<string, unknown>): string {
@@ -24,7 +31,20 @@ export interface MessageMeta {
 /** Opens, fills and closes content blocks, numbering them in order. */
 class BlockWriter {
   private next = 0;
-  private open: "text" | "tool_use" | null = null;
+  private open: "thinking" | "text" | "tool_use" | null = null;
+
+  /** `thinking` into the open thinking block, opening one first (thinking comes before any other block). */
+  *thinking(thinking: string): Generator<string> {
+    if (thinking.length === 0) return;
+    if (this.open !== "thinking") {
+      yield* this.close();
+      yield this.start({ type: "thinking", thinking: "", signature: "" }, "thinking");
+    }
+    yield sseEvent("content_block_delta", {
+      index: this.next - 1,
+      delta: { type: "thinking_delta", thinking },
+    });
+  }
 
   /** `text` into the open text block, first closing any other block and opening a text block. */
   *text(text: string): Generator<string> {
@@ -51,21 +71,25 @@ class BlockWriter {
 
   *close(): Generator<string> {
     if (this.open === null) return;
+    if (this.open === "thinking") {
+      yield sseEvent("content_block_delta", {
+        index: this.next - 1,
+        delta: { type: "signature_delta", signature: THINKING_SIGNATURE },
+      });
+    }
     this.open = null;
     yield sseEvent("content_block_stop", { index: this.next - 1 });
   }
 
-  private start(block: Record<string, unknown>, kind: "text" | "tool_use"): string {
+  private start(block: Record<string, unknown>, kind: "thinking" | "text" | "tool_use"): string {
     this.open = kind;
     return sseEvent("content_block_start", { index: this.next++, content_block: block });
   }
 }
 
 export async function* messagesStreamEvents(
-  generation: Generation,
+  { generation, tools, format, insideThinking }: ChatGeneration,
   meta: MessageMeta,
-  tools: ToolSetup,
-  format: ToolCallFormat,
 ): AsyncGenerator<string> {
   // The engine reports how much of the prompt was cached only when done: message_start carries zeros
   // and message_delta the message's totals (Anthropic's clients overwrite usage with them).
@@ -74,6 +98,8 @@ export async function* messagesStreamEvents(
     tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   const live = gate ? new StreamedToolCall() : null;
   const blocks = new BlockWriter();
+  const thinking = insideThinking === null ? null : new ReasoningStream(insideThinking);
+  // the answer's characters out as text so far
   let streamed = 0;
   try {
     yield sseEvent("message_start", {
@@ -90,7 +116,11 @@ export async function* messagesStreamEvents(
     yield sseEvent("ping", {});
     for await (const event of generation.events()) {
       if (event.type === "delta") {
-        const text = gate ? gate.push(event.text) : event.text;
+        const { reasoning, answer } = thinking
+          ? thinking.push(event.text)
+          : { reasoning: "", answer: event.text };
+        yield* blocks.thinking(reasoning);
+        const text = gate ? gate.push(answer) : answer;
         streamed += text.length;
         yield* blocks.text(text);
         if (gate && live) {
@@ -100,10 +130,14 @@ export async function* messagesStreamEvents(
         }
         continue;
       }
+      yield* blocks.thinking(thinking?.finish().reasoning ?? "");
+      const answerStart =
+        insideThinking === null ? 0 : splitReasoning(event.text, insideThinking).answerStart;
       // A call already announced is a call, even when the output ended before it closed.
       const cut = event.finishReason !== "stop" || live?.opened === true;
-      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
-      yield* blocks.text(event.text.slice(streamed, Math.max(contentEnd, streamed)));
+      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut, answerStart);
+      const from = answerStart + streamed;
+      yield* blocks.text(event.text.slice(from, Math.max(contentEnd, from)));
       for (const [index, call] of calls.entries()) {
         if (index === 0 && gate && live?.opened) {
           yield* blocks.inputJson(live.finish(gate.held));

@@ -15,10 +15,11 @@ import {
 } from "./chat-completions.js";
 import { type AppEnv, sseResponse } from "./generation.js";
 import { chatCompletionRequest, chatMessages, chatToolChoice, chatTools } from "./messages-request.js";
-import { messagesUsage, stopReason, stopSequence, toolUseBlock } from "./messages-response.js";
+import { messagesUsage, stopReason, stopSequence, thinkingBlock, toolUseBlock } from "./messages-response.js";
 import { countTokensSchema, messagesSchema } from "./messages-schema.js";
 import { messagesStreamEvents } from "./messages-stream.js";
 import { claudeCodeSessionId } from "./program-fields.js";
+import { splitReasoning } from "./reasoning.js";
 import { chatCompletionSchema } from "./schemas.js";
 
 export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
@@ -26,21 +27,26 @@ export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise
   const model = checkModel(ctx, request.model);
   const sessionId = claudeCodeSessionId((name) => c.req.header(name), request.metadata?.user_id);
   const body = chatCompletionSchema.parse(chatCompletionRequest(request, sessionId));
-  const { tools, format, requestId, generation } = await startChat(c, ctx, body, body.max_tokens, {
-    capToContext: true,
-  });
+  const started = await startChat(c, ctx, body, body.max_tokens, { capToContext: true });
+  const { tools, format, requestId, generation, insideThinking } = started;
   const meta = { id: `msg_${requestId}`, model };
   if (body.stream) {
-    return sseResponse(messagesStreamEvents(generation, meta, tools, format), () => generation.abort());
+    return sseResponse(messagesStreamEvents(started, meta), () => generation.abort());
   }
   const done = await generation.done();
   if (done === null) throw new Error("the engine ended the request without a result");
-  const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
+  const thinking = insideThinking === null ? null : splitReasoning(done.text, insideThinking);
+  const truncated = done.finishReason !== "stop";
+  const { content, calls } = splitOutput(done.text, tools, format, truncated, thinking?.answerStart);
   return c.json({
     ...meta,
     type: "message",
     role: "assistant",
-    content: [...(content ? [{ type: "text", text: content }] : []), ...calls.map(toolUseBlock)],
+    content: [
+      ...(thinking?.reasoning ? [thinkingBlock(thinking.reasoning)] : []),
+      ...(content ? [{ type: "text", text: content }] : []),
+      ...calls.map(toolUseBlock),
+    ],
     stop_reason: stopReason(done, calls),
     stop_sequence: stopSequence(done, calls),
     usage: messagesUsage(done.usage),

@@ -1,9 +1,11 @@
 /**
- * A reasoning model through chat completions: its `<think>` block comes back as `reasoning_content`, tool
- * calls are parsed in the answer only, streamed alike; `reasoningFormat: "none"` leaves the block in.
+ * A reasoning model through chat completions and Messages: its `<think>` block comes back as
+ * `reasoning_content` (a thinking block), tool calls are parsed in the answer only, streamed alike;
+ * `reasoningFormat: "none"` leaves the block in.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import Anthropic from "@anthropic-ai/sdk";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
 import { llamaTemplate } from "./test-support/llama-templates.js";
 import { type Json, sseEvents, withServer } from "./test-support/test-server.js";
@@ -25,7 +27,7 @@ const tools = [
 ];
 const call = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>';
 
-describe("reasoning models on chat completions", () => {
+describe("reasoning models on chat completions and messages", () => {
   test("the thinking is reasoning_content; a call written while thinking is not a call", async () => {
     const reply = () => `<think>\nMaybe <tool_call> later.\n</think>\n\n${call}`;
     await withServer({ chatTemplate: qwen3, reply }, {}, async (t) => {
@@ -100,6 +102,36 @@ describe("reasoning models on chat completions", () => {
     await withServer({ reply }, {}, async (t) => {
       const body = (await (await t.post("/v1/chat/completions", { messages })).json()) as Json;
       assert.equal(body.choices[0].message.content, reply());
+    });
+  });
+
+  test("messages (Claude Code's API): a thinking block before the tool use, streamed and whole, read by Anthropic's SDK", async () => {
+    const reply = () => [`<think>\nNeed`, ` ls.\n</think>\n\n`, call];
+    await withServer({ chatTemplate: qwen3, reply }, {}, async (t) => {
+      const anthropic = new Anthropic({ baseURL: t.url, apiKey: "x", maxRetries: 0 });
+      const request = {
+        model: "fake-model",
+        max_tokens: 256,
+        messages: [{ role: "user" as const, content: "List the files." }],
+        tools: [
+          {
+            name: "bash",
+            input_schema: { type: "object" as const, properties: { command: { type: "string" } } },
+          },
+        ],
+      };
+      const whole = await anthropic.messages.create(request);
+      const streamed = await anthropic.messages.stream(request).finalMessage();
+      for (const message of [whole, streamed]) {
+        assert.deepEqual(
+          message.content.map((b) => b.type),
+          ["thinking", "tool_use"],
+        );
+        const [thinking, use] = message.content as [Anthropic.ThinkingBlock, Anthropic.ToolUseBlock];
+        assert.equal(thinking.thinking.trim(), "Need ls.");
+        assert.deepEqual(use.input, { command: "ls" });
+        assert.equal(message.stop_reason, "tool_use");
+      }
     });
   });
 });
