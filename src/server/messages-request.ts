@@ -167,5 +167,14 @@ export function chatCompletionRequest(body: MessagesBody, sessionId: string | nu
     stream: body.stream,
     session_id: sessionId ?? undefined,
     cache_control: lastCacheControl(body) ?? undefined,
+    chat_template_kwargs: thinkingKwargs(body),
   };
+}
+
+/**
+ * Anthropic's models think only when the request enables it; a reasoning model's template is told the same
+ * (Qwen3's `enable_thinking`, which DeepSeek-R1's and GLM's templates read too; others ignore it).
+ */
+export function thinkingKwargs(body: Pick<CountTokensBody, "thinking">): { enable_thinking: boolean } {
+  return { enable_thinking: body.thinking?.type === "enabled" };
 }

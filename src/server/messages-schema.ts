@@ -1,6 +1,6 @@
 /**
  * Request bodies of the Anthropic Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`).
- * Unknown fields (`thinking`, `context_management`, `service_tier`, ...) are dropped, as Anthropic's
+ * Unknown fields (`context_management`, `service_tier`, ...) are dropped, as Anthropic's
  * clients send many; a known field of the wrong type fails validation (400).
  */
 import { z } from "zod";
@@ -74,6 +74,8 @@ const countTokensFields = {
   tool_choice: toolChoice.nullish(),
   /** the whole request's mark: it applies where the prompt ends */
   cache_control: cacheControl,
+  /** extended thinking (`{type: "enabled", budget_tokens}`): a reasoning model thinks only when enabled */
+  thinking: z.object({ type: z.string() }).passthrough().nullish(),
 };
 
 export const countTokensSchema = z.object(countTokensFields);

@@ -14,7 +14,13 @@ import {
   toolSetup,
 } from "./chat-completions.js";
 import { type AppEnv, sseResponse } from "./generation.js";
-import { chatCompletionRequest, chatMessages, chatToolChoice, chatTools } from "./messages-request.js";
+import {
+  chatCompletionRequest,
+  chatMessages,
+  chatToolChoice,
+  chatTools,
+  thinkingKwargs,
+} from "./messages-request.js";
 import { messagesUsage, stopReason, stopSequence, thinkingBlock, toolUseBlock } from "./messages-response.js";
 import { countTokensSchema, messagesSchema } from "./messages-schema.js";
 import { messagesStreamEvents } from "./messages-stream.js";
@@ -60,6 +66,7 @@ export async function countMessageTokens(c: Context<AppEnv>, ctx: RequestContext
     messages: chatMessages(request),
     tools: chatTools(request.tools),
     tool_choice: chatToolChoice(request.tool_choice),
+    chat_template_kwargs: thinkingKwargs(request),
   });
   const prompt = renderChatPrompt(
     ctx,

@@ -134,4 +134,23 @@ describe("reasoning models on chat completions and messages", () => {
       }
     });
   });
+
+  test("messages: the model thinks only when the request enables thinking, as Anthropic's models", async () => {
+    await withServer({ chatTemplate: qwen3, reply: () => "Here." }, {}, async (t) => {
+      const request = { model: "fake-model", max_tokens: 64, messages: [{ role: "user", content: "Hi." }] };
+      await (await t.post("/v1/messages", request)).json();
+      await (
+        await t.post("/v1/messages", { ...request, thinking: { type: "enabled", budget_tokens: 1024 } })
+      ).json();
+      const [plain, thinking] = t.engine.requests.map((r) => r.prompt);
+      assert.ok(plain!.endsWith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), "an empty block closed");
+      assert.ok(thinking!.endsWith("<|im_start|>assistant\n"));
+      const counted = async (body: Record<string, unknown>) =>
+        ((await (await t.post("/v1/messages/count_tokens", body)).json()) as Json).input_tokens as number;
+      const { max_tokens: _, ...countRequest } = request;
+      assert.ok(
+        (await counted(countRequest)) > (await counted({ ...countRequest, thinking: { type: "enabled" } })),
+      );
+    });
+  });
 });
