@@ -9,7 +9,7 @@ import { LlamaModelRunner } from "../engine/llama-model-runner.js";
 import { isNativeAvailable } from "../engine/native/llama-native.js";
 import { ChatTemplate, serverChatTemplate } from "./chat-template.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
-import { llamaTemplate, ollamaGgufTemplate } from "./test-support/llama-templates.js";
+import { llamaTemplate, ollamaGgufTemplate, qwen3ChatTemplate } from "./test-support/llama-templates.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 import { detectToolCallFormat, parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
 
@@ -324,14 +324,7 @@ describe("rendering with a model's template", () => {
   });
 
   test("chat_template_kwargs reach the template: Qwen3's enable_thinking false opens and closes an empty think block", async () => {
-    const qwen3: ModelChatTemplate = {
-      source: llamaTemplate("Qwen-Qwen3-0.6B"),
-      bosToken: "",
-      eosToken: "<|im_end|>",
-      eosTokenId: 2,
-      addsBos: false,
-    };
-    await withServer({ chatTemplate: qwen3 }, {}, async (t) => {
+    await withServer({ chatTemplate: qwen3ChatTemplate() }, {}, async (t) => {
       const messages = conversation.slice(1, 2);
       await (await t.post("/v1/chat/completions", { messages })).json();
       await (

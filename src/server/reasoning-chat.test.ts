@@ -7,16 +7,10 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
-import { llamaTemplate } from "./test-support/llama-templates.js";
+import { llamaTemplate, qwen3ChatTemplate } from "./test-support/llama-templates.js";
 import { type Json, sseEvents, withServer } from "./test-support/test-server.js";
 
-const qwen3: ModelChatTemplate = {
-  source: llamaTemplate("Qwen-Qwen3-0.6B"),
-  bosToken: "",
-  eosToken: "<|im_end|>",
-  eosTokenId: 2,
-  addsBos: false,
-};
+const qwen3 = qwen3ChatTemplate();
 
 const messages = [{ role: "user", content: "List the files." }];
 const tools = [

@@ -6,6 +6,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { ModelChatTemplate } from "../../engine/engine-api.js";
 
 const SCRIPT = fileURLToPath(new URL("../../../scripts/fetch-llama-templates.mjs", import.meta.url));
 
@@ -15,6 +16,17 @@ let dir: string | null = null;
 export function llamaTemplate(name: string): string {
   dir ??= execFileSync(process.execPath, [SCRIPT], { encoding: "utf8" }).trim();
   return readFileSync(join(dir, `${name}.jinja`), "utf8");
+}
+
+/** Qwen3's template and special tokens, as a Qwen3 GGUF carries them (a reasoning model's: `<think>`). */
+export function qwen3ChatTemplate(): ModelChatTemplate {
+  return {
+    source: llamaTemplate("Qwen-Qwen3-0.6B"),
+    bosToken: "",
+    eosToken: "<|im_end|>",
+    eosTokenId: 2,
+    addsBos: false,
+  };
 }
 
 const OLLAMA_MAP = fileURLToPath(
