@@ -232,7 +232,8 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
   if (server.api.splitsReasoning) {
     log(
       "  reasoning: the chat template writes <think> blocks; chat completions report them as " +
-        "reasoning_content, Messages as thinking blocks (--reasoning-format none leaves them in the text)",
+        "reasoning_content, Messages as thinking blocks, Responses as reasoning items " +
+        "(--reasoning-format none leaves them in the text)",
     );
   }
   if (o.logitBias.length > 0) {

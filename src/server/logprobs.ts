@@ -66,8 +66,8 @@ export function responsesLogprobs(entries: readonly OutputLogprob[]) {
 }
 
 /**
- * The entries of the tokens that begin within the output's first `bytes` bytes (its text before a tool
- * call's markup, say), given the entries of the whole output in order.
+ * The entries of the tokens that begin within the first `bytes` bytes of the text `entries` spell (the
+ * answer's text before a tool call's markup, say), given them in order.
  */
 export function entriesWithin(entries: readonly OutputLogprob[], bytes: number): OutputLogprob[] {
   const within: OutputLogprob[] = [];
@@ -78,6 +78,14 @@ export function entriesWithin(entries: readonly OutputLogprob[], bytes: number):
     start += e.bytes.length;
   }
   return within;
+}
+
+/** The entries of the tokens that begin at or after byte `from` of the text `entries` spell. */
+export function entriesFrom(entries: readonly OutputLogprob[], from: number): OutputLogprob[] {
+  let start = 0;
+  let i = 0;
+  while (i < entries.length && start < from) start += entries[i++]!.bytes.length;
+  return entries.slice(i);
 }
 
 /**

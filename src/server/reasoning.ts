@@ -2,7 +2,8 @@
  * A reasoning model's thinking, apart from its answer: Qwen3, QwQ and DeepSeek-R1's distills write
  * `<think>...</think>` before the answer (or their template opens the block in the prompt, and the output
  * starts inside it). Chat completions report the thinking as `reasoning_content` (Messages as a thinking
- * block) and parse tool calls in the answer only, as llama-server and vLLM's reasoning parsers do.
+ * block, Responses as a reasoning item) and parse tool calls in the answer only, as llama-server and
+ * vLLM's reasoning parsers do.
  */
 
 const OPEN = "<think>";

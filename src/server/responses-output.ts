@@ -26,7 +26,15 @@ export interface FunctionCallItem {
   readonly status: ResponseStatus;
 }
 
-export type OutputItem = MessageItem | FunctionCallItem;
+/** A reasoning model's thinking, whole (the raw text as `reasoning_text`; no summary is written). */
+export interface ReasoningItem {
+  readonly type: "reasoning";
+  readonly id: string;
+  readonly summary: [];
+  readonly content: { type: "reasoning_text"; text: string }[];
+}
+
+export type OutputItem = ReasoningItem | MessageItem | FunctionCallItem;
 
 /** What every response object of one request repeats from the request. */
 export interface ResponseMeta {
@@ -37,7 +45,7 @@ export interface ResponseMeta {
   readonly body: ResponsesBody;
 }
 
-export function newItemId(prefix: "msg" | "fc"): string {
+export function newItemId(prefix: "rs" | "msg" | "fc"): string {
   return `${prefix}_${randomUUID().replace(/-/g, "")}`;
 }
 
@@ -60,6 +68,11 @@ export function messageItem(
   return { type: "message", id, role: "assistant", status, content: [outputText(text, logprobs)] };
 }
 
+/** A reasoning item holding `text` (empty while it is being written). */
+export function reasoningItem(id: string, text: string): ReasoningItem {
+  return { type: "reasoning", id, summary: [], content: text ? [{ type: "reasoning_text", text }] : [] };
+}
+
 export function functionCallItem(
   id: string,
   call: Pick<ParsedToolCall, "id" | "name" | "arguments">,
@@ -68,19 +81,27 @@ export function functionCallItem(
   return { type: "function_call", id, call_id: call.id, name: call.name, arguments: call.arguments, status };
 }
 
+/** What a finished generation's output items are made of (its answer split as chat completions split it). */
+export interface GeneratedOutput {
+  /** a reasoning model's thinking, else null */
+  readonly reasoning: string | null;
+  readonly content: string | null;
+  readonly calls: readonly ParsedToolCall[];
+  /** with logprobs: the entries of the answer's tokens (those of its thinking left out) */
+  readonly answerLogprobs?: readonly OutputLogprob[];
+}
+
 /**
- * The output items of a finished generation: its text (if any) as a message, with the logprobs of its
- * tokens when the generation has them, then its calls.
+ * The output items of a finished generation: its thinking (if any) as a reasoning item, its text (if any)
+ * as a message, with the logprobs of its tokens when the generation has them, then its calls.
  */
-export function outputItems(
-  content: string | null,
-  calls: readonly ParsedToolCall[],
-  status: ResponseStatus,
-  logprobs?: readonly OutputLogprob[],
-): OutputItem[] {
-  const textLogprobs = content && logprobs ? entriesWithin(logprobs, Buffer.byteLength(content)) : undefined;
+export function outputItems(output: GeneratedOutput, status: ResponseStatus): OutputItem[] {
+  const { reasoning, content, calls, answerLogprobs } = output;
+  const thinking = reasoning ? [reasoningItem(newItemId("rs"), reasoning)] : [];
+  const textLogprobs =
+    content && answerLogprobs ? entriesWithin(answerLogprobs, Buffer.byteLength(content)) : undefined;
   const message = content ? [messageItem(newItemId("msg"), content, status, textLogprobs)] : [];
-  return [...message, ...calls.map((call) => functionCallItem(newItemId("fc"), call, status))];
+  return [...thinking, ...message, ...calls.map((call) => functionCallItem(newItemId("fc"), call, status))];
 }
 
 /** The turn a stored response adds to its conversation. */

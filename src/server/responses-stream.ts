@@ -8,10 +8,10 @@
 
 import type { OutputLogprob } from "../engine/engine-api.js";
 import { OutputLogprobs } from "../engine/output-logprobs.js";
-import { splitOutput, type ToolSetup } from "./chat-completions.js";
+import { type ChatGeneration, splitOutput } from "./chat-completions.js";
 import { errorBody, toApiError } from "./errors.js";
-import type { Generation } from "./generation.js";
 import { responsesLogprobs } from "./logprobs.js";
+import { ReasoningStream, splitReasoning } from "./reasoning.js";
 import {
   type FunctionCallItem,
   functionCallItem,
@@ -22,12 +22,13 @@ import {
   outputText,
   type ResponseMeta,
   type ResponseStatus,
+  reasoningItem,
   responseObject,
   responseStatus,
 } from "./responses-output.js";
 import { wantsTextLogprobs } from "./responses-schema.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
-import { type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
+import { toolCallMarkers } from "./tool-call-formats.js";
 import { type ParsedToolCall, ToolCallStreamGate } from "./tool-calls.js";
 
 /** The events of one response, numbered, and the output items they have announced. */
@@ -35,6 +36,7 @@ class ResponseEvents {
   private sequence = 0;
   readonly items: OutputItem[] = [];
   private text: { id: string; index: number; text: string; logprobs: OutputLogprob[] } | null = null;
+  private thinking: { id: string; index: number; text: string } | null = null;
 
   /** `withLogprobs`: the request included "message.output_text.logprobs" */
   constructor(private readonly withLogprobs: boolean) {}
@@ -45,9 +47,37 @@ class ResponseEvents {
     return `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
   }
 
+  /**
+   * A reasoning model's thinking, into a reasoning item opened by the first piece; the item is whole when it
+   * ends (no deltas: clients read a reasoning item's text when it is done).
+   */
+  thinkingDelta(delta: string): string[] {
+    if (delta.length === 0) return [];
+    if (this.thinking !== null) {
+      this.thinking.text += delta;
+      return [];
+    }
+    const id = newItemId("rs");
+    const index = this.items.length;
+    this.thinking = { id, index, text: delta };
+    const added = reasoningItem(id, "");
+    this.items.push(added);
+    return [this.frame("response.output_item.added", { output_index: index, item: added })];
+  }
+
+  /** Ends the reasoning item, if one is open. */
+  endThinking(): string[] {
+    if (this.thinking === null) return [];
+    const { id, index, text } = this.thinking;
+    this.thinking = null;
+    const item = reasoningItem(id, text.trim());
+    this.items[index] = item;
+    return [this.frame("response.output_item.done", { output_index: index, item })];
+  }
+
   /** Text of the message item (opened by the first), with the logprobs of the tokens it carries. */
   textDelta(delta: string, logprobs: readonly OutputLogprob[] = []): string[] {
-    const frames: string[] = [];
+    const frames: string[] = this.endThinking();
     if (this.text === null) {
       const id = newItemId("msg");
       const index = this.items.length;
@@ -95,7 +125,7 @@ class ResponseEvents {
   }
 
   startCall(callId: string, name: string): string[] {
-    const frames = this.endText("completed");
+    const frames = [...this.endThinking(), ...this.endText("completed")];
     const id = newItemId("fc");
     const index = this.items.length;
     this.call = { id, index, callId, name };
@@ -142,10 +172,8 @@ class ResponseEvents {
 
 /** The event stream; `onDone` gets the finished response's output items (to store them). */
 export async function* responseEventStream(
-  generation: Generation,
+  { generation, tools, format, insideThinking }: ChatGeneration,
   meta: ResponseMeta,
-  tools: ToolSetup,
-  format: ToolCallFormat,
   onDone: (items: readonly OutputItem[]) => void,
 ): AsyncGenerator<string> {
   const events = new ResponseEvents(wantsTextLogprobs(meta.body));
@@ -155,25 +183,38 @@ export async function* responseEventStream(
   const gate =
     tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   const live = gate ? new StreamedToolCall() : null;
+  const thinking = insideThinking === null ? null : new ReasoningStream(insideThinking);
+  // the answer's characters out as text so far, and the output so far
   let streamed = 0;
-  // the output's token logprobs, in its bytes: a text delta takes those of the tokens it begins to carry
+  let output = "";
+  // the output's token logprobs, in its bytes: a text delta takes those of the tokens it begins to carry,
+  // from the answer's start on (the thinking's tokens are not the text's)
   const logprobs = new OutputLogprobs();
   let outputBytes = 0;
-  let streamedBytes = 0;
-  const textDelta = (text: string) => {
+  let streamedBytes: number | null = null;
+  const textDelta = (text: string, answerStart: number) => {
+    if (streamedBytes === null) {
+      streamedBytes = Buffer.byteLength(output.slice(0, answerStart));
+      logprobs.release(streamedBytes);
+    }
     streamedBytes += Buffer.byteLength(text);
     return events.textDelta(text, logprobs.release(streamedBytes));
   };
   try {
     for await (const event of generation.events()) {
       if (event.type === "delta") {
+        output += event.text;
         for (const entry of event.logprobs ?? []) {
           logprobs.add(entry, outputBytes);
           outputBytes += entry.bytes.length;
         }
-        const text = gate ? gate.push(event.text) : event.text;
+        const { reasoning, answer } = thinking
+          ? thinking.push(event.text)
+          : { reasoning: "", answer: event.text };
+        yield* events.thinkingDelta(reasoning);
+        const text = gate ? gate.push(answer) : answer;
         streamed += text.length;
-        if (text.length > 0) yield* textDelta(text);
+        if (text.length > 0) yield* textDelta(text, thinking?.answerStart ?? 0);
         if (gate && live) {
           const { opened, args } = live.push(gate.held);
           if (opened) yield* events.startCall(live.id, live.name as string);
@@ -182,11 +223,16 @@ export async function* responseEventStream(
         continue;
       }
       const status = responseStatus(event);
+      yield* events.thinkingDelta(thinking?.finish().reasoning ?? "");
+      yield* events.endThinking();
+      const answerStart =
+        insideThinking === null ? 0 : splitReasoning(event.text, insideThinking).answerStart;
       // A call already announced is a call, even when the output ended before it closed.
       const cut = event.finishReason !== "stop" || live?.opened === true;
-      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut);
-      const rest = event.text.slice(streamed, Math.max(contentEnd, streamed));
-      if (rest.trim().length > 0 && !live?.opened) yield* textDelta(rest);
+      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut, answerStart);
+      const from = answerStart + streamed;
+      const rest = event.text.slice(from, Math.max(contentEnd, from));
+      if (rest.trim().length > 0 && !live?.opened) yield* textDelta(rest, answerStart);
       yield* events.endText(status);
       for (const [index, call] of calls.entries()) {
         if (index === 0 && gate && live?.opened) {

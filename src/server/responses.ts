@@ -15,6 +15,8 @@ import {
 import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "./context-overflow.js";
 import { ApiError } from "./errors.js";
 import { type AppEnv, sseResponse, unixSeconds } from "./generation.js";
+import { entriesFrom } from "./logprobs.js";
+import { splitReasoning } from "./reasoning.js";
 import { chatRequestOf } from "./responses-input.js";
 import {
   assistantTurn,
@@ -79,24 +81,34 @@ export function responsesHandler(
       const failed = { code: "context_length_exceeded", message: RESPONSES_OVERFLOW_MESSAGE };
       return sseResponse(failedResponseEvents(metaOf(ctx.newRequestId(c)), failed), () => {});
     }
-    const { tools, format, requestId, generation } = started;
+    const { tools, format, requestId, generation, insideThinking } = started;
     const meta = metaOf(requestId);
     const keep = (items: readonly OutputItem[]) => {
       if (body.store) store.set(tenant, meta.id, [...request.conversation, assistantTurn(items)]);
     };
     const dropped = request.droppedTools.join(",");
     if (body.stream) {
-      const response = sseResponse(responseEventStream(generation, meta, tools, format, keep), () =>
-        generation.abort(),
-      );
+      const response = sseResponse(responseEventStream(started, meta, keep), () => generation.abort());
       if (dropped) response.headers.set(DROPPED_TOOLS_HEADER, dropped);
       return response;
     }
     const done = await generation.done();
     if (done === null) throw new Error("the engine ended the request without a result");
     const status = responseStatus(done);
-    const { content, calls } = splitOutput(done.text, tools, format, done.finishReason !== "stop");
-    const output = outputItems(content, calls, status, done.logprobs);
+    const thinking = insideThinking === null ? null : splitReasoning(done.text, insideThinking);
+    const answerStart = thinking?.answerStart ?? 0;
+    const truncated = done.finishReason !== "stop";
+    const { content, calls } = splitOutput(done.text, tools, format, truncated, answerStart);
+    const answerBytes = Buffer.byteLength(done.text.slice(0, answerStart));
+    const output = outputItems(
+      {
+        reasoning: thinking?.reasoning ?? null,
+        content,
+        calls,
+        ...(done.logprobs ? { answerLogprobs: entriesFrom(done.logprobs, answerBytes) } : {}),
+      },
+      status,
+    );
     keep(output);
     if (dropped) c.header(DROPPED_TOOLS_HEADER, dropped);
     return c.json(responseObject(meta, status, output, done.usage));
