@@ -117,6 +117,34 @@ describe("continuum serve", () => {
     );
   });
 
+  test("a large unified KV pool on a GPU is named in the banner for its host mask; streams or a small pool are not", async () => {
+    const gpu = {
+      backend: "cuda",
+      device: "NVIDIA H100 80GB HBM3",
+      memoryBytes: 80 * 2 ** 30,
+      layersOffloaded: 32,
+      layersTotal: 32,
+      kvCache: "gpu" as const,
+    };
+    const banner = async (argv: string[], kvBlocks: number) => {
+      const command = serveCommand()
+        .exitOverride()
+        .action(() => {});
+      await command.parseAsync([...argv, "--port", "0"], { from: "user" });
+      const lines: string[] = [];
+      const server = await runServe(command.opts() as never, {
+        createEngine: () => new FakeEngine({ device: gpu, metrics: { kvBlocks, kvBlockSizeTokens: 16 } }),
+        log: (line) => lines.push(line),
+        handleSignals: false,
+      });
+      await server.close();
+      return lines.some((line) => /attention mask on the CPU/.test(line));
+    };
+    assert.equal(await banner([], 32_768), true, "524,288 cells");
+    assert.equal(await banner([], 2_048), false, "32,768 cells");
+    assert.equal(await banner(["--kv-layout", "streams"], 32_768), false);
+  });
+
   test("unknown policies and KV layouts are refused", async () => {
     for (const [argv, message] of [
       [["--scheduling-policy", "lifo"], /unknown policy/],

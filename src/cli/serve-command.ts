@@ -13,6 +13,12 @@ import { type LogitBiasSpec, parseLogitBiasSpec } from "../server/logit-bias.js"
 import { type RunningServer, startServer } from "../server/server.js";
 import { nonNegativeNumber, positiveInt, positiveNumber } from "./sim-options.js";
 
+/**
+ * KV cells above which a unified pool on a GPU gets a warning in the banner: llama.cpp's host mask per decode
+ * step of 128 sequences was 11 ms over 65,536 cells and 78 ms over 262,144 on an H100 machine (docs/gpu.md).
+ */
+const LARGE_GPU_POOL = 131_072;
+
 /** Builds the engine for `serve` (the llama.cpp one; tests pass a fake). */
 export type EngineFactory = (options: LlamaEngineOptions) => Promise<EngineService> | EngineService;
 
@@ -227,6 +233,19 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
     log(
       `  KV cache ${o.kvCacheDtype} on the CPU: fewer bytes per token than f16, slower attention ` +
         "(q8_0's prefill steps took 2.7x f16's serving the built-in model: docs/benchmarks.md)",
+    );
+  }
+  const { kvBlocks, kvBlockSizeTokens } = engine.metrics();
+  const kvCells = kvBlocks * kvBlockSizeTokens;
+  if (
+    engine.device.kvCache === "gpu" &&
+    (o.kvLayout ?? "unified") === "unified" &&
+    kvCells > LARGE_GPU_POOL
+  ) {
+    log(
+      `  KV pool of ${kvCells} cells in one unified layout on the GPU: llama.cpp builds each decode step's ` +
+        "attention mask on the CPU over every cell in use (150 ms a step for 128 sequences over 524,288 cells " +
+        "on an H100 machine, docs/gpu.md); a smaller --kv-cache-tokens or --kv-layout streams avoids it",
     );
   }
   if (server.api.splitsReasoning) {
