@@ -115,12 +115,12 @@ function toolCallsJson(calls: readonly ParsedToolCall[]) {
  * thinking). A call cut off by max_tokens or the context (`truncated`) comes back as a call with the
  * arguments generated so far, never as markup in the content.
  */
-export function splitOutput(
+function splitOutput(
   text: string,
   tools: ToolSetup,
   format: ToolCallFormat,
   truncated: boolean,
-  answerStart = 0,
+  answerStart: number,
 ): { content: string | null; calls: ParsedToolCall[]; contentEnd: number } {
   const parse = (output: string, specs: readonly ToolSpec[]) =>
     parseToolCallsAs(format, output, specs) ?? (truncated ? parseTruncatedToolCall(output, specs) : null);
@@ -132,6 +132,19 @@ export function splitOutput(
   // the whole output is what the model generated: a reply sent back renders as it, its thinking included
   tools.replies?.remember(text, content, calls);
   return { content: content.length > 0 ? content : null, calls, contentEnd: answerStart + parsed.start };
+}
+
+/**
+ * A finished output as every API reads it: a reasoning model's thinking (when the choice's output is
+ * split), then its answer's content and tool calls (splitOutput).
+ */
+export function readOutput(
+  text: string,
+  { tools, format, insideThinking }: Pick<ChatGeneration, "tools" | "format" | "insideThinking">,
+  truncated: boolean,
+) {
+  const { reasoning, answerStart } = splitReasoning(text, insideThinking);
+  return { reasoning, answerStart, ...splitOutput(text, tools, format, truncated, answerStart) };
 }
 
 function finishReason(done: DoneEvent, calls: readonly ParsedToolCall[]): string {
@@ -248,12 +261,13 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   const dones = await Promise.all(choices.map((choice) => choice.generation.done()));
   const json = dones.map((done, index) => {
     if (done === null) throw new Error("the engine ended the request without a result");
-    const { tools, format, insideThinking } = choices[index]!;
-    const thinking = insideThinking === null ? null : splitReasoning(done.text, insideThinking);
-    const truncated = done.finishReason !== "stop";
-    const { content, calls } = splitOutput(done.text, tools, format, truncated, thinking?.answerStart);
+    const { reasoning, content, calls } = readOutput(
+      done.text,
+      choices[index]!,
+      done.finishReason !== "stop",
+    );
     const message: Record<string, unknown> = { role: "assistant", content };
-    if (thinking?.reasoning) message["reasoning_content"] = thinking.reasoning;
+    if (reasoning) message["reasoning_content"] = reasoning;
     if (calls.length > 0) message["tool_calls"] = toolCallsJson(calls);
     return {
       index,
@@ -336,11 +350,12 @@ async function* streamFrames(
  * arguments as they come), its finish.
  */
 async function* choiceFrames(
-  { generation, tools, format, insideThinking }: ChatGeneration,
+  choice: ChatGeneration,
   choiceIndex: number,
   meta: ChunkMeta,
   includeUsage: boolean,
 ): AsyncGenerator<string, GenerateUsage | null> {
+  const { generation, tools, format, insideThinking } = choice;
   const usageField = includeUsage ? { usage: null } : {};
   const chunk = (
     delta: Record<string, unknown>,
@@ -364,15 +379,13 @@ async function* choiceFrames(
     tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   const live = gate ? new StreamedToolCall() : null;
   const callDelta = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] });
-  const thinking = insideThinking === null ? null : new ReasoningStream(insideThinking);
+  const thinking = new ReasoningStream(insideThinking);
   // the answer's characters out as content so far
   let streamed = 0;
   yield chunk({ role: "assistant", content: "" });
   for await (const event of generation.events()) {
     if (event.type === "delta") {
-      const { reasoning, answer } = thinking
-        ? thinking.push(event.text)
-        : { reasoning: "", answer: event.text };
+      const { reasoning, answer } = thinking.push(event.text);
       const text = gate ? gate.push(answer) : answer;
       streamed += text.length;
       // a delta's tokens go with its first chunk, or alone when what it carries is held back
@@ -393,12 +406,11 @@ async function* choiceFrames(
       }
       continue;
     }
-    const heldThinking = thinking?.finish().reasoning ?? "";
+    const heldThinking = thinking.finish().reasoning;
     if (heldThinking.length > 0) yield chunk({ reasoning_content: heldThinking });
-    const answerStart = insideThinking === null ? 0 : splitReasoning(event.text, insideThinking).answerStart;
     // A call already announced is a call, even when the output ended before it closed.
     const cut = event.finishReason !== "stop" || live?.opened === true;
-    const { calls, contentEnd } = splitOutput(event.text, tools, format, cut, answerStart);
+    const { calls, contentEnd, answerStart } = readOutput(event.text, choice, cut);
     const from = answerStart + streamed;
     const rest = event.text.slice(from, Math.max(contentEnd, from));
     if (rest.length > 0) yield chunk({ content: rest });

@@ -4,7 +4,7 @@
  * message_delta with the stop reason and usage, message_stop. Thinking and tool calls are read as chat
  * completions read them.
  */
-import { type ChatGeneration, splitOutput } from "./chat-completions.js";
+import { type ChatGeneration, readOutput } from "./chat-completions.js";
 import { toApiError } from "./errors.js";
 import { anthropicErrorBody } from "./messages-errors.js";
 import {
@@ -14,7 +14,7 @@ import {
   THINKING_SIGNATURE,
   toolUseId,
 } from "./messages-response.js";
-import { ReasoningStream, splitReasoning } from "./reasoning.js";
+import { ReasoningStream } from "./reasoning.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
 import { toolCallMarkers } from "./tool-call-formats.js";
 import { ToolCallStreamGate } from "./tool-calls.js";
@@ -88,9 +88,10 @@ class BlockWriter {
 }
 
 export async function* messagesStreamEvents(
-  { generation, tools, format, insideThinking }: ChatGeneration,
+  choice: ChatGeneration,
   meta: MessageMeta,
 ): AsyncGenerator<string> {
+  const { generation, tools, format, insideThinking } = choice;
   // The engine reports how much of the prompt was cached only when done: message_start carries zeros
   // and message_delta the message's totals (Anthropic's clients overwrite usage with them).
   const emptyUsage = messagesUsage({ promptTokens: 0, completionTokens: 0, cachedTokens: 0 });
@@ -98,7 +99,7 @@ export async function* messagesStreamEvents(
     tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   const live = gate ? new StreamedToolCall() : null;
   const blocks = new BlockWriter();
-  const thinking = insideThinking === null ? null : new ReasoningStream(insideThinking);
+  const thinking = new ReasoningStream(insideThinking);
   // the answer's characters out as text so far
   let streamed = 0;
   try {
@@ -116,9 +117,7 @@ export async function* messagesStreamEvents(
     yield sseEvent("ping", {});
     for await (const event of generation.events()) {
       if (event.type === "delta") {
-        const { reasoning, answer } = thinking
-          ? thinking.push(event.text)
-          : { reasoning: "", answer: event.text };
+        const { reasoning, answer } = thinking.push(event.text);
         yield* blocks.thinking(reasoning);
         const text = gate ? gate.push(answer) : answer;
         streamed += text.length;
@@ -130,12 +129,10 @@ export async function* messagesStreamEvents(
         }
         continue;
       }
-      yield* blocks.thinking(thinking?.finish().reasoning ?? "");
-      const answerStart =
-        insideThinking === null ? 0 : splitReasoning(event.text, insideThinking).answerStart;
+      yield* blocks.thinking(thinking.finish().reasoning);
       // A call already announced is a call, even when the output ended before it closed.
       const cut = event.finishReason !== "stop" || live?.opened === true;
-      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut, answerStart);
+      const { calls, contentEnd, answerStart } = readOutput(event.text, choice, cut);
       const from = answerStart + streamed;
       yield* blocks.text(event.text.slice(from, Math.max(contentEnd, from)));
       for (const [index, call] of calls.entries()) {

@@ -8,8 +8,8 @@ import {
   checkModel,
   type RequestContext,
   readJsonBody,
+  readOutput,
   renderChatPrompt,
-  splitOutput,
   startChat,
   toolSetup,
 } from "./chat-completions.js";
@@ -25,7 +25,6 @@ import { messagesUsage, stopReason, stopSequence, thinkingBlock, toolUseBlock } 
 import { countTokensSchema, messagesSchema } from "./messages-schema.js";
 import { messagesStreamEvents } from "./messages-stream.js";
 import { claudeCodeSessionId } from "./program-fields.js";
-import { splitReasoning } from "./reasoning.js";
 import { chatCompletionSchema } from "./schemas.js";
 
 export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
@@ -34,22 +33,20 @@ export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise
   const sessionId = claudeCodeSessionId((name) => c.req.header(name), request.metadata?.user_id);
   const body = chatCompletionSchema.parse(chatCompletionRequest(request, sessionId));
   const started = await startChat(c, ctx, body, body.max_tokens, { capToContext: true });
-  const { tools, format, requestId, generation, insideThinking } = started;
+  const { requestId, generation } = started;
   const meta = { id: `msg_${requestId}`, model };
   if (body.stream) {
     return sseResponse(messagesStreamEvents(started, meta), () => generation.abort());
   }
   const done = await generation.done();
   if (done === null) throw new Error("the engine ended the request without a result");
-  const thinking = insideThinking === null ? null : splitReasoning(done.text, insideThinking);
-  const truncated = done.finishReason !== "stop";
-  const { content, calls } = splitOutput(done.text, tools, format, truncated, thinking?.answerStart);
+  const { reasoning, content, calls } = readOutput(done.text, started, done.finishReason !== "stop");
   return c.json({
     ...meta,
     type: "message",
     role: "assistant",
     content: [
-      ...(thinking?.reasoning ? [thinkingBlock(thinking.reasoning)] : []),
+      ...(reasoning ? [thinkingBlock(reasoning)] : []),
       ...(content ? [{ type: "text", text: content }] : []),
       ...calls.map(toolUseBlock),
     ],

@@ -18,7 +18,7 @@ const pieceArb = fc.constantFrom(
 );
 
 /** The output cut into random pieces, as deltas arrive. */
-function streamed(text: string, cuts: number[], insideThinking: boolean) {
+function streamed(text: string, cuts: number[], insideThinking: boolean | null) {
   const stream = new ReasoningStream(insideThinking);
   const points = [0, ...cuts.filter((c) => c > 0 && c < text.length).sort((a, b) => a - b), text.length];
   let reasoning = "";
@@ -58,7 +58,7 @@ describe("reasoning apart from the answer", () => {
       fc.property(
         fc.array(pieceArb, { maxLength: 14 }),
         fc.array(fc.integer({ min: 0, max: 80 }), { maxLength: 10 }),
-        fc.boolean(),
+        fc.constantFrom(true, false, null),
         (pieces, cuts, insideThinking) => {
           const text = pieces.join("");
           const whole = splitReasoning(text, insideThinking);

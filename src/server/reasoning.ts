@@ -26,8 +26,12 @@ export interface ReasoningSplit {
   readonly answerStart: number;
 }
 
-/** The output's thinking and where its answer starts; `insideThinking`: the prompt left a block open. */
-export function splitReasoning(text: string, insideThinking: boolean): ReasoningSplit {
+/**
+ * The output's thinking and where its answer starts; `insideThinking`: the prompt left a block open (null:
+ * the output is not split, all of it is the answer).
+ */
+export function splitReasoning(text: string, insideThinking: boolean | null): ReasoningSplit {
+  if (insideThinking === null) return { reasoning: null, answerStart: 0 };
   const lead = text.length - text.trimStart().length;
   const from = insideThinking ? 0 : text.startsWith(OPEN, lead) ? lead + OPEN.length : -1;
   if (from < 0) return { reasoning: null, answerStart: 0 };
@@ -41,7 +45,7 @@ export function splitReasoning(text: string, insideThinking: boolean): Reasoning
 /**
  * splitReasoning over a stream: each piece of output in, the thinking and the answer it adds out. What could
  * still be a tag (or, right after one, whitespace) is held until the next piece tells. `answerStart` is known
- * once the answer began.
+ * once the answer began. With `insideThinking` null every piece is answer, as it comes.
  */
 export class ReasoningStream {
   private mode: "start" | "thinking" | "answer";
@@ -51,8 +55,14 @@ export class ReasoningStream {
   private trimming = true;
   answerStart: number | null = null;
 
-  constructor(insideThinking: boolean) {
-    this.mode = insideThinking ? "thinking" : "start";
+  constructor(insideThinking: boolean | null) {
+    if (insideThinking === null) {
+      this.mode = "answer";
+      this.trimming = false;
+      this.answerStart = 0;
+    } else {
+      this.mode = insideThinking ? "thinking" : "start";
+    }
   }
 
   push(piece: string): { reasoning: string; answer: string } {

@@ -8,10 +8,10 @@
 
 import type { OutputLogprob } from "../engine/engine-api.js";
 import { OutputLogprobs } from "../engine/output-logprobs.js";
-import { type ChatGeneration, splitOutput } from "./chat-completions.js";
+import { type ChatGeneration, readOutput } from "./chat-completions.js";
 import { errorBody, toApiError } from "./errors.js";
 import { responsesLogprobs } from "./logprobs.js";
-import { ReasoningStream, splitReasoning } from "./reasoning.js";
+import { ReasoningStream } from "./reasoning.js";
 import {
   type FunctionCallItem,
   functionCallItem,
@@ -172,10 +172,11 @@ class ResponseEvents {
 
 /** The event stream; `onDone` gets the finished response's output items (to store them). */
 export async function* responseEventStream(
-  { generation, tools, format, insideThinking }: ChatGeneration,
+  choice: ChatGeneration,
   meta: ResponseMeta,
   onDone: (items: readonly OutputItem[]) => void,
 ): AsyncGenerator<string> {
+  const { generation, tools, format, insideThinking } = choice;
   const events = new ResponseEvents(wantsTextLogprobs(meta.body));
   const inProgress = { response: responseObject(meta, "in_progress", [], null) };
   yield events.frame("response.created", inProgress);
@@ -183,7 +184,7 @@ export async function* responseEventStream(
   const gate =
     tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
   const live = gate ? new StreamedToolCall() : null;
-  const thinking = insideThinking === null ? null : new ReasoningStream(insideThinking);
+  const thinking = new ReasoningStream(insideThinking);
   // the answer's characters out as text so far, and the output so far
   let streamed = 0;
   let output = "";
@@ -208,13 +209,11 @@ export async function* responseEventStream(
           logprobs.add(entry, outputBytes);
           outputBytes += entry.bytes.length;
         }
-        const { reasoning, answer } = thinking
-          ? thinking.push(event.text)
-          : { reasoning: "", answer: event.text };
+        const { reasoning, answer } = thinking.push(event.text);
         yield* events.thinkingDelta(reasoning);
         const text = gate ? gate.push(answer) : answer;
         streamed += text.length;
-        if (text.length > 0) yield* textDelta(text, thinking?.answerStart ?? 0);
+        if (text.length > 0) yield* textDelta(text, thinking.answerStart ?? 0);
         if (gate && live) {
           const { opened, args } = live.push(gate.held);
           if (opened) yield* events.startCall(live.id, live.name as string);
@@ -223,13 +222,11 @@ export async function* responseEventStream(
         continue;
       }
       const status = responseStatus(event);
-      yield* events.thinkingDelta(thinking?.finish().reasoning ?? "");
+      yield* events.thinkingDelta(thinking.finish().reasoning);
       yield* events.endThinking();
-      const answerStart =
-        insideThinking === null ? 0 : splitReasoning(event.text, insideThinking).answerStart;
       // A call already announced is a call, even when the output ended before it closed.
       const cut = event.finishReason !== "stop" || live?.opened === true;
-      const { calls, contentEnd } = splitOutput(event.text, tools, format, cut, answerStart);
+      const { calls, contentEnd, answerStart } = readOutput(event.text, choice, cut);
       const from = answerStart + streamed;
       const rest = event.text.slice(from, Math.max(contentEnd, from));
       if (rest.trim().length > 0 && !live?.opened) yield* textDelta(rest, answerStart);

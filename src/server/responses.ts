@@ -9,14 +9,13 @@ import {
   checkModel,
   type RequestContext,
   readJsonBody,
-  splitOutput,
+  readOutput,
   startChat,
 } from "./chat-completions.js";
 import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "./context-overflow.js";
 import { ApiError } from "./errors.js";
 import { type AppEnv, sseResponse, unixSeconds } from "./generation.js";
 import { entriesFrom } from "./logprobs.js";
-import { splitReasoning } from "./reasoning.js";
 import { chatRequestOf } from "./responses-input.js";
 import {
   assistantTurn,
@@ -81,7 +80,7 @@ export function responsesHandler(
       const failed = { code: "context_length_exceeded", message: RESPONSES_OVERFLOW_MESSAGE };
       return sseResponse(failedResponseEvents(metaOf(ctx.newRequestId(c)), failed), () => {});
     }
-    const { tools, format, requestId, generation, insideThinking } = started;
+    const { requestId, generation } = started;
     const meta = metaOf(requestId);
     const keep = (items: readonly OutputItem[]) => {
       if (body.store) store.set(tenant, meta.id, [...request.conversation, assistantTurn(items)]);
@@ -95,14 +94,15 @@ export function responsesHandler(
     const done = await generation.done();
     if (done === null) throw new Error("the engine ended the request without a result");
     const status = responseStatus(done);
-    const thinking = insideThinking === null ? null : splitReasoning(done.text, insideThinking);
-    const answerStart = thinking?.answerStart ?? 0;
-    const truncated = done.finishReason !== "stop";
-    const { content, calls } = splitOutput(done.text, tools, format, truncated, answerStart);
+    const { reasoning, content, calls, answerStart } = readOutput(
+      done.text,
+      started,
+      done.finishReason !== "stop",
+    );
     const answerBytes = Buffer.byteLength(done.text.slice(0, answerStart));
     const output = outputItems(
       {
-        reasoning: thinking?.reasoning ?? null,
+        reasoning,
         content,
         calls,
         ...(done.logprobs ? { answerLogprobs: entriesFrom(done.logprobs, answerBytes) } : {}),
