@@ -695,7 +695,6 @@ class DecodeWorker : public ContextWorker {
     auto work = [&](size_t first) {
       std::vector<llama_token_data> cands;
       SamplingScratch scratch;
-      LogprobScratch logprobScratch;
       for (size_t t = first; t < tasks.size(); t += nThreads) {
         for (size_t r : tasks[t]) {
           const llama_token token = sampleRow(s, outSeq_[r], rowLogits[r], nVocab, scratch, cands, errors[r]);
@@ -705,7 +704,7 @@ class DecodeWorker : public ContextWorker {
           const int32_t top = s.logprobCounts[outSeq_[r]];
           if (top >= 0) {
             const size_t at = r * static_cast<size_t>(topStride_);
-            outTopCount_[r] = static_cast<uint8_t>(rowLogprobs(rowLogits[r], nVocab, token, top, logprobScratch,
+            outTopCount_[r] = static_cast<uint8_t>(rowLogprobs(rowLogits[r], nVocab, token, top, scratch,
                                                                &outLogprob_[r], &outTopToken_[at],
                                                                &outTopLogprob_[at]));
           }

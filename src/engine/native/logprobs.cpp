@@ -35,19 +35,14 @@ int32_t topLogits(const float* x, int32_t n, const float* blockMax, int32_t topN
 
 }  // namespace
 
-int32_t rowLogprobs(const float* logits, int32_t nVocab, int32_t token, int32_t topN, LogprobScratch& scratch,
+int32_t rowLogprobs(const float* logits, int32_t nVocab, int32_t token, int32_t topN, SamplingScratch& scratch,
                     float* logprob, int32_t* topTokens, float* topLogprobs) {
-  const int32_t blocks = kernels::blockCount(nVocab);
-  scratch.blockMax.resize(blocks);
-  scratch.blockSums.resize(blocks);
-  scratch.weights.resize(nVocab);
-  const float top = kernels::blockMaxima(logits, nVocab, scratch.blockMax.data());
+  float top;
+  const double total = weighRow(logits, nVocab, 1.0f, scratch, top);
   if (!(top > -INFINITY)) {
     *logprob = -INFINITY;
     return 0;
   }
-  kernels::expWeights(logits, nVocab, top, 1.0f, -INFINITY, scratch.weights.data());
-  const double total = kernels::blockSums(scratch.weights.data(), nVocab, scratch.blockSums.data());
   const float logZ = top + static_cast<float>(std::log(total));
   const float chosen = logits[token];
   *logprob = chosen > -INFINITY ? chosen - logZ : -INFINITY;

@@ -98,11 +98,12 @@ int32_t drawFrom(const std::vector<std::pair<float, int32_t>>& cands, size_t kep
   return cands[kept - 1].second;
 }
 
-/**
- * Every token's weight e^((logit - top) * invT) into s.weights, with the block maxima and the block sums;
- * `top` gets the row's highest logit (not finite: nothing to draw, and the rest is left undone). Returns the
- * weights' total.
- */
+uint32_t seedFor(uint32_t seed) {
+  return seed == 0xFFFFFFFF ? std::random_device()() : seed;
+}
+
+}  // namespace
+
 double weighRow(const float* x, int32_t n, float invT, SamplingScratch& s, float& top) {
   const int32_t blocks = kernels::blockCount(n);
   s.blockMax.resize(static_cast<size_t>(blocks));
@@ -113,12 +114,6 @@ double weighRow(const float* x, int32_t n, float invT, SamplingScratch& s, float
   kernels::expWeights(x, n, top, invT, -INFINITY, s.weights.data());
   return kernels::blockSums(s.weights.data(), n, s.blockSums.data());
 }
-
-uint32_t seedFor(uint32_t seed) {
-  return seed == 0xFFFFFFFF ? std::random_device()() : seed;
-}
-
-}  // namespace
 
 int32_t RowSampler::drawFromHighest(const std::vector<std::pair<float, int32_t>>& cands, double u) const {
   // top-p over them: the shortest prefix whose share of their probability (at temperature 1) reaches p

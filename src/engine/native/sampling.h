@@ -48,6 +48,13 @@ struct SamplingScratch {
   std::vector<std::pair<float, int32_t>> allowed;
 };
 
+/**
+ * Every token's weight e^((logit - top) * invT) into s.weights, with the block maxima and the block sums;
+ * `top` gets the row's highest logit (not finite: nothing to draw, and the rest is left undone). Returns the
+ * weights' total.
+ */
+double weighRow(const float* x, int32_t n, float invT, SamplingScratch& s, float& top);
+
 struct LogitBias {
   int32_t token;
   float bias;
