@@ -10,6 +10,22 @@ import { H100_ALL_LAYERS } from "../engine/test-support/devices.js";
 import { FakeEngine } from "../server/test-support/fake-engine.js";
 import { runServe, serveCommand } from "./serve-command.js";
 
+/** The start-up banner of `serve` with these flags over `engine`, line by line (the server stopped again). */
+async function bannerOf(argv: readonly string[], engine = new FakeEngine()): Promise<string[]> {
+  const command = serveCommand()
+    .exitOverride()
+    .action(() => {});
+  await command.parseAsync([...argv, "--port", "0"], { from: "user" });
+  const lines: string[] = [];
+  const server = await runServe(command.opts() as never, {
+    createEngine: () => engine,
+    log: (line) => lines.push(line),
+    handleSignals: false,
+  });
+  await server.close();
+  return lines;
+}
+
 describe("continuum serve", () => {
   test("flags parse vLLM-style and reach the engine factory; the banner names URL, model, device and policy", async () => {
     const command = serveCommand();
@@ -100,17 +116,7 @@ describe("continuum serve", () => {
   });
 
   test("a quantized KV cache on the CPU is named a trade in the banner (on a GPU it is not)", async () => {
-    const command = serveCommand()
-      .exitOverride()
-      .action(() => {});
-    await command.parseAsync(["--kv-cache-dtype", "q8_0", "--port", "0"], { from: "user" });
-    const lines: string[] = [];
-    const server = await runServe(command.opts() as never, {
-      createEngine: () => new FakeEngine(),
-      log: (line) => lines.push(line),
-      handleSignals: false,
-    });
-    await server.close();
+    const lines = await bannerOf(["--kv-cache-dtype", "q8_0"]);
     assert.match(
       lines[3]!,
       /^ {2}KV cache q8_0 on the CPU: fewer bytes per token than f16, slower attention/,
@@ -118,27 +124,12 @@ describe("continuum serve", () => {
   });
 
   test("a large unified KV pool on a GPU is named in the banner for its host mask; streams or a small pool are not", async () => {
-    const gpu = {
-      backend: "cuda",
-      device: "NVIDIA H100 80GB HBM3",
-      memoryBytes: 80 * 2 ** 30,
-      layersOffloaded: 32,
-      layersTotal: 32,
-      kvCache: "gpu" as const,
-    };
     const banner = async (argv: string[], kvBlocks: number) => {
-      const command = serveCommand()
-        .exitOverride()
-        .action(() => {});
-      await command.parseAsync([...argv, "--port", "0"], { from: "user" });
-      const lines: string[] = [];
-      const server = await runServe(command.opts() as never, {
-        createEngine: () => new FakeEngine({ device: gpu, metrics: { kvBlocks, kvBlockSizeTokens: 16 } }),
-        log: (line) => lines.push(line),
-        handleSignals: false,
+      const engine = new FakeEngine({
+        device: H100_ALL_LAYERS,
+        metrics: { kvBlocks, kvBlockSizeTokens: 16 },
       });
-      await server.close();
-      return lines.some((line) => /attention mask on the CPU/.test(line));
+      return (await bannerOf(argv, engine)).some((line) => /attention mask on the CPU/.test(line));
     };
     assert.equal(await banner([], 32_768), true, "524,288 cells");
     assert.equal(await banner([], 2_048), false, "32,768 cells");
@@ -265,20 +256,7 @@ test("a thinking template: the banner says chat completions split the thinking, 
       [[], true],
       [["--reasoning-format", "none"], false],
     ] as const) {
-      let parsed: Record<string, unknown> = {};
-      const command = serveCommand()
-        .exitOverride()
-        .action((o: Record<string, unknown>) => {
-          parsed = o;
-        });
-      await command.parseAsync(["--chat-template", file, "--port", "0", ...extra], { from: "user" });
-      const lines: string[] = [];
-      const server = await runServe(parsed as never, {
-        createEngine: () => new FakeEngine(),
-        log: (line) => lines.push(line),
-        handleSignals: false,
-      });
-      await server.close();
+      const lines = await bannerOf(["--chat-template", file, ...extra]);
       assert.equal(
         lines.some((line) => line.includes("reasoning_content")),
         splits,
