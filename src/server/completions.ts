@@ -132,6 +132,7 @@ async function startAll(
   returnTokenIds: boolean,
 ): Promise<{ requestId: string; generation: Generation }[]> {
   const started: { requestId: string; generation: Generation }[] = [];
+  const grammar = responseFormatGrammar(body.response_format);
   let firstId = "";
   try {
     for (const [p, prompt] of prompts.entries()) {
@@ -144,7 +145,7 @@ async function startAll(
           choiceBody(body, k),
           typeof prompt === "string" ? prompt : `<${prompt.length} token ids>`,
           body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
-          responseFormatGrammar(body.response_format),
+          grammar,
           undefined,
           false,
           {
