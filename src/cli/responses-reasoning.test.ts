@@ -1,6 +1,7 @@
 /**
  * A reasoning model on /v1/responses (Codex's API): its thinking as a reasoning item before the message and
- * calls, every streamed event and the response resource checked against the Open Responses schema.
+ * calls (streamed as reasoning_text deltas), every streamed event and the response resource checked against
+ * the Open Responses schema.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -41,6 +42,24 @@ test("responses (Codex's API): a reasoning item before the call, whole and strea
       ["reasoning", "function_call"],
     );
     assert.equal(done[0].content[0].text, "Need ls.");
+    // Codex shows the thinking as it comes: deltas of the reasoning_text part, adding up to the item's text
+    const reasoningId = done[0].id;
+    const ofReasoning = frames.filter((f) => f.item_id === reasoningId || f.item?.id === reasoningId);
+    assert.deepEqual(
+      ofReasoning.map((f) => f.type),
+      [
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+      ],
+    );
+    const deltas = ofReasoning.filter((f) => f.type === "response.reasoning_text.delta").map((f) => f.delta);
+    assert.deepEqual(deltas, ["Need", " ls."]);
+    assert.equal(ofReasoning.find((f) => f.type === "response.reasoning_text.done").text, "Need ls.");
     const completed = frames.at(-1)!;
     assert.equal(completed.type, "response.completed");
     assert.equal(completed.response.output[0].type, "reasoning");

@@ -69,8 +69,12 @@ export function messageItem(
 }
 
 /** A reasoning item holding `text` (empty while it is being written). */
+export function reasoningText(text: string): { type: "reasoning_text"; text: string } {
+  return { type: "reasoning_text", text };
+}
+
 export function reasoningItem(id: string, text: string): ReasoningItem {
-  return { type: "reasoning", id, summary: [], content: text ? [{ type: "reasoning_text", text }] : [] };
+  return { type: "reasoning", id, summary: [], content: text ? [reasoningText(text)] : [] };
 }
 
 export function functionCallItem(

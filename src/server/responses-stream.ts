@@ -23,6 +23,7 @@ import {
   type ResponseMeta,
   type ResponseStatus,
   reasoningItem,
+  reasoningText,
   responseObject,
   responseStatus,
 } from "./responses-output.js";
@@ -36,7 +37,11 @@ class ResponseEvents {
   private sequence = 0;
   readonly items: OutputItem[] = [];
   private text: { id: string; index: number; text: string; logprobs: OutputLogprob[] } | null = null;
-  private thinking: { id: string; index: number; text: string } | null = null;
+  private thinking: {
+    at: { item_id: string; output_index: number; content_index: 0 };
+    text: string;
+    heldWhitespace: string;
+  } | null = null;
 
   /** `withLogprobs`: the request included "message.output_text.logprobs" */
   constructor(private readonly withLogprobs: boolean) {}
@@ -48,31 +53,44 @@ class ResponseEvents {
   }
 
   /**
-   * A reasoning model's thinking, into a reasoning item opened by the first piece; the item is whole when it
-   * ends (no deltas: clients read a reasoning item's text when it is done).
+   * A reasoning model's thinking, into a reasoning item opened by the first piece, streamed as its
+   * `reasoning_text` part's deltas (as Codex reads them). Whitespace at the end of a piece is held until more
+   * thinking follows, so the deltas add up to the item's text, trimmed as the whole response's is.
    */
   thinkingDelta(delta: string): string[] {
     if (delta.length === 0) return [];
-    if (this.thinking !== null) {
-      this.thinking.text += delta;
-      return [];
+    const frames: string[] = [];
+    if (this.thinking === null) {
+      const id = newItemId("rs");
+      const index = this.items.length;
+      const at = { item_id: id, output_index: index, content_index: 0 } as const;
+      this.thinking = { at, text: "", heldWhitespace: "" };
+      const added = reasoningItem(id, "");
+      this.items.push(added);
+      frames.push(this.frame("response.output_item.added", { output_index: index, item: added }));
+      frames.push(this.frame("response.content_part.added", { ...at, part: reasoningText("") }));
     }
-    const id = newItemId("rs");
-    const index = this.items.length;
-    this.thinking = { id, index, text: delta };
-    const added = reasoningItem(id, "");
-    this.items.push(added);
-    return [this.frame("response.output_item.added", { output_index: index, item: added })];
+    const pending = this.thinking.heldWhitespace + delta;
+    const shown = pending.trimEnd();
+    this.thinking.heldWhitespace = pending.slice(shown.length);
+    if (shown.length === 0) return frames;
+    this.thinking.text += shown;
+    frames.push(this.frame("response.reasoning_text.delta", { ...this.thinking.at, delta: shown }));
+    return frames;
   }
 
   /** Ends the reasoning item, if one is open. */
   endThinking(): string[] {
     if (this.thinking === null) return [];
-    const { id, index, text } = this.thinking;
+    const { at, text } = this.thinking;
     this.thinking = null;
-    const item = reasoningItem(id, text.trim());
-    this.items[index] = item;
-    return [this.frame("response.output_item.done", { output_index: index, item })];
+    const item = reasoningItem(at.item_id, text);
+    this.items[at.output_index] = item;
+    return [
+      this.frame("response.reasoning_text.done", { ...at, text }),
+      this.frame("response.content_part.done", { ...at, part: reasoningText(text) }),
+      this.frame("response.output_item.done", { output_index: at.output_index, item }),
+    ];
   }
 
   /** Text of the message item (opened by the first), with the logprobs of the tokens it carries. */

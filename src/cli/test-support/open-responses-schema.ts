@@ -210,8 +210,12 @@ export const streamingEventSchema = z.discriminatedUnion("type", [
   event("response.output_text.done", { ...partAt, text: z.string(), logprobs: z.array(logProb).optional() }),
   event("response.refusal.delta", { ...partAt, delta: z.string() }),
   event("response.refusal.done", { ...partAt, refusal: z.string() }),
-  event("response.reasoning.delta", { ...partAt, delta: z.string(), obfuscation: z.string().optional() }),
-  event("response.reasoning.done", { ...partAt, text: z.string() }),
+  event("response.reasoning_text.delta", {
+    ...partAt,
+    delta: z.string(),
+    obfuscation: z.string().optional(),
+  }),
+  event("response.reasoning_text.done", { ...partAt, text: z.string() }),
   event("response.reasoning_summary_text.delta", {
     ...summaryAt,
     delta: z.string(),
