@@ -219,6 +219,38 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.equal(detokenized, choice.text);
     assert.deepEqual(byIds.choices[1].token_ids, choice.token_ids);
   });
+
+  test("/tokenize counts a chat as its chat completion's prompt_tokens; /detokenize gives a prompt back", async () => {
+    const chat = {
+      model: s.model,
+      messages: [
+        { role: "system", content: "You are terse." },
+        { role: "user", content: "What is the weather in Oslo today?" },
+      ],
+      tools: [weatherTool],
+    };
+    const tokenized = (await (await post("/tokenize", chat)).json()) as Json;
+    const completion = (await (
+      await post("/v1/chat/completions", { ...chat, max_tokens: 1 })
+    ).json()) as Json;
+    assert.equal(tokenized.count, completion.usage.prompt_tokens);
+
+    const text = "Hello, naïve world";
+    const prompt = (await (
+      await post("/tokenize", { prompt: text, add_special_tokens: false })
+    ).json()) as Json;
+    const detokenized = (await (await post("/detokenize", { tokens: prompt.tokens })).json()) as Json;
+    assert.deepEqual(detokenized, { prompt: text, content: text });
+    const llama = (await (await post("/tokenize", { content: text, with_pieces: true })).json()) as Json;
+    assert.deepEqual(
+      llama.tokens.map((t: Json) => t.id),
+      prompt.tokens,
+    );
+    assert.ok(
+      llama.tokens.some((t: Json) => Array.isArray(t.piece)),
+      "ï split across tokens: its pieces are bytes",
+    );
+  });
 });
 
 describe("serve --logit-bias against the llama.cpp engine (tiny model)", { skip: llamaSkip }, () => {

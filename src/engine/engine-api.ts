@@ -131,6 +131,11 @@ export interface ChatTurn {
   readonly content: string;
 }
 
+export interface RenderChatOptions {
+  /** end with the assistant's generation prompt (default true: the prompt a reply is generated from) */
+  readonly addGenerationPrompt?: boolean;
+}
+
 /** The model's own Jinja chat template and the special tokens a template writes. */
 export interface ModelChatTemplate {
   /** `tokenizer.chat_template`; null when the model has none */
@@ -240,8 +245,23 @@ export interface EngineService {
   /** where the model and its KV cache run (the banner, /metrics, the dashboard) */
   readonly device: DeviceInfo;
   readonly chatTemplate: ModelChatTemplate;
-  /** Renders a chat with the model's template, ending with the assistant's generation prompt. */
-  renderChat(messages: readonly ChatTurn[]): string;
+  /** Renders a chat with the model's template, ending with the assistant's generation prompt unless told not to. */
+  renderChat(messages: readonly ChatTurn[], options?: RenderChatOptions): string;
+  /**
+   * A text's token ids, tokenized off the event loop, control tokens written in the text recognised;
+   * `addSpecial`: with the special tokens the model's tokenizer adds (BOS...), as a prompt gets them.
+   */
+  tokenize(text: string, options: { readonly addSpecial: boolean }): Promise<readonly number[]>;
+  /**
+   * Each token's bytes as a chat template writes it (a control token as its text, `<|im_end|>`; a piece may
+   * be part of a UTF-8 character). An id outside 0..vocabSize-1 is an EngineRejection.
+   */
+  tokenPieces(ids: readonly number[]): readonly Uint8Array[];
+  /**
+   * Token ids -> text as the model's tokenizer decodes them (control tokens as their text; a SentencePiece
+   * vocabulary's leading space of the first word dropped). An id outside 0..vocabSize-1 is an EngineRejection.
+   */
+  detokenize(ids: readonly number[]): string;
   /**
    * A prompt's tokens, counted off the event loop (a long prompt takes a while to tokenize); generate() of
    * the same prompt for the same `program` reuses them. With a program, its next prompt keeps the token ids

@@ -33,6 +33,7 @@ import {
   type GenerateRequest,
   type ModelChatTemplate,
   type ProgramKv,
+  type RenderChatOptions,
 } from "./engine-api.js";
 import { EngineInbox } from "./engine-inbox.js";
 import { buildEngineParts, type EngineOptions } from "./engine-setup.js";
@@ -45,7 +46,7 @@ import { type EngineLoopStats, LlamaExecutor } from "./llama-executor.js";
 import type { ModelRunner } from "./model-runner.js";
 import { OutputLogprobs } from "./output-logprobs.js";
 import { OutputText } from "./output-text.js";
-import { PromptIds } from "./prompt-ids.js";
+import { checkedTokenIds, PromptIds } from "./prompt-ids.js";
 import type { StepLogFile } from "./step-log.js";
 
 export { defaultCostModel, type EngineOptions, type EngineTierOptions } from "./engine-setup.js";
@@ -147,8 +148,20 @@ export class Engine implements EngineService {
     return this.executor.stats;
   }
 
-  renderChat(messages: readonly ChatTurn[]): string {
-    return this.runner.renderChat(messages);
+  renderChat(messages: readonly ChatTurn[], options?: RenderChatOptions): string {
+    return this.runner.renderChat(messages, options);
+  }
+
+  async tokenize(text: string, { addSpecial }: { readonly addSpecial: boolean }): Promise<number[]> {
+    return Array.from(await this.runner.tokenizeAsync(text, { addSpecial }));
+  }
+
+  tokenPieces(ids: readonly number[]): Uint8Array[] {
+    return Array.from(checkedTokenIds(ids, this.vocabSize), (id) => this.runner.templatePiece(id));
+  }
+
+  detokenize(ids: readonly number[]): string {
+    return this.runner.detokenize(checkedTokenIds(ids, this.vocabSize));
   }
 
   countTokens(text: string): number {

@@ -13,7 +13,7 @@
 
 import { cpuDeviceInfo, type DeviceInfo } from "./device-info.js";
 import { Engine, type EngineOptions } from "./engine.js";
-import { type ModelChatTemplate, NO_CHAT_TEMPLATE } from "./engine-api.js";
+import { type ModelChatTemplate, NO_CHAT_TEMPLATE, type RenderChatOptions } from "./engine-api.js";
 import { renderChatML } from "./gguf/index.js";
 import {
   type ChatMessageIn,
@@ -208,8 +208,12 @@ export class FakeModelRunner implements ModelRunner {
     return this.tokenPiece(token);
   }
 
-  renderChat(messages: readonly ChatMessageIn[]): string {
-    return renderChatML(messages, true);
+  detokenize(tokens: Int32Array): string {
+    return Buffer.concat(Array.from(tokens, (token) => this.tokenPiece(token))).toString("utf8");
+  }
+
+  renderChat(messages: readonly ChatMessageIn[], options: RenderChatOptions = {}): string {
+    return renderChatML(messages, options.addGenerationPrompt ?? true);
   }
 
   setSampler(seqId: number, sampling: RunnerSampling | null): void {

@@ -1,7 +1,7 @@
 import { availableParallelism } from "node:os";
 import { basename } from "node:path";
 import { type DeviceInfo, deviceInfoOf } from "./device-info.js";
-import type { ModelChatTemplate } from "./engine-api.js";
+import type { ModelChatTemplate, RenderChatOptions } from "./engine-api.js";
 import { renderChatML } from "./gguf/index.js";
 import type {
   ChatMessageIn,
@@ -177,8 +177,8 @@ export class LlamaModelRunner implements ModelRunner {
     return this.model.tokenize(text, { addSpecial: true, parseSpecial: true });
   }
 
-  tokenizeAsync(text: string): Promise<Int32Array> {
-    return this.model.tokenizeAsync(text, { addSpecial: true, parseSpecial: true });
+  tokenizeAsync(text: string, options: { readonly addSpecial?: boolean } = {}): Promise<Int32Array> {
+    return this.model.tokenizeAsync(text, { addSpecial: options.addSpecial ?? true, parseSpecial: true });
   }
 
   tokenPiece(token: number): Uint8Array {
@@ -191,6 +191,10 @@ export class LlamaModelRunner implements ModelRunner {
 
   templatePiece(token: number): Uint8Array {
     return this.cachedPiece(this.templatePieces, token, true);
+  }
+
+  detokenize(tokens: Int32Array): string {
+    return this.model.detokenize(tokens, { removeSpecial: false, unparseSpecial: true });
   }
 
   private cachedPiece(cache: (Uint8Array | undefined)[], token: number, special: boolean): Uint8Array {
@@ -206,12 +210,13 @@ export class LlamaModelRunner implements ModelRunner {
     return this.model.isEog(token);
   }
 
-  renderChat(messages: readonly ChatMessageIn[]): string {
+  renderChat(messages: readonly ChatMessageIn[], options: RenderChatOptions = {}): string {
     const list = messages.map((m) => ({ role: m.role, content: m.content }));
+    const addAssistant = options.addGenerationPrompt ?? true;
     try {
-      return this.model.applyChatTemplate(list, { addAssistant: true });
+      return this.model.applyChatTemplate(list, { addAssistant });
     } catch (error) {
-      if (isLlamaError(error, "LLAMA_NO_CHAT_TEMPLATE")) return renderChatML(list, true);
+      if (isLlamaError(error, "LLAMA_NO_CHAT_TEMPLATE")) return renderChatML(list, addAssistant);
       throw error;
     }
   }

@@ -14,7 +14,7 @@
  */
 
 import type { DeviceInfo } from "./device-info.js";
-import type { ModelChatTemplate, TokenBias } from "./engine-api.js";
+import type { ModelChatTemplate, RenderChatOptions, TokenBias } from "./engine-api.js";
 
 export interface RunnerSampling {
   /** <= 0: greedy */
@@ -148,19 +148,24 @@ export interface ModelRunner {
 
   /** Prompt text -> token ids (BOS as the model wants, chat-template control tokens recognised). */
   tokenize(text: string): Int32Array;
-  /** The same as tokenize, without holding the event loop while it runs. */
-  tokenizeAsync(text: string): Promise<Int32Array>;
+  /**
+   * The same as tokenize, without holding the event loop while it runs; `addSpecial: false` leaves out the
+   * special tokens the tokenizer adds (BOS...).
+   */
+  tokenizeAsync(text: string, options?: { readonly addSpecial?: boolean }): Promise<Int32Array>;
   /** Raw bytes of one token's text (may be part of a UTF-8 character; empty for control tokens). */
   tokenPiece(token: number): Uint8Array;
   /** Tokens of text that follows other tokens: no BOS, control tokens recognised. */
   tokenizeContinuation(text: string): Int32Array;
   /** A token's bytes as a chat template writes it: control tokens as their text (`<|im_end|>`). */
   templatePiece(token: number): Uint8Array;
+  /** Token ids -> text as the tokenizer decodes them, control tokens as their text. */
+  detokenize(tokens: Int32Array): string;
   isEog(token: number): boolean;
   /** the model's Jinja chat template (GGUF `tokenizer.chat_template`) and special tokens */
   readonly chatTemplate: ModelChatTemplate;
-  /** The model's chat template over `messages`, ending with the assistant's generation prompt. */
-  renderChat(messages: readonly ChatMessageIn[]): string;
+  /** The model's chat template over `messages`, ending with the assistant's generation prompt unless told not to. */
+  renderChat(messages: readonly ChatMessageIn[], options?: RenderChatOptions): string;
 
   /** Sampler of a slot (null: greedy); resets its grammar and RNG. */
   setSampler(seqId: number, sampling: RunnerSampling | null): void;

@@ -136,7 +136,8 @@ export class PromptIds {
   }
 }
 
-function checkedTokenIds(ids: readonly number[], vocabSize: number): Int32Array {
+/** The ids as an Int32Array; one outside the vocabulary is an EngineRejection naming it. */
+export function checkedTokenIds(ids: readonly number[], vocabSize: number): Int32Array {
   const bad = ids.find((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
   if (bad !== undefined) {
     throw new EngineRejection(

@@ -1,7 +1,7 @@
 /**
  * The OpenAI-compatible HTTP API over an EngineService: chat and text completions (JSON or SSE),
- * models, health and Prometheus metrics. Every error leaves through one handler as OpenAI's error
- * body.
+ * models, tokenize / detokenize, health and Prometheus metrics. Every error leaves through one
+ * handler as OpenAI's error body.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
@@ -23,6 +23,7 @@ import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
 import { ServerMetrics } from "./metrics.js";
 import { scopeToTenant } from "./program-fields.js";
 import { responsesHandler } from "./responses.js";
+import { detokenize, tokenize } from "./tokenize.js";
 import { TurnPrograms } from "./turn-programs.js";
 
 export interface AppOptions {
@@ -248,6 +249,9 @@ export function createApp(options: AppOptions): ContinuumApp {
   app.post("/v1/messages", (c) => messages(c, ctx));
   app.post("/v1/messages/count_tokens", (c) => countMessageTokens(c, ctx));
   app.post("/v1/responses", responsesHandler(ctx, logError));
+  // vLLM's and llama-server's tokenizer routes, beside /v1 as theirs are
+  app.post("/tokenize", admit, (c) => tokenize(c, ctx));
+  app.post("/detokenize", admit, (c) => detokenize(c, ctx));
   const modelObject = (id: string) => ({
     id,
     object: "model",

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
+import type { GenerateUsage, OutputLogprob, RenderChatOptions } from "../engine/engine-api.js";
 import { chatTurns } from "./chat-render.js";
 import type { ChatTemplate } from "./chat-template.js";
 import { startChoiceGroup } from "./choice-group.js";
@@ -55,11 +55,16 @@ export interface ToolSetup {
 }
 
 /** A chat request's prompt text: the server's template (`--chat-template`), else the model's own. */
-export function renderChatPrompt(ctx: RequestContext, body: ChatCompletionBody, tools: ToolSetup): string {
+export function renderChatPrompt(
+  ctx: RequestContext,
+  body: ChatCompletionBody,
+  tools: ToolSetup,
+  options: RenderChatOptions = {},
+): string {
   const messages = tools.replies?.restore() ?? body.messages;
   return ctx.chatTemplate
-    ? ctx.chatTemplate.render(messages, tools.rendered, body.chat_template_kwargs ?? {})
-    : ctx.engine.renderChat(chatTurns(messages, tools.rendered));
+    ? ctx.chatTemplate.render(messages, tools.rendered, body.chat_template_kwargs ?? {}, options)
+    : ctx.engine.renderChat(chatTurns(messages, tools.rendered), options);
 }
 
 export function checkModel(ctx: RequestContext, model: string | null | undefined): string {

@@ -6,7 +6,7 @@
  */
 import { Template } from "@huggingface/jinja";
 import { parseJsonLenient } from "../core/tools/json-objects.js";
-import type { ModelChatTemplate } from "../engine/engine-api.js";
+import type { ModelChatTemplate, RenderChatOptions } from "../engine/engine-api.js";
 import { CHATML_TEMPLATE } from "../engine/gguf/chat-template.js";
 import { assistantText, contentText } from "./chat-render.js";
 import { ApiError } from "./errors.js";
@@ -94,11 +94,12 @@ export class ChatTemplate {
     messages: TemplateMessage[],
     tools: readonly ToolInput[],
     variables: Readonly<Record<string, unknown>>,
+    addGenerationPrompt: boolean,
   ): string {
     const context: Record<string, unknown> = {
       ...variables,
       messages,
-      add_generation_prompt: true,
+      add_generation_prompt: addGenerationPrompt,
       bos_token: this.model.bosToken,
       eos_token: this.model.eosToken,
     };
@@ -107,8 +108,9 @@ export class ChatTemplate {
   }
 
   /**
-   * The prompt for a chat request, ending with the generation prompt. What the template refuses is
-   * tried again as the template can take it: system text in the first user turn (Gemma 2), content as
+   * The prompt for a chat request, ending with the generation prompt unless `options` say not to (a
+   * chat `/tokenize` counts without it). What the template refuses is tried again as the template can
+   * take it: system text in the first user turn (Gemma 2), content as
    * typed parts, both; if every form is refused, the template's own reason is a 400. `variables`: the
    * request's own for the template (vLLM's `chat_template_kwargs`, e.g. Qwen3's `enable_thinking`).
    */
@@ -116,6 +118,7 @@ export class ChatTemplate {
     messages: readonly ChatMessageInput[],
     tools: readonly ToolInput[],
     variables: Readonly<Record<string, unknown>> = {},
+    options: RenderChatOptions = {},
   ): string {
     const reserved = Object.keys(variables).filter((k) => TEMPLATE_CONTEXT.includes(k));
     if (reserved.length > 0) {
@@ -141,7 +144,7 @@ export class ChatTemplate {
     let refusal: unknown;
     for (const form of forms) {
       try {
-        prompt = this.renderMessages(form(), offered, variables);
+        prompt = this.renderMessages(form(), offered, variables, options.addGenerationPrompt ?? true);
         break;
       } catch (error) {
         refusal ??= error;

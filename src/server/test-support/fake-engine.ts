@@ -2,7 +2,8 @@
  * A scripted EngineService for the server's tests: the reply to each request comes from `reply`,
  * streamed in pieces with an optional delay, and every request, abort and shutdown is recorded.
  * Tokens are whitespace-separated words, and a program's cached tokens are the prompt words it
- * shares with its previous turn (prompt + output).
+ * shares with its previous turn (prompt + output). tokenize() numbers each word (with the whitespace
+ * around it) as it first sees it, so detokenize() gives the text back.
  */
 import type { SchedulerSnapshot } from "../../core/scheduler-snapshot.js";
 import { cpuDeviceInfo, type DeviceInfo } from "../../engine/device-info.js";
@@ -16,6 +17,7 @@ import {
   type ModelChatTemplate,
   NO_CHAT_TEMPLATE,
   type ProgramKv,
+  type RenderChatOptions,
 } from "../../engine/engine-api.js";
 
 export interface FakeEngineOptions {
@@ -35,6 +37,13 @@ export interface FakeEngineOptions {
 
 function words(text: string): string[] {
   return text.split(/\s+/).filter((w) => w.length > 0);
+}
+
+/** The text's words, each with the whitespace before it, the last with the whitespace after it too. */
+function wordPieces(text: string): string[] {
+  const pieces = text.match(/\s*\S+/g) ?? [];
+  if (pieces.length > 0) pieces[pieces.length - 1] += text.slice(pieces.join("").length);
+  return pieces;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -67,6 +76,8 @@ export class FakeEngine implements EngineService {
   shutdownCalls = 0;
   private running = 0;
   private readonly lastContext = new Map<string, string[]>();
+  /** the word pieces tokenize() has seen, by token id */
+  private readonly vocabulary: string[] = [];
   /** performance.now() of each program's first request, for its JCT when its last step finishes */
   private readonly programStartMs = new Map<string, number>();
 
@@ -76,8 +87,30 @@ export class FakeEngine implements EngineService {
     this.device = options.device ?? cpuDeviceInfo();
   }
 
-  renderChat(messages: readonly ChatTurn[]): string {
-    return `${messages.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join("")}<|im_start|>assistant\n`;
+  renderChat(messages: readonly ChatTurn[], options: RenderChatOptions = {}): string {
+    const turns = messages.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join("");
+    return options.addGenerationPrompt === false ? turns : `${turns}<|im_start|>assistant\n`;
+  }
+
+  async tokenize(text: string): Promise<number[]> {
+    return wordPieces(text).map((piece) => {
+      const known = this.vocabulary.indexOf(piece);
+      return known >= 0 ? known : this.vocabulary.push(piece) - 1;
+    });
+  }
+
+  /** A word piece tokenize() has seen; an id it has not handed out yet is empty. */
+  tokenPieces(ids: readonly number[]): Uint8Array[] {
+    return ids.map((id) => {
+      if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+        throw new EngineRejection(`token id ${id} is not in the vocabulary`, "invalid_request");
+      }
+      return Buffer.from(this.vocabulary[id] ?? "", "utf8");
+    });
+  }
+
+  detokenize(ids: readonly number[]): string {
+    return Buffer.concat(this.tokenPieces(ids)).toString("utf8");
   }
 
   private programJctS(request: GenerateRequest, reason: string, nowMs: number): number | null {
