@@ -126,6 +126,48 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.ok(withPresence < byFrequency, `taken ${withPresence} times with presence_penalty 2 besides`);
   });
 
+  test("min_tokens holds off the end of generation, stop tokens and stop strings until that many tokens are out", async () => {
+    // a +100 bias makes greedy end at once (its end-of-generation token) or take one token every time
+    const runner = s.engine.runner;
+    const eos = runner.eogTokens()[0]!;
+    const token = runner.tokenize(" banana").at(-1)!;
+    const piece = Buffer.from(runner.tokenPiece(token)).toString("utf8");
+    const complete = async (extra: object): Promise<Json> =>
+      (await (
+        await post("/v1/completions", {
+          model: s.model,
+          prompt: "Hello",
+          max_tokens: 12,
+          temperature: 0,
+          ...extra,
+        })
+      ).json()) as Json;
+    const toEos = { logit_bias: { [String(eos)]: 100 } };
+    assert.equal((await complete(toEos)).usage.completion_tokens, 1);
+    for (const temperature of [0, 1]) {
+      const held = await complete({ ...toEos, temperature, min_tokens: 5 });
+      assert.equal(held.usage.completion_tokens, 6, "five tokens, then the end of generation");
+      assert.equal(held.choices[0].finish_reason, "stop");
+    }
+    const toToken = { logit_bias: { [String(token)]: 100 } };
+    const stopToken = await complete({ ...toToken, stop_token_ids: [token], min_tokens: 3 });
+    assert.equal(stopToken.usage.completion_tokens, 4, "three tokens, then the stop token");
+    assert.equal(stopToken.choices[0].finish_reason, "stop");
+    // as vLLM: a stop string is looked for from the min_tokens-th token on, in that token's text
+    assert.equal((await complete({ ...toToken, stop: [piece] })).choices[0].text, "");
+    const stopString = await complete({ ...toToken, stop: [piece], min_tokens: 3 });
+    assert.equal(stopString.choices[0].text, piece.repeat(2));
+    assert.equal(stopString.usage.completion_tokens, 3);
+    const refused = await post("/v1/completions", {
+      model: s.model,
+      prompt: "Hello",
+      max_tokens: 4,
+      min_tokens: 5,
+    });
+    assert.equal(refused.status, 400);
+    assert.equal(((await refused.json()) as Json).error.param, "min_tokens");
+  });
+
   test("repetition_penalty counts the prompt's tokens too: a biased token the prompt holds is not taken first", async () => {
     const runner = s.engine.runner;
     const token = runner.tokenize(" banana").at(-1)!;

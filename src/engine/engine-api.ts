@@ -37,6 +37,11 @@ export interface SamplingParams {
   /** tokens that end the output as the model's end-of-generation token does, ignoreEos or not (vLLM's) */
   readonly stopTokenIds?: readonly number[];
   /**
+   * vLLM's min_tokens (default 0): until this many tokens are out, the end-of-generation and stop tokens
+   * are not sampled and stop strings are not looked for
+   */
+  readonly minTokens?: number;
+  /**
    * report every generated token's log-probability with this many most likely alternatives (0-20; OpenAI's
    * logprobs / top_logprobs); absent or null: none
    */

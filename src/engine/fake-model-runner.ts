@@ -200,6 +200,10 @@ export class FakeModelRunner implements ModelRunner {
     return token === FAKE_EOS;
   }
 
+  eogTokens(): readonly number[] {
+    return [FAKE_EOS];
+  }
+
   tokenizeContinuation(text: string): Int32Array {
     return this.tokenize(text);
   }

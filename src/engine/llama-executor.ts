@@ -4,7 +4,7 @@ import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { Request } from "../core/request.js";
 import type { Executor } from "../core/step-loop.js";
 import type { KvChanges, SampledToken, ScheduledChunk, StepPlan, StepResult } from "../core/step-plan.js";
-import { type ActiveRequests, failActive, pushDelta } from "./active-request.js";
+import { type ActiveRequest, type ActiveRequests, failActive, pushDelta } from "./active-request.js";
 import { EngineRejection, type OutputLogprob, type SamplingParams } from "./engine-api.js";
 import type { KvSlots } from "./kv-slots.js";
 import {
@@ -47,9 +47,19 @@ function penalized(s: SamplingParams): boolean {
   );
 }
 
-/** The runner's sampler for a request; `prompt`: its prompt's tokens, asked for only where they count. */
-function toRunnerSampling(s: SamplingParams, prompt: () => Int32Array): RunnerSampling | null {
-  const logitBias = s.logitBias ?? [];
+/**
+ * The runner's sampler for a request; `prompt`: its prompt's tokens, asked for only where they count;
+ * `banned`: tokens it may not sample now (min_tokens not reached yet).
+ */
+function toRunnerSampling(
+  s: SamplingParams,
+  prompt: () => Int32Array,
+  banned: readonly number[],
+): RunnerSampling | null {
+  const logitBias = [
+    ...(s.logitBias ?? []),
+    ...banned.map((token) => ({ token, bias: Number.NEGATIVE_INFINITY })),
+  ];
   const logprobs = s.logprobs ?? null;
   if (
     s.temperature <= 0 &&
@@ -187,7 +197,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
   /** Slots for newly admitted requests, their prefix materialised, their sampler set. */
   private async admit(plan: StepPlan, recomputed: Map<string, number>, failed: Set<string>): Promise<void> {
     if (plan.admitted.length === 0) return;
-    const { kv, runner, active: table } = this.deps;
+    const { kv, active: table } = this.deps;
     const startOf = new Map<Request, number>();
     for (const chunk of plan.chunks)
       if (!startOf.has(chunk.request)) startOf.set(chunk.request, chunk.startToken);
@@ -202,15 +212,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       if (!active || active.request !== request) continue;
       active.firstAdmittedS ??= request.admittedS;
       try {
-        const prompt = () =>
-          Int32Array.from({ length: request.promptTokens }, (_, pos) => active.content.tokenAt(pos));
-        runner.setSampler(slot.seqId, toRunnerSampling(active.spec.sampling, prompt));
-        if (samplerFollowsOutput(active.spec.sampling)) {
-          // a re-admitted (preempted) request's grammar and penalties resume after the output it already has
-          for (let pos = request.promptTokens; pos < active.content.length; pos++) {
-            runner.acceptToken(slot.seqId, active.content.tokenAt(pos));
-          }
-        }
+        this.installSampler(slot.seqId, active, request);
       } catch (error) {
         failed.add(request.id);
         failActive(
@@ -218,6 +220,27 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
           table,
           new EngineRejection(`sampling setup failed: ${(error as Error).message}`, "invalid_request"),
         );
+      }
+    }
+  }
+
+  /**
+   * Sets a slot's sampler for its request: its end-of-generation and stop tokens banned while fewer than
+   * min_tokens are out; the grammar and penalties of a request with output (re-admitted after a preemption,
+   * or its ban just lifted) resume after that output.
+   */
+  private installSampler(seqId: number, active: ActiveRequest, request: Request): void {
+    const { runner } = this.deps;
+    const sampling = active.spec.sampling;
+    const produced = active.content.length - request.promptTokens;
+    const banned =
+      produced < (sampling.minTokens ?? 0) ? [...runner.eogTokens(), ...(sampling.stopTokenIds ?? [])] : [];
+    const prompt = () =>
+      Int32Array.from({ length: request.promptTokens }, (_, pos) => active.content.tokenAt(pos));
+    runner.setSampler(seqId, toRunnerSampling(sampling, prompt, banned));
+    if (samplerFollowsOutput(sampling)) {
+      for (let pos = request.promptTokens; pos < active.content.length; pos++) {
+        runner.acceptToken(seqId, active.content.tokenAt(pos));
       }
     }
   }
@@ -234,14 +257,16 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     if (active.logprobs && out.logprobs) {
       active.logprobs.add(outputLogprob(runner, token, out.logprobs), active.output.text.length);
     }
+    const { ignoreEos, stopTokenIds, minTokens = 0 } = active.spec.sampling;
+    const produced = active.content.length - request.promptTokens;
+    if (produced === minTokens && minTokens > 0) this.installSampler(seqId, active, request);
     let delta: string;
     let stop: boolean;
-    const { ignoreEos, stopTokenIds } = active.spec.sampling;
     if (((isEog || runner.isEog(token)) && !ignoreEos) || stopTokenIds?.includes(token)) {
       delta = active.output.finish();
       stop = true;
     } else {
-      const pushed = active.output.push(runner.tokenPiece(token));
+      const pushed = active.output.push(runner.tokenPiece(token), produced >= minTokens);
       delta = pushed.delta;
       stop = pushed.stopped;
     }

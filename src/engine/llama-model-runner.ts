@@ -108,6 +108,8 @@ export class LlamaModelRunner implements ModelRunner {
   private readonly decodeBatch: DecodeBatch;
   private readonly pieces: (Uint8Array | undefined)[];
   private readonly templatePieces: (Uint8Array | undefined)[];
+  /** the vocabulary's end-of-generation tokens, found on first use */
+  private eog: number[] | null = null;
   private closed = false;
   /** Moving average of a decode step's compute per row (ms); unknown until the first decode step. */
   private decodeRowMs = Number.POSITIVE_INFINITY;
@@ -208,6 +210,14 @@ export class LlamaModelRunner implements ModelRunner {
 
   isEog(token: number): boolean {
     return this.model.isEog(token);
+  }
+
+  eogTokens(): readonly number[] {
+    if (this.eog === null) {
+      this.eog = [];
+      for (let token = 0; token < this.vocabSize; token++) if (this.model.isEog(token)) this.eog.push(token);
+    }
+    return this.eog;
   }
 
   renderChat(messages: readonly ChatMessageIn[], options: RenderChatOptions = {}): string {

@@ -162,6 +162,8 @@ export interface ModelRunner {
   /** Token ids -> text as the tokenizer decodes them, control tokens as their text. */
   detokenize(tokens: Int32Array): string;
   isEog(token: number): boolean;
+  /** every end-of-generation token of the vocabulary (what min_tokens bans) */
+  eogTokens(): readonly number[];
   /** the model's Jinja chat template (GGUF `tokenizer.chat_template`) and special tokens */
   readonly chatTemplate: ModelChatTemplate;
   /** The model's chat template over `messages`, ending with the assistant's generation prompt unless told not to. */

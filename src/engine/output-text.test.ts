@@ -23,6 +23,15 @@ function feed(stops: string[], pieces: (string | Uint8Array)[]) {
 }
 
 describe("OutputText", () => {
+  test("before min_tokens, text goes out whole and no stop string is looked for in it, even one it ends with half of", () => {
+    const out = new OutputText(["STOP"]);
+    assert.deepEqual(out.push(bytes("a STOP b ST"), false), { delta: "a STOP b ST", stopped: false });
+    // "ST" is out already: "OP" completes no stop string, and a later one still ends the text
+    assert.deepEqual(out.push(bytes("OP c"), true), { delta: "OP c", stopped: false });
+    assert.deepEqual(out.push(bytes(" STOP d"), true), { delta: " ", stopped: true });
+    assert.equal(out.text, "a STOP b STOP c ");
+  });
+
   test("a stop string split across tokens ends the text before it and is never streamed", () => {
     const r = feed(["</tool_call>"], ["call: ", "ls", "</to", "ol_c", "all>", " more"]);
     assert.deepEqual(r, { streamed: "call: ls", text: "call: ls", stopped: true });

@@ -11,6 +11,8 @@ export class OutputText {
   private emitted = 0;
   private stopped = false;
   private matchedStop: string | null = null;
+  /** where a stop string may begin: text out before min_tokens is not searched */
+  private stopsFrom = 0;
 
   constructor(stops: readonly string[]) {
     this.stops = stops.filter((s) => s.length > 0);
@@ -36,14 +38,21 @@ export class OutputText {
     return this.matchedStop;
   }
 
-  /** Adds a token's bytes; returns the new text safe to stream and whether a stop string ended it. */
-  push(bytes: Uint8Array): { delta: string; stopped: boolean } {
+  /**
+   * Adds a token's bytes; returns the new text safe to stream and whether a stop string ended it.
+   * `lookForStops` false (min_tokens not reached): the text so far is out of reach of stop strings.
+   */
+  push(bytes: Uint8Array, lookForStops = true): { delta: string; stopped: boolean } {
     if (this.stopped) return { delta: "", stopped: true };
     const before = this.full.length;
     this.full += this.decoder.decode(bytes, { stream: true });
+    if (!lookForStops) {
+      this.stopsFrom = this.full.length;
+      return { delta: this.take(this.full.length), stopped: false };
+    }
     if (this.longestStop > 0) {
       let cut = -1;
-      const from = Math.max(0, before - this.longestStop + 1);
+      const from = Math.max(this.stopsFrom, before - this.longestStop + 1);
       for (const stop of this.stops) {
         const at = this.full.indexOf(stop, from);
         if (at >= 0 && (cut < 0 || at < cut)) {

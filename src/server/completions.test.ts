@@ -69,6 +69,7 @@ describe("responses", () => {
           stop: ["END"],
           grammar: null,
           ignoreEos: false,
+          minTokens: 0,
           logprobs: null,
         },
       );

@@ -105,6 +105,14 @@ export function samplingParams(
       field,
     );
   }
+  const minTokens = body.min_tokens ?? 0;
+  if (minTokens > maxTokens) {
+    throw ApiError.badRequest(
+      `min_tokens (${minTokens}) must be at most the completion's maximum (${maxTokens} tokens)`,
+      "min_tokens",
+      "invalid_value",
+    );
+  }
   const topK = body.top_k ?? 0;
   return {
     temperature: body.temperature ?? DEFAULT_TEMPERATURE,
@@ -119,6 +127,7 @@ export function samplingParams(
     stop: stopList(body.stop),
     grammar,
     ignoreEos: body.ignore_eos ?? false,
+    minTokens,
     logprobs: requestedLogprobs(body),
   };
 }

@@ -145,6 +145,8 @@ const common = {
   ignore_eos: z.boolean().nullish(),
   /** vLLM extension: token ids that end the output as its end-of-generation token does */
   stop_token_ids: z.array(z.number().int().min(0)).max(256).nullish(),
+  /** vLLM extension: the end of generation, stop tokens and stop strings wait until this many tokens are out */
+  min_tokens: z.number().int().min(0).nullish(),
   // Agent-program fields, top-level as the CacheTTL fork and its clients (extra_body) send them.
   job_id: programId.nullish(),
   program_id: programId.nullish(),
