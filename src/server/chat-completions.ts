@@ -1,6 +1,6 @@
 import type { Context } from "hono";
-import type { GenerateUsage, OutputLogprob, RenderChatOptions } from "../engine/engine-api.js";
-import { chatTurns } from "./chat-render.js";
+import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
+import { chatTurns, contentText } from "./chat-render.js";
 import type { ChatTemplate } from "./chat-template.js";
 import { startChoiceGroup } from "./choice-group.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
@@ -20,7 +20,12 @@ import {
 import { chatLogprobs } from "./logprobs.js";
 import { promptOpensThinking, ReasoningStream, splitReasoning } from "./reasoning.js";
 import { choiceBody, choiceCount, forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
-import { type ChatCompletionBody, chatCompletionSchema, type ToolInput } from "./schemas.js";
+import {
+  type ChatCompletionBody,
+  type ChatMessageInput,
+  chatCompletionSchema,
+  type ToolInput,
+} from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
 import { parseToolCallsAs, type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
@@ -54,17 +59,49 @@ export interface ToolSetup {
   readonly replies: ReplyMemory | null;
 }
 
-/** A chat request's prompt text: the server's template (`--chat-template`), else the model's own. */
-export function renderChatPrompt(
-  ctx: RequestContext,
-  body: ChatCompletionBody,
-  tools: ToolSetup,
-  options: RenderChatOptions = {},
-): string {
+/**
+ * Whether the request continues its last message, the assistant's (vLLM's `continue_final_message`, an
+ * Anthropic prefill): the reply goes on from that text instead of opening a new assistant turn.
+ */
+export function continuesFinalMessage(body: ChatCompletionBody): boolean {
+  if (!body.continue_final_message) return false;
+  if (body.add_generation_prompt === true) {
+    throw ApiError.badRequest(
+      "continue_final_message and add_generation_prompt cannot both be true: the reply either continues the last message or opens a new one",
+      "add_generation_prompt",
+    );
+  }
+  const final = body.messages.at(-1);
+  if (final?.role !== "assistant" || (final.tool_calls?.length ?? 0) > 0) {
+    throw ApiError.badRequest(
+      "continue_final_message needs the last message to be the assistant's text (without tool calls): the reply continues it",
+      "messages",
+    );
+  }
+  return true;
+}
+
+/**
+ * A chat request's prompt text: the server's template (`--chat-template`), else the model's own. A
+ * continued last message is rendered as llama-server renders an assistant prefill: the conversation
+ * before it with the generation prompt, then its text, so any template can continue it.
+ */
+export function renderChatPrompt(ctx: RequestContext, body: ChatCompletionBody, tools: ToolSetup): string {
   const messages = tools.replies?.restore() ?? body.messages;
-  return ctx.chatTemplate
-    ? ctx.chatTemplate.render(messages, tools.rendered, body.chat_template_kwargs ?? {}, options)
-    : ctx.engine.renderChat(chatTurns(messages, tools.rendered), options);
+  const render = (list: readonly ChatMessageInput[], addGenerationPrompt: boolean) =>
+    ctx.chatTemplate
+      ? ctx.chatTemplate.render(list, tools.rendered, body.chat_template_kwargs ?? {}, {
+          addGenerationPrompt,
+        })
+      : ctx.engine.renderChat(chatTurns(list, tools.rendered), { addGenerationPrompt });
+  if (continuesFinalMessage(body)) {
+    const last = messages.length - 1;
+    return (
+      render(messages.slice(0, last), true) +
+      contentText(messages[last]!.content, `messages[${last}].content`)
+    );
+  }
+  return render(messages, body.add_generation_prompt ?? true);
 }
 
 export function checkModel(ctx: RequestContext, model: string | null | undefined): string {
@@ -220,7 +257,9 @@ export async function startChat(
     maxTokens,
     tools.grammar ?? extra?.grammar ?? null,
     {
-      priorTurns: body.messages.filter((m) => m.role === "assistant").length,
+      // a continued last message is this turn's own beginning, not a turn before it
+      priorTurns:
+        body.messages.filter((m) => m.role === "assistant").length - (continuesFinalMessage(body) ? 1 : 0),
       offersTools: (body.tools?.length ?? 0) > 0,
     },
     options.capToContext ?? false,

@@ -168,7 +168,13 @@ export function chatCompletionRequest(body: MessagesBody, sessionId: string | nu
     session_id: sessionId ?? undefined,
     cache_control: lastCacheControl(body) ?? undefined,
     chat_template_kwargs: thinkingKwargs(body),
+    continue_final_message: endsWithPrefill(body),
   };
+}
+
+/** Anthropic's prefill: a last message of the assistant's is the reply's beginning, which the reply continues. */
+export function endsWithPrefill(body: Pick<CountTokensBody, "messages">): boolean {
+  return body.messages.at(-1)?.role === "assistant";
 }
 
 /**

@@ -19,6 +19,7 @@ import {
   chatMessages,
   chatToolChoice,
   chatTools,
+  endsWithPrefill,
   thinkingKwargs,
 } from "./messages-request.js";
 import { messagesUsage, stopReason, stopSequence, thinkingBlock, toolUseBlock } from "./messages-response.js";
@@ -64,6 +65,7 @@ export async function countMessageTokens(c: Context<AppEnv>, ctx: RequestContext
     tools: chatTools(request.tools),
     tool_choice: chatToolChoice(request.tool_choice),
     chat_template_kwargs: thinkingKwargs(request),
+    continue_final_message: endsWithPrefill(request),
   });
   const prompt = renderChatPrompt(
     ctx,

@@ -178,6 +178,10 @@ export const chatCompletionSchema = z.object({
   return_token_ids: z.boolean().nullish(),
   /** vLLM's: more variables for the model's chat template (Qwen3's `enable_thinking`, ...) */
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  /** vLLM's: end the prompt with the assistant's generation prompt (default true) */
+  add_generation_prompt: z.boolean().nullish(),
+  /** vLLM's: the reply continues the last message, the assistant's (an Anthropic prefill) */
+  continue_final_message: z.boolean().nullish(),
 });
 export type ChatCompletionBody = z.infer<typeof chatCompletionSchema>;
 

@@ -21,12 +21,6 @@ const utf8 = (bytes: Uint8Array) => Buffer.from(bytes).toString("utf8");
 
 /** A chat's prompt as a chat completion of the same messages and tools renders it. */
 function chatPrompt(c: Context<AppEnv>, ctx: RequestContext, request: ChatTokenizeRequest): string {
-  if (request.continue_final_message) {
-    throw ApiError.badRequest(
-      "continue_final_message is not supported: chat completions here always start a new assistant turn",
-      "continue_final_message",
-    );
-  }
   if (request.add_special_tokens) {
     throw ApiError.badRequest(
       "add_special_tokens must be false for a chat: its prompt gets the model's special tokens as a chat completion's does, and true would add them twice",
@@ -43,11 +37,11 @@ function chatPrompt(c: Context<AppEnv>, ctx: RequestContext, request: ChatTokeni
     messages: request.messages,
     tools: request.tools,
     chat_template_kwargs: request.chat_template_kwargs,
+    add_generation_prompt: request.add_generation_prompt,
+    continue_final_message: request.continue_final_message,
   };
   const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
-  return renderChatPrompt(ctx, body, tools, {
-    addGenerationPrompt: request.add_generation_prompt ?? true,
-  });
+  return renderChatPrompt(ctx, body, tools);
 }
 
 /** llama-server's piece: the text when its bytes are whole UTF-8, else the bytes. */
