@@ -217,7 +217,9 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
       .slice(0, choice.finish_reason === "length" ? undefined : -1)
       .flatMap((e) => e.bytes);
     assert.deepEqual(Buffer.from(spelled).toString("utf8"), choice.message.content);
-    const chunks = sseEvents(await (await post("/v1/chat/completions", { ...request, stream: true })).text())
+    const chunks = sseEvents(
+      await (await post("/v1/chat/completions", { ...request, stream: true, return_token_ids: true })).text(),
+    )
       .slice(0, -1)
       .map((frame) => JSON.parse(frame) as Json);
     const streamed = chunks.flatMap((c) => c.choices[0]?.logprobs?.content ?? []);
@@ -225,6 +227,11 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
       streamed.map((e: Json) => [e.token, e.logprob]),
       entries.map((e) => [e.token, e.logprob]),
     );
+    assert.deepEqual(
+      chunks.flatMap((c) => c.choices[0]?.token_ids ?? []),
+      choice.token_ids,
+    );
+    assert.deepEqual(chunks.map((c) => c.prompt_token_ids).filter(Boolean), [body.prompt_token_ids]);
     const completion = (await (
       await post("/v1/completions", {
         model: s.model,

@@ -1,9 +1,9 @@
 import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { Request, RequestSpec } from "../core/request.js";
-import type { FinishReason, GenerateEvent, GenerateRequest } from "./engine-api.js";
+import type { FinishReason, GenerateEvent, GenerateRequest, OutputLogprob } from "./engine-api.js";
 import type { EventChannel } from "./event-channel.js";
-import type { OutputLogprobs } from "./output-logprobs.js";
 import type { OutputText } from "./output-text.js";
+import type { OutputTokens } from "./output-tokens.js";
 
 /** A generate() call in flight: its scheduler request, its tokens, its text so far and its stream. */
 export interface ActiveRequest {
@@ -15,11 +15,15 @@ export interface ActiveRequest {
   readonly content: TokenIdContent;
   readonly output: OutputText;
   /** with `sampling.logprobs`: the generated tokens' logprobs, handed out with their text */
-  readonly logprobs: OutputLogprobs | null;
+  readonly logprobs: OutputTokens<OutputLogprob> | null;
+  /** with `returnTokenIds`: the generated tokens' ids, handed out with their text */
+  readonly tokenIds: OutputTokens<number> | null;
   readonly channel: EventChannel<GenerateEvent>;
   readonly signal: AbortSignal;
   readonly onAbort: () => void;
   firstAdmittedS: number | null;
+  /** the prompt's ids went out with a delta (`returnTokenIds`) */
+  promptIdsOut: boolean;
   done: boolean;
 }
 
@@ -51,16 +55,27 @@ export function requestSpecOf(
 export type ActiveRequests = Map<string, ActiveRequest>;
 
 /**
- * Streams new text with the logprobs of the tokens it carries. `ended`: generation is over, and every
- * sampled token's logprobs not out yet go out: the end-of-generation token's, and a stop string's tokens,
- * whose text is cut (one entry per sampled token, as the output's token ids and usage count them).
+ * Streams new text with the logprobs and ids of the tokens it carries (the first delta with the prompt's
+ * ids too). `ended`: generation is over, and every sampled token's entries not out yet go out: the
+ * end-of-generation token's, and a stop string's tokens, whose text is cut (one entry per sampled token, as
+ * usage counts them).
  */
 export function pushDelta(active: ActiveRequest, text: string, ended: boolean): void {
-  const { logprobs, output } = active;
-  const released =
-    logprobs === null ? [] : ended ? logprobs.releaseAll() : logprobs.release(output.emittedText.length);
-  if (released.length > 0) active.channel.push({ type: "delta", text, logprobs: released });
-  else if (text.length > 0) active.channel.push({ type: "delta", text });
+  const emitted = active.output.emittedText.length;
+  const take = <T>(tokens: OutputTokens<T> | null): T[] =>
+    tokens === null ? [] : ended ? tokens.releaseAll() : tokens.release(emitted);
+  const logprobs = take(active.logprobs);
+  const tokenIds = take(active.tokenIds);
+  if (text.length === 0 && logprobs.length === 0 && tokenIds.length === 0) return;
+  const promptIds = active.tokenIds !== null && !active.promptIdsOut && active.request !== null;
+  if (promptIds) active.promptIdsOut = true;
+  active.channel.push({
+    type: "delta",
+    text,
+    ...(logprobs.length > 0 ? { logprobs } : {}),
+    ...(tokenIds.length > 0 ? { tokenIds } : {}),
+    ...(promptIds ? { promptTokenIds: tokenIdsOf(active.content, active.request!.promptTokens).prompt } : {}),
+  });
 }
 
 /** The request's stream fails with `error` (a failed step, a bad sampler); it leaves the table. */

@@ -111,6 +111,10 @@ export type GenerateEvent =
        * (the end-of-generation token, the tokens of a stop string that ended the text)
        */
       readonly logprobs?: readonly OutputLogprob[];
+      /** with `returnTokenIds`: the ids of the same tokens */
+      readonly tokenIds?: readonly number[];
+      /** with `returnTokenIds`, on the request's first delta: the prompt's token ids */
+      readonly promptTokenIds?: readonly number[];
     }
   | {
       readonly type: "done";

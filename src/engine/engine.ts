@@ -44,8 +44,8 @@ import type { KvSlotStats, KvSlots } from "./kv-slots.js";
 import type { KvTierStore } from "./kv-tier-store.js";
 import { type EngineLoopStats, LlamaExecutor } from "./llama-executor.js";
 import type { ModelRunner } from "./model-runner.js";
-import { OutputLogprobs } from "./output-logprobs.js";
 import { OutputText } from "./output-text.js";
+import { OutputTokens } from "./output-tokens.js";
 import { checkedTokenIds, PromptIds } from "./prompt-ids.js";
 import type { StepLogFile } from "./step-log.js";
 
@@ -206,11 +206,13 @@ export class Engine implements EngineService {
       request: null,
       content,
       output: new OutputText(spec.sampling.stop),
-      logprobs: spec.sampling.logprobs == null ? null : new OutputLogprobs(),
+      logprobs: spec.sampling.logprobs == null ? null : new OutputTokens(),
+      tokenIds: spec.returnTokenIds ? new OutputTokens() : null,
       channel,
       signal,
       onAbort,
       firstAdmittedS: null,
+      promptIdsOut: false,
       done: false,
     };
     this.active.set(spec.requestId, active);

@@ -257,6 +257,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     if (active.logprobs && out.logprobs) {
       active.logprobs.add(outputLogprob(runner, token, out.logprobs), active.output.text.length);
     }
+    active.tokenIds?.add(token, active.output.text.length);
     const { ignoreEos, stopTokenIds, minTokens = 0 } = active.spec.sampling;
     const produced = active.content.length - request.promptTokens;
     if (produced === minTokens && minTokens > 0) this.installSampler(seqId, active, request);

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
+import type { GenerateUsage } from "../engine/engine-api.js";
 import { chatTurns, contentText } from "./chat-render.js";
 import type { ChatTemplate } from "./chat-template.js";
 import { startChoiceGroup } from "./choice-group.js";
@@ -7,6 +7,7 @@ import { ApiError, errorBody, toApiError } from "./errors.js";
 import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import {
   type AppEnv,
+  type DeltaEvent,
   type DoneEvent,
   type Generation,
   openAIFinishReason,
@@ -283,9 +284,6 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   const model = checkModel(ctx, body.model);
   const formatGrammar = responseFormatGrammar(body.response_format);
   const returnTokenIds = body.return_token_ids ?? false;
-  if (returnTokenIds && body.stream) {
-    throw ApiError.badRequest("return_token_ids is not supported when streaming", "return_token_ids");
-  }
   const choices = await startChoices(c, ctx, body, choiceCount(body), {
     formatGrammar: formatGrammar === null ? null : { grammar: formatGrammar, param: "response_format" },
     returnTokenIds,
@@ -389,6 +387,17 @@ async function* streamFrames(
   yield SSE_DONE;
 }
 
+/** What a delta's tokens add to the chunk that carries them (`return_token_ids`: their ids, the prompt's first). */
+type DeltaTokens = Pick<DeltaEvent, "logprobs" | "tokenIds" | "promptTokenIds">;
+
+function carriesTokens(tokens: DeltaTokens): boolean {
+  return (
+    (tokens.logprobs?.length ?? 0) > 0 ||
+    (tokens.tokenIds?.length ?? 0) > 0 ||
+    tokens.promptTokenIds !== undefined
+  );
+}
+
 /**
  * One choice's chunks: its thinking (`reasoning_content`), its text, its tool calls (the first one's
  * arguments as they come), its finish.
@@ -401,11 +410,8 @@ async function* choiceFrames(
 ): AsyncGenerator<string, GenerateUsage | null> {
   const { generation, tools, format, insideThinking } = choice;
   const usageField = includeUsage ? { usage: null } : {};
-  const chunk = (
-    delta: Record<string, unknown>,
-    finish: string | null = null,
-    logprobs: readonly OutputLogprob[] | undefined = undefined,
-  ) =>
+  // a delta's tokens (logprobs, ids) go with its first chunk, or alone when what it carries is held back
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null, tokens: DeltaTokens = {}) =>
     sseData({
       ...meta,
       object: "chat.completion.chunk",
@@ -413,10 +419,12 @@ async function* choiceFrames(
         {
           index: choiceIndex,
           delta,
-          logprobs: logprobs ? chatLogprobs(logprobs) : null,
+          logprobs: tokens.logprobs ? chatLogprobs(tokens.logprobs) : null,
           finish_reason: finish,
+          ...(tokens.tokenIds ? { token_ids: tokens.tokenIds } : {}),
         },
       ],
+      ...(tokens.promptTokenIds ? { prompt_token_ids: tokens.promptTokenIds } : {}),
       ...usageField,
     });
   const gate =
@@ -432,14 +440,13 @@ async function* choiceFrames(
       const { reasoning, answer } = thinking.push(event.text);
       const text = gate ? gate.push(answer) : answer;
       streamed += text.length;
-      // a delta's tokens go with its first chunk, or alone when what it carries is held back
-      let logprobs = event.logprobs;
+      let tokens: DeltaTokens = event;
       if (reasoning.length > 0) {
-        yield chunk({ reasoning_content: reasoning }, null, logprobs);
-        logprobs = undefined;
+        yield chunk({ reasoning_content: reasoning }, null, tokens);
+        tokens = {};
       }
-      if (text.length > 0 || logprobs) {
-        yield chunk(text.length > 0 ? { content: text } : {}, null, logprobs);
+      if (text.length > 0 || carriesTokens(tokens)) {
+        yield chunk(text.length > 0 ? { content: text } : {}, null, tokens);
       }
       if (gate && live) {
         const { opened, args } = live.push(gate.held);

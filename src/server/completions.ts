@@ -6,6 +6,7 @@ import { type CompletionPrompt, completionPrompts } from "./completion-prompts.j
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import {
   type AppEnv,
+  type DeltaEvent,
   type Generation,
   openAIFinishReason,
   openAIUsage,
@@ -41,9 +42,6 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
     throw ApiError.badRequest("echo is not supported with token-id prompts", "echo", "unsupported_value");
   }
   const returnTokenIds = body.return_token_ids ?? false;
-  if (returnTokenIds && body.stream) {
-    throw ApiError.badRequest("return_token_ids is not supported when streaming", "return_token_ids");
-  }
   const n = choiceCount(body);
   const generations = await startAll(c, ctx, body, prompts, n, returnTokenIds);
   const meta = {
@@ -62,10 +60,26 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   if (body.stream) {
     const includeUsage = body.stream_options?.include_usage ?? false;
     const usageField = includeUsage ? { usage: null } : {};
-    const chunk = (index: number, text: string, finish: string | null = null, logprobs: unknown = null) =>
+    // `ids`: with return_token_ids, the ids of the tokens the chunk carries (and, first, the prompt's)
+    const chunk = (
+      index: number,
+      text: string,
+      finish: string | null = null,
+      logprobs: unknown = null,
+      ids: Pick<DeltaEvent, "tokenIds" | "promptTokenIds"> = {},
+    ) =>
       sseData({
         ...meta,
-        choices: [{ index, text, logprobs, finish_reason: finish }],
+        choices: [
+          {
+            index,
+            text,
+            logprobs,
+            finish_reason: finish,
+            ...(ids.promptTokenIds ? { prompt_token_ids: ids.promptTokenIds } : {}),
+            ...(ids.tokenIds ? { token_ids: ids.tokenIds } : {}),
+          },
+        ],
         ...usageField,
       });
     async function* frames(): AsyncGenerator<string> {
@@ -76,12 +90,14 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
           let textOffset = 0;
           for await (const event of generation.events()) {
             if (event.type === "delta") {
+              let logprobs = null;
               if (event.logprobs) {
-                const { logprobs, next } = completionLogprobs(event.logprobs, textOffset);
-                textOffset = next;
-                yield chunk(index, event.text, null, logprobs);
-              } else if (event.text.length > 0) {
-                yield chunk(index, event.text);
+                const converted = completionLogprobs(event.logprobs, textOffset);
+                textOffset = converted.next;
+                logprobs = converted.logprobs;
+              }
+              if (event.text.length > 0 || logprobs || event.tokenIds) {
+                yield chunk(index, event.text, null, logprobs, event);
               }
               continue;
             }

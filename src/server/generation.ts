@@ -11,6 +11,7 @@ import {
 import type { ServerMetrics } from "./metrics.js";
 
 export type DoneEvent = Extract<GenerateEvent, { type: "done" }>;
+export type DeltaEvent = Extract<GenerateEvent, { type: "delta" }>;
 
 /** One HTTP exchange on the API, from its arrival until its response has been sent or dropped. */
 export interface Exchange {

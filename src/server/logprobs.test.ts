@@ -22,6 +22,17 @@ async function withServer(fn: (openai: OpenAI, url: string) => Promise<void>): P
 
 const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "Say it." }];
 
+// biome-ignore lint/suspicious/noExplicitAny: response bodies are read field by field
+type Json = any;
+
+/** The JSON of each `data:` frame of an SSE body, without the closing [DONE]. */
+function sseChunks(text: string): Json[] {
+  return text
+    .split("\n")
+    .filter((line) => line.startsWith("data: ") && line !== "data: [DONE]")
+    .map((line) => JSON.parse(line.slice(6)));
+}
+
 async function post(url: string, path: string, body: unknown): Promise<Response> {
   return fetch(`${url}${path}`, {
     method: "POST",
@@ -123,7 +134,7 @@ describe("logprobs", () => {
     });
   });
 
-  test("an RL rollout's chat turn: return_token_ids gives the prompt's and the output's ids beside the logprobs", async () => {
+  test("an RL rollout's chat turn: return_token_ids gives the prompt's and the output's ids beside the logprobs, streamed or not", async () => {
     await withServer(async (_openai, url) => {
       const response = await post(url, "/v1/chat/completions", {
         model: "continuum-fake",
@@ -142,13 +153,38 @@ describe("logprobs", () => {
       assert.equal(choice.logprobs.content.length, choice.token_ids.length);
       // the fake's tokens are code points: the ids spell the reply, then its end-of-generation token
       assert.equal(String.fromCodePoint(...choice.token_ids.slice(0, -1)), REPLY);
-      const streamed = await post(url, "/v1/chat/completions", {
-        model: "continuum-fake",
-        messages,
-        return_token_ids: true,
-        stream: true,
-      });
-      assert.equal(streamed.status, 400);
+      // streamed (an RL proxy between an agent that streams and the server): each chunk the ids of the
+      // tokens its text carries, the first chunk with text the prompt's
+      for (const path of ["/v1/chat/completions", "/v1/completions"]) {
+        const request = path.endsWith("chat/completions") ? { messages } : { prompt: "Say it." };
+        const [whole, streamed] = await Promise.all(
+          [false, true].map((stream) =>
+            post(url, path, { model: "continuum-fake", ...request, return_token_ids: true, stream }),
+          ),
+        );
+        const expected = (await whole!.json()) as Json;
+        const chunks = sseChunks(await streamed!.text());
+        const choiceOf = (c: Json) => c.choices[0] ?? {};
+        const promptIds = chunks
+          .flatMap((c) => [c.prompt_token_ids, choiceOf(c).prompt_token_ids])
+          .filter(Boolean);
+        assert.deepEqual(
+          promptIds,
+          [expected.prompt_token_ids ?? expected.choices[0].prompt_token_ids],
+          path,
+        );
+        assert.deepEqual(
+          chunks.flatMap((c) => choiceOf(c).token_ids ?? []),
+          expected.choices[0].token_ids,
+          path,
+        );
+        // each chunk's ids spell its text (the fake's tokens are code points)
+        for (const c of chunks) {
+          const text = choiceOf(c).delta?.content ?? choiceOf(c).text ?? "";
+          const ids: number[] = choiceOf(c).token_ids ?? [];
+          if (text.length > 0) assert.equal(String.fromCodePoint(...ids), text, path);
+        }
+      }
     });
   });
 

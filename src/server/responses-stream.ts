@@ -7,7 +7,7 @@
  */
 
 import type { OutputLogprob } from "../engine/engine-api.js";
-import { OutputLogprobs } from "../engine/output-logprobs.js";
+import { OutputTokens } from "../engine/output-tokens.js";
 import { type ChatGeneration, readOutput } from "./chat-completions.js";
 import { errorBody, toApiError } from "./errors.js";
 import { responsesLogprobs } from "./logprobs.js";
@@ -208,7 +208,7 @@ export async function* responseEventStream(
   let output = "";
   // the output's token logprobs, in its bytes: a text delta takes those of the tokens it begins to carry,
   // from the answer's start on (the thinking's tokens are not the text's)
-  const logprobs = new OutputLogprobs();
+  const logprobs = new OutputTokens<OutputLogprob>();
   let outputBytes = 0;
   let streamedBytes: number | null = null;
   const textDelta = (text: string, answerStart: number) => {

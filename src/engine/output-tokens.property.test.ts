@@ -1,16 +1,17 @@
 /**
- * A generated token's logprobs go out with its text (fast-check): whatever the tokens' bytes (characters
- * split across tokens), stop strings and ending, a stream's deltas carry exactly the tokens whose text
- * they have streamed so far, each once and in order, and the end hands out every sampled token's (a stop
- * string's, the end-of-generation token's), one entry per token.
+ * A generated token's logprobs and id go out with its text (fast-check): whatever the tokens' bytes
+ * (characters split across tokens), stop strings and ending, a stream's deltas carry exactly the tokens
+ * whose text they have streamed so far, each once and in order, and the end hands out every sampled
+ * token's (a stop string's, the end-of-generation token's), one entry per token; the first delta carries
+ * the prompt's ids.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
 import { type ActiveRequest, pushDelta } from "./active-request.js";
 import type { GenerateEvent, OutputLogprob } from "./engine-api.js";
-import { OutputLogprobs } from "./output-logprobs.js";
 import { OutputText } from "./output-text.js";
+import { OutputTokens } from "./output-tokens.js";
 
 const ALPHABET = ["a", "b", " ", "<", "/", ">", "é", "€", "😀"];
 
@@ -31,12 +32,18 @@ const stopsArb = fc.array(
   { maxLength: 2 },
 );
 
-/** The executor's sequence for each sampled token (llama-executor onSample), on a request that asked for logprobs. */
+const PROMPT = [7, 8, 9];
+
+/** The executor's sequence for each sampled token (llama-executor onSample), on a request that asked for logprobs and ids. */
 function generate(tokens: readonly Uint8Array[], stops: readonly string[], eos: boolean) {
   const events: GenerateEvent[] = [];
   const active = {
     output: new OutputText(stops),
-    logprobs: new OutputLogprobs(),
+    logprobs: new OutputTokens<OutputLogprob>(),
+    tokenIds: new OutputTokens<number>(),
+    request: { promptTokens: PROMPT.length },
+    content: { tokenAt: (pos: number) => PROMPT[pos], length: PROMPT.length },
+    promptIdsOut: false,
     channel: { push: (e: GenerateEvent) => events.push(e) } as unknown as ActiveRequest["channel"],
   } as ActiveRequest;
   const entry = (bytes: Uint8Array, i: number): OutputLogprob => ({ bytes, logprob: -i, top: [] });
@@ -55,6 +62,7 @@ function generate(tokens: readonly Uint8Array[], stops: readonly string[], eos: 
   for (const [i, bytes] of tokens.entries()) {
     starts.push(active.output.text.length);
     active.logprobs!.add(entry(bytes, i), active.output.text.length);
+    active.tokenIds!.add(i, active.output.text.length);
     const pushed = active.output.push(bytes);
     pushDelta(active, pushed.delta, pushed.stopped);
     record();
@@ -64,7 +72,10 @@ function generate(tokens: readonly Uint8Array[], stops: readonly string[], eos: 
     }
   }
   if (!stopped) {
-    if (eos) active.logprobs!.add(entry(new Uint8Array(0), tokens.length), active.output.text.length);
+    if (eos) {
+      active.logprobs!.add(entry(new Uint8Array(0), tokens.length), active.output.text.length);
+      active.tokenIds!.add(tokens.length, active.output.text.length);
+    }
     pushDelta(active, active.output.finish(), true);
     record();
   }
@@ -86,6 +97,17 @@ describe("logprobs follow their text", () => {
           handedOut.map((_, i) => -i),
         );
         assert.deepEqual(handedOut, active.logprobs!.handedOut);
+        // the ids go with the same deltas as the logprobs; the prompt's with the first delta only
+        for (const delta of deltas) {
+          assert.deepEqual(
+            delta.tokenIds ?? [],
+            (delta.logprobs ?? []).map((e) => -e.logprob),
+          );
+        }
+        assert.deepEqual(
+          deltas.map((e) => e.promptTokenIds),
+          deltas.map((_, i) => (i === 0 ? PROMPT : undefined)),
+        );
         // before the end: the tokens whose text begins before what was streamed, and their bytes start
         // with the streamed text's
         for (const { emitted, released } of snapshots.slice(0, -1)) {
