@@ -22,7 +22,7 @@ import { countMessageTokens, messages } from "./messages.js";
 import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
 import { ServerMetrics } from "./metrics.js";
 import { scopeToTenant } from "./program-fields.js";
-import { responsesHandler } from "./responses.js";
+import { responsesApi } from "./responses.js";
 import { detokenize, tokenize } from "./tokenize.js";
 import { TurnPrograms } from "./turn-programs.js";
 
@@ -248,7 +248,10 @@ export function createApp(options: AppOptions): ContinuumApp {
   app.post("/v1/completions", (c) => completions(c, ctx));
   app.post("/v1/messages", (c) => messages(c, ctx));
   app.post("/v1/messages/count_tokens", (c) => countMessageTokens(c, ctx));
-  app.post("/v1/responses", responsesHandler(ctx, logError));
+  const responses = responsesApi(ctx, logError);
+  app.post("/v1/responses", responses.create);
+  app.get("/v1/responses/:id", responses.retrieve);
+  app.delete("/v1/responses/:id", responses.remove);
   // vLLM's and llama-server's tokenizer routes, beside /v1 as theirs are
   app.post("/tokenize", admit, (c) => tokenize(c, ctx));
   app.post("/detokenize", admit, (c) => detokenize(c, ctx));

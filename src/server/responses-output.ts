@@ -155,6 +155,8 @@ export function responseTool(tool: FunctionTool) {
  * where it gave them, else the value in effect. `error`: why a response failed (then its status is
  * "failed"). `completed_at` is the time of this call when the status is "completed".
  */
+export type ResponseObject = ReturnType<typeof responseObject>;
+
 export function responseObject(
   meta: ResponseMeta,
   status: ResponseStatus | "failed",

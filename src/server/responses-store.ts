@@ -1,12 +1,20 @@
 import type { ChatMessageInput } from "./schemas.js";
 
+/** A response created with `store: true`. */
+export interface StoredResponse {
+  /** the conversation up to and with its turn, which `previous_response_id` continues */
+  readonly conversation: readonly ChatMessageInput[];
+  /** the response object as it was returned (`GET /v1/responses/{id}`) */
+  readonly response: object;
+}
+
 /**
- * The conversations of the responses created with `store: true`, so that `previous_response_id` can
- * continue them: the most recently used `capacity` of them over all tenants, each found only by the
- * tenant that stored it.
+ * The responses created with `store: true`, so that `previous_response_id` can continue them and `GET`
+ * return them: the most recently used `capacity` of them over all tenants, each found only by the tenant
+ * that stored it.
  */
 export class ResponseStore {
-  private readonly conversations = new Map<string, readonly ChatMessageInput[]>();
+  private readonly stored = new Map<string, StoredResponse>();
 
   constructor(readonly capacity: number) {}
 
@@ -14,23 +22,28 @@ export class ResponseStore {
     return `${tenant ?? ""}\u0000${id}`;
   }
 
-  get(tenant: string | null, id: string): readonly ChatMessageInput[] | undefined {
+  get(tenant: string | null, id: string): StoredResponse | undefined {
     const key = ResponseStore.key(tenant, id);
-    const conversation = this.conversations.get(key);
-    if (conversation !== undefined) {
-      this.conversations.delete(key);
-      this.conversations.set(key, conversation);
+    const found = this.stored.get(key);
+    if (found !== undefined) {
+      this.stored.delete(key);
+      this.stored.set(key, found);
     }
-    return conversation;
+    return found;
   }
 
-  set(tenant: string | null, id: string, conversation: readonly ChatMessageInput[]): void {
+  set(tenant: string | null, id: string, response: StoredResponse): void {
     const key = ResponseStore.key(tenant, id);
-    this.conversations.delete(key);
-    this.conversations.set(key, conversation);
-    for (const oldest of this.conversations.keys()) {
-      if (this.conversations.size <= this.capacity) break;
-      this.conversations.delete(oldest);
+    this.stored.delete(key);
+    this.stored.set(key, response);
+    for (const oldest of this.stored.keys()) {
+      if (this.stored.size <= this.capacity) break;
+      this.stored.delete(oldest);
     }
+  }
+
+  /** Whether there was such a response. */
+  delete(tenant: string | null, id: string): boolean {
+    return this.stored.delete(ResponseStore.key(tenant, id));
   }
 }

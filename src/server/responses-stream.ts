@@ -21,6 +21,7 @@ import {
   type OutputItem,
   outputText,
   type ResponseMeta,
+  type ResponseObject,
   type ResponseStatus,
   reasoningItem,
   reasoningText,
@@ -188,11 +189,11 @@ class ResponseEvents {
   }
 }
 
-/** The event stream; `onDone` gets the finished response's output items (to store them). */
+/** The event stream; `onDone` gets the finished response (to store it). */
 export async function* responseEventStream(
   choice: ChatGeneration,
   meta: ResponseMeta,
-  onDone: (items: readonly OutputItem[]) => void,
+  onDone: (response: ResponseObject) => void,
 ): AsyncGenerator<string> {
   const { generation, tools, format, insideThinking } = choice;
   const events = new ResponseEvents(wantsTextLogprobs(meta.body));
@@ -257,9 +258,10 @@ export async function* responseEventStream(
           yield* events.wholeCall(call, status);
         }
       }
-      onDone(events.items);
+      const response = responseObject(meta, status, events.items, event.usage);
+      onDone(response);
       const type = status === "completed" ? "response.completed" : "response.incomplete";
-      yield events.frame(type, { response: responseObject(meta, status, events.items, event.usage) });
+      yield events.frame(type, { response });
     }
   } catch (error) {
     const { error: detail } = errorBody(toApiError(error));

@@ -28,7 +28,9 @@ function server(engineOptions: FakeEngineOptions = {}, apiKeys: string[] = []) {
       headers: { "Content-Type": "application/json", ...headers },
       body: JSON.stringify(body),
     });
-  return { engine, logged, post };
+  const call = (method: "GET" | "DELETE", path: string, headers: Record<string, string> = {}) =>
+    app.request(path, { method, headers });
+  return { engine, logged, post, call };
 }
 
 /** The `event:` names and `data:` payloads of a Responses SSE body. */
@@ -225,9 +227,38 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.equal(((await notStored.json()) as Json).error.code, "previous_response_not_found");
   });
 
-  test("the store keeps the most recently used conversations", () => {
+  test("a stored response comes back from GET /v1/responses/{id} as it was returned, to its tenant, until DELETE", async () => {
+    const { post, call } = server({ reply: () => "Hello Ada." }, ["key-a", "key-b"]);
+    const asA = { Authorization: "Bearer key-a" };
+    const whole = (await (await post({ input: "I am Ada.", store: true }, asA)).json()) as Json;
+    const streamed = sseEvents(
+      await (await post({ input: "Again.", store: true, stream: true }, asA)).text(),
+    );
+    const completed = streamed.at(-1)!.data.response;
+    for (const response of [whole, completed]) {
+      const got = await call("GET", `/v1/responses/${response.id}`, asA);
+      assert.equal(got.status, 200);
+      assert.deepEqual(await got.json(), response);
+    }
+    assert.equal(
+      (await call("GET", `/v1/responses/${whole.id}`, { Authorization: "Bearer key-b" })).status,
+      404,
+    );
+    const notStored = (await (await post({ input: "x" }, asA)).json()) as Json;
+    assert.equal((await call("GET", `/v1/responses/${notStored.id}`, asA)).status, 404);
+
+    const deleted = await call("DELETE", `/v1/responses/${whole.id}`, asA);
+    assert.deepEqual(await deleted.json(), { id: whole.id, object: "response", deleted: true });
+    const gone = await call("GET", `/v1/responses/${whole.id}`, asA);
+    assert.equal(gone.status, 404);
+    assert.match(((await gone.json()) as Json).error.message, /not found/);
+    assert.equal((await post({ previous_response_id: whole.id, input: "Who am I?" }, asA)).status, 404);
+    assert.equal((await call("DELETE", `/v1/responses/${whole.id}`, asA)).status, 404);
+  });
+
+  test("the store keeps the most recently used responses", () => {
     const store = new ResponseStore(2);
-    const turn = (content: string) => [{ role: "user" as const, content }];
+    const turn = (content: string) => ({ conversation: [{ role: "user" as const, content }], response: {} });
     store.set(null, "a", turn("a"));
     store.set(null, "b", turn("b"));
     store.get(null, "a");

@@ -1,7 +1,8 @@
 /**
  * `POST /v1/responses`: OpenAI's Responses API (what Codex CLI and `openai.responses.create` speak),
  * served by translating the request into a chat completion and its output back into response items.
- * Stateless unless `store: true`; tools the server cannot run are dropped (see responses-input.ts).
+ * Stateless unless `store: true` (then `previous_response_id` continues it, `GET /v1/responses/{id}` returns
+ * it and `DELETE` forgets it); tools the server cannot run are dropped (see responses-input.ts).
  */
 import type { Context } from "hono";
 import {
@@ -19,35 +20,60 @@ import { entriesFrom } from "./logprobs.js";
 import { chatRequestOf } from "./responses-input.js";
 import {
   assistantTurn,
-  type OutputItem,
   outputItems,
   type ResponseMeta,
+  type ResponseObject,
   responseObject,
   responseStatus,
 } from "./responses-output.js";
 import { withCodexProgramId } from "./responses-program.js";
 import { responsesSchema } from "./responses-schema.js";
-import { ResponseStore } from "./responses-store.js";
+import { ResponseStore, type StoredResponse } from "./responses-store.js";
 import { failedResponseEvents, responseEventStream } from "./responses-stream.js";
 
-/** How many `store: true` conversations are kept (least recently used first out). */
+/** How many `store: true` responses are kept (least recently used first out). */
 export const STORED_RESPONSES = 1024;
 
 /** Response header listing the request's tool types that were dropped (comma-separated). */
 export const DROPPED_TOOLS_HEADER = "X-Continuum-Dropped-Tools";
 
-export function responsesHandler(
+type Handler = (c: Context<AppEnv>) => Promise<Response>;
+
+/** A stored response this tenant may see, else OpenAI's 404. */
+function storedOrNotFound(store: ResponseStore, c: Context<AppEnv>): StoredResponse {
+  const id = c.req.param("id") as string;
+  const found = store.get(c.get("tenant") ?? null, id);
+  if (found === undefined) {
+    throw new ApiError(
+      404,
+      `Response with id '${id}' not found (only responses created with store: true are kept, the last ${STORED_RESPONSES}).`,
+      "invalid_request_error",
+      "not_found",
+    );
+  }
+  return found;
+}
+
+/** The routes of the Responses API: create (`POST /v1/responses`), retrieve and delete a stored response. */
+export function responsesApi(
   ctx: RequestContext,
   log: (message: string) => void,
-): (c: Context<AppEnv>) => Promise<Response> {
+): { create: Handler; retrieve: Handler; remove: Handler } {
   const store = new ResponseStore(STORED_RESPONSES);
   const announcedDrops = new Set<string>();
-  return async (c) => {
+  const retrieve: Handler = async (c) => c.json(storedOrNotFound(store, c).response);
+  const remove: Handler = async (c) => {
+    storedOrNotFound(store, c);
+    const id = c.req.param("id") as string;
+    store.delete(c.get("tenant") ?? null, id);
+    return c.json({ id, object: "response", deleted: true });
+  };
+  const create: Handler = async (c) => {
     const body = responsesSchema.parse(await readJsonBody(c));
     const model = checkModel(ctx, body.model);
     const tenant = c.get("tenant") ?? null;
     const previousId = body.previous_response_id;
-    const previous = previousId ? store.get(tenant, previousId) : [];
+    const previous = previousId ? store.get(tenant, previousId)?.conversation : [];
     if (previous === undefined) {
       throw new ApiError(
         404,
@@ -82,8 +108,10 @@ export function responsesHandler(
     }
     const { requestId, generation } = started;
     const meta = metaOf(requestId);
-    const keep = (items: readonly OutputItem[]) => {
-      if (body.store) store.set(tenant, meta.id, [...request.conversation, assistantTurn(items)]);
+    const keep = (response: ResponseObject) => {
+      if (!body.store) return;
+      const conversation = [...request.conversation, assistantTurn(response.output)];
+      store.set(tenant, meta.id, { conversation, response });
     };
     const dropped = request.droppedTools.join(",");
     if (body.stream) {
@@ -109,8 +137,10 @@ export function responsesHandler(
       },
       status,
     );
-    keep(output);
+    const response = responseObject(meta, status, output, done.usage);
+    keep(response);
     if (dropped) c.header(DROPPED_TOOLS_HEADER, dropped);
-    return c.json(responseObject(meta, status, output, done.usage));
+    return c.json(response);
   };
+  return { create, retrieve, remove };
 }
