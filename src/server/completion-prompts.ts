@@ -1,5 +1,5 @@
-import { ApiError } from "./errors.js";
 import type { CompletionBody } from "./schemas.js";
+import { checkTokenIds } from "./token-ids.js";
 
 /** One prompt of `/v1/completions`: text, or token ids the engine takes as they are. */
 export type CompletionPrompt = string | readonly number[];
@@ -18,15 +18,7 @@ export function completionPrompts(prompt: CompletionBody["prompt"], vocabSize: n
         : [...(prompt as string[] | number[][])];
   for (const [i, one] of prompts.entries()) {
     if (typeof one === "string") continue;
-    const at = one.findIndex((id) => id < 0 || id >= vocabSize);
-    if (at !== -1) {
-      const where =
-        prompts.length === 1 && typeof prompt[0] === "number" ? `prompt[${at}]` : `prompt[${i}][${at}]`;
-      throw ApiError.badRequest(
-        `${where}: token id ${one[at]} is not in the model's vocabulary (0 to ${vocabSize - 1})`,
-        "prompt",
-      );
-    }
+    checkTokenIds(one, vocabSize, typeof prompt[0] === "number" ? "prompt" : `prompt[${i}]`, "prompt");
   }
   return prompts;
 }

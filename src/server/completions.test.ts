@@ -173,7 +173,7 @@ describe("responses", () => {
         400,
         "prompt",
       );
-      assert.match(bad.error.message, /prompt\[1\]\[1\]: token id 40000 is not in the model's vocabulary/);
+      assert.match(bad.error.message, /prompt\[1\]\[1\] is 40000, not a token id of this model/);
       await expectError(await t.post("/v1/completions", { prompt: [1, -2] }), 400, "prompt");
       await expectError(await t.post("/v1/completions", { prompt: [1.5] }), 400);
       const before = t.engine.requests.length;

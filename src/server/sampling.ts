@@ -10,6 +10,7 @@ import {
 } from "./json-schema-gbnf.js";
 import { type LogprobFields, requestedLogprobs } from "./logprobs.js";
 import type { CommonBody, ResponseFormatInput } from "./schemas.js";
+import { checkTokenIds } from "./token-ids.js";
 
 export const DEFAULT_TEMPERATURE = 1;
 
@@ -48,13 +49,7 @@ export function stopTokenIds(
   ids: readonly number[] | null | undefined,
   vocabSize: number,
 ): readonly number[] {
-  const foreign = (ids ?? []).find((id) => id >= vocabSize);
-  if (foreign !== undefined) {
-    throw ApiError.badRequest(
-      `stop_token_ids holds ${foreign}, not a token id of this model (0 to ${vocabSize - 1})`,
-      "stop_token_ids",
-    );
-  }
+  checkTokenIds(ids ?? [], vocabSize, "stop_token_ids", "stop_token_ids");
   return ids ?? [];
 }
 

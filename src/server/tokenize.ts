@@ -15,6 +15,7 @@ import {
 import { ApiError } from "./errors.js";
 import type { AppEnv } from "./generation.js";
 import type { ChatCompletionBody } from "./schemas.js";
+import { checkTokenIds } from "./token-ids.js";
 import { type ChatTokenizeRequest, detokenizeSchema, parseTokenizeRequest } from "./tokenize-schema.js";
 
 const utf8 = (bytes: Uint8Array) => Buffer.from(bytes).toString("utf8");
@@ -77,22 +78,11 @@ export async function tokenize(c: Context<AppEnv>, ctx: RequestContext): Promise
   });
 }
 
-/** vLLM's `tokens`, each a token id of this model (else a 400 naming it). */
-function checkTokenIds(ids: readonly number[], vocabSize: number): void {
-  const bad = ids.findIndex((id) => id < 0 || id >= vocabSize);
-  if (bad >= 0) {
-    throw ApiError.badRequest(
-      `tokens[${bad}] is ${ids[bad]}, not a token id of this model (0 to ${vocabSize - 1})`,
-      "tokens",
-    );
-  }
-}
-
 /** The tokens' text as the model's tokenizer decodes them: vLLM's `prompt`, llama-server's `content`. */
 export async function detokenize(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const { model, tokens } = detokenizeSchema.parse(await readJsonBody(c));
   checkModel(ctx, model);
-  checkTokenIds(tokens, ctx.engine.vocabSize);
+  checkTokenIds(tokens, ctx.engine.vocabSize, "tokens", "tokens");
   const text = ctx.engine.detokenize(tokens);
   return c.json({ prompt: text, content: text });
 }
