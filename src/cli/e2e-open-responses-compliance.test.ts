@@ -269,6 +269,31 @@ describe("Open Responses compliance checks against continuum serve (real engine,
     });
   }
 
+  test("beyond the suite: text.format json_schema, streamed, gives JSON of that schema and echoes the format", async () => {
+    const schema = {
+      type: "object",
+      properties: { ok: { type: "boolean" } },
+      required: ["ok"],
+      additionalProperties: false,
+    };
+    const format = { type: "json_schema", name: "answer", schema, strict: true };
+    const template: Template = {
+      id: "structured-output",
+      streaming: true,
+      request: { input: "Is the sky blue? Answer as JSON.", text: { format }, ...TEXT_REPLY },
+      validators: [
+        completedStatus,
+        (response) => {
+          const text = response.output.find((item: Json) => item.type === "message")?.content[0]?.text ?? "";
+          const parsed = JSON.parse(text) as Json;
+          const errors = typeof parsed.ok === "boolean" && Object.keys(parsed).length === 1 ? [] : [text];
+          return response.text.format.name === "answer" ? errors : [...errors, "text.format not echoed"];
+        },
+      ],
+    };
+    assert.deepEqual(await runTemplate(s, template), [], "structured-output: compliance errors");
+  });
+
   test("image-input: refused with a 400 naming the image part (the tiny model has no vision)", async () => {
     const res = await fetch(`${s.server.url}/v1/responses`, {
       method: "POST",

@@ -155,6 +155,22 @@ export function responseTool(tool: FunctionTool) {
  * where it gave them, else the value in effect. `error`: why a response failed (then its status is
  * "failed"). `completed_at` is the time of this call when the status is "completed".
  */
+/** The response's `text`: the request's format, a json_schema one with the fields Open Responses requires. */
+function responseText(text: ResponsesBody["text"]) {
+  const format = text?.format ?? { type: "text" as const };
+  const echoed =
+    format.type === "json_schema"
+      ? {
+          ...format,
+          name: format.name ?? "response",
+          description: format.description ?? null,
+          schema: format.schema ?? {},
+          strict: format.strict ?? false,
+        }
+      : format;
+  return { format: echoed, ...(text?.verbosity ? { verbosity: text.verbosity } : {}) };
+}
+
 export type ResponseObject = ReturnType<typeof responseObject>;
 
 export function responseObject(
@@ -189,7 +205,7 @@ export function responseObject(
     presence_penalty: body.presence_penalty ?? 0,
     frequency_penalty: body.frequency_penalty ?? 0,
     top_logprobs: body.top_logprobs ?? 0,
-    text: { format: { type: "text" } },
+    text: responseText(body.text),
     // A hosted tool's choice ran as "auto" (its tool was dropped)
     tool_choice:
       body.tool_choice && typeof body.tool_choice === "object" && body.tool_choice.type !== "function"

@@ -1,13 +1,27 @@
 /**
  * The request body of `POST /v1/responses` (OpenAI's Responses API). Input items and tools are checked
  * one by one where they are translated (responses-input.ts), so an item of an unknown type gets an error
- * naming it. Unknown top-level fields (`reasoning`, `include`, `text`, `truncation`, `service_tier`,
- * `background`, ...) are dropped, as on the other endpoints.
+ * naming it. Unknown top-level fields (`reasoning`, `truncation`, `service_tier`, `background`, ...) are
+ * dropped, as on the other endpoints.
  */
 import { z } from "zod";
 import { chatCompletionSchema } from "./schemas.js";
 
 const typedObject = z.object({ type: z.string().optional() }).passthrough();
+
+/** `text.format`: structured outputs, as chat completions' `response_format` with the schema's fields flat. */
+const textFormat = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("text") }),
+  z.object({ type: z.literal("json_object") }),
+  z.object({
+    type: z.literal("json_schema"),
+    name: z.string().optional(),
+    description: z.string().nullish(),
+    schema: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+]);
+export type TextFormat = z.infer<typeof textFormat>;
 
 export const responsesSchema = chatCompletionSchema
   .omit({
@@ -34,6 +48,11 @@ export const responsesSchema = chatCompletionSchema
       ])
       .nullish(),
     max_output_tokens: z.number().int().min(1).nullish(),
+    // structured outputs (`text.format`); `verbosity` is echoed as given, not acted on
+    text: z
+      .object({ format: textFormat.nullish(), verbosity: z.enum(["low", "medium", "high"]).nullish() })
+      .passthrough()
+      .nullish(),
     store: z.boolean().nullish(),
     previous_response_id: z.string().min(1).nullish(),
     metadata: z.record(z.string(), z.string()).nullish(),

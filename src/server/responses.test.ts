@@ -256,6 +256,29 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.equal((await call("DELETE", `/v1/responses/${whole.id}`, asA)).status, 404);
   });
 
+  test("text.format: structured outputs as a grammar, echoed in the response; a schema it cannot enforce is a 400", async () => {
+    const { post, engine } = server({ reply: () => '{"ok": true}' });
+    const schema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] };
+    const format = { type: "json_schema", name: "answer", schema, strict: true };
+    const response = (await (await post({ input: "Is it?", text: { format } })).json()) as Json;
+    assert.match(engine.requests[0]!.sampling.grammar ?? "", /"\\"ok\\"" ws ":" ws boolean/);
+    assert.deepEqual(response.text, { format: { ...format, description: null } });
+    await post({ input: "JSON.", text: { format: { type: "json_object" } } });
+    assert.match(engine.requests[1]!.sampling.grammar ?? "", /^root ::= object$/m);
+    const plain = (await (await post({ input: "Text.", text: { format: { type: "text" } } })).json()) as Json;
+    assert.equal(engine.requests[2]!.sampling.grammar, null);
+    assert.deepEqual(plain.text, { format: { type: "text" } });
+
+    const unenforceable = { ...format, schema: { $ref: "#/nowhere" } };
+    const refused = await post({ input: "x", text: { format: unenforceable } });
+    assert.equal(refused.status, 400);
+    assert.equal(((await refused.json()) as Json).error.param, "text.format.schema");
+    const forced = await post({ input: "x", text: { format }, tools: [RUN_SHELL], tool_choice: "required" });
+    assert.equal(forced.status, 400);
+    assert.equal(((await forced.json()) as Json).error.param, "text.format");
+    assert.equal(engine.requests.length, 3, "a refused request never reaches the engine");
+  });
+
   test("the store keeps the most recently used responses", () => {
     const store = new ResponseStore(2);
     const turn = (content: string) => ({ conversation: [{ role: "user" as const, content }], response: {} });

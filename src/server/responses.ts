@@ -27,9 +27,11 @@ import {
   responseStatus,
 } from "./responses-output.js";
 import { withCodexProgramId } from "./responses-program.js";
-import { responsesSchema } from "./responses-schema.js";
+import { responsesSchema, type TextFormat } from "./responses-schema.js";
 import { ResponseStore, type StoredResponse } from "./responses-store.js";
 import { failedResponseEvents, responseEventStream } from "./responses-stream.js";
+import { responseFormatGrammar } from "./sampling.js";
+import type { ResponseFormatInput } from "./schemas.js";
 
 /** How many `store: true` responses are kept (least recently used first out). */
 export const STORED_RESPONSES = 1024;
@@ -38,6 +40,13 @@ export const STORED_RESPONSES = 1024;
 export const DROPPED_TOOLS_HEADER = "X-Continuum-Dropped-Tools";
 
 type Handler = (c: Context<AppEnv>) => Promise<Response>;
+
+/** `text.format` as chat completions' `response_format` (its schema's fields under `json_schema`). */
+function responseFormatOf(format: TextFormat | null | undefined): ResponseFormatInput | null {
+  if (format?.type !== "json_schema") return format ?? null;
+  const { type, description, ...jsonSchema } = format;
+  return { type, json_schema: { ...jsonSchema, ...(description ? { description } : {}) } };
+}
 
 /** A stored response this tenant may see, else OpenAI's 404. */
 function storedOrNotFound(store: ResponseStore, c: Context<AppEnv>): StoredResponse {
@@ -97,9 +106,11 @@ export function responsesApi(
       tools: request.tools,
       body,
     });
+    const grammar = responseFormatGrammar(responseFormatOf(body.text?.format), "text.format.schema");
+    const structured = grammar === null ? {} : { formatGrammar: { grammar, param: "text.format" } };
     let started: ChatGeneration;
     try {
-      started = await startChat(c, ctx, chat, chat.max_completion_tokens);
+      started = await startChat(c, ctx, chat, chat.max_completion_tokens, structured);
     } catch (error) {
       if (!(error instanceof ContextOverflow)) throw error;
       if (!body.stream) throw error.responsesError();

@@ -23,12 +23,15 @@ function grammarOrBadRequest(param: string, build: () => string): string {
   }
 }
 
-/** GBNF for `response_format`, or null for free text. */
-export function responseFormatGrammar(format: ResponseFormatInput | null | undefined): string | null {
+/** GBNF for `response_format`, or null for free text; a schema it cannot enforce is a 400 naming `schemaParam`. */
+export function responseFormatGrammar(
+  format: ResponseFormatInput | null | undefined,
+  schemaParam = "response_format.json_schema.schema",
+): string | null {
   if (!format || format.type === "text") return null;
   if (format.type === "json_object") return jsonObjectGbnf();
   const schema = format.json_schema.schema;
-  return grammarOrBadRequest("response_format.json_schema.schema", () =>
+  return grammarOrBadRequest(schemaParam, () =>
     schema === undefined ? jsonObjectGbnf() : jsonSchemaToGbnf(schema),
   );
 }
