@@ -1,41 +1,29 @@
+/**
+ * `POST /v1/chat/completions`, and what Messages and Responses share once their request is a chat request:
+ * the model check, the tools, the prompt rendered (a continued last message included), the generation
+ * started. A finished output is read in chat-output.ts, a stream written in chat-stream.ts.
+ */
 import type { Context } from "hono";
-import type { GenerateUsage } from "../engine/engine-api.js";
+import {
+  type ChatGeneration,
+  finishReason,
+  readOutput,
+  type ToolSetup,
+  toolCallsJson,
+} from "./chat-output.js";
 import { chatTurns, contentText } from "./chat-render.js";
+import { streamFrames } from "./chat-stream.js";
 import type { ChatTemplate } from "./chat-template.js";
 import { startChoiceGroup } from "./choice-group.js";
-import { ApiError, errorBody, toApiError } from "./errors.js";
+import { ApiError } from "./errors.js";
 import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
-import {
-  type AppEnv,
-  type DeltaEvent,
-  type DoneEvent,
-  type Generation,
-  openAIFinishReason,
-  openAIUsage,
-  SSE_DONE,
-  sseData,
-  sseResponse,
-  sumUsage,
-  unixSeconds,
-} from "./generation.js";
+import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
 import { chatLogprobs } from "./logprobs.js";
-import { promptOpensThinking, ReasoningStream, splitReasoning } from "./reasoning.js";
+import { promptOpensThinking } from "./reasoning.js";
 import { choiceBody, choiceCount, forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
-import {
-  type ChatCompletionBody,
-  type ChatMessageInput,
-  chatCompletionSchema,
-  type ToolInput,
-} from "./schemas.js";
+import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
-import { StreamedToolCall } from "./streamed-tool-call.js";
-import { parseToolCallsAs, type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
-import {
-  type ParsedToolCall,
-  parseTruncatedToolCall,
-  ToolCallStreamGate,
-  type ToolSpec,
-} from "./tool-calls.js";
+import type { ToolSpec } from "./tool-calls.js";
 
 export interface RequestContext extends GenerationContext {
   /** model names a request may ask for (the engine's id first) */
@@ -48,16 +36,6 @@ export interface RequestContext extends GenerationContext {
   readonly systemFingerprint: string;
   /** this server's replies with tool calls, rendered as generated when a client sends them back */
   readonly generatedReplies: GeneratedReplies;
-}
-
-export interface ToolSetup {
-  /** offered functions the output may call; empty: no tool-call parsing */
-  readonly parseFor: readonly ToolSpec[];
-  readonly rendered: readonly ToolInput[];
-  readonly grammar: string | null;
-  readonly parallel: boolean;
-  /** where a reply with tool calls is remembered, to render it back as generated (generated-replies.ts) */
-  readonly replies: ReplyMemory | null;
 }
 
 /**
@@ -145,57 +123,6 @@ export function toolSetup(body: ChatCompletionBody, replies: ReplyMemory | null 
   return { parseFor: specs, rendered: tools, grammar: forcedToolGrammar(forced), parallel, replies };
 }
 
-function toolCallsJson(calls: readonly ParsedToolCall[]) {
-  return calls.map((call) => ({
-    id: call.id,
-    type: "function" as const,
-    function: { name: call.name, arguments: call.arguments },
-  }));
-}
-
-/**
- * Content and tool calls of a finished output, its answer from `answerStart` on (past a reasoning model's
- * thinking). A call cut off by max_tokens or the context (`truncated`) comes back as a call with the
- * arguments generated so far, never as markup in the content.
- */
-function splitOutput(
-  text: string,
-  tools: ToolSetup,
-  format: ToolCallFormat,
-  truncated: boolean,
-  answerStart: number,
-): { content: string | null; calls: ParsedToolCall[]; contentEnd: number } {
-  const parse = (output: string, specs: readonly ToolSpec[]) =>
-    parseToolCallsAs(format, output, specs) ?? (truncated ? parseTruncatedToolCall(output, specs) : null);
-  const answer = text.slice(answerStart);
-  const parsed = tools.parseFor.length > 0 ? parse(answer, tools.parseFor) : null;
-  if (parsed === null) return { content: answer, calls: [], contentEnd: text.length };
-  const calls = tools.parallel ? [...parsed.calls] : parsed.calls.slice(0, 1);
-  const content = answer.slice(0, parsed.start).trim();
-  // the whole output is what the model generated: a reply sent back renders as it, its thinking included
-  tools.replies?.remember(text, content, calls);
-  return { content: content.length > 0 ? content : null, calls, contentEnd: answerStart + parsed.start };
-}
-
-/**
- * A finished output as every API reads it: a reasoning model's thinking (when the choice's output is
- * split), then its answer's content and tool calls (splitOutput).
- */
-export function readOutput(
-  text: string,
-  { tools, format, insideThinking }: Pick<ChatGeneration, "tools" | "format" | "insideThinking">,
-  truncated: boolean,
-) {
-  const { reasoning, answerStart } = splitReasoning(text, insideThinking);
-  return { reasoning, answerStart, ...splitOutput(text, tools, format, truncated, answerStart) };
-}
-
-function finishReason(done: DoneEvent, calls: readonly ParsedToolCall[]): string {
-  return calls.length > 0 && done.finishReason === "stop"
-    ? "tool_calls"
-    : openAIFinishReason(done.finishReason);
-}
-
 /** The request body as JSON; a clear 400 when it is empty or malformed. */
 export async function readJsonBody(c: Context<AppEnv>): Promise<unknown> {
   const text = await c.req.text();
@@ -209,19 +136,6 @@ export async function readJsonBody(c: Context<AppEnv>): Promise<unknown> {
       "invalid_json",
     );
   }
-}
-
-/** A chat request under way: its tools, the template's tool-call format, and the queued generation. */
-export interface ChatGeneration {
-  readonly tools: ToolSetup;
-  readonly format: ToolCallFormat;
-  readonly requestId: string;
-  readonly generation: Generation;
-  /**
-   * With `splitsReasoning`: whether the prompt left a thinking block open (the output starts inside it);
-   * null: the output is not split
-   */
-  readonly insideThinking: boolean | null;
 }
 
 /**
@@ -352,138 +266,4 @@ function startChoices(
     if (i === 0) firstId = started.requestId;
     return started;
   });
-}
-
-interface ChunkMeta {
-  readonly id: string;
-  readonly created: number;
-  readonly model: string;
-  readonly system_fingerprint: string;
-}
-
-/** A streamed chat completion: each choice's chunks in turn, then the usage of all of them (when asked). */
-async function* streamFrames(
-  choices: readonly ChatGeneration[],
-  meta: ChunkMeta,
-  includeUsage: boolean,
-): AsyncGenerator<string> {
-  const usages: GenerateUsage[] = [];
-  try {
-    for (const [index, choice] of choices.entries()) {
-      const usage = yield* choiceFrames(choice, index, meta, includeUsage);
-      if (usage !== null) usages.push(usage);
-    }
-    if (includeUsage && usages.length === choices.length) {
-      yield sseData({
-        ...meta,
-        object: "chat.completion.chunk",
-        choices: [],
-        usage: openAIUsage(sumUsage(usages)),
-      });
-    }
-  } catch (error) {
-    yield sseData(errorBody(toApiError(error)));
-  }
-  yield SSE_DONE;
-}
-
-/** What a delta's tokens add to the chunk that carries them (`return_token_ids`: their ids, the prompt's first). */
-type DeltaTokens = Pick<DeltaEvent, "logprobs" | "tokenIds" | "promptTokenIds">;
-
-function carriesTokens(tokens: DeltaTokens): boolean {
-  return (
-    (tokens.logprobs?.length ?? 0) > 0 ||
-    (tokens.tokenIds?.length ?? 0) > 0 ||
-    tokens.promptTokenIds !== undefined
-  );
-}
-
-/**
- * One choice's chunks: its thinking (`reasoning_content`), its text, its tool calls (the first one's
- * arguments as they come), its finish.
- */
-async function* choiceFrames(
-  choice: ChatGeneration,
-  choiceIndex: number,
-  meta: ChunkMeta,
-  includeUsage: boolean,
-): AsyncGenerator<string, GenerateUsage | null> {
-  const { generation, tools, format, insideThinking } = choice;
-  const usageField = includeUsage ? { usage: null } : {};
-  // a delta's tokens (logprobs, ids) go with its first chunk, or alone when what it carries is held back
-  const chunk = (delta: Record<string, unknown>, finish: string | null = null, tokens: DeltaTokens = {}) =>
-    sseData({
-      ...meta,
-      object: "chat.completion.chunk",
-      choices: [
-        {
-          index: choiceIndex,
-          delta,
-          logprobs: tokens.logprobs ? chatLogprobs(tokens.logprobs) : null,
-          finish_reason: finish,
-          ...(tokens.tokenIds ? { token_ids: tokens.tokenIds } : {}),
-        },
-      ],
-      ...(tokens.promptTokenIds ? { prompt_token_ids: tokens.promptTokenIds } : {}),
-      ...usageField,
-    });
-  const gate =
-    tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
-  const live = gate ? new StreamedToolCall() : null;
-  const callDelta = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] });
-  const thinking = new ReasoningStream(insideThinking);
-  // the answer's characters out as content so far
-  let streamed = 0;
-  yield chunk({ role: "assistant", content: "" });
-  for await (const event of generation.events()) {
-    if (event.type === "delta") {
-      const { reasoning, answer } = thinking.push(event.text);
-      const text = gate ? gate.push(answer) : answer;
-      streamed += text.length;
-      let tokens: DeltaTokens = event;
-      if (reasoning.length > 0) {
-        yield chunk({ reasoning_content: reasoning }, null, tokens);
-        tokens = {};
-      }
-      if (text.length > 0 || carriesTokens(tokens)) {
-        yield chunk(text.length > 0 ? { content: text } : {}, null, tokens);
-      }
-      if (gate && live) {
-        const { opened, args } = live.push(gate.held);
-        if (opened) {
-          yield callDelta({ id: live.id, type: "function", function: { name: live.name, arguments: "" } });
-        }
-        if (args.length > 0) yield callDelta({ function: { arguments: args } });
-      }
-      continue;
-    }
-    const heldThinking = thinking.finish().reasoning;
-    if (heldThinking.length > 0) yield chunk({ reasoning_content: heldThinking });
-    // A call already announced is a call, even when the output ended before it closed.
-    const cut = event.finishReason !== "stop" || live?.opened === true;
-    const { calls, contentEnd, answerStart } = readOutput(event.text, choice, cut);
-    const from = answerStart + streamed;
-    const rest = event.text.slice(from, Math.max(contentEnd, from));
-    if (rest.length > 0) yield chunk({ content: rest });
-    for (const [index, call] of calls.entries()) {
-      if (index === 0 && gate && live?.opened) {
-        const args = live.finish(gate.held);
-        if (args.length > 0) yield callDelta({ function: { arguments: args } });
-        continue;
-      }
-      yield chunk({
-        tool_calls: [
-          {
-            index,
-            id: call.id,
-            type: "function",
-            function: { name: call.name, arguments: call.arguments },
-          },
-        ],
-      });
-    }
-    yield chunk({}, finishReason(event, calls));
-    return event.usage;
-  }
-  return null;
 }

@@ -4,7 +4,7 @@
  * message_delta with the stop reason and usage, message_stop. Thinking and tool calls are read as chat
  * completions read them.
  */
-import { type ChatGeneration, readOutput } from "./chat-completions.js";
+import { type ChatGeneration, readOutput } from "./chat-output.js";
 import { toApiError } from "./errors.js";
 import { anthropicErrorBody } from "./messages-errors.js";
 import {

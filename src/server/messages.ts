@@ -8,11 +8,11 @@ import {
   checkModel,
   type RequestContext,
   readJsonBody,
-  readOutput,
   renderChatPrompt,
   startChat,
   toolSetup,
 } from "./chat-completions.js";
+import { readOutput } from "./chat-output.js";
 import { type AppEnv, sseResponse } from "./generation.js";
 import {
   chatCompletionRequest,

@@ -8,7 +8,7 @@
 
 import type { OutputLogprob } from "../engine/engine-api.js";
 import { OutputTokens } from "../engine/output-tokens.js";
-import { type ChatGeneration, readOutput } from "./chat-completions.js";
+import { type ChatGeneration, readOutput } from "./chat-output.js";
 import { errorBody, toApiError } from "./errors.js";
 import { responsesLogprobs } from "./logprobs.js";
 import { ReasoningStream } from "./reasoning.js";

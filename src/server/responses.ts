@@ -5,14 +5,8 @@
  * it and `DELETE` forgets it); tools the server cannot run are dropped (see responses-input.ts).
  */
 import type { Context } from "hono";
-import {
-  type ChatGeneration,
-  checkModel,
-  type RequestContext,
-  readJsonBody,
-  readOutput,
-  startChat,
-} from "./chat-completions.js";
+import { checkModel, type RequestContext, readJsonBody, startChat } from "./chat-completions.js";
+import { type ChatGeneration, readOutput } from "./chat-output.js";
 import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "./context-overflow.js";
 import { ApiError } from "./errors.js";
 import { type AppEnv, sseResponse, unixSeconds } from "./generation.js";
