@@ -244,6 +244,48 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.equal(completion.choices[0].logprobs.tokens.length, completion.choices[0].token_ids.length);
   });
 
+  test("echo with logprobs scores the prompt as generation scored the same tokens (lm-evaluation-harness's loglikelihood)", async () => {
+    // greedy tokens with their logprobs, then the prompt and those tokens sent back as token ids with echo:
+    // each of them scored from the prompt gets the logprob it was generated with
+    const context = Array.from(s.engine.runner.tokenize("The capital of France is"));
+    const generated = (await (
+      await post("/v1/completions", {
+        model: s.model,
+        prompt: context,
+        max_tokens: 6,
+        temperature: 0,
+        logprobs: 1,
+        return_token_ids: true,
+        ignore_eos: true,
+      })
+    ).json()) as Json;
+    const ids: number[] = generated.choices[0].token_ids;
+    const sampled: number[] = generated.choices[0].logprobs.token_logprobs;
+    const scored = (await (
+      await post("/v1/completions", {
+        model: s.model,
+        prompt: [...context, ...ids],
+        max_tokens: 1,
+        temperature: 0,
+        logprobs: 1,
+        echo: true,
+      })
+    ).json()) as Json;
+    const { token_logprobs, top_logprobs } = scored.choices[0].logprobs;
+    assert.equal(token_logprobs.length, context.length + ids.length + 1);
+    assert.equal(token_logprobs[0], null);
+    const continuation: number[] = token_logprobs.slice(context.length, -1);
+    for (const [i, logprob] of continuation.entries()) {
+      assert.ok(
+        Math.abs(logprob - sampled[i]!) < 0.02,
+        `token ${i}: scored ${logprob}, generated ${sampled[i]}`,
+      );
+      // greedy: each continuation token is its position's most likely one
+      const top: Record<string, number> = top_logprobs[context.length + i];
+      assert.ok(Math.max(...Object.values(top)) <= logprob + 1e-6);
+    }
+  });
+
   test("a token-id prompt completes as its text does; return_token_ids gives the prompt's and the output's ids", async () => {
     const runner = s.engine.runner;
     const ids = Array.from(runner.tokenize("The sky is"));

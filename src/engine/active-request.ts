@@ -18,6 +18,8 @@ export interface ActiveRequest {
   readonly logprobs: OutputTokens<OutputLogprob> | null;
   /** with `returnTokenIds`: the generated tokens' ids, handed out with their text */
   readonly tokenIds: OutputTokens<number> | null;
+  /** with `sampling.promptLogprobs`: each prompt position's, as its scored row comes back (null until then) */
+  readonly promptLogprobs: (OutputLogprob | null)[] | null;
   readonly channel: EventChannel<GenerateEvent>;
   readonly signal: AbortSignal;
   readonly onAbort: () => void;
@@ -116,6 +118,7 @@ export function doneEvent(active: ActiveRequest, reason: FinishReason, nowS: num
       active.spec.isLastStep && reason !== "abort" ? Math.max(0, finishS - r.program.firstArrivalS) : null,
     ...(active.logprobs ? { logprobs: active.logprobs.handedOut } : {}),
     ...(active.spec.returnTokenIds ? { tokenIds: tokenIdsOf(active.content, r.promptTokens) } : {}),
+    ...(active.promptLogprobs ? { promptLogprobs: active.promptLogprobs } : {}),
   };
 }
 

@@ -46,6 +46,12 @@ export interface SamplingParams {
    * logprobs / top_logprobs); absent or null: none
    */
   readonly logprobs?: number | null;
+  /**
+   * report every prompt token's log-probability given the tokens before it, with this many most likely
+   * alternatives (0-20; OpenAI's `echo` with `logprobs`); absent or null: none. The whole prompt is computed
+   * (no cached prefix is reused: a reused position has no logits).
+   */
+  readonly promptLogprobs?: number | null;
 }
 
 /** A token's log-probability under the model's raw distribution (before temperature, penalties and filters). */
@@ -133,6 +139,11 @@ export type GenerateEvent =
       readonly logprobs?: readonly OutputLogprob[];
       /** with `returnTokenIds`: the prompt's token ids and the generated ones */
       readonly tokenIds?: { readonly prompt: readonly number[]; readonly output: readonly number[] };
+      /**
+       * with `SamplingParams.promptLogprobs`: one entry per prompt token, each token's log-probability given
+       * the tokens before it; the first token's is null (nothing precedes it)
+       */
+      readonly promptLogprobs?: readonly (OutputLogprob | null)[];
     };
 
 export interface ChatTurn {

@@ -32,6 +32,7 @@ import {
   type GenerateEvent,
   type GenerateRequest,
   type ModelChatTemplate,
+  type OutputLogprob,
   type ProgramKv,
   type RenderChatOptions,
 } from "./engine-api.js";
@@ -186,10 +187,13 @@ export class Engine implements EngineService {
         "prompt_too_long",
       );
     }
+    const scoresPrompt = spec.sampling.promptLogprobs != null;
+    // a prompt scored for its logprobs is computed whole: salted by its own id, no cached prefix matches it
+    const salt = scoresPrompt ? `prompt-logprobs\u0000${spec.requestId}` : spec.cacheSalt;
     const content = new TokenIdContent(
       Array.from(ids),
       this.blockSizeTokens,
-      spec.cacheSalt ? saltedRootHash(spec.cacheSalt) : ROOT_HASH,
+      salt ? saltedRootHash(salt) : ROOT_HASH,
     );
     const channel = new EventChannel<GenerateEvent>(() => this.abortRequest(spec.requestId));
     if (signal.aborted) {
@@ -208,6 +212,7 @@ export class Engine implements EngineService {
       output: new OutputText(spec.sampling.stop),
       logprobs: spec.sampling.logprobs == null ? null : new OutputTokens(),
       tokenIds: spec.returnTokenIds ? new OutputTokens() : null,
+      promptLogprobs: scoresPrompt ? new Array<OutputLogprob | null>(ids.length).fill(null) : null,
       channel,
       signal,
       onAbort,

@@ -25,6 +25,7 @@ import {
   type RunnerSampling,
   type SampledLogprobs,
   type SampledOutput,
+  type ScoredOutput,
 } from "./model-runner.js";
 
 /**
@@ -253,12 +254,17 @@ export class FakeModelRunner implements ModelRunner {
       throw noKvSlotError(`fake pool: ${n} cells needed, ${this.freeCells.length} free`);
     }
     const outputs: SampledOutput[] = [];
+    const scores: ScoredOutput[] = [];
     for (let i = 0; i < n; i++) {
       const seqId = batch.seqIds[i] as number;
       const seq = this.seqs[seqId] as FakeSeq;
       seq.tokens.push(batch.tokens[i] as number);
       seq.cells.push(this.allocCell());
-      if (batch.sample[i] === 1) {
+      const score = batch.scoreOf(i);
+      if (score !== null) {
+        const pos = batch.pos[i] as number;
+        scores.push({ seqId, pos, token: score.target, logprobs: fakeLogprobs(score.target, score.top) });
+      } else if (batch.sample[i] === 1) {
         const token = this.nextToken(seq);
         const top = seq.sampling?.logprobs ?? null;
         outputs.push({
@@ -273,7 +279,7 @@ export class FakeModelRunner implements ModelRunner {
     this.executedRows += n;
     const delayMs = this.stepDelayMs + this.tokenDelayMs * n;
     if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
-    return { outputs, computeS: delayMs / 1000, sampleS: 0 };
+    return { outputs, ...(scores.length > 0 ? { scores } : {}), computeS: delayMs / 1000, sampleS: 0 };
   }
 
   removeSeq(seqId: number, p0 = 0, p1 = -1): void {

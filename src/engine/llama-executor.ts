@@ -13,6 +13,7 @@ import {
   type RunnerSampling,
   type SampledLogprobs,
   type SampledOutput,
+  type ScoredOutput,
 } from "./model-runner.js";
 import type { StepLogFile } from "./step-log.js";
 
@@ -153,8 +154,14 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         const from = slot.length;
         const end = chunk.startToken + chunk.numTokens;
         const content = request.content as TokenIdContent;
+        // a prompt scored for its logprobs: each of its rows against the prompt's next token
+        const scoreTop = this.deps.active.get(request.id)?.spec.sampling.promptLogprobs ?? null;
         for (let pos = from; pos < end; pos++) {
-          batch.add(content.tokenAt(pos), pos, slot.seqId, chunk.samples && pos === end - 1);
+          const score =
+            scoreTop !== null && pos + 1 < request.promptTokens
+              ? { target: content.tokenAt(pos + 1), top: scoreTop }
+              : null;
+          batch.add(content.tokenAt(pos), pos, slot.seqId, chunk.samples && pos === end - 1, score);
         }
         inBatch.push({ chunk, rows: end - from });
       }
@@ -168,6 +175,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
           if (slot) kv.extend(slot, rows);
         }
         for (const out of result.outputs) this.onSample(out, sampled);
+        for (const score of result.scores ?? []) this.onScore(score);
         this.stats.batchedTokens += batch.length;
         this.stats.sampledTokens += result.outputs.length;
       }
@@ -243,6 +251,14 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         runner.acceptToken(seqId, active.content.tokenAt(pos));
       }
     }
+  }
+
+  /** A scored prompt row: the prompt token after it, with its logprob, for the request's prompt logprobs. */
+  private onScore(out: ScoredOutput): void {
+    const request = this.deps.kv.slots[out.seqId]?.owner;
+    const active = request ? this.deps.active.get(request.id) : undefined;
+    if (!active?.promptLogprobs || active.request !== request) return;
+    active.promptLogprobs[out.pos + 1] = outputLogprob(this.deps.runner, out.token, out.logprobs);
   }
 
   /** A sampled token of a slot: output text, stop checks, stream delta (with the tokens' logprobs it carries). */

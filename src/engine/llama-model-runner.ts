@@ -11,6 +11,7 @@ import type {
   RunnerBatch,
   RunnerSampling,
   SampledOutput,
+  ScoredOutput,
 } from "./model-runner.js";
 import {
   allocPinnedBuffer,
@@ -261,6 +262,7 @@ export class LlamaModelRunner implements ModelRunner {
     const db = this.decodeBatch;
     const cap = db.capacity;
     const outputs: SampledOutput[] = [];
+    const scores: ScoredOutput[] = [];
     let computeMs = 0;
     let sampleMs = 0;
     for (let start = 0; start < n; start += cap) {
@@ -272,6 +274,7 @@ export class LlamaModelRunner implements ModelRunner {
           batch.pos[i] as number,
           batch.seqIds[i] as number,
           batch.sample[i] === 1,
+          batch.scoreOf(i),
         );
       }
       const oneTokenPerSeq = isDecodeStep(batch.seqIds, start, end);
@@ -288,6 +291,11 @@ export class LlamaModelRunner implements ModelRunner {
         this.decodeRowMs = Number.isFinite(this.decodeRowMs) ? 0.8 * this.decodeRowMs + 0.2 * rowMs : rowMs;
       }
       for (const o of r.outputs) {
+        if (o.scored) {
+          const pos = batch.pos[start + o.batchIndex] as number;
+          scores.push({ seqId: o.seqId, pos, token: o.token, logprobs: o.logprobs! });
+          continue;
+        }
         outputs.push({
           seqId: o.seqId,
           token: o.token,
@@ -296,7 +304,12 @@ export class LlamaModelRunner implements ModelRunner {
         });
       }
     }
-    return { outputs, computeS: computeMs / 1000, sampleS: sampleMs / 1000 };
+    return {
+      outputs,
+      ...(scores.length > 0 ? { scores } : {}),
+      computeS: computeMs / 1000,
+      sampleS: sampleMs / 1000,
+    };
   }
 
   removeSeq(seqId: number, p0 = 0, p1 = -1): void {

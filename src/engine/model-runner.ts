@@ -61,20 +61,36 @@ export interface SampledLogprobs {
   readonly top: readonly { readonly token: number; readonly logprob: number }[];
 }
 
+/** A scored row's result: the log-probability of the prompt's token after position `pos`, `token`. */
+export interface ScoredOutput {
+  readonly seqId: number;
+  readonly pos: number;
+  readonly token: number;
+  readonly logprobs: SampledLogprobs;
+}
+
 export interface ExecuteResult {
   readonly outputs: readonly SampledOutput[];
+  /** the batch's scored rows (RunnerBatch.add's `score`), when it had any */
+  readonly scores?: readonly ScoredOutput[];
   /** time spent in the model itself (native decode + sampling), seconds */
   readonly computeS: number;
   /** of computeS, the host's sampling after the decode, seconds */
   readonly sampleS: number;
 }
 
-/** A growable batch of (token, position, slot, sample?) rows over any number of slots. */
+/**
+ * A growable batch of (token, position, slot, sample?) rows over any number of slots. A scored row (a prompt
+ * row of a request that asked for its prompt's logprobs) is not sampled: it reports the log-probability of
+ * `scoreTargets[i]`, the prompt's next token, and `scoreTop[i]` alternatives.
+ */
 export class RunnerBatch {
   tokens: Int32Array;
   pos: Int32Array;
   seqIds: Int32Array;
   sample: Uint8Array;
+  scoreTargets: Int32Array;
+  scoreTop: Int32Array;
   private n = 0;
 
   constructor(capacity = 256) {
@@ -82,6 +98,8 @@ export class RunnerBatch {
     this.pos = new Int32Array(capacity);
     this.seqIds = new Int32Array(capacity);
     this.sample = new Uint8Array(capacity);
+    this.scoreTargets = new Int32Array(capacity);
+    this.scoreTop = new Int32Array(capacity);
   }
 
   get length(): number {
@@ -92,13 +110,27 @@ export class RunnerBatch {
     this.n = 0;
   }
 
-  add(token: number, pos: number, seqId: number, sample: boolean): void {
+  add(
+    token: number,
+    pos: number,
+    seqId: number,
+    sample: boolean,
+    score: { target: number; top: number } | null = null,
+  ): void {
     if (this.n === this.tokens.length) this.grow();
     const i = this.n++;
     this.tokens[i] = token;
     this.pos[i] = pos;
     this.seqIds[i] = seqId;
     this.sample[i] = sample ? 1 : 0;
+    this.scoreTargets[i] = score?.target ?? -1;
+    this.scoreTop[i] = score?.top ?? 0;
+  }
+
+  /** the row's score request, or null (an ordinary row) */
+  scoreOf(i: number): { target: number; top: number } | null {
+    const target = this.scoreTargets[i] as number;
+    return target < 0 ? null : { target, top: this.scoreTop[i] as number };
   }
 
   private grow(): void {
@@ -111,10 +143,16 @@ export class RunnerBatch {
     seqIds.set(this.seqIds);
     const sample = new Uint8Array(capacity);
     sample.set(this.sample);
+    const scoreTargets = new Int32Array(capacity);
+    scoreTargets.set(this.scoreTargets);
+    const scoreTop = new Int32Array(capacity);
+    scoreTop.set(this.scoreTop);
     this.tokens = tokens;
     this.pos = pos;
     this.seqIds = seqIds;
     this.sample = sample;
+    this.scoreTargets = scoreTargets;
+    this.scoreTop = scoreTop;
   }
 }
 

@@ -16,7 +16,7 @@ import {
   sumUsage,
   unixSeconds,
 } from "./generation.js";
-import { completionLogprobs } from "./logprobs.js";
+import { completionLogprobs, echoedLogprobs } from "./logprobs.js";
 import { choiceBody, choiceCount, responseFormatGrammar } from "./sampling.js";
 import { type CompletionBody, completionSchema } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
@@ -28,9 +28,11 @@ export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 export async function completions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const body = completionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
-  if (body.echo && body.logprobs != null) {
+  // echo with logprobs: the prompt's tokens' logprobs too (the prompt is computed whole, not from cache)
+  const scoresPrompt = (body.echo ?? false) && body.logprobs != null;
+  if (scoresPrompt && body.stream) {
     throw ApiError.badRequest(
-      "echo with logprobs is not supported (the prompt's logprobs are not computed)",
+      "echo with logprobs is not supported when streaming",
       "echo",
       "unsupported_value",
     );
@@ -38,12 +40,12 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   if (body.suffix) throw ApiError.badRequest("suffix is not supported", "suffix", "unsupported_value");
   if ((body.best_of ?? 1) !== 1) throw ApiError.badRequest("only best_of=1 is supported", "best_of");
   const prompts = completionPrompts(body.prompt, ctx.engine.vocabSize);
-  if (body.echo && prompts.some((p) => typeof p !== "string")) {
-    throw ApiError.badRequest("echo is not supported with token-id prompts", "echo", "unsupported_value");
-  }
   const returnTokenIds = body.return_token_ids ?? false;
   const n = choiceCount(body);
-  const generations = await startAll(c, ctx, body, prompts, n, returnTokenIds);
+  const generations = await startAll(c, ctx, body, prompts, n, {
+    returnTokenIds: returnTokenIds || scoresPrompt,
+    promptLogprobs: scoresPrompt ? body.logprobs! : null,
+  });
   const meta = {
     id: `cmpl-${generations[0]!.requestId}`,
     object: "text_completion",
@@ -52,7 +54,11 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
     system_fingerprint: ctx.systemFingerprint,
   };
   // choice i is the (i mod n)-th of prompt i / n, as OpenAI numbers them
-  const echoOf = (i: number) => (body.echo ? (prompts[Math.floor(i / n)] as string) : "");
+  // a token-id prompt echoes as its text
+  const echoOf = (i: number) => {
+    const prompt = prompts[Math.floor(i / n)]!;
+    return !body.echo ? "" : typeof prompt === "string" ? prompt : ctx.engine.detokenize(prompt);
+  };
   const abortAll = () => {
     for (const g of generations) g.generation.abort();
   };
@@ -120,7 +126,15 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
     return {
       index,
       text: echoOf(index) + done.text,
-      logprobs: done.logprobs ? completionLogprobs(done.logprobs).logprobs : null,
+      logprobs: !done.logprobs
+        ? null
+        : scoresPrompt && done.promptLogprobs && done.tokenIds
+          ? echoedLogprobs(
+              ctx.engine.tokenPieces(done.tokenIds.prompt.slice(0, 1))[0]!,
+              done.promptLogprobs,
+              done.logprobs,
+            )
+          : completionLogprobs(done.logprobs).logprobs,
       finish_reason: openAIFinishReason(done.finishReason),
       ...(returnTokenIds && done.tokenIds
         ? { prompt_token_ids: done.tokenIds.prompt, token_ids: done.tokenIds.output }
@@ -145,7 +159,7 @@ async function startAll(
   body: CompletionBody,
   prompts: readonly CompletionPrompt[],
   n: number,
-  returnTokenIds: boolean,
+  options: { returnTokenIds: boolean; promptLogprobs: number | null },
 ): Promise<{ requestId: string; generation: Generation }[]> {
   const started: { requestId: string; generation: Generation }[] = [];
   const grammar = responseFormatGrammar(body.response_format);
@@ -166,7 +180,7 @@ async function startAll(
           false,
           {
             ...(typeof prompt === "string" ? {} : { promptTokenIds: prompt }),
-            returnTokenIds,
+            ...options,
             sibling: k > 0,
             awaitFirstToken,
           },

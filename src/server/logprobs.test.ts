@@ -227,7 +227,52 @@ describe("logprobs", () => {
     });
   });
 
-  test("requests the API refuses: top_logprobs without logprobs, more than 20, echo with logprobs", async () => {
+  test("completions with echo: the prompt's tokens' logprobs first (the first null), computed whole even when cached", async () => {
+    await withServer(async (openai, url) => {
+      const prompt = "Say it. ".repeat(40);
+      // the prompt's KV is cached by a plain request first: echo with logprobs still computes every position
+      await openai.completions.create({ model: "continuum-fake", prompt, max_tokens: 3 });
+      const response = (await (
+        await post(url, "/v1/completions", {
+          model: "continuum-fake",
+          prompt,
+          max_tokens: 3,
+          logprobs: 1,
+          echo: true,
+        })
+      ).json()) as Json;
+      const choice = response.choices[0];
+      const { tokens, token_logprobs, top_logprobs, text_offset } = choice.logprobs;
+      assert.ok(choice.text.startsWith(prompt));
+      // the fake's tokens are code points: the prompt's, then the three generated
+      assert.equal([...choice.text].length, [...prompt].length + 3);
+      assert.deepEqual(tokens, [...choice.text]);
+      assert.equal(token_logprobs[0], null);
+      assert.equal(top_logprobs[0], null);
+      assert.ok(token_logprobs.slice(1).every((l: number) => Math.abs(l - Math.log(0.5)) < 1e-9));
+      assert.deepEqual(Object.keys(top_logprobs[1]), ["a"], "the scored token's text, with one alternative");
+      assert.deepEqual(
+        text_offset,
+        [...prompt, "h", "é", "l"].map((_, i) => i),
+      );
+      assert.equal(response.usage.prompt_tokens_details.cached_tokens, 0, "no cached prefix reused");
+      // a token-id prompt (as lm-evaluation-harness sends it) echoes as its text, one entry per id and output token
+      const ids = [...prompt].map((ch) => ch.codePointAt(0)!);
+      const byIds = (await (
+        await post(url, "/v1/completions", {
+          model: "continuum-fake",
+          prompt: ids,
+          max_tokens: 1,
+          logprobs: 1,
+          echo: true,
+        })
+      ).json()) as Json;
+      assert.ok(byIds.choices[0].text.startsWith(prompt));
+      assert.equal(byIds.choices[0].logprobs.token_logprobs.length, ids.length + 1);
+    });
+  });
+
+  test("requests the API refuses: top_logprobs without logprobs, more than 20, echo with logprobs streamed", async () => {
     await withServer(async (_openai, url) => {
       const refused = async (path: string, body: Record<string, unknown>, param: string) => {
         const response = await post(url, path, { model: "continuum-fake", ...body });
@@ -237,7 +282,7 @@ describe("logprobs", () => {
       await refused("/v1/chat/completions", { messages, top_logprobs: 2 }, "top_logprobs");
       await refused("/v1/chat/completions", { messages, logprobs: true, top_logprobs: 21 }, "top_logprobs");
       await refused("/v1/completions", { prompt: "x", logprobs: 21 }, "logprobs");
-      await refused("/v1/completions", { prompt: "x", logprobs: 1, echo: true }, "echo");
+      await refused("/v1/completions", { prompt: "x", logprobs: 1, echo: true, stream: true }, "echo");
     });
   });
 });

@@ -89,6 +89,31 @@ export function entriesFrom(entries: readonly OutputLogprob[], from: number): Ou
 }
 
 /**
+ * Completions' `choices[].logprobs` with `echo`: the prompt's tokens first (the first, `firstPiece`, has no
+ * logprob or alternatives: null, as OpenAI gives them), then the generated ones, offsets counted from the
+ * echoed text's start.
+ */
+export function echoedLogprobs(
+  firstPiece: Uint8Array,
+  prompt: readonly (OutputLogprob | null)[],
+  output: readonly OutputLogprob[],
+) {
+  const scored = prompt.slice(1).map((entry, i) => {
+    if (entry === null) throw new Error(`the engine scored no logprob for prompt token ${i + 1}`);
+    return entry;
+  });
+  const first = tokenText(firstPiece);
+  const promptPart = completionLogprobs(scored, first.length);
+  const outputPart = completionLogprobs(output, promptPart.next);
+  return {
+    tokens: [first, ...promptPart.logprobs.tokens, ...outputPart.logprobs.tokens],
+    token_logprobs: [null, ...promptPart.logprobs.token_logprobs, ...outputPart.logprobs.token_logprobs],
+    top_logprobs: [null, ...promptPart.logprobs.top_logprobs, ...outputPart.logprobs.top_logprobs],
+    text_offset: [0, ...promptPart.logprobs.text_offset, ...outputPart.logprobs.text_offset],
+  };
+}
+
+/**
  * Completions' `choices[].logprobs` for tokens whose text starts at character `offset` of the choice's text
  * (a stream's later chunks continue where the earlier ones ended). Returns the shape and where the next
  * token's text starts.

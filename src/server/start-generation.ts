@@ -46,9 +46,11 @@ export async function startGeneration(
   options: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> & {
     sibling?: boolean;
     awaitFirstToken?: boolean;
+    /** the prompt's logprobs with this many alternatives (completions' `echo` with `logprobs`) */
+    promptLogprobs?: number | null;
   } = {},
 ): Promise<{ requestId: string; generation: Generation }> {
-  const { sibling = false, awaitFirstToken = false, ...tokenIds } = options;
+  const { sibling = false, awaitFirstToken = false, promptLogprobs = null, ...tokenIds } = options;
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
   // (tokenizing a 30 MB prompt blocks the event loop for seconds).
   const bytes = Buffer.byteLength(prompt, "utf8");
@@ -77,6 +79,7 @@ export async function startGeneration(
     ...samplingParams(body, cappedMaxTokens, promptTokens, ctx.engine.maxContextTokens, grammar),
     ...(bias.length > 0 ? { logitBias: bias } : {}),
     ...(stops.length > 0 ? { stopTokenIds: stops } : {}),
+    ...(promptLogprobs !== null ? { promptLogprobs } : {}),
   };
   const requestId = ctx.newRequestId(c);
   const request: GenerateRequest = {

@@ -568,6 +568,10 @@ class DecodeWorker : public ContextWorker {
   std::vector<llama_pos> pos;
   std::vector<llama_seq_id> seq;
   std::vector<int8_t> want;
+  // a scored row (a prompt's, for its prompt logprobs): the token that follows it, whose logprob and topN most
+  // likely alternatives are computed instead of sampling the row (-1: an ordinary row)
+  std::vector<llama_token> scoreTarget;
+  std::vector<int32_t> scoreTop;
   bool sample = true;
   bool returnLogits = false;
 
@@ -652,11 +656,14 @@ class DecodeWorker : public ContextWorker {
     const size_t m = rowLogits.size();
     outToken_.assign(m, -1);
     outEog_.assign(m, 0);
+    outScored_.assign(m, 0);
     withLogprobs_ = false;
     topStride_ = 0;
+    // the top entries a row reports: a scored row's own count, else its sequence's (-1: none)
+    auto topOf = [&](size_t r) { return scored(r) ? scoreTop[outIndex_[r]] : s.logprobCounts[outSeq_[r]]; };
     for (size_t r = 0; r < m; r++) {
-      withLogprobs_ = withLogprobs_ || s.logprobCounts[outSeq_[r]] >= 0;
-      topStride_ = std::max(topStride_, s.logprobCounts[outSeq_[r]]);
+      withLogprobs_ = withLogprobs_ || topOf(r) >= 0;
+      topStride_ = std::max(topStride_, topOf(r));
     }
     if (withLogprobs_) {
       outLogprob_.assign(m, NAN);
@@ -674,6 +681,11 @@ class DecodeWorker : public ContextWorker {
     size_t candidates = 0;
     for (size_t r = 0; r < m; r++) {
       const int32_t seq = outSeq_[r];
+      if (scored(r)) {  // no sampler state: a task of its own
+        candidates += static_cast<size_t>(nVocab) / 4;
+        tasks.push_back({r});
+        continue;
+      }
       const bool sampled = s.rowSamplers[seq] != nullptr;  // a grammar's chain comes only with ours
       candidates += static_cast<size_t>(nVocab) / (s.samplers[seq] != nullptr ? 1 : sampled ? 4 : 16);
       if (s.logprobCounts[seq] >= 0) candidates += static_cast<size_t>(nVocab) / 4;
@@ -697,11 +709,14 @@ class DecodeWorker : public ContextWorker {
       SamplingScratch scratch;
       for (size_t t = first; t < tasks.size(); t += nThreads) {
         for (size_t r : tasks[t]) {
-          const llama_token token = sampleRow(s, outSeq_[r], rowLogits[r], nVocab, scratch, cands, errors[r]);
+          const bool score = scored(r);
+          const llama_token token = score ? scoreTarget[outIndex_[r]]
+                                          : sampleRow(s, outSeq_[r], rowLogits[r], nVocab, scratch, cands, errors[r]);
           if (token < 0) break;  // a sampler that failed stops its sequence's later rows
           outToken_[r] = token;
-          outEog_[r] = llama_vocab_is_eog(s.model->vocab, token) ? 1 : 0;
-          const int32_t top = s.logprobCounts[outSeq_[r]];
+          outScored_[r] = score ? 1 : 0;
+          outEog_[r] = !score && llama_vocab_is_eog(s.model->vocab, token) ? 1 : 0;
+          const int32_t top = topOf(r);
           if (top >= 0) {
             const size_t at = r * static_cast<size_t>(topStride_);
             outTopCount_[r] = static_cast<uint8_t>(rowLogprobs(rowLogits[r], nVocab, token, top, scratch,
@@ -754,6 +769,11 @@ class DecodeWorker : public ContextWorker {
       }
       o.Set("token", tok);
       o.Set("isEog", eog);
+      if (!scoreTarget.empty()) {
+        Napi::Uint8Array scoredRows = Napi::Uint8Array::New(env, m);
+        if (m > 0) std::memcpy(scoredRows.Data(), outScored_.data(), m);
+        o.Set("scored", scoredRows);
+      }
       if (withLogprobs_) setLogprobs(env, o, m);
     }
     if (returnLogits) {
@@ -778,6 +798,8 @@ class DecodeWorker : public ContextWorker {
   std::vector<int32_t> outSeq_;
   std::vector<int32_t> outToken_;
   std::vector<uint8_t> outEog_;
+  std::vector<uint8_t> outScored_;
+  bool scored(size_t r) const { return !scoreTarget.empty() && scoreTarget[outIndex_[r]] >= 0; }
   // when a row's sequence asked for logprobs: each row's token logprob (NaN for rows that did not ask) and its
   // top entries, topStride_ slots a row (the most any row asked for)
   bool withLogprobs_ = false;
@@ -824,7 +846,9 @@ static T typedArg(const Napi::CallbackInfo& info, size_t i, napi_typedarray_type
 }
 
 // decode(tokens: Int32Array, pos: Int32Array, seqIds: Int32Array, wantLogits: Uint8Array,
-//        opts?: { sample = true, returnLogits = false })
+//        opts?: { sample = true, returnLogits = false, scoreTargets?: Int32Array, scoreTop?: Int32Array })
+//   A row with scoreTargets[i] >= 0 is scored instead of sampled: `token` is its target, with the target's
+//   logprob and its scoreTop[i] most likely alternatives (a prompt's logprobs); `scored` marks such rows.
 //   -> Promise<{ batchIndex, seqId, token?, isEog?, logits?, nVocab, decodeUs, sampleUs }>, with, when a sampled
 //      row's sequence asked for logprobs, { logprob, topCount, topToken, topLogprob, topStride } (setLogprobs)
 DecodeWorker* Context::PrepareDecode(const Napi::CallbackInfo& info) {
@@ -849,6 +873,21 @@ DecodeWorker* Context::PrepareDecode(const Napi::CallbackInfo& info) {
       Napi::Object o = info[4].As<Napi::Object>();
       w->sample = optBool(o, "sample", true);
       w->returnLogits = optBool(o, "returnLogits", false);
+      if (o.Has("scoreTargets") && !o.Get("scoreTargets").IsUndefined()) {
+        Napi::Value targets = o.Get("scoreTargets");
+        Napi::Value tops = o.Get("scoreTop");
+        if (!targets.IsTypedArray() || targets.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array ||
+            !tops.IsTypedArray() || tops.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
+          throw Napi::TypeError::New(env, "scoreTargets and scoreTop must be Int32Arrays");
+        }
+        auto t = targets.As<Napi::Int32Array>();
+        auto k = tops.As<Napi::Int32Array>();
+        if (t.ElementLength() != n || k.ElementLength() != n) {
+          throw Napi::RangeError::New(env, "scoreTargets and scoreTop must have the batch's length");
+        }
+        w->scoreTarget.assign(t.Data(), t.Data() + n);
+        w->scoreTop.assign(k.Data(), k.Data() + n);
+      }
     }
     w->tokens.assign(tokens.Data(), tokens.Data() + n);
     w->pos.assign(pos.Data(), pos.Data() + n);
@@ -863,6 +902,15 @@ DecodeWorker* Context::PrepareDecode(const Napi::CallbackInfo& info) {
       }
       if (w->pos[i] < 0) throw Napi::RangeError::New(env, "negative position at " + std::to_string(i));
       w->want[i] = want[i] != 0 ? 1 : 0;
+      if (!w->scoreTarget.empty() && w->scoreTarget[i] >= 0) {
+        if (w->scoreTarget[i] >= nVocab) {
+          throw Napi::RangeError::New(env, "score target " + std::to_string(w->scoreTarget[i]) + " out of range at " + std::to_string(i));
+        }
+        if (w->scoreTop[i] < 0 || w->scoreTop[i] > kMaxTopLogprobs) {
+          throw Napi::RangeError::New(env, "scoreTop must be 0 to " + std::to_string(kMaxTopLogprobs));
+        }
+        w->want[i] = 1;  // a scored row needs its logits
+      }
     }
   } catch (...) {
     busy = false;

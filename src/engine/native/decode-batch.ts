@@ -1,19 +1,33 @@
 import type { DecodeOptions, DecodeOutput, DecodeResult } from "./llama-types.js";
-import type { RawDecodeResult } from "./native-addon.js";
+import type { RawDecodeOptions, RawDecodeResult } from "./native-addon.js";
 
-/** A reusable mixed batch: (token, pos, seqId, wantLogits) rows for any number of sequences. */
+/**
+ * A reusable mixed batch: (token, pos, seqId, wantLogits) rows for any number of sequences. A scored row (a
+ * prompt's, for its logprobs) is not sampled: its output is the logprob of `target`, the token after it.
+ */
 export class DecodeBatch {
   readonly tokens: Int32Array;
   readonly pos: Int32Array;
   readonly seqIds: Int32Array;
   readonly wantLogits: Uint8Array;
+  /** per row: the token a scored row is scored against (-1: not scored), and how many alternatives */
+  readonly scoreTargets: Int32Array;
+  readonly scoreTop: Int32Array;
   private n = 0;
+  private scored = 0;
 
   constructor(readonly capacity: number) {
     this.tokens = new Int32Array(capacity);
     this.pos = new Int32Array(capacity);
     this.seqIds = new Int32Array(capacity);
     this.wantLogits = new Uint8Array(capacity);
+    this.scoreTargets = new Int32Array(capacity);
+    this.scoreTop = new Int32Array(capacity);
+  }
+
+  /** rows scored instead of sampled */
+  get scoredRows(): number {
+    return this.scored;
   }
 
   get length(): number {
@@ -22,17 +36,27 @@ export class DecodeBatch {
 
   clear(): this {
     this.n = 0;
+    this.scored = 0;
     return this;
   }
 
-  /** Adds one row and returns its batch index. */
-  add(token: number, pos: number, seqId: number, wantLogits = false): number {
+  /** Adds one row and returns its batch index; `score`: scored against that token, not sampled. */
+  add(
+    token: number,
+    pos: number,
+    seqId: number,
+    wantLogits = false,
+    score: { target: number; top: number } | null = null,
+  ): number {
     if (this.n >= this.capacity) throw new RangeError(`DecodeBatch full (${this.capacity})`);
     const i = this.n++;
     this.tokens[i] = token;
     this.pos[i] = pos;
     this.seqIds[i] = seqId;
-    this.wantLogits[i] = wantLogits ? 1 : 0;
+    this.wantLogits[i] = wantLogits || score !== null ? 1 : 0;
+    this.scoreTargets[i] = score?.target ?? -1;
+    this.scoreTop[i] = score?.top ?? 0;
+    if (score !== null) this.scored++;
     return i;
   }
 
@@ -45,18 +69,22 @@ export class DecodeBatch {
   }
 }
 
-/** A batch as the addon takes it. */
+/** A batch as the addon takes it (the score arrays only when some row is scored). */
 export function rawArgs(
   batch: DecodeBatch,
   opts: DecodeOptions,
-): [Int32Array, Int32Array, Int32Array, Uint8Array, { sample: boolean; returnLogits: boolean }] {
+): [Int32Array, Int32Array, Int32Array, Uint8Array, RawDecodeOptions] {
   const n = batch.length;
+  const scores =
+    batch.scoredRows > 0
+      ? { scoreTargets: batch.scoreTargets.subarray(0, n), scoreTop: batch.scoreTop.subarray(0, n) }
+      : {};
   return [
     batch.tokens.subarray(0, n),
     batch.pos.subarray(0, n),
     batch.seqIds.subarray(0, n),
     batch.wantLogits.subarray(0, n),
-    { sample: opts.sample ?? true, returnLogits: opts.returnLogits ?? false },
+    { sample: opts.sample ?? true, returnLogits: opts.returnLogits ?? false, ...scores },
   ];
 }
 
@@ -81,6 +109,7 @@ export function decodeResult(r: RawDecodeResult): DecodeResult {
       token: r.token ? r.token[j]! : -1,
       isEog: r.isEog ? r.isEog[j] === 1 : false,
     };
+    if (r.scored?.[j] === 1) out.scored = true;
     if (r.logits) out.logits = r.logits.subarray(j * r.nVocab, (j + 1) * r.nVocab);
     const logprobs = rowLogprobs(r, j);
     if (logprobs) out.logprobs = logprobs;

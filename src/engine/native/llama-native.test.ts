@@ -477,6 +477,52 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
     ctx.clear();
   });
 
+  test("scored rows: each prompt row's next token's log-softmax, not sampled; the last row still sampled", async () => {
+    const prompt = model.tokenize("The capital of France is", { addSpecial: true });
+    ctx.clear();
+    ctx.setSampler(0, { temperature: 1, seed: 5 });
+    // the reference: every row's raw logits
+    const plain = new DecodeBatch(prompt.length);
+    prompt.forEach((token, pos) => {
+      plain.add(token, pos, 1, true);
+    });
+    const reference = await ctx.decode(plain, { sample: false, returnLogits: true });
+    const logSoftmax = (logits: Float32Array, token: number) => {
+      let max = -Infinity;
+      for (const l of logits) max = Math.max(max, l);
+      let sum = 0;
+      for (const l of logits) sum += Math.exp(l - max);
+      return logits[token]! - (max + Math.log(sum));
+    };
+    const batch = new DecodeBatch(prompt.length);
+    prompt.forEach((token, pos) => {
+      const last = pos === prompt.length - 1;
+      batch.add(token, pos, 0, last, last ? null : { target: prompt[pos + 1]!, top: pos % 3 });
+    });
+    const r = await ctx.decode(batch);
+    assert.equal(r.outputs.length, prompt.length);
+    for (const out of r.outputs.slice(0, -1)) {
+      const pos = out.batchIndex;
+      assert.equal(out.scored, true);
+      assert.equal(out.token, prompt[pos + 1]);
+      const logits = reference.outputs[pos]!.logits!;
+      assert.ok(Math.abs(out.logprobs!.logprob - logSoftmax(logits, out.token)) < 1e-3, `row ${pos}`);
+      const ranked = Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]! || a - b);
+      assert.deepEqual(
+        out.logprobs!.top.map((t) => t.token),
+        ranked.slice(0, pos % 3),
+      );
+    }
+    const sampled = r.outputs.at(-1)!;
+    assert.equal(sampled.scored, undefined);
+    assert.equal(sampled.logprobs, undefined, "the sequence asked for no logprobs of its samples");
+    const tooMany = new DecodeBatch(1);
+    tooMany.add(prompt[0]!, 0, 2, false, { target: 1, top: 21 });
+    assert.throws(() => ctx.decodeSync(tooMany), RangeError, "at most 20 alternatives");
+    ctx.setSampler(0, null);
+    ctx.clear();
+  });
+
   test("greedy without a sampler chain picks llama.cpp's greedy token", async () => {
     const prompt = model.tokenize("The capital of", { addSpecial: true });
     ctx.clear();

@@ -183,6 +183,8 @@ export interface DecodeOutput {
   token: number;
   /** Whether the sampled token ends generation (EOS/EOT/...). */
   isEog: boolean;
+  /** A scored row (DecodeBatch.add's `score`): not sampled; `token` is its target, `logprobs` the target's. */
+  scored?: boolean;
   logits?: Float32Array;
   /** With SamplerParams.logprobs: the sampled token's log-probability and the top tokens' (highest first). */
   logprobs?: { logprob: number; top: { token: number; logprob: number }[] };

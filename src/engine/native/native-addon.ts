@@ -23,11 +23,21 @@ import type {
   VersionInfo,
 } from "./llama-types.js";
 
+export interface RawDecodeOptions {
+  sample: boolean;
+  returnLogits: boolean;
+  /** per row: the token a scored row is scored against (-1: sampled as usual), and its top count (0-20) */
+  scoreTargets?: Int32Array;
+  scoreTop?: Int32Array;
+}
+
 export interface RawDecodeResult {
   batchIndex: Int32Array;
   seqId: Int32Array;
   token?: Int32Array;
   isEog?: Uint8Array;
+  /** with scoreTargets: 1 for a scored row (its `token` is the target) */
+  scored?: Uint8Array;
   /** when a sampled row's sequence asked for logprobs: one a row (NaN where it did not ask) ... */
   logprob?: Float32Array;
   topCount?: Uint8Array;
@@ -68,14 +78,14 @@ export interface RawContext {
     pos: Int32Array,
     seqIds: Int32Array,
     wantLogits: Uint8Array,
-    opts: { sample: boolean; returnLogits: boolean },
+    opts: RawDecodeOptions,
   ): Promise<RawDecodeResult>;
   decodeSync(
     tokens: Int32Array,
     pos: Int32Array,
     seqIds: Int32Array,
     wantLogits: Uint8Array,
-    opts: { sample: boolean; returnLogits: boolean },
+    opts: RawDecodeOptions,
   ): RawDecodeResult;
   memClear(data: boolean): void;
   memSeqRm(seqId: number, p0: number, p1: number): boolean;
