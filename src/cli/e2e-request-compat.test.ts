@@ -244,6 +244,31 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.equal(completion.choices[0].logprobs.tokens.length, completion.choices[0].token_ids.length);
   });
 
+  test("structured outputs (vLLM's): the text is one of the choices, matches the regex whole, follows the grammar", async () => {
+    const complete = async (extra: object) => {
+      const response = await post("/v1/completions", {
+        model: s.model,
+        prompt: "Answer:",
+        max_tokens: 24,
+        seed: 3,
+        ...extra,
+      });
+      const body = (await response.json()) as Json;
+      return { status: response.status, body, text: body.choices?.[0]?.text as string };
+    };
+    for (const seed of [1, 2, 3]) {
+      const choice = await complete({ seed, structured_outputs: { choice: ["alpha", "beta gamma"] } });
+      assert.ok(["alpha", "beta gamma"].includes(choice.text), choice.text);
+      const regex = await complete({ seed, guided_regex: "[0-9]{3}-[a-z]{2}" });
+      assert.match(regex.text, /^[0-9]{3}-[a-z]{2}$/);
+      const grammar = await complete({ seed, structured_outputs: { grammar: 'root ::= "x" [0-9] "!"' } });
+      assert.match(grammar.text, /^x[0-9]!$/);
+    }
+    const broken = await complete({ structured_outputs: { grammar: "root ::= (" } });
+    assert.equal(broken.status, 400, JSON.stringify(broken.body));
+    assert.match(broken.body.error.message, /grammar/);
+  });
+
   test("echo with logprobs scores the prompt as generation scored the same tokens (lm-evaluation-harness's loglikelihood)", async () => {
     // greedy tokens with their logprobs, then the prompt and those tokens sent back as token ids with echo:
     // each of them scored from the prompt gets the logprob it was generated with

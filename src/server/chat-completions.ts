@@ -20,9 +20,10 @@ import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
 import { chatLogprobs } from "./logprobs.js";
 import { promptOpensThinking } from "./reasoning.js";
-import { choiceBody, choiceCount, forcedToolGrammar, responseFormatGrammar } from "./sampling.js";
+import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
+import { outputGrammar } from "./structured-outputs.js";
 import type { ToolSpec } from "./tool-calls.js";
 
 export interface RequestContext extends GenerationContext {
@@ -196,10 +197,9 @@ export async function startChat(
 export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const body = chatCompletionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
-  const formatGrammar = responseFormatGrammar(body.response_format);
   const returnTokenIds = body.return_token_ids ?? false;
   const choices = await startChoices(c, ctx, body, choiceCount(body), {
-    formatGrammar: formatGrammar === null ? null : { grammar: formatGrammar, param: "response_format" },
+    formatGrammar: outputGrammar(body),
     returnTokenIds,
   });
   const meta = {

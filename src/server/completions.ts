@@ -17,9 +17,10 @@ import {
   unixSeconds,
 } from "./generation.js";
 import { completionLogprobs, echoedLogprobs } from "./logprobs.js";
-import { choiceBody, choiceCount, responseFormatGrammar } from "./sampling.js";
+import { choiceBody, choiceCount } from "./sampling.js";
 import { type CompletionBody, completionSchema } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
+import { outputGrammar } from "./structured-outputs.js";
 
 /** OpenAI's (and vLLM's) default for text completions; chat completions may fill the context. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
@@ -162,7 +163,7 @@ async function startAll(
   options: { returnTokenIds: boolean; promptLogprobs: number | null },
 ): Promise<{ requestId: string; generation: Generation }[]> {
   const started: { requestId: string; generation: Generation }[] = [];
-  const grammar = responseFormatGrammar(body.response_format);
+  const grammar = outputGrammar(body)?.grammar ?? null;
   let firstId = "";
   try {
     for (const [p, prompt] of prompts.entries()) {

@@ -2,14 +2,15 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { ensureBuiltinModel } from "../engine/gguf/index.js";
 import { DecodeBatch, type LlamaContext, type LlamaModel, loadModel } from "../engine/native/llama-native.js";
+import { gbnfLiteral } from "./gbnf-literal.js";
 import {
-  gbnfLiteral,
   jsonObjectGbnf,
   jsonSchemaToGbnf,
   referencedRules,
   SchemaConversionError,
   toolCallGbnf,
 } from "./json-schema-gbnf.js";
+import { regexGbnf } from "./pattern-gbnf.js";
 
 function rules(grammar: string): Map<string, string> {
   const map = new Map<string, string>();
@@ -226,6 +227,21 @@ describe("llama.cpp accepts the grammars", {
         const text = await sample(grammar, seed);
         const value = JSON.parse(text) as string;
         assert.match(value, new RegExp(pattern), `seed ${seed}: ${text}`);
+      }
+    }
+  });
+
+  test("a regex (vLLM's structured output) constrains the whole text, control characters and quotes included", async () => {
+    const patterns = ["\\d{3}-\\d{2,4}", "(cat|dog)s?", 'say "[a-z]{1,3}"\\n!', "^x|yy$", "[^\\n]{2}\\t."];
+    for (const pattern of patterns) {
+      const grammar = `root ::= ${regexGbnf(pattern)}`;
+      for (const seed of [1, 2, 3]) {
+        const text = await sample(grammar, seed);
+        assert.match(
+          text,
+          new RegExp(`^(?:${pattern.replace(/^\^|\$$/g, "")})$`),
+          `seed ${seed}: ${JSON.stringify(text)}`,
+        );
       }
     }
   });

@@ -7,6 +7,7 @@
  * subset, refused. Other keywords outside the subset (format, minimum...) are ignored, which only makes
  * the grammar looser than the schema.
  */
+import { gbnfLiteral } from "./gbnf-literal.js";
 import { patternGbnf, UnsupportedPatternError } from "./pattern-gbnf.js";
 
 export class SchemaConversionError extends Error {
@@ -34,22 +35,6 @@ const PRIMITIVES: Readonly<Record<string, string>> = {
   boolean: '"true" | "false"',
   null: '"null"',
 };
-
-/** A GBNF string literal for `text`. */
-export function gbnfLiteral(text: string): string {
-  let out = '"';
-  for (const ch of text) {
-    const code = ch.codePointAt(0)!;
-    if (ch === '"') out += '\\"';
-    else if (ch === "\\") out += "\\\\";
-    else if (ch === "\n") out += "\\n";
-    else if (ch === "\r") out += "\\r";
-    else if (ch === "\t") out += "\\t";
-    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
-    else out += ch;
-  }
-  return `${out}"`;
-}
 
 function isSchema(value: unknown): value is Schema {
   return typeof value === "object" && value !== null && !Array.isArray(value);

@@ -1,11 +1,15 @@
 /**
  * JSON Schema `pattern` (an ECMA-262 regular expression) -> a GBNF expression for the characters of a
  * JSON string that matches it, as they appear between the quotes (`"` `\` and control characters
- * written as their JSON escapes; a class generates no control characters but tab and newlines). The subset: literals and escapes, `.`, classes (ranges, negation,
- * \d \w \s and their negations), groups (plain, `(?:`, named), alternation, `? * + {m} {m,} {m,n}`
- * (lazy or not), and `^` `$` at the ends of a top-level alternative. Anything else (lookaround,
- * backreferences, \b, anchors inside groups) throws UnsupportedPatternError.
+ * written as their JSON escapes; a class generates no control characters but tab and newlines); or, for
+ * vLLM's `regex` structured output, for text that matches it whole (`regexGbnf`). The subset: literals
+ * and escapes, `.`, classes (ranges, negation, \d \w \s and their negations), groups (plain, `(?:`,
+ * named), alternation, `? * + {m} {m,} {m,n}` (lazy or not), and `^` `$` at the ends of a top-level
+ * alternative. Anything else (lookaround, backreferences, \b, anchors inside groups) throws
+ * UnsupportedPatternError.
  */
+
+import { gbnfLiteral } from "./gbnf-literal.js";
 
 export class UnsupportedPatternError extends Error {}
 
@@ -117,23 +121,46 @@ function charSetGbnf(set: CharSet): string {
   return options.length === 1 ? options[0]! : `( ${options.join(" | ")} )`;
 }
 
+/** GBNF for one character of `set`, as text writes it (any character, control characters included). */
+function textCharSetGbnf(set: CharSet): string {
+  if (set.length === 0) throw new UnsupportedPatternError("a character class that matches nothing");
+  return `[${set.map(([lo, hi]) => (lo === hi ? classChar(lo) : `${classChar(lo)}-${classChar(hi)}`)).join("")}]`;
+}
+
+/** What the parsed pattern matches: a JSON string's inside (a schema's `pattern`), or text (vLLM's `regex`). */
+interface Target {
+  literal(text: string): string;
+  charSet(set: CharSet): string;
+  /** a top-level alternative without `^` (or `$`) may start (or end) with anything; null: it matches whole */
+  readonly openEnd: string | null;
+}
+
+const JSON_STRING: Target = {
+  literal: jsonTextLiteral,
+  charSet: charSetGbnf,
+  openEnd: `${ANY_STRING_CHAR}*`,
+};
+const TEXT: Target = { literal: gbnfLiteral, charSet: textCharSetGbnf, openEnd: null };
+
 class PatternParser {
   private at = 0;
 
-  constructor(private readonly source: string) {}
+  constructor(
+    private readonly source: string,
+    private readonly target: Target,
+  ) {}
 
   /** The whole pattern: top-level alternatives, each anchored or open at either end. */
   parse(): string {
     const branches: string[] = [];
+    const open = this.target.openEnd;
     do {
       const start = this.eat("^");
       const items = this.sequence(true);
       const end = this.eat("$");
       if (!this.done() && this.peek() !== "|") throw this.unsupported(`"${this.peek()}" here`);
       branches.push(
-        [start ? null : `${ANY_STRING_CHAR}*`, ...items, end ? null : `${ANY_STRING_CHAR}*`]
-          .filter((part) => part !== null)
-          .join(" ") || '""',
+        [start ? null : open, ...items, end ? null : open].filter((part) => part !== null).join(" ") || '""',
       );
     } while (this.eat("|"));
     return branches.length === 1 ? branches[0]! : `( ${branches.join(" | ")} )`;
@@ -190,17 +217,17 @@ class PatternParser {
       if (!this.eat(")")) throw this.unsupported("an unclosed group");
       return inner;
     }
-    if (this.eat("[")) return charSetGbnf(this.classBody());
-    if (this.eat(".")) return charSetGbnf(complement(LINE_TERMINATORS));
+    if (this.eat("[")) return this.target.charSet(this.classBody());
+    if (this.eat(".")) return this.target.charSet(complement(LINE_TERMINATORS));
     if (this.eat("\\")) {
       const set = this.escape(false);
       return set.length === 1 && set[0]![0] === set[0]![1]
-        ? jsonTextLiteral(String.fromCodePoint(set[0]![0]))
-        : charSetGbnf(set);
+        ? this.target.literal(String.fromCodePoint(set[0]![0]))
+        : this.target.charSet(set);
     }
     const cp = this.source.codePointAt(this.at)!;
     this.at += cp > 0xffff ? 2 : 1;
-    return jsonTextLiteral(String.fromCodePoint(cp));
+    return this.target.literal(String.fromCodePoint(cp));
   }
 
   private namedGroupStart(): boolean {
@@ -290,12 +317,21 @@ class PatternParser {
   }
 }
 
-/** GBNF for the inside of a JSON string matching `pattern`; throws UnsupportedPatternError. */
-export function patternGbnf(pattern: string): string {
+function parsePattern(pattern: string, target: Target): string {
   try {
     new RegExp(pattern);
   } catch {
     throw new UnsupportedPatternError("not a valid regular expression");
   }
-  return new PatternParser(pattern).parse();
+  return new PatternParser(pattern, target).parse();
+}
+
+/** GBNF for the inside of a JSON string matching `pattern`; throws UnsupportedPatternError. */
+export function patternGbnf(pattern: string): string {
+  return parsePattern(pattern, JSON_STRING);
+}
+
+/** GBNF for text that `pattern` matches whole (`^` and `$` change nothing); throws UnsupportedPatternError. */
+export function regexGbnf(pattern: string): string {
+  return parsePattern(pattern, TEXT);
 }

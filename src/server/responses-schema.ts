@@ -35,6 +35,11 @@ export const responsesSchema = chatCompletionSchema
     return_token_ids: true,
     stream_options: true,
     response_format: true,
+    structured_outputs: true,
+    guided_json: true,
+    guided_regex: true,
+    guided_choice: true,
+    guided_grammar: true,
     n: true,
   })
   .extend({

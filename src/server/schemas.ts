@@ -112,6 +112,19 @@ export type ResponseFormatInput = z.infer<typeof responseFormat>;
 
 const nonNegativeInt = z.number().int().min(0);
 
+/** vLLM's JSON-schema constraint: the schema, or the schema as a JSON string */
+const jsonConstraint = z.union([z.record(z.string(), z.unknown()), z.string()]);
+/** vLLM's structured outputs (structured-outputs.ts) */
+const structuredOutputs = z
+  .object({
+    json: jsonConstraint.nullish(),
+    regex: z.string().nullish(),
+    choice: z.array(z.string()).min(1).nullish(),
+    grammar: z.string().min(1).nullish(),
+    json_object: z.boolean().nullish(),
+  })
+  .passthrough();
+
 /** Sampling and program fields shared by both completion endpoints. */
 /** Longest program id or cache salt accepted: ids are kept per live program, so they must stay small. */
 export const MAX_ID_CHARS = 256;
@@ -145,6 +158,12 @@ const common = {
   ignore_eos: z.boolean().nullish(),
   /** vLLM extension: token ids that end the output as its end-of-generation token does */
   stop_token_ids: z.array(z.number().int().min(0)).max(256).nullish(),
+  /** vLLM's structured outputs, and the older `guided_*` fields it replaced (structured-outputs.ts) */
+  structured_outputs: structuredOutputs.nullish(),
+  guided_json: jsonConstraint.nullish(),
+  guided_regex: z.string().nullish(),
+  guided_choice: z.array(z.string()).min(1).nullish(),
+  guided_grammar: z.string().min(1).nullish(),
   /** vLLM extension: the end of generation, stop tokens and stop strings wait until this many tokens are out */
   min_tokens: z.number().int().min(0).nullish(),
   // Agent-program fields, top-level as the CacheTTL fork and its clients (extra_body) send them.
