@@ -4,6 +4,7 @@ import type { FinishReason, GenerateEvent, GenerateRequest, OutputLogprob } from
 import type { EventChannel } from "./event-channel.js";
 import type { OutputText } from "./output-text.js";
 import type { OutputTokens } from "./output-tokens.js";
+import type { ThinkingBudgetWatch } from "./thinking-budget.js";
 
 /** A generate() call in flight: its scheduler request, its tokens, its text so far and its stream. */
 export interface ActiveRequest {
@@ -26,6 +27,8 @@ export interface ActiveRequest {
   firstAdmittedS: number | null;
   /** the prompt's ids went out with a delta (`returnTokenIds`) */
   promptIdsOut: boolean;
+  /** with `sampling.thinkingBudget`: the thinking watched, its close forced once the budget is spent */
+  readonly thinking: ThinkingBudgetWatch | null;
   done: boolean;
 }
 

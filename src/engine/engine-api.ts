@@ -52,6 +52,19 @@ export interface SamplingParams {
    * (no cached prefix is reused: a reused position has no logits).
    */
   readonly promptLogprobs?: number | null;
+  /** a reasoning model's thinking ended once this many tokens are out (ThinkingBudget) */
+  readonly thinkingBudget?: ThinkingBudget | null;
+}
+
+/**
+ * A cap on a reasoning model's thinking: once `tokens` tokens are out while the thinking is open (from the
+ * start when `open` is null, else once the output has `open`) and `close` has not come, the engine writes
+ * `close` itself, token by token, and the model goes on to its answer.
+ */
+export interface ThinkingBudget {
+  readonly tokens: number;
+  readonly open: string | null;
+  readonly close: string;
 }
 
 /** A token's log-probability under the model's raw distribution (before temperature, penalties and filters). */

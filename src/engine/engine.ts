@@ -49,6 +49,7 @@ import { OutputText } from "./output-text.js";
 import { OutputTokens } from "./output-tokens.js";
 import { checkedTokenIds, PromptIds } from "./prompt-ids.js";
 import type { StepLogFile } from "./step-log.js";
+import { ThinkingBudgetWatch } from "./thinking-budget.js";
 
 export { defaultCostModel, type EngineOptions, type EngineTierOptions } from "./engine-setup.js";
 export type { EngineLoopStats } from "./llama-executor.js";
@@ -218,6 +219,7 @@ export class Engine implements EngineService {
       onAbort,
       firstAdmittedS: null,
       promptIdsOut: false,
+      thinking: spec.sampling.thinkingBudget ? new ThinkingBudgetWatch(spec.sampling.thinkingBudget) : null,
       done: false,
     };
     this.active.set(spec.requestId, active);

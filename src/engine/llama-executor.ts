@@ -48,18 +48,23 @@ function penalized(s: SamplingParams): boolean {
   );
 }
 
+/** A bias no logit outweighs: the token is drawn whatever the sampling (a spent thinking budget's close). */
+const FORCING_BIAS = 1e9;
+
 /**
  * The runner's sampler for a request; `prompt`: its prompt's tokens, asked for only where they count;
- * `banned`: tokens it may not sample now (min_tokens not reached yet).
+ * `banned`: tokens it may not sample now (min_tokens not reached yet); `forced`: the token it must draw next.
  */
 function toRunnerSampling(
   s: SamplingParams,
   prompt: () => Int32Array,
   banned: readonly number[],
+  forced: number | null,
 ): RunnerSampling | null {
   const logitBias = [
     ...(s.logitBias ?? []),
     ...banned.map((token) => ({ token, bias: Number.NEGATIVE_INFINITY })),
+    ...(forced === null ? [] : [{ token: forced, bias: FORCING_BIAS }]),
   ];
   const logprobs = s.logprobs ?? null;
   if (
@@ -234,8 +239,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
 
   /**
    * Sets a slot's sampler for its request: its end-of-generation and stop tokens banned while fewer than
-   * min_tokens are out; the grammar and penalties of a request with output (re-admitted after a preemption,
-   * or its ban just lifted) resume after that output.
+   * min_tokens are out, the next token of a spent thinking budget's close forced; the grammar and penalties
+   * of a request with output (re-admitted after a preemption, its ban lifted) resume after that output.
    */
   private installSampler(seqId: number, active: ActiveRequest, request: Request): void {
     const { runner } = this.deps;
@@ -245,7 +250,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       produced < (sampling.minTokens ?? 0) ? [...runner.eogTokens(), ...(sampling.stopTokenIds ?? [])] : [];
     const prompt = () =>
       Int32Array.from({ length: request.promptTokens }, (_, pos) => active.content.tokenAt(pos));
-    runner.setSampler(seqId, toRunnerSampling(sampling, prompt, banned));
+    runner.setSampler(seqId, toRunnerSampling(sampling, prompt, banned, active.thinking?.forced ?? null));
     if (samplerFollowsOutput(sampling)) {
       for (let pos = request.promptTokens; pos < active.content.length; pos++) {
         runner.acceptToken(seqId, active.content.tokenAt(pos));
@@ -288,6 +293,10 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       stop = pushed.stopped;
     }
     const lastToken = request.numOutputTokens + 1 >= request.maxOutputTokens;
+    const tokenize = (text: string) => runner.tokenizeContinuation(text);
+    if (!stop && !lastToken && active.thinking?.afterToken(active.output.text, produced, tokenize)) {
+      this.installSampler(seqId, active, request);
+    }
     if (!stop && lastToken) delta += active.output.finish();
     pushDelta(active, delta, stop || lastToken);
     if (stop || lastToken) sampled.set(request.id, { stop, text: active.output.text });

@@ -4,6 +4,7 @@
  * started. A finished output is read in chat-output.ts, a stream written in chat-stream.ts.
  */
 import type { Context } from "hono";
+import type { ThinkingBudget } from "../engine/engine-api.js";
 import {
   type ChatGeneration,
   finishReason,
@@ -19,7 +20,7 @@ import { ApiError } from "./errors.js";
 import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
 import { chatLogprobs } from "./logprobs.js";
-import { promptOpensThinking } from "./reasoning.js";
+import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from "./reasoning.js";
 import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
@@ -165,6 +166,7 @@ export async function startChat(
     throw ApiError.badRequest(`${extra.param} cannot be combined with a forced tool_choice`, extra.param);
   }
   const prompt = renderChatPrompt(ctx, body, tools);
+  const insideThinking = ctx.splitsReasoning ? promptOpensThinking(prompt) : null;
   const { requestId, generation } = await startGeneration(
     c,
     ctx,
@@ -183,15 +185,20 @@ export async function startChat(
       returnTokenIds: options.returnTokenIds ?? false,
       sibling: options.sibling ?? false,
       awaitFirstToken: options.awaitFirstToken ?? false,
+      thinkingBudget: thinkingBudgetOf(body, insideThinking),
     },
   );
-  return {
-    tools,
-    format: ctx.chatTemplate?.format ?? "generic",
-    requestId,
-    generation,
-    insideThinking: ctx.splitsReasoning ? promptOpensThinking(prompt) : null,
-  };
+  return { tools, format: ctx.chatTemplate?.format ?? "generic", requestId, generation, insideThinking };
+}
+
+/**
+ * `thinking_budget` for a model whose thinking is split (the template writes `<think>` blocks): its thinking
+ * open from the start when the prompt opened it, else once the model opens it; none for other models.
+ */
+function thinkingBudgetOf(body: ChatCompletionBody, insideThinking: boolean | null): ThinkingBudget | null {
+  const tokens = body.thinking_budget;
+  if (tokens == null || insideThinking === null) return null;
+  return { tokens, open: insideThinking ? null : THINK_OPEN, close: THINK_CLOSE };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {

@@ -168,6 +168,7 @@ export function chatCompletionRequest(body: MessagesBody, sessionId: string | nu
     session_id: sessionId ?? undefined,
     cache_control: lastCacheControl(body) ?? undefined,
     chat_template_kwargs: thinkingKwargs(body),
+    thinking_budget: body.thinking?.type === "enabled" ? body.thinking.budget_tokens : undefined,
     continue_final_message: endsWithPrefill(body),
   };
 }

@@ -75,7 +75,10 @@ const countTokensFields = {
   /** the whole request's mark: it applies where the prompt ends */
   cache_control: cacheControl,
   /** extended thinking (`{type: "enabled", budget_tokens}`): a reasoning model thinks only when enabled */
-  thinking: z.object({ type: z.string() }).passthrough().nullish(),
+  thinking: z
+    .object({ type: z.string(), budget_tokens: z.number().int().min(1).nullish() })
+    .passthrough()
+    .nullish(),
 };
 
 export const countTokensSchema = z.object(countTokensFields);

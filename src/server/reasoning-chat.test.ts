@@ -147,4 +147,48 @@ describe("reasoning models on chat completions and messages", () => {
       );
     });
   });
+
+  test("a thinking budget (chat's thinking_budget, Messages' budget_tokens) reaches the engine for a thinking template only", async () => {
+    const r1: ModelChatTemplate = {
+      ...qwen3,
+      source: llamaTemplate("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"),
+      bosToken: "<｜begin▁of▁sentence｜>",
+    };
+    const close = "\n</think>\n\n";
+    const budgetOf = async (template: ModelChatTemplate | undefined, path: string, body: object) => {
+      let budget: unknown;
+      await withServer(
+        { ...(template ? { chatTemplate: template } : {}), reply: () => "ok" },
+        {},
+        async (t) => {
+          assert.equal((await t.post(path, { model: "fake-model", max_tokens: 8, ...body })).status, 200);
+          budget = t.engine.requests[0]!.sampling.thinkingBudget;
+        },
+      );
+      return budget;
+    };
+    // Qwen3 thinks once the model opens the block; DeepSeek-R1's prompt opens it
+    assert.deepEqual(await budgetOf(qwen3, "/v1/chat/completions", { messages, thinking_budget: 64 }), {
+      tokens: 64,
+      open: "<think>",
+      close,
+    });
+    const opened = { messages, thinking_budget: 64, chat_template_kwargs: { enable_thinking: true } };
+    assert.deepEqual(await budgetOf(r1, "/v1/chat/completions", opened), {
+      tokens: 64,
+      open: null,
+      close,
+    });
+    assert.equal(
+      await budgetOf(undefined, "/v1/chat/completions", { messages, thinking_budget: 64 }),
+      undefined,
+    );
+    const thinking = { type: "enabled", budget_tokens: 1024 };
+    assert.deepEqual(await budgetOf(qwen3, "/v1/messages", { messages, thinking }), {
+      tokens: 1024,
+      open: "<think>",
+      close,
+    });
+    assert.equal(await budgetOf(qwen3, "/v1/messages", { messages }), undefined, "thinking not enabled");
+  });
 });

@@ -8,6 +8,9 @@
 
 const OPEN = "<think>";
 const CLOSE = "</think>";
+/** How a spent thinking budget's block is opened and closed, as Qwen3's and DeepSeek-R1's templates write it. */
+export const THINK_OPEN = OPEN;
+export const THINK_CLOSE = `\n${CLOSE}\n\n`;
 
 /** Whether a template writes thinking blocks (then its model's output is split). */
 export function templateThinks(source: string): boolean {

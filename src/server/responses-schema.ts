@@ -40,6 +40,7 @@ export const responsesSchema = chatCompletionSchema
     guided_regex: true,
     guided_choice: true,
     guided_grammar: true,
+    thinking_budget: true,
     n: true,
   })
   .extend({

@@ -199,6 +199,11 @@ export const chatCompletionSchema = z.object({
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   /** vLLM's: end the prompt with the assistant's generation prompt (default true) */
   add_generation_prompt: z.boolean().nullish(),
+  /**
+   * a reasoning model's thinking ends after this many tokens (the name of Qwen's API; Anthropic's
+   * `thinking.budget_tokens` on Messages): the server closes the block and the model answers
+   */
+  thinking_budget: z.number().int().min(1).nullish(),
   /** vLLM's: the reply continues the last message, the assistant's (an Anthropic prefill) */
   continue_final_message: z.boolean().nullish(),
 });

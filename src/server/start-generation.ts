@@ -1,5 +1,10 @@
 import type { Context } from "hono";
-import { EngineRejection, type GenerateRequest, type TokenBias } from "../engine/engine-api.js";
+import {
+  EngineRejection,
+  type GenerateRequest,
+  type ThinkingBudget,
+  type TokenBias,
+} from "../engine/engine-api.js";
 import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
@@ -48,9 +53,17 @@ export async function startGeneration(
     awaitFirstToken?: boolean;
     /** the prompt's logprobs with this many alternatives (completions' `echo` with `logprobs`) */
     promptLogprobs?: number | null;
+    /** a reasoning model's thinking cut at this many tokens (chat's `thinking_budget`) */
+    thinkingBudget?: ThinkingBudget | null;
   } = {},
 ): Promise<{ requestId: string; generation: Generation }> {
-  const { sibling = false, awaitFirstToken = false, promptLogprobs = null, ...tokenIds } = options;
+  const {
+    sibling = false,
+    awaitFirstToken = false,
+    promptLogprobs = null,
+    thinkingBudget = null,
+    ...tokenIds
+  } = options;
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
   // (tokenizing a 30 MB prompt blocks the event loop for seconds).
   const bytes = Buffer.byteLength(prompt, "utf8");
@@ -80,6 +93,7 @@ export async function startGeneration(
     ...(bias.length > 0 ? { logitBias: bias } : {}),
     ...(stops.length > 0 ? { stopTokenIds: stops } : {}),
     ...(promptLogprobs !== null ? { promptLogprobs } : {}),
+    ...(thinkingBudget !== null ? { thinkingBudget } : {}),
   };
   const requestId = ctx.newRequestId(c);
   const request: GenerateRequest = {
