@@ -82,7 +82,8 @@ async function* choiceFrames(
           ...(tokens.tokenIds ? { token_ids: tokens.tokenIds } : {}),
         },
       ],
-      ...(tokens.promptTokenIds ? { prompt_token_ids: tokens.promptTokenIds } : {}),
+      // the choices share one prompt: its ids go out once, with the first choice's
+      ...(tokens.promptTokenIds && choiceIndex === 0 ? { prompt_token_ids: tokens.promptTokenIds } : {}),
       ...usageField,
     });
   const gate =

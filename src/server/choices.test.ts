@@ -74,6 +74,33 @@ describe("n choices", () => {
     });
   });
 
+  test("chat streaming with return_token_ids: each choice's ids, the shared prompt's once", async () => {
+    await withEngineServer(async (_openai, url) => {
+      const response = await fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({
+          model: "continuum-fake",
+          messages,
+          n: 2,
+          stream: true,
+          return_token_ids: true,
+        }),
+      });
+      const chunks = (await response.text())
+        .split("\n")
+        .filter((line) => line.startsWith("data: {"))
+        .map((line) => JSON.parse(line.slice(6)) as Json);
+      assert.equal(chunks.filter((c) => c.prompt_token_ids).length, 1);
+      for (const index of [0, 1]) {
+        const ids = chunks.flatMap((c) =>
+          c.choices.filter((ch: Json) => ch.index === index).flatMap((ch: Json) => ch.token_ids ?? []),
+        );
+        assert.equal(String.fromCodePoint(...ids.slice(0, -1)), "four words of reply");
+      }
+    });
+  });
+
   test("completions: n per prompt, prompt by prompt; n above the limit is a 400", async () => {
     await withEngineServer(async (openai, url) => {
       const prompt = "<|im_start|>user\nSay it.<|im_end|>\n<|im_start|>assistant\n";
