@@ -244,6 +244,24 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
     assert.equal(completion.choices[0].logprobs.tokens.length, completion.choices[0].token_ids.length);
   });
 
+  test("skip_special_tokens false writes control tokens into the text as their names (vLLM's field)", async () => {
+    const start = s.engine.runner.tokenize("<|im_start|>").at(-1)!;
+    const request = {
+      model: s.model,
+      prompt: "Hello",
+      max_tokens: 2,
+      temperature: 0,
+      logit_bias: { [String(start)]: 100 },
+    };
+    const skipped = (await (await post("/v1/completions", request)).json()) as Json;
+    assert.equal(skipped.choices[0].text, "");
+    assert.equal(skipped.usage.completion_tokens, 2);
+    const kept = (await (
+      await post("/v1/completions", { ...request, skip_special_tokens: false })
+    ).json()) as Json;
+    assert.equal(kept.choices[0].text, "<|im_start|><|im_start|>");
+  });
+
   test("structured outputs (vLLM's): the text is one of the choices, matches the regex whole, follows the grammar", async () => {
     const complete = async (extra: object) => {
       const response = await post("/v1/completions", {

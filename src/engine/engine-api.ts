@@ -52,6 +52,11 @@ export interface SamplingParams {
    * (no cached prefix is reused: a reused position has no logits).
    */
   readonly promptLogprobs?: number | null;
+  /**
+   * vLLM's skip_special_tokens (default true): control tokens add nothing to the text; false writes them as
+   * their names (a harmony model's `<|channel|>`, which its output's structure is read from)
+   */
+  readonly skipSpecialTokens?: boolean;
   /** a reasoning model's thinking ended once this many tokens are out (ThinkingBudget) */
   readonly thinkingBudget?: ThinkingBudget | null;
 }

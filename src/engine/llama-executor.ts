@@ -288,7 +288,9 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       delta = active.output.finish();
       stop = true;
     } else {
-      const pushed = active.output.push(runner.tokenPiece(token), produced >= minTokens);
+      const piece =
+        active.spec.sampling.skipSpecialTokens === false ? runner.templatePiece(token) : runner.tokenPiece(token);
+      const pushed = active.output.push(piece, produced >= minTokens);
       delta = pushed.delta;
       stop = pushed.stopped;
     }

@@ -41,6 +41,7 @@ export const responsesSchema = chatCompletionSchema
     guided_choice: true,
     guided_grammar: true,
     thinking_budget: true,
+    skip_special_tokens: true,
     n: true,
   })
   .extend({

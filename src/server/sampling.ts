@@ -126,6 +126,7 @@ export function samplingParams(
     grammar,
     ignoreEos: body.ignore_eos ?? false,
     minTokens,
+    ...(body.skip_special_tokens === false ? { skipSpecialTokens: false } : {}),
     logprobs: requestedLogprobs(body),
   };
 }

@@ -164,6 +164,8 @@ const common = {
   guided_regex: z.string().nullish(),
   guided_choice: z.array(z.string()).min(1).nullish(),
   guided_grammar: z.string().min(1).nullish(),
+  /** vLLM's: false writes control tokens into the text as their names (default true: they add nothing) */
+  skip_special_tokens: z.boolean().nullish(),
   /** vLLM extension: the end of generation, stop tokens and stop strings wait until this many tokens are out */
   min_tokens: z.number().int().min(0).nullish(),
   // Agent-program fields, top-level as the CacheTTL fork and its clients (extra_body) send them.
