@@ -289,7 +289,9 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       stop = true;
     } else {
       const piece =
-        active.spec.sampling.skipSpecialTokens === false ? runner.templatePiece(token) : runner.tokenPiece(token);
+        active.spec.sampling.skipSpecialTokens === false
+          ? runner.templatePiece(token)
+          : runner.tokenPiece(token);
       const pushed = active.output.push(piece, produced >= minTokens);
       delta = pushed.delta;
       stop = pushed.stopped;

@@ -167,10 +167,12 @@ export async function startChat(
   }
   const prompt = renderChatPrompt(ctx, body, tools);
   const insideThinking = ctx.splitsReasoning ? promptOpensThinking(prompt) : null;
+  const format = ctx.chatTemplate?.format ?? "generic";
   const { requestId, generation } = await startGeneration(
     c,
     ctx,
-    body,
+    // harmony's structure is in its control tokens: they stay in the text it is read from
+    format === "harmony" ? { ...body, skip_special_tokens: false } : body,
     prompt,
     maxTokens,
     tools.grammar ?? extra?.grammar ?? null,
@@ -188,7 +190,7 @@ export async function startChat(
       thinkingBudget: thinkingBudgetOf(body, insideThinking),
     },
   );
-  return { tools, format: ctx.chatTemplate?.format ?? "generic", requestId, generation, insideThinking };
+  return { tools, format, requestId, generation, insideThinking };
 }
 
 /**

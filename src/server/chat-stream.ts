@@ -3,14 +3,11 @@
  * calls, the first one's arguments as they come, its finish), then the usage of all of them when asked.
  */
 import type { GenerateUsage } from "../engine/engine-api.js";
-import { type ChatGeneration, finishReason, readOutput } from "./chat-output.js";
+import { type ChatGeneration, finishReason, outputStream, readOutput, toolCallGate } from "./chat-output.js";
 import { errorBody, toApiError } from "./errors.js";
 import { type DeltaEvent, openAIUsage, SSE_DONE, sseData, sumUsage } from "./generation.js";
 import { chatLogprobs } from "./logprobs.js";
-import { ReasoningStream } from "./reasoning.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
-import { toolCallMarkers } from "./tool-call-formats.js";
-import { ToolCallStreamGate } from "./tool-calls.js";
 
 export interface ChunkMeta {
   readonly id: string;
@@ -66,7 +63,7 @@ async function* choiceFrames(
   meta: ChunkMeta,
   includeUsage: boolean,
 ): AsyncGenerator<string, GenerateUsage | null> {
-  const { generation, tools, format, insideThinking } = choice;
+  const { generation } = choice;
   const usageField = includeUsage ? { usage: null } : {};
   // a delta's tokens (logprobs, ids) go with its first chunk, or alone when what it carries is held back
   const chunk = (delta: Record<string, unknown>, finish: string | null = null, tokens: DeltaTokens = {}) =>
@@ -86,11 +83,10 @@ async function* choiceFrames(
       ...(tokens.promptTokenIds && choiceIndex === 0 ? { prompt_token_ids: tokens.promptTokenIds } : {}),
       ...usageField,
     });
-  const gate =
-    tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
+  const gate = toolCallGate(choice);
   const live = gate ? new StreamedToolCall() : null;
   const callDelta = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] });
-  const thinking = new ReasoningStream(insideThinking);
+  const thinking = outputStream(choice);
   // the answer's characters out as content so far
   let streamed = 0;
   yield chunk({ role: "assistant", content: "" });

@@ -4,12 +4,14 @@
  * objects) and tool results, the offered tools, `add_generation_prompt`, `bos_token` / `eos_token`;
  * what the template cannot render is rewritten into what it can (template-polyfills.ts).
  */
+
 import { Template } from "@huggingface/jinja";
 import { parseJsonLenient } from "../core/tools/json-objects.js";
 import type { ModelChatTemplate, RenderChatOptions } from "../engine/engine-api.js";
 import { CHATML_TEMPLATE } from "../engine/gguf/chat-template.js";
 import { assistantText, contentText } from "./chat-render.js";
 import { ApiError } from "./errors.js";
+import { templateIsHarmony } from "./harmony.js";
 import { templateThinks } from "./reasoning.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import {
@@ -87,7 +89,8 @@ export class ChatTemplate {
     this.template = new Template(source);
     this.toolBlind = isToolBlind(source);
     this.format = this.toolBlind ? "generic" : detectToolCallFormat(source);
-    this.thinks = templateThinks(source);
+    // a harmony model's analysis channel is its thinking (harmony.ts)
+    this.thinks = templateThinks(source) || templateIsHarmony(source);
   }
 
   private renderMessages(
@@ -103,7 +106,14 @@ export class ChatTemplate {
       bos_token: this.model.bosToken,
       eos_token: this.model.eosToken,
     };
-    if (tools.length > 0) context["tools"] = tools;
+    // a tool without a description gets an empty one: some templates write it unconditionally (gpt-oss's)
+    if (tools.length > 0) {
+      context["tools"] = tools.map((tool) =>
+        tool.function.description == null
+          ? { ...tool, function: { ...tool.function, description: "" } }
+          : tool,
+      );
+    }
     return this.template.render(context);
   }
 

@@ -4,7 +4,7 @@
  * message_delta with the stop reason and usage, message_stop. Thinking and tool calls are read as chat
  * completions read them.
  */
-import { type ChatGeneration, readOutput } from "./chat-output.js";
+import { type ChatGeneration, outputStream, readOutput, toolCallGate } from "./chat-output.js";
 import { toApiError } from "./errors.js";
 import { anthropicErrorBody } from "./messages-errors.js";
 import {
@@ -14,10 +14,7 @@ import {
   THINKING_SIGNATURE,
   toolUseId,
 } from "./messages-response.js";
-import { ReasoningStream } from "./reasoning.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
-import { toolCallMarkers } from "./tool-call-formats.js";
-import { ToolCallStreamGate } from "./tool-calls.js";
 
 export function sseEvent(type: string, payload: Record<string, unknown>): string {
   return `event: ${type}\ndata: ${JSON.stringify({ type, ...payload })}\n\n`;
@@ -91,15 +88,14 @@ export async function* messagesStreamEvents(
   choice: ChatGeneration,
   meta: MessageMeta,
 ): AsyncGenerator<string> {
-  const { generation, tools, format, insideThinking } = choice;
+  const { generation } = choice;
   // The engine reports how much of the prompt was cached only when done: message_start carries zeros
   // and message_delta the message's totals (Anthropic's clients overwrite usage with them).
   const emptyUsage = messagesUsage({ promptTokens: 0, completionTokens: 0, cachedTokens: 0 });
-  const gate =
-    tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
+  const gate = toolCallGate(choice);
   const live = gate ? new StreamedToolCall() : null;
   const blocks = new BlockWriter();
-  const thinking = new ReasoningStream(insideThinking);
+  const thinking = outputStream(choice);
   // the answer's characters out as text so far
   let streamed = 0;
   try {

@@ -8,10 +8,9 @@
 
 import type { OutputLogprob } from "../engine/engine-api.js";
 import { OutputTokens } from "../engine/output-tokens.js";
-import { type ChatGeneration, readOutput } from "./chat-output.js";
+import { type ChatGeneration, outputStream, readOutput, toolCallGate } from "./chat-output.js";
 import { errorBody, toApiError } from "./errors.js";
 import { responsesLogprobs } from "./logprobs.js";
-import { ReasoningStream } from "./reasoning.js";
 import {
   type FunctionCallItem,
   functionCallItem,
@@ -30,8 +29,7 @@ import {
 } from "./responses-output.js";
 import { wantsTextLogprobs } from "./responses-schema.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
-import { toolCallMarkers } from "./tool-call-formats.js";
-import { type ParsedToolCall, ToolCallStreamGate } from "./tool-calls.js";
+import type { ParsedToolCall } from "./tool-calls.js";
 
 /** The events of one response, numbered, and the output items they have announced. */
 class ResponseEvents {
@@ -195,15 +193,14 @@ export async function* responseEventStream(
   meta: ResponseMeta,
   onDone: (response: ResponseObject) => void,
 ): AsyncGenerator<string> {
-  const { generation, tools, format, insideThinking } = choice;
+  const { generation } = choice;
   const events = new ResponseEvents(wantsTextLogprobs(meta.body));
   const inProgress = { response: responseObject(meta, "in_progress", [], null) };
   yield events.frame("response.created", inProgress);
   yield events.frame("response.in_progress", inProgress);
-  const gate =
-    tools.parseFor.length > 0 ? new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format)) : null;
+  const gate = toolCallGate(choice);
   const live = gate ? new StreamedToolCall() : null;
-  const thinking = new ReasoningStream(insideThinking);
+  const thinking = outputStream(choice);
   // the answer's characters out as text so far, and the output so far
   let streamed = 0;
   let output = "";

@@ -3,11 +3,13 @@
  * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
  * already reads; Mistral, DeepSeek, GLM and Gemma 4 write calls their own way and are parsed here first.
  */
+
 import { randomBytes } from "node:crypto";
 import { isRecord, jsonObjectsIn, parseJsonLenient } from "../core/tools/json-objects.js";
 import { stripReasoning } from "../core/tools/parse-tool-call.js";
 import { asToolName } from "../core/tools/tool-name.js";
 import { readNotationValue } from "./gemma-call-notation.js";
+import { templateIsHarmony } from "./harmony.js";
 import {
   jsonDumps,
   newToolCallId,
@@ -17,7 +19,15 @@ import {
   type ToolSpec,
 } from "./tool-calls.js";
 
-export type ToolCallFormat = "hermes" | "llama3" | "mistral" | "deepseek" | "glm" | "gemma" | "generic";
+export type ToolCallFormat =
+  | "hermes"
+  | "llama3"
+  | "mistral"
+  | "deepseek"
+  | "glm"
+  | "gemma"
+  | "harmony"
+  | "generic";
 
 const MISTRAL_CALLS = "[TOOL_CALLS]";
 const MISTRAL_ARGS = "[ARGS]";
@@ -34,6 +44,7 @@ const GLM_ARG = /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)(?:<\/arg
 
 /** The format a template teaches its model, by the markers its text writes. */
 export function detectToolCallFormat(template: string): ToolCallFormat {
+  if (templateIsHarmony(template)) return "harmony";
   if (template.includes(MISTRAL_CALLS)) return "mistral";
   if (template.includes("<|tool_call>")) return "gemma";
   if (template.includes("tool▁call▁begin")) return "deepseek";
