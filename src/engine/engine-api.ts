@@ -63,12 +63,13 @@ export interface SamplingParams {
 
 /**
  * A cap on a reasoning model's thinking: once `tokens` tokens are out while the thinking is open (from the
- * start when `open` is null, else once the output has `open`) and `close` has not come, the engine writes
- * `close` itself, token by token, and the model goes on to its answer.
+ * start when `open` is null, else once the output has `open`) and has not ended (`closedBy` came after
+ * it), the engine writes `close` itself, token by token, and the model goes on to its answer.
  */
 export interface ThinkingBudget {
   readonly tokens: number;
   readonly open: string | null;
+  readonly closedBy: string;
   readonly close: string;
 }
 

@@ -38,7 +38,7 @@ export class ThinkingBudgetWatch {
 
   private read(text: string): void {
     const open = this.budget.open ?? "";
-    const close = this.budget.close.trim();
+    const close = this.budget.closedBy;
     // a tag may straddle what was read before and what came now
     const fresh = text.slice(Math.max(0, this.scanned - Math.max(open.length, close.length)));
     this.scanned = text.length;

@@ -19,12 +19,14 @@ import { startChoiceGroup } from "./choice-group.js";
 import { ApiError } from "./errors.js";
 import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
+import { HARMONY_THINKING } from "./harmony.js";
 import { chatLogprobs } from "./logprobs.js";
 import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from "./reasoning.js";
 import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
 import { outputGrammar } from "./structured-outputs.js";
+import type { ToolCallFormat } from "./tool-call-formats.js";
 import type { ToolSpec } from "./tool-calls.js";
 
 export interface RequestContext extends GenerationContext {
@@ -187,20 +189,30 @@ export async function startChat(
       returnTokenIds: options.returnTokenIds ?? false,
       sibling: options.sibling ?? false,
       awaitFirstToken: options.awaitFirstToken ?? false,
-      thinkingBudget: thinkingBudgetOf(body, insideThinking),
+      thinkingBudget: thinkingBudgetOf(body, insideThinking, format),
     },
   );
   return { tools, format, requestId, generation, insideThinking };
 }
 
 /**
- * `thinking_budget` for a model whose thinking is split (the template writes `<think>` blocks): its thinking
- * open from the start when the prompt opened it, else once the model opens it; none for other models.
+ * `thinking_budget` for a model whose thinking is split: `<think>` blocks (open from the start when the
+ * prompt opened one, else once the model opens it), or harmony's analysis channel; none for other models.
  */
-function thinkingBudgetOf(body: ChatCompletionBody, insideThinking: boolean | null): ThinkingBudget | null {
+function thinkingBudgetOf(
+  body: ChatCompletionBody,
+  insideThinking: boolean | null,
+  format: ToolCallFormat,
+): ThinkingBudget | null {
   const tokens = body.thinking_budget;
   if (tokens == null || insideThinking === null) return null;
-  return { tokens, open: insideThinking ? null : THINK_OPEN, close: THINK_CLOSE };
+  if (format === "harmony") return { tokens, ...HARMONY_THINKING };
+  return {
+    tokens,
+    open: insideThinking ? null : THINK_OPEN,
+    closedBy: THINK_CLOSE.trim(),
+    close: THINK_CLOSE,
+  };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {

@@ -151,6 +151,19 @@ describe("gpt-oss through the server (its own template, the fake engine)", () =>
     });
   });
 
+  test("a thinking budget ends the analysis channel and opens the final one", async () => {
+    await withServer({ chatTemplate: gptOss, reply: () => FINAL }, {}, async (t) => {
+      const messages = [{ role: "user", content: "Hi." }];
+      await t.post("/v1/chat/completions", { messages, thinking_budget: 100 });
+      assert.deepEqual(t.engine.requests[0]!.sampling.thinkingBudget, {
+        tokens: 100,
+        open: "<|channel|>analysis<|message|>",
+        closedBy: "<|end|>",
+        close: "<|end|><|start|>assistant<|channel|>final<|message|>",
+      });
+    });
+  });
+
   test("messages and responses: a thinking block / reasoning item, then the call", async () => {
     await withServer({ chatTemplate: gptOss, reply: () => `${ANALYSIS}${CALL}` }, {}, async (t) => {
       const anthropicTools = [{ name: "bash", input_schema: { type: "object", properties: {} } }];

@@ -18,6 +18,13 @@ const MESSAGE = "<|message|>";
 /** where a message's content ends */
 const CONTENT_ENDS = ["<|end|>", "<|call|>", "<|return|>", START];
 
+/** A thinking budget's marks in harmony: the analysis message, its end, and what ends it and opens the answer. */
+export const HARMONY_THINKING = {
+  open: `${CHANNEL}analysis${MESSAGE}`,
+  closedBy: "<|end|>",
+  close: `<|end|>${START}assistant${CHANNEL}final${MESSAGE}`,
+} as const;
+
 /** Whether a chat template writes harmony (gpt-oss's). */
 export function templateIsHarmony(source: string): boolean {
   return source.includes(CHANNEL) && source.includes(MESSAGE);

@@ -171,12 +171,14 @@ describe("reasoning models on chat completions and messages", () => {
     assert.deepEqual(await budgetOf(qwen3, "/v1/chat/completions", { messages, thinking_budget: 64 }), {
       tokens: 64,
       open: "<think>",
+      closedBy: "</think>",
       close,
     });
     const opened = { messages, thinking_budget: 64, chat_template_kwargs: { enable_thinking: true } };
     assert.deepEqual(await budgetOf(r1, "/v1/chat/completions", opened), {
       tokens: 64,
       open: null,
+      closedBy: "</think>",
       close,
     });
     assert.equal(
@@ -187,6 +189,7 @@ describe("reasoning models on chat completions and messages", () => {
     assert.deepEqual(await budgetOf(qwen3, "/v1/messages", { messages, thinking }), {
       tokens: 1024,
       open: "<think>",
+      closedBy: "</think>",
       close,
     });
     assert.equal(await budgetOf(qwen3, "/v1/messages", { messages }), undefined, "thinking not enabled");
