@@ -181,8 +181,9 @@ export class HarmonyStream {
 
 /** Where text that may still become a control token begins (its last unclosed `<|`), else the text's end. */
 function heldFrom(text: string, from: number): number {
-  const open = text.lastIndexOf("<", text.length - 1);
-  if (open < from) return text.length;
-  const tail = text.slice(open);
-  return "<|".startsWith(tail) || (tail.startsWith("<|") && !tail.includes("|>")) ? open : text.length;
+  const unread = text.slice(from);
+  const open = unread.lastIndexOf("<");
+  if (open < 0) return text.length;
+  const tail = unread.slice(open);
+  return "<|".startsWith(tail) || (tail.startsWith("<|") && !tail.includes("|>")) ? from + open : text.length;
 }
