@@ -36,6 +36,21 @@ function argumentsObject(raw: string | Record<string, unknown> | undefined): unk
 }
 
 /** `callsAsText`: for a tool-blind template, calls written into the assistant's text. */
+/**
+ * An assistant message's thinking, under the names templates read it by: Qwen3's `reasoning_content`,
+ * gpt-oss's `thinking`. Not beside both content and calls: gpt-oss's template then takes the content for the
+ * thinking and refuses a second one.
+ */
+function thinkingOf(
+  message: Extract<ChatMessageInput, { role: "assistant" }>,
+  content: string,
+  hasCalls: boolean,
+): { reasoning_content?: string; thinking?: string } {
+  const thinking = message.reasoning_content ?? message.reasoning ?? "";
+  if (thinking.length === 0 || (hasCalls && content.length > 0)) return {};
+  return { reasoning_content: thinking, thinking };
+}
+
 function templateMessages(messages: readonly ChatMessageInput[], callsAsText: boolean): TemplateMessage[] {
   const toolNames = new Map<string, string>();
   return messages.map((message, i) => {
@@ -46,10 +61,12 @@ function templateMessages(messages: readonly ChatMessageInput[], callsAsText: bo
       case "assistant": {
         const calls = message.tool_calls ?? [];
         if (callsAsText) return { role: "assistant", content: assistantText(message, `messages[${i}]`) };
-        if (calls.length === 0) return { role: "assistant", content };
+        const thinking = thinkingOf(message, content, calls.length > 0);
+        if (calls.length === 0) return { role: "assistant", content, ...thinking };
         return {
           role: "assistant",
           content,
+          ...thinking,
           tool_calls: calls.map((call) => {
             if (call.id) toolNames.set(call.id, call.function.name);
             return {

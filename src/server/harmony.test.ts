@@ -193,4 +193,29 @@ describe("gpt-oss through the server (its own template, the fake engine)", () =>
       );
     });
   });
+
+  test("an earlier turn's thinking sent back (chat's reasoning, a Responses reasoning item) renders as analysis", async () => {
+    await withServer({ chatTemplate: gptOss, reply: () => FINAL }, {}, async (t) => {
+      const call = { id: "c1", type: "function", function: { name: "bash", arguments: '{"command":"ls"}' } };
+      const messages = [
+        { role: "user", content: "List the files." },
+        { role: "assistant", content: null, reasoning: "Need to list.", tool_calls: [call] },
+        { role: "tool", tool_call_id: "c1", content: "README.md" },
+      ];
+      await t.post("/v1/chat/completions", { messages, tools });
+      const analysis =
+        "<|start|>assistant<|channel|>analysis<|message|>Need to list.<|end|><|start|>assistant to=functions.bash";
+      assert.ok(t.engine.requests[0]!.prompt.includes(analysis), t.engine.requests[0]!.prompt);
+      await t.post("/v1/responses", {
+        input: [
+          { type: "message", role: "user", content: "List the files." },
+          { type: "reasoning", summary: [], content: [{ type: "reasoning_text", text: "Need to list." }] },
+          { type: "function_call", call_id: "c1", name: "bash", arguments: '{"command":"ls"}' },
+          { type: "function_call_output", call_id: "c1", output: "README.md" },
+        ],
+        tools: [{ type: "function", name: "bash", parameters: { type: "object", properties: {} } }],
+      });
+      assert.ok(t.engine.requests[1]!.prompt.includes(analysis));
+    });
+  });
 });

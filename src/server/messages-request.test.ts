@@ -86,6 +86,7 @@ describe("Messages request -> chat completion", () => {
       {
         role: "assistant",
         content: "Checking.",
+        reasoning_content: "hmm",
         tool_calls: [
           {
             id: "toolu_1",

@@ -68,10 +68,13 @@ function userMessages(content: MessagesMessage["content"], param: string): ChatM
 function assistantMessage(content: MessagesMessage["content"], param: string): ChatMessageInput {
   if (typeof content === "string") return { role: "assistant", content };
   const text: TextBlock[] = [];
+  const thinking: string[] = [];
   const calls: { id: string; type: "function"; function: { name: string; arguments: string } }[] = [];
   for (const [i, block] of content.entries()) {
     const at = `${param}[${i}]`;
     if (block.type === "text") text.push(block);
+    else if (block.type === "thinking" && typeof block["thinking"] === "string")
+      thinking.push(block["thinking"]);
     else if (block.type === "image") throw noVision(at);
     else if (block.type === "tool_use") {
       // Python-spaced JSON, as the model wrote the call: the echoed turn re-renders its cached tokens.
@@ -84,7 +87,12 @@ function assistantMessage(content: MessagesMessage["content"], param: string): C
       throw ApiError.badRequest(`${at}: tool_result blocks belong to user messages`, at);
     }
   }
-  return { role: "assistant", content: joinText(text), ...(calls.length > 0 ? { tool_calls: calls } : {}) };
+  return {
+    role: "assistant",
+    content: joinText(text),
+    ...(thinking.length > 0 ? { reasoning_content: thinking.join("\n\n") } : {}),
+    ...(calls.length > 0 ? { tool_calls: calls } : {}),
+  };
 }
 
 /** A system message inside `messages`, rendered where it stands; only text blocks. */

@@ -194,4 +194,36 @@ describe("reasoning models on chat completions and messages", () => {
     });
     assert.equal(await budgetOf(qwen3, "/v1/messages", { messages }), undefined, "thinking not enabled");
   });
+
+  test("an earlier turn's thinking sent back (reasoning_content, a Messages thinking block) renders as the template keeps it", async () => {
+    await withServer({ chatTemplate: qwen3, reply: () => "Done." }, {}, async (t) => {
+      const call = { id: "c1", type: "function", function: { name: "bash", arguments: '{"command":"ls"}' } };
+      await t.post("/v1/chat/completions", {
+        messages: [
+          ...messages,
+          { role: "assistant", content: "", reasoning_content: "Need ls.", tool_calls: [call] },
+          { role: "tool", tool_call_id: "c1", content: "README.md" },
+        ],
+        tools,
+      });
+      assert.match(t.engine.requests[0]!.prompt, /<think>\nNeed ls\.\n<\/think>\n\n<tool_call>/);
+      await t.post("/v1/messages", {
+        model: "fake-model",
+        max_tokens: 16,
+        tools: [{ name: "bash", input_schema: { type: "object", properties: {} } }],
+        messages: [
+          { role: "user", content: "List the files." },
+          {
+            role: "assistant",
+            content: [
+              { type: "thinking", thinking: "Need ls.", signature: "" },
+              { type: "tool_use", id: "c1", name: "bash", input: { command: "ls" } },
+            ],
+          },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "c1", content: "README.md" }] },
+        ],
+      });
+      assert.match(t.engine.requests[1]!.prompt, /<think>\nNeed ls\.\n<\/think>\n\n<tool_call>/);
+    });
+  });
 });

@@ -61,25 +61,54 @@ function contentText(content: ItemContent, param: string): string {
     .join("");
 }
 
-/** Input items as chat messages; consecutive function calls join the assistant turn before them. */
+/** A reasoning item's text: its `reasoning_text` parts, else its summary's; null when it has neither. */
+function reasoningText(item: Record<string, unknown>): string | null {
+  const texts = (parts: unknown) =>
+    Array.isArray(parts)
+      ? parts.flatMap((p) =>
+          p && typeof p === "object" && typeof p.text === "string" ? [p.text as string] : [],
+        )
+      : [];
+  const content = texts(item["content"]);
+  const text = (content.length > 0 ? content : texts(item["summary"])).join("\n\n");
+  return text.length > 0 ? text : null;
+}
+
+/**
+ * Input items as chat messages; consecutive function calls join the assistant turn before them, and a
+ * reasoning item's text goes with the assistant turn that follows it (the model's template places it).
+ */
 export function inputMessages(input: ResponsesBody["input"]): ChatMessageInput[] {
   if (typeof input === "string") return [{ role: "user", content: input }];
   const messages: ChatMessageInput[] = [];
   const callNames = new Map<string, string>();
+  // a reasoning item's text, for the assistant turn that follows it
+  let reasoning: string | null = null;
+  const thought = () => {
+    const fields = reasoning === null ? {} : { reasoning_content: reasoning };
+    reasoning = null;
+    return fields;
+  };
   for (const [i, item] of input.entries()) {
     const param = `input[${i}]`;
     const type = item.type ?? "message";
-    if (type === "reasoning") continue;
+    if (type === "reasoning") {
+      reasoning = reasoningText(item) ?? reasoning;
+      continue;
+    }
     if (type === "message") {
       const message = parseItem(messageItemSchema, item, param);
       const role = message.role === "developer" ? "system" : message.role;
-      messages.push({ role, content: contentText(message.content, param) });
+      const content = contentText(message.content, param);
+      messages.push(role === "assistant" ? { role, content, ...thought() } : { role, content });
     } else if (type === "function_call") {
       const call = parseItem(functionCallItemSchema, item, param);
       callNames.set(call.call_id, call.name);
       const last = messages.at(-1);
       const turn: AssistantMessage =
-        last?.role === "assistant" ? last : { role: "assistant", content: null, tool_calls: [] };
+        last?.role === "assistant" && reasoning === null
+          ? last
+          : { role: "assistant", content: null, tool_calls: [], ...thought() };
       if (turn !== last) messages.push(turn);
       turn.tool_calls = [
         ...(turn.tool_calls ?? []),

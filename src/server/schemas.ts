@@ -61,8 +61,13 @@ export const chatMessageSchema = z.discriminatedUnion("role", [
     content,
     name: z.string().optional(),
     tool_calls: z.array(toolCall).nullish(),
-    /** reasoning of an earlier turn as some clients echo it back; not rendered */
+    /**
+     * the turn's thinking as clients send it back (`reasoning_content`, vLLM's newer `reasoning`), given to the
+     * model's template (Qwen3's reads `reasoning_content`, gpt-oss's `thinking`), which keeps it where the
+     * model would see it
+     */
     reasoning_content: z.string().nullish(),
+    reasoning: z.string().nullish(),
   }),
   z.object({
     role: z.literal("tool"),
