@@ -43,6 +43,18 @@ export interface RequestContext extends GenerationContext {
 }
 
 /**
+ * The request's variables for the model's template: `chat_template_kwargs`, and OpenAI's `reasoning_effort`
+ * as the variable gpt-oss's template reads (`Reasoning: low|medium|high` in its system message), unless the
+ * kwargs set it.
+ */
+function templateVariables(body: ChatCompletionBody): Record<string, unknown> {
+  const effort = body.reasoning_effort;
+  return effort == null
+    ? (body.chat_template_kwargs ?? {})
+    : { reasoning_effort: effort, ...body.chat_template_kwargs };
+}
+
+/**
  * Whether the request continues its last message, the assistant's (vLLM's `continue_final_message`, an
  * Anthropic prefill): the reply goes on from that text instead of opening a new assistant turn.
  */
@@ -73,7 +85,7 @@ export function renderChatPrompt(ctx: RequestContext, body: ChatCompletionBody, 
   const messages = tools.replies?.restore() ?? body.messages;
   const render = (list: readonly ChatMessageInput[], addGenerationPrompt: boolean) =>
     ctx.chatTemplate
-      ? ctx.chatTemplate.render(list, tools.rendered, body.chat_template_kwargs ?? {}, {
+      ? ctx.chatTemplate.render(list, tools.rendered, templateVariables(body), {
           addGenerationPrompt,
         })
       : ctx.engine.renderChat(chatTurns(list, tools.rendered), { addGenerationPrompt });

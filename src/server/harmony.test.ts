@@ -218,4 +218,22 @@ describe("gpt-oss through the server (its own template, the fake engine)", () =>
       assert.ok(t.engine.requests[1]!.prompt.includes(analysis));
     });
   });
+
+  test("reasoning effort (chat's reasoning_effort, Responses' reasoning.effort) is the template's Reasoning line", async () => {
+    await withServer({ chatTemplate: gptOss, reply: () => FINAL }, {}, async (t) => {
+      const messages = [{ role: "user", content: "Hi." }];
+      await t.post("/v1/chat/completions", { messages });
+      await t.post("/v1/chat/completions", { messages, reasoning_effort: "high" });
+      await t.post("/v1/responses", { input: "Hi.", reasoning: { effort: "low" } });
+      await t.post("/v1/chat/completions", {
+        messages,
+        reasoning_effort: "high",
+        chat_template_kwargs: { reasoning_effort: "low" },
+      });
+      assert.deepEqual(
+        t.engine.requests.map((r) => /Reasoning: (\w+)/.exec(r.prompt)?.[1]),
+        ["medium", "high", "low", "low"],
+      );
+    });
+  });
 });

@@ -173,6 +173,7 @@ export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessag
     include,
     max_tool_calls,
     safety_identifier,
+    reasoning,
     ...common
   } = body;
   const conversation = [...previous, ...inputMessages(input)];
@@ -185,6 +186,7 @@ export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessag
     tools: offered.map(({ type, ...fn }) => ({ type, function: fn })),
     tool_choice: chatToolChoice(tool_choice, offered.length > 0),
     max_completion_tokens: max_output_tokens,
+    reasoning_effort: reasoning?.effort,
     ...(wantsTextLogprobs({ include }) ? { logprobs: true, top_logprobs: top_logprobs ?? 0 } : {}),
   });
   return { chat, conversation, tools: offered, droppedTools: dropped };

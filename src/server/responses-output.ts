@@ -196,7 +196,7 @@ export function responseObject(
     output,
     parallel_tool_calls: body.parallel_tool_calls ?? true,
     previous_response_id: body.previous_response_id ?? null,
-    reasoning: { effort: null, summary: null },
+    reasoning: { effort: body.reasoning?.effort ?? null, summary: null },
     store: body.store ?? false,
     background: false,
     service_tier: "default",

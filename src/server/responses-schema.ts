@@ -41,6 +41,7 @@ export const responsesSchema = chatCompletionSchema
     guided_choice: true,
     guided_grammar: true,
     thinking_budget: true,
+    reasoning_effort: true,
     skip_special_tokens: true,
     n: true,
   })
@@ -55,6 +56,11 @@ export const responsesSchema = chatCompletionSchema
       ])
       .nullish(),
     max_output_tokens: z.number().int().min(1).nullish(),
+    // its effort becomes chat's reasoning_effort (gpt-oss's template reads it); the summary is not made
+    reasoning: z
+      .object({ effort: z.string().min(1).nullish() })
+      .passthrough()
+      .nullish(),
     // structured outputs (`text.format`); `verbosity` is echoed as given, not acted on
     text: z
       .object({ format: textFormat.nullish(), verbosity: z.enum(["low", "medium", "high"]).nullish() })

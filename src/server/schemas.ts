@@ -202,6 +202,8 @@ export const chatCompletionSchema = z.object({
   top_logprobs: nonNegativeInt.nullish(),
   /** vLLM's: the response carries the prompt's token ids and the choice the generated ones */
   return_token_ids: z.boolean().nullish(),
+  /** OpenAI's: given to the model's template as `reasoning_effort` (gpt-oss's reads it) */
+  reasoning_effort: z.string().min(1).nullish(),
   /** vLLM's: more variables for the model's chat template (Qwen3's `enable_thinking`, ...) */
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   /** vLLM's: end the prompt with the assistant's generation prompt (default true) */
