@@ -27,6 +27,8 @@ export interface ActiveRequest {
   firstAdmittedS: number | null;
   /** the prompt's ids went out with a delta (`returnTokenIds`) */
   promptIdsOut: boolean;
+  /** `sampling.preservedTokens` as token ids: control tokens written into the text as their names */
+  readonly preserved: ReadonlySet<number>;
   /** with `sampling.thinkingBudget`: the thinking watched, its close forced once the budget is spent */
   readonly thinking: ThinkingBudgetWatch | null;
   done: boolean;

@@ -57,6 +57,12 @@ export interface SamplingParams {
    * their names (a harmony model's `<|channel|>`, which its output's structure is read from)
    */
   readonly skipSpecialTokens?: boolean;
+  /**
+   * control tokens written into the text as their names though special tokens are skipped (llama-server's
+   * preserved tokens: a format's tool-call and thinking markers, which its output is read by); each a text
+   * that is one token of the model's, others are ignored
+   */
+  readonly preservedTokens?: readonly string[];
   /** a reasoning model's thinking ended once this many tokens are out (ThinkingBudget) */
   readonly thinkingBudget?: ThinkingBudget | null;
 }

@@ -220,11 +220,29 @@ export class Engine implements EngineService {
       firstAdmittedS: null,
       promptIdsOut: false,
       thinking: spec.sampling.thinkingBudget ? new ThinkingBudgetWatch(spec.sampling.thinkingBudget) : null,
+      preserved: this.preservedIds(spec.sampling.preservedTokens ?? []),
       done: false,
     };
     this.active.set(spec.requestId, active);
     this.inbox.postRequest(active);
     return channel;
+  }
+
+  private readonly singleTokens = new Map<string, number | null>();
+
+  /** The ids of the texts that are one token each of this model's (looked up once per text). */
+  private preservedIds(texts: readonly string[]): ReadonlySet<number> {
+    const ids = new Set<number>();
+    for (const text of texts) {
+      let id = this.singleTokens.get(text);
+      if (id === undefined) {
+        const tokens = this.runner.tokenizeContinuation(text);
+        id = tokens.length === 1 ? (tokens[0] as number) : null;
+        this.singleTokens.set(text, id);
+      }
+      if (id !== null) ids.add(id);
+    }
+    return ids;
   }
 
   /** The checks generate() makes before anything is queued: shutdown, draining, sampling, duplicates, load. */

@@ -163,6 +163,26 @@ describe("engine over llama.cpp (built-in tiny model)", {
     }
   });
 
+  test("preserved tokens: a control token is written into the text by name, others skipped as before", async () => {
+    const e = await engine();
+    try {
+      const start = e.runner.tokenize("<|im_start|>").at(-1)!;
+      const sampling = { maxTokens: 2, ignoreEos: true, logitBias: [{ token: start, bias: 100 }] };
+      const skipped = await run(e, request("p0", "Hello", { sampling }));
+      assert.equal(skipped.done.text, "");
+      const kept = await run(
+        e,
+        request("p1", "Hello", {
+          sampling: { ...sampling, preservedTokens: ["<|im_start|>", "two tokens"] },
+        }),
+      );
+      assert.equal(kept.done.text, "<|im_start|><|im_start|>");
+      assert.equal(kept.deltas, kept.done.text);
+    } finally {
+      await e.shutdown();
+    }
+  });
+
   test("streams layout: a prompt prefix copied into another slot's stream gives the text computed alone", async () => {
     const streams = await engine({ kvLayout: "streams", kvCells: 8 * 512 });
     const unified = await engine();

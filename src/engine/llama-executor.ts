@@ -288,10 +288,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       delta = active.output.finish();
       stop = true;
     } else {
-      const piece =
-        active.spec.sampling.skipSpecialTokens === false
-          ? runner.templatePiece(token)
-          : runner.tokenPiece(token);
+      const named = active.spec.sampling.skipSpecialTokens === false || active.preserved.has(token);
+      const piece = named ? runner.templatePiece(token) : runner.tokenPiece(token);
       const pushed = active.output.push(piece, produced >= minTokens);
       delta = pushed.delta;
       stop = pushed.stopped;

@@ -26,7 +26,7 @@ import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
 import { outputGrammar } from "./structured-outputs.js";
-import type { ToolCallFormat } from "./tool-call-formats.js";
+import { formatMarkers, type ToolCallFormat } from "./tool-call-formats.js";
 import type { ToolSpec } from "./tool-calls.js";
 
 export interface RequestContext extends GenerationContext {
@@ -202,6 +202,11 @@ export async function startChat(
       sibling: options.sibling ?? false,
       awaitFirstToken: options.awaitFirstToken ?? false,
       thinkingBudget: thinkingBudgetOf(body, insideThinking, format),
+      // the markers the output is read by, should the model hold them as control tokens
+      preservedTokens: [
+        ...formatMarkers(format),
+        ...(insideThinking === null ? [] : [THINK_OPEN, THINK_CLOSE.trim()]),
+      ],
     },
   );
   return { tools, format, requestId, generation, insideThinking };

@@ -226,4 +226,21 @@ describe("reasoning models on chat completions and messages", () => {
       assert.match(t.engine.requests[1]!.prompt, /<think>\nNeed ls\.\n<\/think>\n\n<tool_call>/);
     });
   });
+
+  test("the markers an output is read by are written into its text, should the model hold them as control tokens", async () => {
+    const mistral: ModelChatTemplate = {
+      ...qwen3,
+      source: llamaTemplate("mistralai-Mistral-Nemo-Instruct-2407"),
+    };
+    const preserved = async (template: ModelChatTemplate) => {
+      let tokens: unknown;
+      await withServer({ chatTemplate: template, reply: () => "ok" }, {}, async (t) => {
+        await t.post("/v1/chat/completions", { messages, tools });
+        tokens = t.engine.requests[0]!.sampling.preservedTokens;
+      });
+      return tokens;
+    };
+    assert.deepEqual(await preserved(qwen3), ["<tool_call>", "</tool_call>", "<think>", "</think>"]);
+    assert.deepEqual(await preserved(mistral), ["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"]);
+  });
 });

@@ -55,6 +55,8 @@ export async function startGeneration(
     promptLogprobs?: number | null;
     /** a reasoning model's thinking cut at this many tokens (chat's `thinking_budget`) */
     thinkingBudget?: ThinkingBudget | null;
+    /** control tokens written into the text (a chat format's markers) */
+    preservedTokens?: readonly string[];
   } = {},
 ): Promise<{ requestId: string; generation: Generation }> {
   const {
@@ -62,6 +64,7 @@ export async function startGeneration(
     awaitFirstToken = false,
     promptLogprobs = null,
     thinkingBudget = null,
+    preservedTokens = [],
     ...tokenIds
   } = options;
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
@@ -94,6 +97,7 @@ export async function startGeneration(
     ...(stops.length > 0 ? { stopTokenIds: stops } : {}),
     ...(promptLogprobs !== null ? { promptLogprobs } : {}),
     ...(thinkingBudget !== null ? { thinkingBudget } : {}),
+    ...(preservedTokens.length > 0 ? { preservedTokens } : {}),
   };
   const requestId = ctx.newRequestId(c);
   const request: GenerateRequest = {

@@ -54,6 +54,30 @@ export function detectToolCallFormat(template: string): ToolCallFormat {
   return "generic";
 }
 
+/**
+ * The markers a format's calls are written with, which a model's vocabulary may hold as control tokens
+ * (Mistral's `[TOOL_CALLS]`, DeepSeek's): the engine writes these into the text, as llama-server's
+ * preserved tokens, so the output can be read. (Harmony keeps every control token: harmony.ts.)
+ */
+export function formatMarkers(format: ToolCallFormat): string[] {
+  switch (format) {
+    case "mistral":
+      return [MISTRAL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID];
+    case "deepseek":
+      return [DEEPSEEK_CALLS, "<｜tool▁calls▁end｜>", DEEPSEEK_CALL, "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"];
+    case "gemma":
+      return ["<|tool_call>", GEMMA_CALL_END];
+    case "glm":
+      return ["<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"];
+    case "hermes":
+      return ["<tool_call>", "</tool_call>"];
+    case "llama3":
+      return ["<|python_tag|>"];
+    default:
+      return [];
+  }
+}
+
 /** Where a streamed output may start a call in this format (held back from content until known). */
 export function toolCallMarkers(format: ToolCallFormat): string[] {
   if (format === "mistral") return [MISTRAL_CALLS];
