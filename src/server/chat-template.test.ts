@@ -207,6 +207,21 @@ const families: Family[] = [
     output: '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>',
   },
   {
+    // Kimi K2: calls between section markers, each named `functions.<name>:<index>`; the tool's result
+    // under "## Return of <id>" (the template writes its "\\n" as the two characters)
+    file: "moonshotai-Kimi-K2",
+    format: "kimi",
+    prompt:
+      `<|im_system|>tool_declare<|im_middle|>[${TOOL_JSON}]<|im_end|>` +
+      "<|im_system|>system<|im_middle|>Fix the bug.<|im_end|><|im_user|>user<|im_middle|>List the files.<|im_end|>" +
+      "<|im_assistant|>assistant<|im_middle|><|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0" +
+      '<|tool_call_argument_begin|>{"command": "ls"}<|tool_call_end|><|tool_calls_section_end|><|im_end|>' +
+      "<|im_system|>tool<|im_middle|>## Return of a1b2c3d4e\\nmain.py<|im_end|><|im_assistant|>assistant<|im_middle|>",
+    output:
+      "Listing.<|tool_calls_section_begin|><|tool_call_begin|>functions.bash:0<|tool_call_argument_begin|>" +
+      '{"command": "ls -la"}<|tool_call_end|><|tool_calls_section_end|>',
+  },
+  {
     file: "GLM-4.6",
     format: "glm",
     prompt:

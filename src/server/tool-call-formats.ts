@@ -26,6 +26,7 @@ export type ToolCallFormat =
   | "deepseek"
   | "glm"
   | "gemma"
+  | "kimi"
   | "harmony"
   | "generic";
 
@@ -37,6 +38,11 @@ const DEEPSEEK_CALL = "<｜tool▁call▁begin｜>";
 // V3 / R1: `function<sep>name\n```json\n{...}\n```; V3.1 and later: `name<sep>{...}`
 const DEEPSEEK_BLOCK =
   /<｜tool▁call▁begin｜>(?:function<｜tool▁sep｜>([^\n]+)\n```json\n([\s\S]*?)\n```|([^<\n]+?)<｜tool▁sep｜>([\s\S]*?))\s*(?:<｜tool▁call▁end｜>|$)/g;
+const KIMI_CALLS = "<|tool_calls_section_begin|>";
+const KIMI_CALL = "<|tool_call_begin|>";
+// `functions.<name>:<index>` (the id the template writes), then the arguments
+const KIMI_BLOCK =
+  /<\|tool_call_begin\|>\s*(?:functions\.)?([^:<\s]+)(?::\d+)?\s*<\|tool_call_argument_begin\|>([\s\S]*?)\s*(?:<\|tool_call_end\|>|$)/g;
 const GEMMA_CALL = "<|tool_call>call:";
 const GEMMA_CALL_END = "<tool_call|>";
 const GLM_BLOCK = /<tool_call>([^\n<]+)\n?((?:<arg_key>[\s\S]*?)?)(?:<\/tool_call>|$)/g;
@@ -46,6 +52,7 @@ const GLM_ARG = /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)(?:<\/arg
 export function detectToolCallFormat(template: string): ToolCallFormat {
   if (templateIsHarmony(template)) return "harmony";
   if (template.includes(MISTRAL_CALLS)) return "mistral";
+  if (template.includes(KIMI_CALLS)) return "kimi";
   if (template.includes("<|tool_call>")) return "gemma";
   if (template.includes("tool▁call▁begin")) return "deepseek";
   if (template.includes("<arg_key>")) return "glm";
@@ -67,6 +74,14 @@ export function formatMarkers(format: ToolCallFormat): string[] {
       return [DEEPSEEK_CALLS, "<｜tool▁calls▁end｜>", DEEPSEEK_CALL, "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"];
     case "gemma":
       return ["<|tool_call>", GEMMA_CALL_END];
+    case "kimi":
+      return [
+        KIMI_CALLS,
+        "<|tool_calls_section_end|>",
+        KIMI_CALL,
+        "<|tool_call_argument_begin|>",
+        "<|tool_call_end|>",
+      ];
     case "glm":
       return ["<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"];
     case "hermes":
@@ -82,6 +97,7 @@ export function formatMarkers(format: ToolCallFormat): string[] {
 export function toolCallMarkers(format: ToolCallFormat): string[] {
   if (format === "mistral") return [MISTRAL_CALLS];
   if (format === "deepseek") return [DEEPSEEK_CALLS, DEEPSEEK_CALL];
+  if (format === "kimi") return [KIMI_CALLS, KIMI_CALL];
   if (format === "gemma") return ["<|tool_call>"];
   return [];
 }
@@ -143,6 +159,22 @@ function fromDeepSeek(output: string): ToolCallParse | null {
   return { start: opened >= from ? opened : first, calls };
 }
 
+/** Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{...}<|tool_call_end|>...`. */
+function fromKimi(output: string): ToolCallParse | null {
+  const from = answerStart(output);
+  const calls: ParsedToolCall[] = [];
+  let first = -1;
+  for (const block of output.slice(from).matchAll(KIMI_BLOCK)) {
+    const parsed = call(newToolCallId(), block[1], block[2]);
+    if (parsed === null) continue;
+    if (first === -1) first = from + block.index;
+    calls.push(parsed);
+  }
+  if (calls.length === 0) return null;
+  const opened = output.lastIndexOf(KIMI_CALLS, first);
+  return { start: opened >= from ? opened : first, calls };
+}
+
 function propertyType(tools: readonly ToolSpec[], tool: string, param: string): unknown {
   const properties = tools.find((t) => t.name === tool)?.parameters?.["properties"];
   const schema = isRecord(properties) ? properties[param] : undefined;
@@ -193,6 +225,24 @@ function fromGemma(output: string): ToolCallParse | null {
   return calls.length > 0 ? { start: first, calls } : null;
 }
 
+/** A format's own way of writing calls, read; null for the formats parseToolCalls reads. */
+function ownParse(format: ToolCallFormat, output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
+  switch (format) {
+    case "mistral":
+      return fromMistral(output);
+    case "deepseek":
+      return fromDeepSeek(output);
+    case "kimi":
+      return fromKimi(output);
+    case "glm":
+      return fromGlm(output, tools);
+    case "gemma":
+      return fromGemma(output);
+    default:
+      return null;
+  }
+}
+
 /**
  * The tool calls in `output` of a model whose template writes `format`; what the format's own parser
  * does not find, the general one (`parseToolCalls`) still may.
@@ -202,15 +252,6 @@ export function parseToolCallsAs(
   output: string,
   tools: readonly ToolSpec[],
 ): ToolCallParse | null {
-  const own =
-    format === "mistral"
-      ? fromMistral(output)
-      : format === "deepseek"
-        ? fromDeepSeek(output)
-        : format === "glm"
-          ? fromGlm(output, tools)
-          : format === "gemma"
-            ? fromGemma(output)
-            : null;
+  const own = ownParse(format, output, tools);
   return own ?? parseToolCalls(output, tools);
 }
