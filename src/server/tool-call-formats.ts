@@ -144,35 +144,37 @@ function fromMistral(output: string): ToolCallParse | null {
   return calls.length > 0 ? { start, calls } : null;
 }
 
-function fromDeepSeek(output: string): ToolCallParse | null {
+/**
+ * The calls of a format that writes each in a block `pattern` matches (`nameAndArgs` reads its groups),
+ * the first opened by `opener` where the output has one before it.
+ */
+function blockCalls(
+  output: string,
+  pattern: RegExp,
+  opener: string,
+  nameAndArgs: (block: RegExpMatchArray) => [unknown, unknown],
+): ToolCallParse | null {
   const from = answerStart(output);
   const calls: ParsedToolCall[] = [];
   let first = -1;
-  for (const block of output.slice(from).matchAll(DEEPSEEK_BLOCK)) {
-    const parsed = call(newToolCallId(), block[1] ?? block[3], block[2] ?? block[4]);
+  for (const block of output.slice(from).matchAll(pattern)) {
+    const parsed = call(newToolCallId(), ...nameAndArgs(block));
     if (parsed === null) continue;
-    if (first === -1) first = from + block.index;
+    if (first === -1) first = from + (block.index as number);
     calls.push(parsed);
   }
   if (calls.length === 0) return null;
-  const opened = output.lastIndexOf(DEEPSEEK_CALLS, first);
+  const opened = output.lastIndexOf(opener, first);
   return { start: opened >= from ? opened : first, calls };
+}
+
+function fromDeepSeek(output: string): ToolCallParse | null {
+  return blockCalls(output, DEEPSEEK_BLOCK, DEEPSEEK_CALLS, (b) => [b[1] ?? b[3], b[2] ?? b[4]]);
 }
 
 /** Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{...}<|tool_call_end|>...`. */
 function fromKimi(output: string): ToolCallParse | null {
-  const from = answerStart(output);
-  const calls: ParsedToolCall[] = [];
-  let first = -1;
-  for (const block of output.slice(from).matchAll(KIMI_BLOCK)) {
-    const parsed = call(newToolCallId(), block[1], block[2]);
-    if (parsed === null) continue;
-    if (first === -1) first = from + block.index;
-    calls.push(parsed);
-  }
-  if (calls.length === 0) return null;
-  const opened = output.lastIndexOf(KIMI_CALLS, first);
-  return { start: opened >= from ? opened : first, calls };
+  return blockCalls(output, KIMI_BLOCK, KIMI_CALLS, (b) => [b[1], b[2]]);
 }
 
 function propertyType(tools: readonly ToolSpec[], tool: string, param: string): unknown {
