@@ -295,8 +295,11 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       stop = pushed.stopped;
     }
     const lastToken = request.numOutputTokens + 1 >= request.maxOutputTokens;
-    const tokenize = (text: string) => runner.tokenizeContinuation(text);
-    if (!stop && !lastToken && active.thinking?.afterToken(active.output.text, produced, tokenize)) {
+    if (
+      !stop &&
+      !lastToken &&
+      active.thinking?.afterToken(active.output.text, produced, (text) => runner.tokenizeContinuation(text))
+    ) {
       this.installSampler(seqId, active, request);
     }
     if (!stop && lastToken) delta += active.output.finish();
