@@ -179,7 +179,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
           const slot = kv.slotOf(chunk.request);
           if (slot) kv.extend(slot, rows);
         }
-        for (const out of result.outputs) this.onSample(out, sampled);
+        for (const out of result.outputs) this.onSample(out, sampled, failed);
         for (const score of result.scores ?? []) this.onScore(score);
         this.stats.batchedTokens += batch.length;
         this.stats.sampledTokens += result.outputs.length;
@@ -266,8 +266,32 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     active.promptLogprobs[out.pos + 1] = outputLogprob(this.deps.runner, out.token, out.logprobs);
   }
 
+  /**
+   * A request's sampler set again mid-generation (min_tokens reached, a thinking budget's token forced);
+   * one that cannot be set fails its request alone. Whether it was set.
+   */
+  private reinstallSampler(
+    seqId: number,
+    active: ActiveRequest,
+    request: Request,
+    failed: Set<string>,
+  ): boolean {
+    try {
+      this.installSampler(seqId, active, request);
+      return true;
+    } catch (error) {
+      failed.add(request.id);
+      const rejection = new EngineRejection(
+        `sampling setup failed: ${(error as Error).message}`,
+        "invalid_request",
+      );
+      failActive(active, this.deps.active, rejection);
+      return false;
+    }
+  }
+
   /** A sampled token of a slot: output text, stop checks, stream delta (with the tokens' logprobs it carries). */
-  private onSample(out: SampledOutput, sampled: Map<string, SampledToken>): void {
+  private onSample(out: SampledOutput, sampled: Map<string, SampledToken>, failed: Set<string>): void {
     const { seqId, token, isEog } = out;
     const { kv, runner, active: table } = this.deps;
     const request = kv.slots[seqId]?.owner;
@@ -281,7 +305,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     active.tokenIds?.add(token, active.output.text.length);
     const { ignoreEos, stopTokenIds, minTokens = 0 } = active.spec.sampling;
     const produced = active.content.length - request.promptTokens;
-    if (produced === minTokens && minTokens > 0) this.installSampler(seqId, active, request);
+    if (produced === minTokens && minTokens > 0 && !this.reinstallSampler(seqId, active, request, failed))
+      return;
     let delta: string;
     let stop: boolean;
     if (((isEog || runner.isEog(token)) && !ignoreEos) || stopTokenIds?.includes(token)) {
@@ -298,9 +323,12 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     if (
       !stop &&
       !lastToken &&
-      active.thinking?.afterToken(active.output.text, produced, (text) => runner.tokenizeContinuation(text))
+      active.thinking?.afterToken(active.output.text, produced, (text) =>
+        runner.tokenizeContinuation(text),
+      ) &&
+      !this.reinstallSampler(seqId, active, request, failed)
     ) {
-      this.installSampler(seqId, active, request);
+      return;
     }
     if (!stop && lastToken) delta += active.output.finish();
     pushDelta(active, delta, stop || lastToken);
