@@ -327,6 +327,36 @@ describe("request features against the llama.cpp engine (tiny model)", { skip: l
       const top: Record<string, number> = top_logprobs[context.length + i];
       assert.ok(Math.max(...Object.values(top)) <= logprob + 1e-6);
     }
+    // vLLM's prompt_logprobs of the same prompt: the same values, by token id, ranked
+    const vllm = (await (
+      await post("/v1/completions", {
+        model: s.model,
+        prompt: [...context, ...ids],
+        max_tokens: 1,
+        prompt_logprobs: 3,
+      })
+    ).json()) as Json;
+    const prompt: number[] = [...context, ...ids];
+    const entries: Json[] = vllm.choices[0].prompt_logprobs;
+    assert.equal(entries[0], null);
+    for (const [i, entry] of entries.entries()) {
+      if (i === 0) continue;
+      const own = entry[String(prompt[i])];
+      assert.ok(Math.abs(own.logprob - token_logprobs[i]) < 1e-4, `token ${i}`);
+      const ranked = Object.values(entry) as Json[];
+      assert.ok(
+        ranked.some((e) => e.rank === 1),
+        "the most likely token is there, ranked 1",
+      );
+      assert.ok(own.rank >= 1 && (own.rank > 3 || ranked.filter((e) => e.rank <= 3).length === 3));
+    }
+    // greedy: each continuation token ranks first (prefill and decode may round a near tie apart)
+    for (const k of ids.keys()) {
+      const entry = entries[context.length + k];
+      const own = entry[String(ids[k])];
+      const best = Math.max(...(Object.values(entry) as Json[]).map((e) => e.logprob));
+      assert.ok(own.rank === 1 || best - own.logprob < 1e-3, `continuation token ${k}: rank ${own.rank}`);
+    }
   });
 
   test("a token-id prompt completes as its text does; return_token_ids gives the prompt's and the output's ids", async () => {

@@ -1,6 +1,12 @@
 import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { Request, RequestSpec } from "../core/request.js";
-import type { FinishReason, GenerateEvent, GenerateRequest, OutputLogprob } from "./engine-api.js";
+import type {
+  FinishReason,
+  GenerateEvent,
+  GenerateRequest,
+  OutputLogprob,
+  PromptLogprob,
+} from "./engine-api.js";
 import type { EventChannel } from "./event-channel.js";
 import type { OutputText } from "./output-text.js";
 import type { OutputTokens } from "./output-tokens.js";
@@ -20,7 +26,7 @@ export interface ActiveRequest {
   /** with `returnTokenIds`: the generated tokens' ids, handed out with their text */
   readonly tokenIds: OutputTokens<number> | null;
   /** with `sampling.promptLogprobs`: each prompt position's, as its scored row comes back (null until then) */
-  readonly promptLogprobs: (OutputLogprob | null)[] | null;
+  readonly promptLogprobs: (PromptLogprob | null)[] | null;
   readonly channel: EventChannel<GenerateEvent>;
   readonly signal: AbortSignal;
   readonly onAbort: () => void;

@@ -91,6 +91,14 @@ export interface OutputLogprob extends TokenLogprob {
   readonly top: readonly TokenLogprob[];
 }
 
+/** A prompt token's logprob given the tokens before it, with its id, its rank, and the alternatives' ids. */
+export interface PromptLogprob extends OutputLogprob {
+  readonly token: number;
+  /** 1: the most likely token at its position */
+  readonly rank: number;
+  readonly top: readonly (TokenLogprob & { readonly token: number })[];
+}
+
 export interface TokenBias {
   readonly token: number;
   readonly bias: number;
@@ -168,7 +176,7 @@ export type GenerateEvent =
        * with `SamplingParams.promptLogprobs`: one entry per prompt token, each token's log-probability given
        * the tokens before it; the first token's is null (nothing precedes it)
        */
-      readonly promptLogprobs?: readonly (OutputLogprob | null)[];
+      readonly promptLogprobs?: readonly (PromptLogprob | null)[];
     };
 
 export interface ChatTurn {

@@ -32,8 +32,8 @@ import {
   type GenerateEvent,
   type GenerateRequest,
   type ModelChatTemplate,
-  type OutputLogprob,
   type ProgramKv,
+  type PromptLogprob,
   type RenderChatOptions,
 } from "./engine-api.js";
 import { EngineInbox } from "./engine-inbox.js";
@@ -213,7 +213,7 @@ export class Engine implements EngineService {
       output: new OutputText(spec.sampling.stop),
       logprobs: spec.sampling.logprobs == null ? null : new OutputTokens(),
       tokenIds: spec.returnTokenIds ? new OutputTokens() : null,
-      promptLogprobs: scoresPrompt ? new Array<OutputLogprob | null>(ids.length).fill(null) : null,
+      promptLogprobs: scoresPrompt ? new Array<PromptLogprob | null>(ids.length).fill(null) : null,
       channel,
       signal,
       onAbort,

@@ -263,7 +263,14 @@ export class FakeModelRunner implements ModelRunner {
       const score = batch.scoreOf(i);
       if (score !== null) {
         const pos = batch.pos[i] as number;
-        scores.push({ seqId, pos, token: score.target, logprobs: fakeLogprobs(score.target, score.top) });
+        // the fake's distribution puts the target first
+        scores.push({
+          seqId,
+          pos,
+          token: score.target,
+          logprobs: fakeLogprobs(score.target, score.top),
+          rank: 1,
+        });
       } else if (batch.sample[i] === 1) {
         const token = this.nextToken(seq);
         const top = seq.sampling?.logprobs ?? null;

@@ -263,7 +263,18 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     const request = this.deps.kv.slots[out.seqId]?.owner;
     const active = request ? this.deps.active.get(request.id) : undefined;
     if (!active?.promptLogprobs || active.request !== request) return;
-    active.promptLogprobs[out.pos + 1] = outputLogprob(this.deps.runner, out.token, out.logprobs);
+    const { runner } = this.deps;
+    active.promptLogprobs[out.pos + 1] = {
+      token: out.token,
+      bytes: runner.templatePiece(out.token),
+      logprob: out.logprobs.logprob,
+      rank: out.rank,
+      top: out.logprobs.top.map((t) => ({
+        token: t.token,
+        bytes: runner.templatePiece(t.token),
+        logprob: t.logprob,
+      })),
+    };
   }
 
   /**

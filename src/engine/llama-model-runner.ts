@@ -293,7 +293,7 @@ export class LlamaModelRunner implements ModelRunner {
       for (const o of r.outputs) {
         if (o.scored) {
           const pos = batch.pos[start + o.batchIndex] as number;
-          scores.push({ seqId: o.seqId, pos, token: o.token, logprobs: o.logprobs! });
+          scores.push({ seqId: o.seqId, pos, token: o.token, logprobs: o.logprobs!, rank: o.rank! });
           continue;
         }
         outputs.push({

@@ -67,6 +67,8 @@ export interface ScoredOutput {
   readonly pos: number;
   readonly token: number;
   readonly logprobs: SampledLogprobs;
+  /** the token's rank at that position (1: the most likely) */
+  readonly rank: number;
 }
 
 export interface ExecuteResult {

@@ -20,7 +20,7 @@ import { ApiError } from "./errors.js";
 import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
 import { HARMONY_THINKING } from "./harmony.js";
-import { chatLogprobs } from "./logprobs.js";
+import { chatLogprobs, vllmPromptLogprobs } from "./logprobs.js";
 import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from "./reasoning.js";
 import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
@@ -168,6 +168,8 @@ export async function startChat(
     formatGrammar?: { grammar: string; param: string } | null;
     capToContext?: boolean;
     returnTokenIds?: boolean;
+    /** vLLM's prompt_logprobs: the prompt's tokens' logprobs with this many alternatives */
+    promptLogprobs?: number | null;
     /** a second or later choice (`n`): a one-off beside the first, which is the program's turn */
     sibling?: boolean;
     /** return once the first token is out, streaming or not (the first of several choices) */
@@ -199,6 +201,7 @@ export async function startChat(
     options.capToContext ?? false,
     {
       returnTokenIds: options.returnTokenIds ?? false,
+      promptLogprobs: options.promptLogprobs ?? null,
       sibling: options.sibling ?? false,
       awaitFirstToken: options.awaitFirstToken ?? false,
       thinkingBudget: thinkingBudgetOf(body, insideThinking, format),
@@ -236,9 +239,18 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
   const body = chatCompletionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
   const returnTokenIds = body.return_token_ids ?? false;
+  const promptLogprobs = body.prompt_logprobs ?? null;
+  if (promptLogprobs !== null && body.stream) {
+    throw ApiError.badRequest(
+      "prompt_logprobs is not supported when streaming",
+      "prompt_logprobs",
+      "unsupported_value",
+    );
+  }
   const choices = await startChoices(c, ctx, body, choiceCount(body), {
     formatGrammar: outputGrammar(body),
     returnTokenIds,
+    promptLogprobs,
   });
   const meta = {
     id: `chatcmpl-${choices[0]!.requestId}`,
@@ -277,6 +289,7 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
     object: "chat.completion",
     choices: json,
     ...(first.tokenIds ? { prompt_token_ids: first.tokenIds.prompt } : {}),
+    ...(first.promptLogprobs ? { prompt_logprobs: vllmPromptLogprobs(first.promptLogprobs) } : {}),
     usage: openAIUsage(sumUsage(dones.map((done) => done!.usage))),
   });
 }

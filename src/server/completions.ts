@@ -16,7 +16,7 @@ import {
   sumUsage,
   unixSeconds,
 } from "./generation.js";
-import { completionLogprobs, echoedLogprobs } from "./logprobs.js";
+import { completionLogprobs, echoedLogprobs, vllmPromptLogprobs } from "./logprobs.js";
 import { choiceBody, choiceCount } from "./sampling.js";
 import { type CompletionBody, completionSchema } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
@@ -29,12 +29,14 @@ export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 export async function completions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const body = completionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
-  // echo with logprobs: the prompt's tokens' logprobs too (the prompt is computed whole, not from cache)
-  const scoresPrompt = (body.echo ?? false) && body.logprobs != null;
+  // echo with logprobs, or vLLM's prompt_logprobs: the prompt's tokens' logprobs (computed whole, not from cache)
+  const echoesLogprobs = (body.echo ?? false) && body.logprobs != null;
+  const promptTop = Math.max(echoesLogprobs ? body.logprobs! : -1, body.prompt_logprobs ?? -1);
+  const scoresPrompt = promptTop >= 0;
   if (scoresPrompt && body.stream) {
     throw ApiError.badRequest(
-      "echo with logprobs is not supported when streaming",
-      "echo",
+      "the prompt's logprobs (echo with logprobs, prompt_logprobs) are not supported when streaming",
+      body.prompt_logprobs != null ? "prompt_logprobs" : "echo",
       "unsupported_value",
     );
   }
@@ -45,7 +47,7 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   const n = choiceCount(body);
   const generations = await startAll(c, ctx, body, prompts, n, {
     returnTokenIds: returnTokenIds || scoresPrompt,
-    promptLogprobs: scoresPrompt ? body.logprobs! : null,
+    promptLogprobs: scoresPrompt ? promptTop : null,
   });
   const meta = {
     id: `cmpl-${generations[0]!.requestId}`,
@@ -129,7 +131,7 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
       text: echoOf(index) + done.text,
       logprobs: !done.logprobs
         ? null
-        : scoresPrompt && done.promptLogprobs && done.tokenIds
+        : echoesLogprobs && done.promptLogprobs && done.tokenIds
           ? echoedLogprobs(
               ctx.engine.tokenPieces(done.tokenIds.prompt.slice(0, 1))[0]!,
               done.promptLogprobs,
@@ -137,6 +139,9 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
             )
           : completionLogprobs(done.logprobs).logprobs,
       finish_reason: openAIFinishReason(done.finishReason),
+      ...(body.prompt_logprobs != null && done.promptLogprobs
+        ? { prompt_logprobs: vllmPromptLogprobs(done.promptLogprobs) }
+        : {}),
       ...(returnTokenIds && done.tokenIds
         ? { prompt_token_ids: done.tokenIds.prompt, token_ids: done.tokenIds.output }
         : {}),

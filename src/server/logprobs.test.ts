@@ -272,6 +272,42 @@ describe("logprobs", () => {
     });
   });
 
+  test("vLLM's prompt_logprobs: per prompt token (the first null) its own entry by id, rank and text, then the alternatives", async () => {
+    await withServer(async (_openai, url) => {
+      const prompt = "Say it. ".repeat(3);
+      const completion = (await (
+        await post(url, "/v1/completions", {
+          model: "continuum-fake",
+          prompt,
+          max_tokens: 2,
+          prompt_logprobs: 1,
+        })
+      ).json()) as Json;
+      const entries = completion.choices[0].prompt_logprobs;
+      assert.equal(entries.length, [...prompt].length);
+      assert.equal(entries[0], null);
+      // the fake's tokens are code points, each the most likely at its position
+      for (const [i, entry] of entries.slice(1).entries()) {
+        const char = [...prompt][i + 1]!;
+        assert.deepEqual(entry, {
+          [String(char.codePointAt(0))]: { logprob: Math.log(0.5), rank: 1, decoded_token: char },
+        });
+      }
+      assert.equal(completion.choices[0].text.length > 0, true);
+      const chat = (await (
+        await post(url, "/v1/chat/completions", { model: "continuum-fake", messages, prompt_logprobs: 0 })
+      ).json()) as Json;
+      assert.equal(chat.prompt_logprobs.length, chat.usage.prompt_tokens);
+      const streamed = await post(url, "/v1/chat/completions", {
+        model: "continuum-fake",
+        messages,
+        prompt_logprobs: 0,
+        stream: true,
+      });
+      assert.equal(streamed.status, 400);
+    });
+  });
+
   test("requests the API refuses: top_logprobs without logprobs, more than 20, echo with logprobs streamed", async () => {
     await withServer(async (_openai, url) => {
       const refused = async (path: string, body: Record<string, unknown>, param: string) => {

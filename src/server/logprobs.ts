@@ -3,7 +3,7 @@
  * generated token's bytes and its log-probability under the model's raw distribution (vLLM's default), with
  * the most likely alternatives at that position.
  */
-import type { OutputLogprob, TokenLogprob } from "../engine/engine-api.js";
+import type { OutputLogprob, PromptLogprob, TokenLogprob } from "../engine/engine-api.js";
 import { ApiError } from "./errors.js";
 
 /** The most alternatives a token may report (OpenAI's limit for top_logprobs). */
@@ -139,4 +139,32 @@ export function completionLogprobs(entries: readonly OutputLogprob[], offset = 0
     logprobs: { tokens, token_logprobs: tokenLogprobs, top_logprobs: topLogprobs, text_offset: textOffset },
     next: at,
   };
+}
+
+/** One entry of vLLM's `prompt_logprobs`: by token id, its logprob, its rank and its text. */
+type VllmTokenLogprobs = Record<string, { logprob: number; rank: number; decoded_token: string }>;
+
+/**
+ * vLLM's `prompt_logprobs`: per prompt token (the first null: nothing precedes it) the token's own entry and
+ * its position's most likely alternatives (ranked 1, 2, ...), keyed by token id.
+ */
+export function vllmPromptLogprobs(entries: readonly (PromptLogprob | null)[]): (VllmTokenLogprobs | null)[] {
+  return entries.map((entry, i) => {
+    if (i === 0 || entry === null) return null;
+    const out: VllmTokenLogprobs = {
+      [String(entry.token)]: {
+        logprob: jsonLogprob(entry.logprob),
+        rank: entry.rank,
+        decoded_token: tokenText(entry.bytes),
+      },
+    };
+    entry.top.forEach((t, k) => {
+      out[String(t.token)] = {
+        logprob: jsonLogprob(t.logprob),
+        rank: k + 1,
+        decoded_token: tokenText(t.bytes),
+      };
+    });
+    return out;
+  });
 }

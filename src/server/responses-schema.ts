@@ -43,6 +43,7 @@ export const responsesSchema = chatCompletionSchema
     thinking_budget: true,
     reasoning_effort: true,
     skip_special_tokens: true,
+    prompt_logprobs: true,
     n: true,
   })
   .extend({

@@ -169,6 +169,8 @@ const common = {
   guided_regex: z.string().nullish(),
   guided_choice: z.array(z.string()).min(1).nullish(),
   guided_grammar: z.string().min(1).nullish(),
+  /** vLLM's: every prompt token's logprob given the tokens before it, with this many alternatives */
+  prompt_logprobs: z.number().int().min(0).max(20).nullish(),
   /** vLLM's: false writes control tokens into the text as their names (default true: they add nothing) */
   skip_special_tokens: z.boolean().nullish(),
   /** vLLM extension: the end of generation, stop tokens and stop strings wait until this many tokens are out */

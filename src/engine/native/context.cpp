@@ -657,6 +657,7 @@ class DecodeWorker : public ContextWorker {
     outToken_.assign(m, -1);
     outEog_.assign(m, 0);
     outScored_.assign(m, 0);
+    outRank_.assign(m, 0);
     withLogprobs_ = false;
     topStride_ = 0;
     // the top entries a row reports: a scored row's own count, else its sequence's (-1: none)
@@ -722,6 +723,7 @@ class DecodeWorker : public ContextWorker {
             outTopCount_[r] = static_cast<uint8_t>(rowLogprobs(rowLogits[r], nVocab, token, top, scratch,
                                                                &outLogprob_[r], &outTopToken_[at],
                                                                &outTopLogprob_[at]));
+            if (score) outRank_[r] = tokenRank(rowLogits[r], nVocab, token, scratch);
           }
         }
       }
@@ -771,8 +773,13 @@ class DecodeWorker : public ContextWorker {
       o.Set("isEog", eog);
       if (!scoreTarget.empty()) {
         Napi::Uint8Array scoredRows = Napi::Uint8Array::New(env, m);
-        if (m > 0) std::memcpy(scoredRows.Data(), outScored_.data(), m);
+        Napi::Int32Array ranks = Napi::Int32Array::New(env, m);
+        if (m > 0) {
+          std::memcpy(scoredRows.Data(), outScored_.data(), m);
+          std::memcpy(ranks.Data(), outRank_.data(), m * sizeof(int32_t));
+        }
         o.Set("scored", scoredRows);
+        o.Set("rank", ranks);
       }
       if (withLogprobs_) setLogprobs(env, o, m);
     }
@@ -799,6 +806,7 @@ class DecodeWorker : public ContextWorker {
   std::vector<int32_t> outToken_;
   std::vector<uint8_t> outEog_;
   std::vector<uint8_t> outScored_;
+  std::vector<int32_t> outRank_;  // a scored row's target's rank (1: the most likely)
   bool scored(size_t r) const { return !scoreTarget.empty() && scoreTarget[outIndex_[r]] >= 0; }
   // when a row's sequence asked for logprobs: each row's token logprob (NaN for rows that did not ask) and its
   // top entries, topStride_ slots a row (the most any row asked for)
@@ -848,7 +856,8 @@ static T typedArg(const Napi::CallbackInfo& info, size_t i, napi_typedarray_type
 // decode(tokens: Int32Array, pos: Int32Array, seqIds: Int32Array, wantLogits: Uint8Array,
 //        opts?: { sample = true, returnLogits = false, scoreTargets?: Int32Array, scoreTop?: Int32Array })
 //   A row with scoreTargets[i] >= 0 is scored instead of sampled: `token` is its target, with the target's
-//   logprob and its scoreTop[i] most likely alternatives (a prompt's logprobs); `scored` marks such rows.
+//   logprob and its scoreTop[i] most likely alternatives (a prompt's logprobs); `scored` marks such rows and
+//   `rank` gives each one's target's rank (1: the most likely).
 //   -> Promise<{ batchIndex, seqId, token?, isEog?, logits?, nVocab, decodeUs, sampleUs }>, with, when a sampled
 //      row's sequence asked for logprobs, { logprob, topCount, topToken, topLogprob, topStride } (setLogprobs)
 DecodeWorker* Context::PrepareDecode(const Napi::CallbackInfo& info) {

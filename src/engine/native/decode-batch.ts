@@ -109,7 +109,10 @@ export function decodeResult(r: RawDecodeResult): DecodeResult {
       token: r.token ? r.token[j]! : -1,
       isEog: r.isEog ? r.isEog[j] === 1 : false,
     };
-    if (r.scored?.[j] === 1) out.scored = true;
+    if (r.scored?.[j] === 1) {
+      out.scored = true;
+      out.rank = r.rank![j]!;
+    }
     if (r.logits) out.logits = r.logits.subarray(j * r.nVocab, (j + 1) * r.nVocab);
     const logprobs = rowLogprobs(r, j);
     if (logprobs) out.logprobs = logprobs;

@@ -507,6 +507,9 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
       assert.equal(out.token, prompt[pos + 1]);
       const logits = reference.outputs[pos]!.logits!;
       assert.ok(Math.abs(out.logprobs!.logprob - logSoftmax(logits, out.token)) < 1e-3, `row ${pos}`);
+      // 1 + the tokens above it (the two decodes may round apart: a margin either way)
+      const above = (margin: number) => logits.filter((l) => l > logits[out.token]! + margin).length + 1;
+      assert.ok(out.rank! <= above(-1e-4) && out.rank! >= above(1e-4), `row ${pos}'s rank ${out.rank}`);
       const ranked = Array.from(logits.keys()).sort((a, b) => logits[b]! - logits[a]! || a - b);
       assert.deepEqual(
         out.logprobs!.top.map((t) => t.token),

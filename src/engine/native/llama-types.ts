@@ -185,6 +185,8 @@ export interface DecodeOutput {
   isEog: boolean;
   /** A scored row (DecodeBatch.add's `score`): not sampled; `token` is its target, `logprobs` the target's. */
   scored?: boolean;
+  /** a scored row's target's rank in its row (1: the most likely) */
+  rank?: number;
   logits?: Float32Array;
   /** With SamplerParams.logprobs: the sampled token's log-probability and the top tokens' (highest first). */
   logprobs?: { logprob: number; top: { token: number; logprob: number }[] };

@@ -52,4 +52,15 @@ int32_t rowLogprobs(const float* logits, int32_t nVocab, int32_t token, int32_t 
   return count;
 }
 
+int32_t tokenRank(const float* logits, int32_t nVocab, int32_t token, const SamplingScratch& scratch) {
+  const float chosen = logits[token];
+  int32_t higher = 0;
+  for (int32_t from = 0, b = 0; from < nVocab; from += kernels::kBlock, b++) {
+    if (!(scratch.blockMax[b] > chosen)) continue;
+    const int32_t to = std::min(nVocab, from + kernels::kBlock);
+    for (int32_t i = from; i < to; i++) higher += logits[i] > chosen ? 1 : 0;
+  }
+  return higher + 1;
+}
+
 }  // namespace continuum

@@ -20,4 +20,10 @@ constexpr int32_t kMaxTopLogprobs = 20;
 int32_t rowLogprobs(const float* logits, int32_t nVocab, int32_t token, int32_t topN, SamplingScratch& scratch,
                     float* logprob, int32_t* topTokens, float* topLogprobs);
 
+/**
+ * token's rank in the row: 1 + how many tokens have a higher logit (vLLM's rank of a prompt token). Call after
+ * rowLogprobs on the same row and scratch: blocks whose maximum is not above the token's logit are skipped.
+ */
+int32_t tokenRank(const float* logits, int32_t nVocab, int32_t token, const SamplingScratch& scratch);
+
 }  // namespace continuum

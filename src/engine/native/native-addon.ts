@@ -36,8 +36,9 @@ export interface RawDecodeResult {
   seqId: Int32Array;
   token?: Int32Array;
   isEog?: Uint8Array;
-  /** with scoreTargets: 1 for a scored row (its `token` is the target) */
+  /** with scoreTargets: 1 for a scored row (its `token` is the target), and the target's rank in its row */
   scored?: Uint8Array;
+  rank?: Int32Array;
   /** when a sampled row's sequence asked for logprobs: one a row (NaN where it did not ask) ... */
   logprob?: Float32Array;
   topCount?: Uint8Array;
