@@ -6,16 +6,11 @@
 import type { ReplyMemory } from "./generated-replies.js";
 import type { DoneEvent, Generation } from "./generation.js";
 import { openAIFinishReason } from "./generation.js";
-import { HarmonyStream, readHarmony } from "./harmony.js";
-import { ReasoningStream, splitReasoning } from "./reasoning.js";
+import { readHarmony } from "./harmony.js";
+import { splitReasoning } from "./reasoning.js";
 import type { ToolInput } from "./schemas.js";
-import { parseToolCallsAs, type ToolCallFormat, toolCallMarkers } from "./tool-call-formats.js";
-import {
-  type ParsedToolCall,
-  parseTruncatedToolCall,
-  ToolCallStreamGate,
-  type ToolSpec,
-} from "./tool-calls.js";
+import { parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
+import { type ParsedToolCall, parseTruncatedToolCall, type ToolSpec } from "./tool-calls.js";
 
 export interface ToolSetup {
   /** offered functions the output may call; empty: no tool-call parsing */
@@ -87,28 +82,11 @@ export function readOutput(
 }
 
 /** Whether the output is read as harmony (gpt-oss's), its thinking split (not `--reasoning-format none`). */
-function readsHarmony({
+export function readsHarmony({
   format,
   insideThinking,
 }: Pick<ChatGeneration, "format" | "insideThinking">): boolean {
   return format === "harmony" && insideThinking !== null;
-}
-
-/** The stream that splits a choice's output into thinking and answer as it comes. */
-export function outputStream(
-  choice: Pick<ChatGeneration, "format" | "insideThinking">,
-): HarmonyStream | ReasoningStream {
-  return readsHarmony(choice) ? new HarmonyStream() : new ReasoningStream(choice.insideThinking);
-}
-
-/**
- * The gate that holds a call's markup out of a stream's content (its arguments streamed as they come), or
- * null: no tools, or harmony, whose calls are messages of their own and come whole at the end.
- */
-export function toolCallGate(choice: Pick<ChatGeneration, "tools" | "format">): ToolCallStreamGate | null {
-  const { tools, format } = choice;
-  if (tools.parseFor.length === 0 || format === "harmony") return null;
-  return new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format));
 }
 
 export function finishReason(done: DoneEvent, calls: readonly ParsedToolCall[]): string {

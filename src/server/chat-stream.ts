@@ -3,11 +3,11 @@
  * calls, the first one's arguments as they come, its finish), then the usage of all of them when asked.
  */
 import type { GenerateUsage } from "../engine/engine-api.js";
-import { type ChatGeneration, finishReason, outputStream, readOutput, toolCallGate } from "./chat-output.js";
+import { type ChatGeneration, finishReason } from "./chat-output.js";
+import { ChoiceStream } from "./choice-stream.js";
 import { errorBody, toApiError } from "./errors.js";
 import { type DeltaEvent, openAIUsage, SSE_DONE, sseData, sumUsage } from "./generation.js";
 import { chatLogprobs } from "./logprobs.js";
-import { StreamedToolCall } from "./streamed-tool-call.js";
 
 export interface ChunkMeta {
   readonly id: string;
@@ -83,18 +83,12 @@ async function* choiceFrames(
       ...(tokens.promptTokenIds && choiceIndex === 0 ? { prompt_token_ids: tokens.promptTokenIds } : {}),
       ...usageField,
     });
-  const gate = toolCallGate(choice);
-  const live = gate ? new StreamedToolCall() : null;
   const callDelta = (fields: Record<string, unknown>) => chunk({ tool_calls: [{ index: 0, ...fields }] });
-  const thinking = outputStream(choice);
-  // the answer's characters out as content so far
-  let streamed = 0;
+  const stream = new ChoiceStream(choice);
   yield chunk({ role: "assistant", content: "" });
   for await (const event of generation.events()) {
     if (event.type === "delta") {
-      const { reasoning, answer } = thinking.push(event.text);
-      const text = gate ? gate.push(answer) : answer;
-      streamed += text.length;
+      const { reasoning, text, opened, args } = stream.push(event.text);
       let tokens: DeltaTokens = event;
       if (reasoning.length > 0) {
         yield chunk({ reasoning_content: reasoning }, null, tokens);
@@ -103,27 +97,18 @@ async function* choiceFrames(
       if (text.length > 0 || carriesTokens(tokens)) {
         yield chunk(text.length > 0 ? { content: text } : {}, null, tokens);
       }
-      if (gate && live) {
-        const { opened, args } = live.push(gate.held);
-        if (opened) {
-          yield callDelta({ id: live.id, type: "function", function: { name: live.name, arguments: "" } });
-        }
-        if (args.length > 0) yield callDelta({ function: { arguments: args } });
+      if (opened) {
+        yield callDelta({ id: opened.id, type: "function", function: { name: opened.name, arguments: "" } });
       }
+      if (args.length > 0) yield callDelta({ function: { arguments: args } });
       continue;
     }
-    const heldThinking = thinking.finish().reasoning;
-    if (heldThinking.length > 0) yield chunk({ reasoning_content: heldThinking });
-    // A call already announced is a call, even when the output ended before it closed.
-    const cut = event.finishReason !== "stop" || live?.opened === true;
-    const { calls, contentEnd, answerStart } = readOutput(event.text, choice, cut);
-    const from = answerStart + streamed;
-    const rest = event.text.slice(from, Math.max(contentEnd, from));
+    const { reasoning, rest, calls, liveArgs } = stream.finish(event);
+    if (reasoning.length > 0) yield chunk({ reasoning_content: reasoning });
     if (rest.length > 0) yield chunk({ content: rest });
     for (const [index, call] of calls.entries()) {
-      if (index === 0 && gate && live?.opened) {
-        const args = live.finish(gate.held);
-        if (args.length > 0) yield callDelta({ function: { arguments: args } });
+      if (index === 0 && liveArgs !== null) {
+        if (liveArgs.length > 0) yield callDelta({ function: { arguments: liveArgs } });
         continue;
       }
       yield chunk({

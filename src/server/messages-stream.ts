@@ -4,7 +4,8 @@
  * message_delta with the stop reason and usage, message_stop. Thinking and tool calls are read as chat
  * completions read them.
  */
-import { type ChatGeneration, outputStream, readOutput, toolCallGate } from "./chat-output.js";
+import type { ChatGeneration } from "./chat-output.js";
+import { ChoiceStream } from "./choice-stream.js";
 import { toApiError } from "./errors.js";
 import { anthropicErrorBody } from "./messages-errors.js";
 import {
@@ -14,7 +15,6 @@ import {
   THINKING_SIGNATURE,
   toolUseId,
 } from "./messages-response.js";
-import { StreamedToolCall } from "./streamed-tool-call.js";
 
 export function sseEvent(type: string, payload: Record<string, unknown>): string {
   return `event: ${type}\ndata: ${JSON.stringify({ type, ...payload })}\n\n`;
@@ -92,12 +92,8 @@ export async function* messagesStreamEvents(
   // The engine reports how much of the prompt was cached only when done: message_start carries zeros
   // and message_delta the message's totals (Anthropic's clients overwrite usage with them).
   const emptyUsage = messagesUsage({ promptTokens: 0, completionTokens: 0, cachedTokens: 0 });
-  const gate = toolCallGate(choice);
-  const live = gate ? new StreamedToolCall() : null;
   const blocks = new BlockWriter();
-  const thinking = outputStream(choice);
-  // the answer's characters out as text so far
-  let streamed = 0;
+  const stream = new ChoiceStream(choice);
   try {
     yield sseEvent("message_start", {
       message: {
@@ -113,27 +109,19 @@ export async function* messagesStreamEvents(
     yield sseEvent("ping", {});
     for await (const event of generation.events()) {
       if (event.type === "delta") {
-        const { reasoning, answer } = thinking.push(event.text);
+        const { reasoning, text, opened, args } = stream.push(event.text);
         yield* blocks.thinking(reasoning);
-        const text = gate ? gate.push(answer) : answer;
-        streamed += text.length;
         yield* blocks.text(text);
-        if (gate && live) {
-          const { opened, args } = live.push(gate.held);
-          if (opened) yield* blocks.toolUse(toolUseId(live), live.name as string);
-          yield* blocks.inputJson(args);
-        }
+        if (opened) yield* blocks.toolUse(toolUseId(opened), opened.name);
+        yield* blocks.inputJson(args);
         continue;
       }
-      yield* blocks.thinking(thinking.finish().reasoning);
-      // A call already announced is a call, even when the output ended before it closed.
-      const cut = event.finishReason !== "stop" || live?.opened === true;
-      const { calls, contentEnd, answerStart } = readOutput(event.text, choice, cut);
-      const from = answerStart + streamed;
-      yield* blocks.text(event.text.slice(from, Math.max(contentEnd, from)));
+      const { reasoning, rest, calls, liveArgs } = stream.finish(event);
+      yield* blocks.thinking(reasoning);
+      yield* blocks.text(rest);
       for (const [index, call] of calls.entries()) {
-        if (index === 0 && gate && live?.opened) {
-          yield* blocks.inputJson(live.finish(gate.held));
+        if (index === 0 && liveArgs !== null) {
+          yield* blocks.inputJson(liveArgs);
           continue;
         }
         yield* blocks.toolUse(toolUseId(call), call.name);

@@ -8,7 +8,8 @@
 
 import type { OutputLogprob } from "../engine/engine-api.js";
 import { OutputTokens } from "../engine/output-tokens.js";
-import { type ChatGeneration, outputStream, readOutput, toolCallGate } from "./chat-output.js";
+import type { ChatGeneration } from "./chat-output.js";
+import { ChoiceStream } from "./choice-stream.js";
 import { errorBody, toApiError } from "./errors.js";
 import { responsesLogprobs } from "./logprobs.js";
 import {
@@ -28,7 +29,6 @@ import {
   responseStatus,
 } from "./responses-output.js";
 import { wantsTextLogprobs } from "./responses-schema.js";
-import { StreamedToolCall } from "./streamed-tool-call.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
 /** The events of one response, numbered, and the output items they have announced. */
@@ -198,11 +198,8 @@ export async function* responseEventStream(
   const inProgress = { response: responseObject(meta, "in_progress", [], null) };
   yield events.frame("response.created", inProgress);
   yield events.frame("response.in_progress", inProgress);
-  const gate = toolCallGate(choice);
-  const live = gate ? new StreamedToolCall() : null;
-  const thinking = outputStream(choice);
-  // the answer's characters out as text so far, and the output so far
-  let streamed = 0;
+  const stream = new ChoiceStream(choice);
+  // the output so far
   let output = "";
   // the output's token logprobs, in its bytes: a text delta takes those of the tokens it begins to carry,
   // from the answer's start on (the thinking's tokens are not the text's)
@@ -225,31 +222,22 @@ export async function* responseEventStream(
           logprobs.add(entry, outputBytes);
           outputBytes += entry.bytes.length;
         }
-        const { reasoning, answer } = thinking.push(event.text);
+        const { reasoning, text, opened, args } = stream.push(event.text);
         yield* events.thinkingDelta(reasoning);
-        const text = gate ? gate.push(answer) : answer;
-        streamed += text.length;
-        if (text.length > 0) yield* textDelta(text, thinking.answerStart ?? 0);
-        if (gate && live) {
-          const { opened, args } = live.push(gate.held);
-          if (opened) yield* events.startCall(live.id, live.name as string);
-          yield* events.callArguments(args);
-        }
+        if (text.length > 0) yield* textDelta(text, stream.answerStart ?? 0);
+        if (opened) yield* events.startCall(opened.id, opened.name);
+        yield* events.callArguments(args);
         continue;
       }
       const status = responseStatus(event);
-      yield* events.thinkingDelta(thinking.finish().reasoning);
+      const { reasoning, rest, calls, liveArgs, answerStart } = stream.finish(event);
+      yield* events.thinkingDelta(reasoning);
       yield* events.endThinking();
-      // A call already announced is a call, even when the output ended before it closed.
-      const cut = event.finishReason !== "stop" || live?.opened === true;
-      const { calls, contentEnd, answerStart } = readOutput(event.text, choice, cut);
-      const from = answerStart + streamed;
-      const rest = event.text.slice(from, Math.max(contentEnd, from));
-      if (rest.trim().length > 0 && !live?.opened) yield* textDelta(rest, answerStart);
+      if (rest.trim().length > 0 && liveArgs === null) yield* textDelta(rest, answerStart);
       yield* events.endText(status);
       for (const [index, call] of calls.entries()) {
-        if (index === 0 && gate && live?.opened) {
-          yield* events.callArguments(live.finish(gate.held));
+        if (index === 0 && liveArgs !== null) {
+          yield* events.callArguments(liveArgs);
           yield* events.endCall(call.arguments, status);
         } else {
           yield* events.wholeCall(call, status);

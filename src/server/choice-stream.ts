@@ -1,0 +1,89 @@
+/**
+ * A choice's output read as it streams, the same way for chat completions, Messages and Responses: a
+ * reasoning model's thinking apart from the answer (`<think>` tags or harmony), a tool call's markup held out
+ * of the answer and the first call's arguments given as the model writes them; at the end, what was held
+ * back, the calls, and the answer not streamed yet.
+ */
+import { type ChatGeneration, readOutput, readsHarmony } from "./chat-output.js";
+import type { DoneEvent } from "./generation.js";
+import { HarmonyStream } from "./harmony.js";
+import { ReasoningStream } from "./reasoning.js";
+import { StreamedToolCall } from "./streamed-tool-call.js";
+import { toolCallMarkers } from "./tool-call-formats.js";
+import { type ParsedToolCall, ToolCallStreamGate } from "./tool-calls.js";
+
+/** What a piece of output adds to the stream. */
+export interface StreamedPiece {
+  readonly reasoning: string;
+  readonly text: string;
+  /** the first call, announced with this piece (its arguments follow in `args`) */
+  readonly opened: { readonly id: string; readonly name: string } | null;
+  readonly args: string;
+}
+
+/** What the output's end adds. */
+export interface StreamEnd {
+  /** thinking held back until the end */
+  readonly reasoning: string;
+  /** the answer's text not streamed yet */
+  readonly rest: string;
+  readonly calls: readonly ParsedToolCall[];
+  /** the first call's arguments not streamed yet, when it was announced while streaming; else null */
+  readonly liveArgs: string | null;
+  /** where the answer starts in the output */
+  readonly answerStart: number;
+}
+
+export class ChoiceStream {
+  private readonly thinking: HarmonyStream | ReasoningStream;
+  /** null: no tools, or harmony, whose calls are messages of their own and come whole at the end */
+  private readonly gate: ToolCallStreamGate | null;
+  private readonly live: StreamedToolCall | null;
+  /** the answer's characters out so far */
+  private streamed = 0;
+
+  constructor(private readonly choice: ChatGeneration) {
+    const { tools, format } = choice;
+    this.thinking = readsHarmony(choice) ? new HarmonyStream() : new ReasoningStream(choice.insideThinking);
+    this.gate =
+      tools.parseFor.length === 0 || format === "harmony"
+        ? null
+        : new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format));
+    this.live = this.gate ? new StreamedToolCall() : null;
+  }
+
+  /** Where the answer starts in the output, once it began. */
+  get answerStart(): number | null {
+    return this.thinking.answerStart;
+  }
+
+  /** Whether a call was announced while streaming. */
+  get callOpened(): boolean {
+    return this.live?.opened === true;
+  }
+
+  push(piece: string): StreamedPiece {
+    const { reasoning, answer } = this.thinking.push(piece);
+    const text = this.gate ? this.gate.push(answer) : answer;
+    this.streamed += text.length;
+    if (!this.gate || !this.live) return { reasoning, text, opened: null, args: "" };
+    const { opened, args } = this.live.push(this.gate.held);
+    return {
+      reasoning,
+      text,
+      opened: opened ? { id: this.live.id, name: this.live.name as string } : null,
+      args,
+    };
+  }
+
+  finish(done: DoneEvent): StreamEnd {
+    const reasoning = this.thinking.finish().reasoning;
+    // A call already announced is a call, even when the output ended before it closed.
+    const cut = done.finishReason !== "stop" || this.callOpened;
+    const { calls, contentEnd, answerStart } = readOutput(done.text, this.choice, cut);
+    const from = answerStart + this.streamed;
+    const rest = done.text.slice(from, Math.max(contentEnd, from));
+    const liveArgs = this.gate && this.live?.opened ? this.live.finish(this.gate.held) : null;
+    return { reasoning, rest, calls, liveArgs, answerStart };
+  }
+}
