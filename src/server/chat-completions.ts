@@ -15,7 +15,7 @@ import {
 import { chatTurns, contentText } from "./chat-render.js";
 import { streamFrames } from "./chat-stream.js";
 import type { ChatTemplate } from "./chat-template.js";
-import { startChoiceGroup } from "./choice-group.js";
+import { IndexedRequestIds, startChoiceGroup } from "./choice-group.js";
 import { ApiError } from "./errors.js";
 import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
@@ -305,16 +305,15 @@ function startChoices(
   n: number,
   options: Parameters<typeof startChat>[4],
 ): Promise<ChatGeneration[]> {
-  let firstId = "";
+  const ids = new IndexedRequestIds();
   return startChoiceGroup(n, async (i, awaitFirstToken) => {
-    const indexed: RequestContext = i === 0 ? ctx : { ...ctx, newRequestId: () => `${firstId}-${i}` };
     const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const started = await startChat(c, indexed, choiceBody(body, i), maxTokens, {
+    const started = await startChat(c, ids.contextFor(ctx, i), choiceBody(body, i), maxTokens, {
       ...options,
       sibling: i > 0,
       awaitFirstToken,
     });
-    if (i === 0) firstId = started.requestId;
+    ids.started(i, started.requestId);
     return started;
   });
 }

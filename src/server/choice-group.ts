@@ -25,3 +25,21 @@ export async function startChoiceGroup<T extends Started>(
   }
   return started;
 }
+
+/**
+ * The request ids of one request's generations: a client's X-Request-Id (or a new id) names the first,
+ * and the i-th is the first's with `-i` appended, as request ids must be unique.
+ */
+export class IndexedRequestIds {
+  private first = "";
+
+  /** The context the i-th generation starts with. */
+  contextFor<T extends { readonly newRequestId: (...args: never[]) => string }>(ctx: T, i: number): T {
+    return i === 0 ? ctx : { ...ctx, newRequestId: () => `${this.first}-${i}` };
+  }
+
+  /** The i-th generation started under `requestId`. */
+  started(i: number, requestId: string): void {
+    if (i === 0) this.first = requestId;
+  }
+}

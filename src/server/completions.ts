@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { GenerateUsage } from "../engine/engine-api.js";
 import { checkModel, type RequestContext, readJsonBody } from "./chat-completions.js";
-import { startChoiceGroup } from "./choice-group.js";
+import { IndexedRequestIds, startChoiceGroup } from "./choice-group.js";
 import { type CompletionPrompt, completionPrompts } from "./completion-prompts.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import {
@@ -169,15 +169,14 @@ async function startAll(
 ): Promise<{ requestId: string; generation: Generation }[]> {
   const started: { requestId: string; generation: Generation }[] = [];
   const grammar = outputGrammar(body)?.grammar ?? null;
-  let firstId = "";
+  const ids = new IndexedRequestIds();
   try {
     for (const [p, prompt] of prompts.entries()) {
       const group = await startChoiceGroup(n, async (k, awaitFirstToken) => {
         const i = p * n + k;
-        const indexed: RequestContext = i === 0 ? ctx : { ...ctx, newRequestId: () => `${firstId}-${i}` };
         const generation = await startGeneration(
           c,
-          indexed,
+          ids.contextFor(ctx, i),
           choiceBody(body, k),
           typeof prompt === "string" ? prompt : `<${prompt.length} token ids>`,
           body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
@@ -191,7 +190,7 @@ async function startAll(
             awaitFirstToken,
           },
         );
-        if (i === 0) firstId = generation.requestId;
+        ids.started(i, generation.requestId);
         return generation;
       });
       started.push(...group);
