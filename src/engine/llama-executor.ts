@@ -5,7 +5,12 @@ import type { Request } from "../core/request.js";
 import type { Executor } from "../core/step-loop.js";
 import type { KvChanges, SampledToken, ScheduledChunk, StepPlan, StepResult } from "../core/step-plan.js";
 import { type ActiveRequest, type ActiveRequests, failActive, pushDelta } from "./active-request.js";
-import { EngineRejection, type OutputLogprob, type SamplingParams } from "./engine-api.js";
+import {
+  EngineRejection,
+  type OutputLogprob,
+  type PromptLogprob,
+  type SamplingParams,
+} from "./engine-api.js";
 import type { KvSlots } from "./kv-slots.js";
 import {
   type ModelRunner,
@@ -93,12 +98,23 @@ function toRunnerSampling(
   };
 }
 
-/** A sampled token's logprobs with each token as its bytes (control tokens by name, as a template writes them). */
-function outputLogprob(runner: ModelRunner, token: number, sampled: SampledLogprobs): OutputLogprob {
+/**
+ * A token's logprobs with each token as its bytes (control tokens by name, as a template writes them), the
+ * alternatives with their ids (a prompt's logprobs report them).
+ */
+function outputLogprob(
+  runner: ModelRunner,
+  token: number,
+  sampled: SampledLogprobs,
+): OutputLogprob & Pick<PromptLogprob, "top"> {
   return {
     bytes: runner.templatePiece(token),
     logprob: sampled.logprob,
-    top: sampled.top.map((t) => ({ bytes: runner.templatePiece(t.token), logprob: t.logprob })),
+    top: sampled.top.map((t) => ({
+      token: t.token,
+      bytes: runner.templatePiece(t.token),
+      logprob: t.logprob,
+    })),
   };
 }
 
@@ -263,18 +279,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     const request = this.deps.kv.slots[out.seqId]?.owner;
     const active = request ? this.deps.active.get(request.id) : undefined;
     if (!active?.promptLogprobs || active.request !== request) return;
-    const { runner } = this.deps;
-    active.promptLogprobs[out.pos + 1] = {
-      token: out.token,
-      bytes: runner.templatePiece(out.token),
-      logprob: out.logprobs.logprob,
-      rank: out.rank,
-      top: out.logprobs.top.map((t) => ({
-        token: t.token,
-        bytes: runner.templatePiece(t.token),
-        logprob: t.logprob,
-      })),
-    };
+    const entry = outputLogprob(this.deps.runner, out.token, out.logprobs);
+    active.promptLogprobs[out.pos + 1] = { ...entry, token: out.token, rank: out.rank };
   }
 
   /**
