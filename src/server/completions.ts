@@ -46,7 +46,8 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   const returnTokenIds = body.return_token_ids ?? false;
   const n = choiceCount(body);
   const generations = await startAll(c, ctx, body, prompts, n, {
-    returnTokenIds: returnTokenIds || scoresPrompt,
+    // echo's logprobs name the prompt's first token by its id
+    returnTokenIds: returnTokenIds || echoesLogprobs,
     promptLogprobs: scoresPrompt ? promptTop : null,
   });
   const meta = {
