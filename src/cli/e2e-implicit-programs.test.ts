@@ -98,6 +98,39 @@ describe("programs of clients that send no program id (real engine, tiny model)"
     }
   });
 
+  test("a reply with a control token the stream left out still continues its program, that token's KV reused", async () => {
+    const s = await startLlamaServer(["--cpu-offload-gb", "0"]);
+    try {
+      const messages = conversation("List the files, then read the one that fails its test.");
+      // <s> (id 1) is a control token: a reply streams it as nothing, so the client cannot send it back
+      const first = (await post(s, {
+        messages,
+        logit_bias: { "1": 7 },
+        return_token_ids: true,
+      })) as Completion & {
+        choices: { token_ids: number[] }[];
+      };
+      const ids = first.choices[0]?.token_ids ?? [];
+      const inner = ids.slice(0, -1);
+      assert.ok(
+        inner.includes(1) && inner.some((id) => id !== 1),
+        `the tiny model no longer mixes <s> into its reply at this bias: ${JSON.stringify(ids)}`,
+      );
+      messages.push({ role: "assistant", content: first.choices[0]?.message.content ?? "" });
+      messages.push({ role: "user", content: "Observation 0: 3 files changed, 1 test failed." });
+      const usage = (await post(s, { messages })).usage;
+      const reusable =
+        Math.floor((first.usage.prompt_tokens + first.usage.completion_tokens - 1) / BLOCK) * BLOCK;
+      assert.ok(usage.prompt_tokens_details.cached_tokens >= reusable, JSON.stringify(usage));
+      assert.deepEqual(
+        (await programs(s)).map((p) => p.turns),
+        [2],
+      );
+    } finally {
+      await s.close();
+    }
+  });
+
   test("two tenants never join each other's programs, even with the same conversation", async () => {
     const s = await startLlamaServer(["--api-key", "key-a", "--api-key", "key-b", "--cpu-offload-gb", "0"], {
       apiKey: "key-a",

@@ -8,6 +8,7 @@ const EOT = 7;
 const tokenizer: ContinuationTokenizer = {
   tokenizeContinuation: (text) => Int32Array.from(Array.from(text, (c) => c.codePointAt(0) as number)),
   templatePiece: (token) => Buffer.from(token === EOT ? "<eot>" : String.fromCodePoint(token), "utf8"),
+  tokenPiece: (token) => Buffer.from(token === EOT ? "" : String.fromCodePoint(token), "utf8"),
 };
 const ids = (text: string) => Array.from(text, (c) => c.codePointAt(0) as number);
 const BLOCK = 4;
@@ -33,6 +34,20 @@ describe("ImplicitPrograms", () => {
     programs.remember("", "implicit-a", "Q:", turnIds("Q:", "abcde"), 2);
     assert.equal(programs.continued("", "Q:abXde<eot>more", tokenizer)?.programId, "implicit-a");
     assert.equal(programs.continued("", "Q:aXcde<eot>more", tokenizer), null);
+  });
+
+  it("a reply holding a control token the client never saw (the stream leaves it out) continues its program", () => {
+    const programs = new ImplicitPrograms(BLOCK, LIMITS);
+    programs.remember("", "implicit-a", "Q:", [...ids("Q:"), ...ids("ab"), EOT, ...ids("cde"), EOT], 2);
+    const next = programs.continued("", "Q:abcde<eot>tool says 3", tokenizer);
+    assert.equal(next?.programId, "implicit-a");
+    assert.deepEqual(Array.from(next?.ids ?? []), [
+      ...ids("Q:ab"),
+      EOT,
+      ...ids("cde"),
+      EOT,
+      ...ids("tool says 3"),
+    ]);
   });
 
   it("an unrelated prompt, the same prompt with another reply, or a bare retry start no program", () => {

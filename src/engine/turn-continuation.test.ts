@@ -2,17 +2,24 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type ContinuationTokenizer, endsInsideCharacter, TurnContinuations } from "./turn-continuation.js";
 
-// A tokenizer whose token ids are code points, with one control token written `<eot>` by the template and
-// ids >= 1000 standing for pieces of several characters.
+// A tokenizer whose token ids are code points, with two control tokens written `<eot>` and `<s>` by the
+// template (and streamed as nothing) and ids >= 1000 standing for pieces of several characters.
 const EOT = 7;
-const PIECES = new Map<number, string>([
+const BOS = 1;
+const CONTROL = new Map<number, string>([
   [EOT, "<eot>"],
+  [BOS, "<s>"],
+]);
+const PIECES = new Map<number, string>([
   [1000, "ab"],
   [1001, "é"],
 ]);
 const tokenizer: ContinuationTokenizer = {
   tokenizeContinuation: (text) => Int32Array.from(Array.from(text, (c) => c.codePointAt(0) as number)),
-  templatePiece: (token) => Buffer.from(PIECES.get(token) ?? String.fromCodePoint(token), "utf8"),
+  templatePiece: (token) =>
+    Buffer.from(CONTROL.get(token) ?? PIECES.get(token) ?? String.fromCodePoint(token), "utf8"),
+  tokenPiece: (token) =>
+    Buffer.from(CONTROL.has(token) ? "" : (PIECES.get(token) ?? String.fromCodePoint(token)), "utf8"),
 };
 const ids = (text: string) => Array.from(text, (c) => c.codePointAt(0) as number);
 
@@ -60,6 +67,40 @@ describe("TurnContinuations", () => {
     turns.remember("p", "Q:", [...ids("Q:"), 2002, 1000, 2000, 1000, EOT], 2);
     const spliced = turns.splice("p", "Q:\uFFFDab\uFFFDab<eot>next", bytes);
     assert.deepEqual(Array.from(spliced ?? []), [...ids("Q:"), 2002, 1000, 2000, 1000, EOT, ...ids("next")]);
+  });
+
+  it("keeps a control token sampled mid-reply that the stream left out and the client could not send back", () => {
+    const turns = new TurnContinuations(1000);
+    // the model answered "ab" <s> "cd" <eot>; the client received "abcd"
+    turns.remember("p", "Q:", [...ids("Q:"), 1000, BOS, ...ids("cd"), EOT], 2);
+    assert.deepEqual(Array.from(turns.splice("p", "Q:abcd<eot>next", tokenizer) ?? []), [
+      ...ids("Q:"),
+      1000,
+      BOS,
+      ...ids("cd"),
+      EOT,
+      ...ids("next"),
+    ]);
+    // a client that received the control token's text (skip_special_tokens: false) sends it back
+    turns.remember("p", "Q:", [...ids("Q:"), 1000, BOS, ...ids("cd"), EOT], 2);
+    assert.deepEqual(Array.from(turns.splice("p", "Q:ab<s>cd<eot>", tokenizer) ?? []), [
+      ...ids("Q:"),
+      1000,
+      BOS,
+      ...ids("cd"),
+      EOT,
+    ]);
+  });
+
+  it("does not keep a last token the template closes the reply with in its own way", () => {
+    const turns = new TurnContinuations(1000);
+    // the reply ended on <s> (as an end of generation); the template wrote "|" after the reply instead
+    turns.remember("p", "Q:", [...ids("Q:"), 1000, BOS], 2);
+    assert.deepEqual(Array.from(turns.splice("p", "Q:ab|next", tokenizer) ?? []), [
+      ...ids("Q:"),
+      1000,
+      ...ids("|next"),
+    ]);
   });
 
   it("leaves a prompt that does not extend the last one to ordinary tokenization", () => {
