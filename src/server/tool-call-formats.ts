@@ -1,12 +1,14 @@
 /**
  * How a model writes tool calls, told from its chat template's text, and the parser for each way.
  * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
- * already reads; Mistral, DeepSeek, GLM and Gemma 4 write calls their own way and are parsed here first.
+ * already reads; Mistral, DeepSeek, Kimi, GLM, Gemma 4 and the section formats below (MiniMax, DeepSeek's
+ * DSML, Seed-OSS, Nemotron, LFM2, Apertus, Command R7B and R+) write calls their own way and are parsed here first.
  */
 
 import { randomBytes } from "node:crypto";
 import { isRecord, jsonObjectsIn, parseJsonLenient } from "../core/tools/json-objects.js";
 import { stripReasoning } from "../core/tools/parse-tool-call.js";
+import { parsePythonCallList } from "../core/tools/python-call.js";
 import { asToolName } from "../core/tools/tool-name.js";
 import { readNotationValue } from "./gemma-call-notation.js";
 import { templateIsHarmony } from "./harmony.js";
@@ -28,6 +30,7 @@ export type ToolCallFormat =
   | "gemma"
   | "kimi"
   | "harmony"
+  | SectionFormatName
   | "generic";
 
 const MISTRAL_CALLS = "[TOOL_CALLS]";
@@ -48,9 +51,133 @@ const GEMMA_CALL_END = "<tool_call|>";
 const GLM_BLOCK = /<tool_call>([^\n<]+)\n?((?:<arg_key>[\s\S]*?)?)(?:<\/tool_call>|$)/g;
 const GLM_ARG = /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)(?:<\/arg_value>|$)/g;
 
+type Typed = (tool: string, key: string, text: string) => unknown;
+/** Name and arguments of each call a section holds; `typed` reads a parameter written as bare text. */
+type SectionReader = (body: string, typed: Typed) => [unknown, unknown][];
+
+/** A format whose calls stand between an opening and a closing marker, read by `read`. */
+interface SectionFormat {
+  /** what in a template's text tells the format */
+  readonly detect: string;
+  /** the markers a section opens and closes with (more than one pair: the format's later versions) */
+  readonly sections: readonly (readonly [open: string, close: string])[];
+  readonly read: SectionReader;
+}
+
+/** `<invoke name="f"><parameter name="k">v</parameter></invoke>`, each tag after `prefix`. */
+function invokeReader(prefix: string): SectionReader {
+  const invoke = new RegExp(`<${prefix}invoke name="([^"]+)">([\\s\\S]*?)(?:</${prefix}invoke>|$)`, "g");
+  const parameter = new RegExp(
+    `<${prefix}parameter name="([^"]+)"(?: string="(true|false)")?>([\\s\\S]*?)(?:</${prefix}parameter>|$)`,
+    "g",
+  );
+  return (body, typed) =>
+    [...body.matchAll(invoke)].map(([, name, params]) => {
+      const args: Record<string, unknown> = {};
+      for (const [, key, string, text] of params!.matchAll(parameter)) {
+        // DSML says whether a value is a string; MiniMax leaves it to the schema (strings bare, the rest JSON)
+        args[key!] =
+          string === "true"
+            ? text
+            : string === "false"
+              ? (parseJsonLenient(text!) ?? text)
+              : typed(name!, key!, text!);
+      }
+      return [name, args];
+    });
+}
+
+/** `<function=f><parameter=k>v</parameter></function>` (Qwen3-Coder's XML), values typed by the schema. */
+function functionTagReader(): SectionReader {
+  const fn = /<function=([^>\s]+)>([\s\S]*?)(?:<\/function>|$)/g;
+  const parameter = /<parameter=([^>\s]+)>\n?([\s\S]*?)\n?(?:<\/parameter>|$)/g;
+  return (body, typed) =>
+    [...body.matchAll(fn)].map(([, name, params]) => [
+      name,
+      Object.fromEntries(
+        [...params!.matchAll(parameter)].map(([, key, text]) => [key, typed(name!, key!, text!)]),
+      ),
+    ]);
+}
+
+/** JSON objects in a section, each a call read by `call` (its name and arguments). */
+function jsonReader(call: (object: Record<string, unknown>) => [unknown, unknown]): SectionReader {
+  return (body) => [...jsonObjectsIn(body)].map(call);
+}
+
+/** Formats whose calls stand between markers, by name. */
+const SECTION_FORMATS = {
+  // MiniMax M2: <minimax:tool_call><invoke name="f"><parameter name="k">v</parameter></invoke></minimax:tool_call>
+  minimax: {
+    detect: "<minimax:tool_call>",
+    sections: [["<minimax:tool_call>", "</minimax:tool_call>"]],
+    read: invokeReader(""),
+  },
+  // DeepSeek V3.2 (function_calls) and V4 (tool_calls): the same invoke blocks in DSML tags
+  dsml: {
+    detect: "｜DSML｜",
+    sections: [
+      ["<｜DSML｜function_calls>", "</｜DSML｜function_calls>"],
+      ["<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>"],
+    ],
+    read: invokeReader("｜DSML｜"),
+  },
+  // Seed-OSS: <seed:tool_call><function=f><parameter=k>v</parameter></function></seed:tool_call>
+  seed: {
+    detect: "<seed:tool_call>",
+    sections: [["<seed:tool_call>", "</seed:tool_call>"]],
+    read: functionTagReader(),
+  },
+  // Nemotron Nano 2: <TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>
+  nemotron: {
+    detect: "<TOOLCALL>",
+    sections: [["<TOOLCALL>", "</TOOLCALL>"]],
+    read: jsonReader((o) => [o["name"], o["arguments"]]),
+  },
+  // MiniMax M1: <tool_calls>\n{"name": ..., "arguments": {...}}\n</tool_calls>
+  "minimax-m1": {
+    detect: "<tool_calls>",
+    sections: [["<tool_calls>", "</tool_calls>"]],
+    read: jsonReader((o) => [o["name"], o["arguments"]]),
+  },
+  // Command R7B: <|START_ACTION|>[{"tool_call_id": ..., "tool_name": ..., "parameters": {...}}]<|END_ACTION|>
+  "command-r": {
+    detect: "<|START_ACTION|>",
+    sections: [["<|START_ACTION|>", "<|END_ACTION|>"]],
+    read: jsonReader((o) => [o["tool_name"], o["parameters"]]),
+  },
+  // Command R+: Action:\n```json\n[{"tool_name": ..., "parameters": {...}}]``` (its template writes the newline as `\n`)
+  "command-r-plus": {
+    detect: "Action:\\n```json",
+    sections: [["Action:\n```json", "```"]],
+    read: jsonReader((o) => [o["tool_name"], o["parameters"]]),
+  },
+  // Apertus: <|tools_prefix|>[{"f": {...}}]<|tools_suffix|>
+  apertus: {
+    detect: "<|tools_prefix|>",
+    sections: [["<|tools_prefix|>", "<|tools_suffix|>"]],
+    read: jsonReader((o) => Object.entries(o)[0] ?? [null, null]),
+  },
+  // LFM2: <|tool_call_start|>[f(k='v'), g(n=2)]<|tool_call_end|>
+  lfm2: {
+    detect: "<|tool_call_start|>",
+    sections: [["<|tool_call_start|>", "<|tool_call_end|>"]],
+    read: (body) => (parsePythonCallList(body.trim()) ?? []).map((c) => [c.name, c.args]),
+  },
+} satisfies Record<string, SectionFormat>;
+
+type SectionFormatName = keyof typeof SECTION_FORMATS;
+
+function sectionFormat(format: ToolCallFormat): SectionFormat | null {
+  return Object.hasOwn(SECTION_FORMATS, format) ? SECTION_FORMATS[format as SectionFormatName] : null;
+}
+
 /** The format a template teaches its model, by the markers its text writes. */
 export function detectToolCallFormat(template: string): ToolCallFormat {
   if (templateIsHarmony(template)) return "harmony";
+  for (const [name, section] of Object.entries(SECTION_FORMATS)) {
+    if (template.includes(section.detect)) return name as SectionFormatName;
+  }
   if (template.includes(MISTRAL_CALLS)) return "mistral";
   if (template.includes(KIMI_CALLS)) return "kimi";
   if (template.includes("<|tool_call>")) return "gemma";
@@ -88,8 +215,10 @@ export function formatMarkers(format: ToolCallFormat): string[] {
       return ["<tool_call>", "</tool_call>"];
     case "llama3":
       return ["<|python_tag|>"];
-    default:
-      return [];
+    default: {
+      const section = sectionFormat(format);
+      return section === null ? [] : section.sections.flat();
+    }
   }
 }
 
@@ -99,7 +228,7 @@ export function toolCallMarkers(format: ToolCallFormat): string[] {
   if (format === "deepseek") return [DEEPSEEK_CALLS, DEEPSEEK_CALL];
   if (format === "kimi") return [KIMI_CALLS, KIMI_CALL];
   if (format === "gemma") return ["<|tool_call>"];
-  return [];
+  return sectionFormat(format)?.sections.map(([open]) => open) ?? [];
 }
 
 const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -227,6 +356,55 @@ function fromGemma(output: string): ToolCallParse | null {
   return calls.length > 0 ? { start: first, calls } : null;
 }
 
+/** A value written as bare text, typed by the tool's schema: a string stays text, the rest is JSON. */
+function typedBy(tools: readonly ToolSpec[]): Typed {
+  return (tool, key, text) => {
+    if (propertyType(tools, tool, key) === "string") return text;
+    const parsed = parseJsonLenient(text.trim());
+    return parsed === undefined ? text : parsed;
+  };
+}
+
+/** The calls in a section format's sections, from the first section that holds one. */
+function fromSections(
+  output: string,
+  section: SectionFormat,
+  tools: readonly ToolSpec[],
+): ToolCallParse | null {
+  const from = answerStart(output);
+  const calls: ParsedToolCall[] = [];
+  let first = -1;
+  let at = firstOpening(output, section, from);
+  while (at !== null) {
+    const [open, closeMarker] = at.section;
+    const bodyStart = at.index + open.length;
+    const close = output.indexOf(closeMarker, bodyStart);
+    const body = output.slice(bodyStart, close === -1 ? output.length : close);
+    for (const [name, args] of section.read(body, typedBy(tools))) {
+      const parsed = call(newToolCallId(), name, args);
+      if (parsed === null) continue;
+      if (first === -1) first = at.index;
+      calls.push(parsed);
+    }
+    at = close === -1 ? null : firstOpening(output, section, close + closeMarker.length);
+  }
+  return calls.length > 0 ? { start: first, calls } : null;
+}
+
+/** The first section opened from `from` on: where, and its pair of markers. */
+function firstOpening(
+  output: string,
+  format: SectionFormat,
+  from: number,
+): { index: number; section: readonly [string, string] } | null {
+  let best: { index: number; section: readonly [string, string] } | null = null;
+  for (const section of format.sections) {
+    const index = output.indexOf(section[0], from);
+    if (index !== -1 && (best === null || index < best.index)) best = { index, section };
+  }
+  return best;
+}
+
 /** A format's own way of writing calls, read; null for the formats parseToolCalls reads. */
 function ownParse(format: ToolCallFormat, output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
   switch (format) {
@@ -240,8 +418,10 @@ function ownParse(format: ToolCallFormat, output: string, tools: readonly ToolSp
       return fromGlm(output, tools);
     case "gemma":
       return fromGemma(output);
-    default:
-      return null;
+    default: {
+      const section = sectionFormat(format);
+      return section === null ? null : fromSections(output, section, tools);
+    }
   }
 }
 

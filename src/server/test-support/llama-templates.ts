@@ -3,7 +3,7 @@
  * pinned release, fetched by scripts/fetch-llama-templates.mjs and never committed.
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ModelChatTemplate } from "../../engine/engine-api.js";
@@ -12,10 +12,22 @@ const SCRIPT = fileURLToPath(new URL("../../../scripts/fetch-llama-templates.mjs
 
 let dir: string | null = null;
 
+function templateDir(): string {
+  dir ??= execFileSync(process.execPath, [SCRIPT], { encoding: "utf8" }).trim();
+  return dir;
+}
+
 /** The text of `models/templates/<name>.jinja`. */
 export function llamaTemplate(name: string): string {
-  dir ??= execFileSync(process.execPath, [SCRIPT], { encoding: "utf8" }).trim();
-  return readFileSync(join(dir, `${name}.jinja`), "utf8");
+  return readFileSync(join(templateDir(), `${name}.jinja`), "utf8");
+}
+
+/** The names of every template in the set. */
+export function llamaTemplateNames(): string[] {
+  return readdirSync(templateDir())
+    .filter((file) => file.endsWith(".jinja"))
+    .map((file) => file.slice(0, -".jinja".length))
+    .sort();
 }
 
 /** Qwen3's template and special tokens, as a Qwen3 GGUF carries them (a reasoning model's: `<think>`). */

@@ -1,0 +1,208 @@
+/**
+ * Every real model's template in llama.cpp's test set: the calls a template writes into a conversation are
+ * the calls the server reads back from a model that answers the way its template taught it. Templates
+ * whose calls are not read say why; a new template in the pinned set must join one list or the other.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { ChatTemplate } from "./chat-template.js";
+import { readHarmony } from "./harmony.js";
+import type { ChatMessageInput, ToolInput } from "./schemas.js";
+import { llamaTemplate, llamaTemplateNames, qwen3ChatTemplate } from "./test-support/llama-templates.js";
+import { type Json, sseEvents, withServer } from "./test-support/test-server.js";
+import { detectToolCallFormat, parseToolCallsAs } from "./tool-call-formats.js";
+import type { ToolSpec } from "./tool-calls.js";
+
+const tools: ToolInput[] = [
+  {
+    type: "function",
+    function: {
+      name: "bash",
+      description: "Run a command",
+      parameters: {
+        type: "object",
+        properties: {
+          command: { type: "string", description: "The command" },
+          timeout: { type: "integer", description: "Seconds" },
+        },
+        required: ["command"],
+      },
+    },
+  },
+  {
+    type: "function",
+    function: {
+      name: "read_file",
+      description: "Read a file",
+      parameters: {
+        type: "object",
+        properties: { path: { type: "string", description: "The file" } },
+        required: ["path"],
+      },
+    },
+  },
+];
+const specs: ToolSpec[] = tools.map((t) => ({
+  name: t.function.name,
+  parameters: t.function.parameters ?? null,
+}));
+
+const asked: ChatMessageInput[] = [
+  { role: "system", content: "Fix the bug." },
+  { role: "user", content: "List the files, then read a.py." },
+];
+const calls = [
+  { name: "bash", args: { command: "ls -la", timeout: 30 } },
+  { name: "read_file", args: { path: "a.py" } },
+];
+const answered = (made: typeof calls): ChatMessageInput[] => [
+  ...asked,
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: made.map((c, i) => ({
+      id: `call${i}abcd`,
+      type: "function" as const,
+      function: { name: c.name, arguments: JSON.stringify(c.args) },
+    })),
+  },
+];
+
+/** Templates that refuse more than one call in a turn: they are given one. */
+const ONE_CALL = [
+  "meta-llama-Llama-3.1-8B-Instruct",
+  "meta-llama-Llama-3.2-3B-Instruct",
+  "meta-llama-Llama-3.3-70B-Instruct",
+];
+
+/** Templates whose calls the server does not read, and why. */
+const NOT_READ: Record<string, string> = {
+  "HuggingFaceTB-SmolLM3-3B": "writes no calls into the conversation",
+  "LFM2-8B-A1B": "writes no calls into the conversation",
+  "LFM2.5-Instruct": "writes no calls into the conversation",
+  "ibm-granite-granite-3.3-2B-Instruct": "writes no calls into the conversation",
+  "deepseek-ai-DeepSeek-R1-Distill-Llama-8B": "writes no calls into the conversation",
+  "GigaChat3-10B-A1.8B": "GigaChat's own call turns, not read",
+  "GigaChat3.1-10B-A1.8B": "GigaChat's own call turns, not read",
+  "Kimi-K3": "Kimi K3's <|open|>/<|close|> tags, not read",
+  "MiniMax-M3": "MiniMax M3's ]<]minimax[>[ tags, not read",
+  "muse-glimmer": "its atem: calls after a harmony-like header, not read",
+  "meetkai-functionary-medium-v3.1": "Functionary's <function=name>{...}</function>, not read",
+  "upstage-Solar-Open-100B": "Solar Open's <|tool_call:begin|> tags, not read",
+  "Apriel-1.6-15b-Thinker-fixed": "does not render: @huggingface/jinja has no |string of a mapping",
+  "unsloth-Apriel-1.5": "does not render: @huggingface/jinja has no |string of a mapping",
+  "ByteDance-Seed-OSS": "does not render: @huggingface/jinja takes no integer keys in a mapping",
+  "Kimi-K2-Instruct": "does not render: @huggingface/jinja has no list.append",
+  "Kimi-K2-Thinking": "does not render: @huggingface/jinja has no list.append",
+  "tencent-Hy3": "does not render: @huggingface/jinja has no str.format",
+  "openbmb-MiniCPM5-1B": "does not render: @huggingface/jinja has no |min",
+  "meetkai-functionary-medium-v3.2": "does not render: @huggingface/jinja cannot unpack its tuples",
+  "fireworks-ai-llama-3-firefunction-v2": "does not render without its own variables",
+};
+
+const template = (name: string) =>
+  new ChatTemplate(llamaTemplate(name), {
+    source: null,
+    bosToken: "<s>",
+    eosToken: "</s>",
+    eosTokenId: 2,
+    addsBos: true,
+  });
+
+/**
+ * What a model that made the calls would have written after the prompt: the answered conversation from where
+ * it parts from the prompt (a generation prompt may open a thinking block the rendered turn closes), from the
+ * start of the tag it parts in.
+ */
+function writtenCalls(name: string, made: typeof calls): string {
+  const prompt = template(name).render(asked, tools);
+  const turn = template(name).render(answered(made), tools, {}, { addGenerationPrompt: false });
+  let at = 0;
+  while (at < prompt.length && prompt[at] === turn[at]) at++;
+  const tag = turn.lastIndexOf("<", at - 1);
+  if (at < prompt.length && tag > turn.lastIndexOf(">", at - 1)) at = tag;
+  return turn.slice(at);
+}
+
+describe("every template's tool calls, written by the template and read back", () => {
+  for (const name of llamaTemplateNames()) {
+    const reason = NOT_READ[name];
+    test(`${name}: ${reason ?? "read back"}`, () => {
+      const format = detectToolCallFormat(llamaTemplate(name));
+      // a harmony turn is one message per call: the generation prompt's header holds the first one's recipient
+      const made = format === "harmony" || ONE_CALL.includes(name) ? calls.slice(0, 1) : calls;
+      let read: { name: string; args: unknown }[];
+      try {
+        const output = writtenCalls(name, made);
+        const parsed =
+          format === "harmony"
+            ? readHarmony(`<|start|>assistant${output}`, specs, true).calls
+            : (parseToolCallsAs(format, output, specs)?.calls ?? []);
+        read = parsed.map((c) => ({ name: c.name, args: JSON.parse(c.arguments) }));
+      } catch (error) {
+        if (reason !== undefined) return;
+        throw error;
+      }
+      if (reason !== undefined) {
+        assert.notDeepEqual(read, made, `${name} is read back now: take it off NOT_READ`);
+        return;
+      }
+      assert.deepEqual(read, made, `as ${format}`);
+    });
+  }
+});
+
+describe("section formats through the server, streamed (their templates, the fake engine)", () => {
+  for (const [name, reply] of [
+    [
+      "MiniMax-M2",
+      'Need the files.\n</think>\n\nLooking.\n<minimax:tool_call>\n<invoke name="bash">\n' +
+        '<parameter name="command">ls -la</parameter>\n<parameter name="timeout">30</parameter>\n</invoke>\n' +
+        '<invoke name="read_file">\n<parameter name="path">a.py</parameter>\n</invoke>\n</minimax:tool_call>',
+    ],
+    [
+      "deepseek-ai-DeepSeek-V3.2",
+      'Looking.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="bash">\n<｜DSML｜parameter name="command" string="true">' +
+        'ls -la</｜DSML｜parameter>\n<｜DSML｜parameter name="timeout" string="false">30</｜DSML｜parameter>\n' +
+        '</｜DSML｜invoke>\n<｜DSML｜invoke name="read_file">\n<｜DSML｜parameter name="path" string="true">a.py' +
+        "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+    ],
+  ] as const) {
+    test(`${name}: the prose streams as content, the section never does, both calls come with their arguments typed`, async () => {
+      const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(name) };
+      await withServer({ chatTemplate, reply: () => reply }, {}, async (t) => {
+        const sse = await (
+          await t.post("/v1/chat/completions", { messages: asked, tools, stream: true })
+        ).text();
+        const choices = sseEvents(sse)
+          .slice(0, -1)
+          .map((frame) => (JSON.parse(frame) as Json).choices[0])
+          .filter((choice) => choice !== undefined);
+        const deltas = choices.map((choice) => choice.delta ?? {});
+        assert.equal(
+          deltas
+            .map((d) => d.content ?? "")
+            .join("")
+            .trim(),
+          "Looking.",
+        );
+        const streamed: { name: string; args: string }[] = [];
+        for (const call of deltas.flatMap((d) => d.tool_calls ?? [])) {
+          streamed[call.index] ??= { name: "", args: "" };
+          streamed[call.index]!.name += call.function?.name ?? "";
+          streamed[call.index]!.args += call.function?.arguments ?? "";
+        }
+        assert.deepEqual(
+          streamed.map((c) => ({ name: c.name, args: JSON.parse(c.args) })),
+          calls,
+        );
+        assert.equal(choices.at(-1)?.finish_reason, "tool_calls");
+        const preserved = t.engine.requests[0]!.sampling.preservedTokens ?? [];
+        assert.ok(
+          preserved.some((marker) => reply.includes(marker)),
+          JSON.stringify(preserved),
+        );
+      });
+    });
+  }
+});
