@@ -6,6 +6,8 @@ import type { Program } from "./program.js";
 export type RequestStatus = "waiting" | "running" | "finished" | "aborted";
 export type FinishReason = "stop" | "length" | "abort" | "kv_capacity";
 
+export type ToolNamer = (output: string) => string | null;
+
 /** What a client (server, simulator, load generator) submits: one LLM call of an agent program. */
 export interface RequestSpec {
   readonly requestId: string;
@@ -17,6 +19,11 @@ export interface RequestSpec {
   readonly isLastStep: boolean;
   /** Tool the client says this turn calls (wins over parsing the output). */
   readonly toolHint?: string | null;
+  /**
+   * The tool an output calls, read in the model's own call format (a server knows the format); absent, or
+   * null for an output: the general parser's reading.
+   */
+  readonly toolNamer?: ToolNamer;
   readonly content: TokenContent;
   /** the client's word on how long this turn's KV is worth keeping */
   readonly retentionHints?: RetentionHints;
@@ -40,6 +47,7 @@ export class Request {
   readonly maxOutputTokens: number;
   readonly isLastStep: boolean;
   readonly toolHint: string | null;
+  readonly toolNamer: ToolNamer | null;
   readonly content: TokenContent;
   readonly retentionHints: RetentionHints;
   readonly arrivalS: number;
@@ -104,6 +112,7 @@ export class Request {
     this.maxOutputTokens = spec.maxOutputTokens;
     this.isLastStep = spec.isLastStep || spec.programId === null;
     this.toolHint = spec.toolHint ?? null;
+    this.toolNamer = spec.toolNamer ?? null;
     this.content = spec.content;
     this.retentionHints = spec.retentionHints ?? NO_HINTS;
     this.arrivalS = arrivalS;

@@ -801,10 +801,10 @@ export class Scheduler {
 
   private toolOf(request: Request): string | null {
     if (request.toolHint) return request.toolHint;
-    if (request.outputText === null) return null;
-    return this.policy.toolParser === "fork"
-      ? parseForkToolName(request.outputText)
-      : parseToolName(request.outputText);
+    const output = request.outputText;
+    if (output === null) return null;
+    if (this.policy.toolParser === "fork") return parseForkToolName(output);
+    return request.toolNamer?.(output) ?? parseToolName(output);
   }
 
   private enqueue(request: Request, program: Program): void {

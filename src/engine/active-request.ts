@@ -57,6 +57,7 @@ export function requestSpecOf(
     maxOutputTokens: Math.min(spec.sampling.maxTokens, maxContextTokens - content.length),
     isLastStep: spec.isLastStep,
     toolHint: spec.toolHint,
+    ...(spec.toolNamer ? { toolNamer: spec.toolNamer } : {}),
     ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
     ...(spec.priorTurns === undefined ? {} : { priorTurns: spec.priorTurns }),
     content,

@@ -4,6 +4,7 @@
  * internals.
  */
 import type { RetentionHints } from "../core/client-hints.js";
+import type { ToolNamer } from "../core/request.js";
 import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import type { DeviceInfo } from "./device-info.js";
 
@@ -117,6 +118,8 @@ export interface GenerateRequest {
   readonly isLastStep: boolean;
   /** client-declared tool of this turn (`this_func_call`), wins over parsing the output */
   readonly toolHint: string | null;
+  /** the tool an output calls, read in the model's own call format (the server's chat formats) */
+  readonly toolNamer?: ToolNamer;
   /** the client's TTL bound and expected tool duration for this turn's KV (default: none) */
   readonly retentionHints?: RetentionHints;
   /** earlier turns of its program the request carries (the model's answers in its chat history) */

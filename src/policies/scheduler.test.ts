@@ -13,6 +13,7 @@ import {
   tokenRange,
 } from "../core/test-support/drive.js";
 import { testScheduler } from "../core/test-support/harness.js";
+import { UNKNOWN_TOOL } from "../core/tools/tool-call-tracker.js";
 import { createCacheTtlPolicy } from "./cachettl.js";
 import { createProgramFcfsPolicy } from "./program-fcfs.js";
 import { createVllmPolicy } from "./vllm.js";
@@ -179,6 +180,33 @@ describe("Scheduler: batching", () => {
     assert.equal(a.outputText, "done");
     assert.equal(a.numOutputTokens, 2);
     assert.equal(scheduler.kv.pool.numFreeBlocks, 16);
+  });
+});
+
+describe("Scheduler: the tool a finished turn called", () => {
+  const toolsRetainedFor = (options: Parameters<typeof addRequest>[3], output: string) => {
+    const policy = vllm();
+    const tools: string[] = [];
+    const retain = policy.retain.bind(policy);
+    policy.retain = (request, program, tool, ctx) => {
+      tools.push(tool);
+      return retain(request, program, tool, ctx);
+    };
+    const { scheduler, clock } = testScheduler(policy, { numBlocks: 16 });
+    addRequest(scheduler, "A", 16, { maxOutputTokens: 50, toolHint: null, ...options });
+    step(scheduler, clock);
+    step(scheduler, clock, 0.01, new Map([["A", { stop: true, text: output }]]));
+    return tools;
+  };
+  const minimaxCall = '<minimax:tool_call>\n<invoke name="read_file">\n</invoke>\n</minimax:tool_call>';
+
+  it("is read by the request's own namer (the model's call format), else by the general parser", () => {
+    const namer = (output: string) => /invoke name="([^"]+)"/.exec(output)?.[1] ?? null;
+    assert.deepEqual(toolsRetainedFor({ toolNamer: namer }, minimaxCall), ["read_file"]);
+    assert.deepEqual(toolsRetainedFor({}, minimaxCall), [UNKNOWN_TOOL]);
+    const hermes = '<tool_call>\n{"name": "bash", "arguments": {}}\n</tool_call>';
+    assert.deepEqual(toolsRetainedFor({ toolNamer: namer }, hermes), ["bash"], "the namer found none");
+    assert.deepEqual(toolsRetainedFor({ toolNamer: namer, toolHint: "grep" }, minimaxCall), ["grep"]);
   });
 });
 

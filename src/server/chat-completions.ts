@@ -184,6 +184,12 @@ export async function startChat(
   const prompt = renderChatPrompt(ctx, body, tools);
   const insideThinking = ctx.splitsReasoning ? promptOpensThinking(prompt) : null;
   const format = ctx.chatTemplate?.format ?? "generic";
+  // the TTL prices a pin by the tool a turn calls: read as the model writes calls, not only as Hermes does
+  const reading = { tools: { ...tools, replies: null }, format, insideThinking };
+  const toolNamer =
+    tools.parseFor.length > 0
+      ? (output: string) => readOutput(output, reading, false).calls[0]?.name ?? null
+      : null;
   const { requestId, generation } = await startGeneration(
     c,
     ctx,
@@ -210,6 +216,7 @@ export async function startChat(
         ...formatMarkers(format),
         ...(insideThinking === null ? [] : [THINK_OPEN, THINK_CLOSE.trim()]),
       ],
+      toolNamer,
     },
   );
   return { tools, format, requestId, generation, insideThinking };

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type { ToolNamer } from "../core/request.js";
 import {
   EngineRejection,
   type GenerateRequest,
@@ -57,6 +58,8 @@ export async function startGeneration(
     thinkingBudget?: ThinkingBudget | null;
     /** control tokens written into the text (a chat format's markers) */
     preservedTokens?: readonly string[];
+    /** the tool an output calls, in the model's own call format (for the TTL's per-tool times) */
+    toolNamer?: ToolNamer | null;
   } = {},
 ): Promise<{ requestId: string; generation: Generation }> {
   const {
@@ -65,6 +68,7 @@ export async function startGeneration(
     promptLogprobs = null,
     thinkingBudget = null,
     preservedTokens = [],
+    toolNamer = null,
     ...tokenIds
   } = options;
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
@@ -107,6 +111,7 @@ export async function startGeneration(
     prompt,
     sampling,
     ...(chat === undefined ? {} : { priorTurns: chat.priorTurns }),
+    ...(toolNamer === null ? {} : { toolNamer }),
     ...tokenIds,
   };
   try {

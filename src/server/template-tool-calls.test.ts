@@ -168,7 +168,7 @@ describe("section formats through the server, streamed (their templates, the fak
         "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
     ],
   ] as const) {
-    test(`${name}: the prose streams as content, the section never does, both calls come with their arguments typed`, async () => {
+    test(`${name}: the prose streams as content, the section never does, both calls come with their arguments typed; the scheduler is told the tool`, async () => {
       const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(name) };
       await withServer({ chatTemplate, reply: () => reply }, {}, async (t) => {
         const sse = await (
@@ -197,6 +197,8 @@ describe("section formats through the server, streamed (their templates, the fak
           calls,
         );
         assert.equal(choices.at(-1)?.finish_reason, "tool_calls");
+        // the scheduler prices the turn's pin by the tool it called, read in the same format
+        assert.equal(t.engine.requests[0]!.toolNamer?.(reply), "bash");
         const preserved = t.engine.requests[0]!.sampling.preservedTokens ?? [];
         assert.ok(
           preserved.some((marker) => reply.includes(marker)),
