@@ -2,16 +2,17 @@
  * A model's own Jinja chat template (`tokenizer.chat_template`, or `serve --chat-template FILE`),
  * rendered as llama-server's `--jinja` does: OpenAI messages with their tool calls (arguments as
  * objects) and tool results, the offered tools, `add_generation_prompt`, `bos_token` / `eos_token`;
- * what the template cannot render is rewritten into what it can (template-polyfills.ts).
+ * what the template cannot render is rewritten into what it can (template-polyfills.ts), and the Python
+ * @huggingface/jinja lacks into what it runs (jinja-compat.ts).
  */
 
-import { Template } from "@huggingface/jinja";
 import { parseJsonLenient } from "../core/tools/json-objects.js";
 import type { ModelChatTemplate, RenderChatOptions } from "../engine/engine-api.js";
 import { CHATML_TEMPLATE } from "../engine/gguf/chat-template.js";
 import { assistantText, contentText } from "./chat-render.js";
 import { ApiError } from "./errors.js";
 import { templateIsHarmony } from "./harmony.js";
+import { CompatTemplate } from "./jinja-compat.js";
 import { templateThinks } from "./reasoning.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import {
@@ -96,14 +97,14 @@ export class ChatTemplate {
   readonly format: ToolCallFormat;
   /** the template writes `<think>` blocks: its model reasons before it answers (reasoning.ts) */
   readonly thinks: boolean;
-  private readonly template: Template;
+  private readonly template: CompatTemplate;
   private readonly toolBlind: boolean;
 
   constructor(
     source: string,
     private readonly model: ModelChatTemplate,
   ) {
-    this.template = new Template(source);
+    this.template = new CompatTemplate(source);
     this.toolBlind = isToolBlind(source);
     this.format = this.toolBlind ? "generic" : detectToolCallFormat(source);
     // a harmony model's analysis channel is its thinking (harmony.ts)

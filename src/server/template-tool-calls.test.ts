@@ -89,14 +89,9 @@ const NOT_READ: Record<string, string> = {
   "muse-glimmer": "its atem: calls after a harmony-like header, not read",
   "meetkai-functionary-medium-v3.1": "Functionary's <function=name>{...}</function>, not read",
   "upstage-Solar-Open-100B": "Solar Open's <|tool_call:begin|> tags, not read",
-  "Apriel-1.6-15b-Thinker-fixed": "does not render: @huggingface/jinja has no |string of a mapping",
-  "unsloth-Apriel-1.5": "does not render: @huggingface/jinja has no |string of a mapping",
-  "ByteDance-Seed-OSS": "does not render: @huggingface/jinja takes no integer keys in a mapping",
-  "Kimi-K2-Instruct": "does not render: @huggingface/jinja has no list.append",
-  "Kimi-K2-Thinking": "does not render: @huggingface/jinja has no list.append",
-  "tencent-Hy3": "does not render: @huggingface/jinja has no str.format",
-  "openbmb-MiniCPM5-1B": "does not render: @huggingface/jinja has no |min",
-  "meetkai-functionary-medium-v3.2": "does not render: @huggingface/jinja cannot unpack its tuples",
+  "tencent-Hy3": "Hy3's <tool_call:opensource> tags, not read",
+  "openbmb-MiniCPM5-1B": "MiniCPM5's <function name=...><param name=...> tags, not read",
+  "meetkai-functionary-medium-v3.2": "Functionary's >>>name turns, not read (it joins arguments as a string)",
   "fireworks-ai-llama-3-firefunction-v2": "does not render without its own variables",
 };
 

@@ -1,0 +1,229 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { Template } from "@huggingface/jinja";
+import type { ModelChatTemplate } from "../engine/engine-api.js";
+import { ChatTemplate } from "./chat-template.js";
+import { CompatTemplate } from "./jinja-compat.js";
+import type { ChatMessageInput, ToolInput } from "./schemas.js";
+import { llamaTemplate } from "./test-support/llama-templates.js";
+
+/** What the library renders `source` as, and what it renders once rewritten (the library's refusal, if any). */
+function renders(source: string, context: Record<string, unknown> = {}): { library: string; compat: string } {
+  let library: string;
+  try {
+    library = new Template(source).render(context);
+  } catch (error) {
+    library = `refused: ${(error as Error).message}`;
+  }
+  return { library, compat: new CompatTemplate(source).render(context) };
+}
+
+describe("Python the library lacks, rewritten", () => {
+  test("list.append and list.pop change the list in place", () => {
+    const source =
+      "{% set ns = namespace(ids=[]) %}{% set _ = ns.ids.append('a') %}{% set _ = ns.ids.append('b') %}" +
+      "{% set _ = ns.ids.append('c') %}{{ ns.ids.pop(0) }} {{ ns.ids|length }} {{ ns.ids.pop() }} " +
+      "{{ ns.ids|join(',') }}";
+    const { library, compat } = renders(source);
+    assert.match(library, /^refused: Cannot call something that is not a function/);
+    assert.equal(compat, "a 2 c b");
+  });
+
+  test("pop from a dict by key; pop past the end is an error, as in Python", () => {
+    const { library, compat } = renders(
+      "{% set d = {'a': 1, 'b': 2} %}{{ d.pop('a') }} {{ d|length }} {{ d.b }}",
+    );
+    assert.match(library, /^refused: Cannot call something that is not a function/);
+    assert.equal(compat, "1 1 2");
+    assert.throws(
+      () => new CompatTemplate("{% set l = [] %}{{ l.pop() }}").render(),
+      /pop index out of range/,
+    );
+  });
+
+  test("str.format: automatic, numbered and named fields, Python's str() of each value", () => {
+    const source =
+      "{{ '<{}|{}|{}|{}>'.format('a', 1, true, none) }} {{ '{1}{0}'.format('x', 'y') }} " +
+      "{{ '{name}{{}}'.format(name=[1, 'b']) }}";
+    const { library, compat } = renders(source);
+    assert.match(library, /^refused:/);
+    assert.equal(compat, "<a|1|True|None> yx [1, 'b']{}");
+  });
+
+  test("str.format refuses a format spec rather than ignoring it", () => {
+    assert.throws(() => new CompatTemplate("{{ '{:>4}'.format(1) }}").render(), /not supported/);
+  });
+
+  test("|min and |max, with sort's arguments", () => {
+    const source =
+      "{{ [3, 1, 2]|min }} {{ [3, 1, 2]|max }} {{ ['b', 'A', 'c']|min }} " +
+      "{{ (items|max(attribute='n')).name }} {{ (items|min(false, 'n')).name }}";
+    const items = [
+      { name: "x", n: 2 },
+      { name: "y", n: 5 },
+      { name: "z", n: 1 },
+    ];
+    const { library, compat } = renders(source, { items });
+    assert.match(library, /^refused: Unknown ArrayValue filter: min/);
+    assert.equal(compat, "1 3 A y z");
+  });
+
+  test("|string of a dict is Python's str(); of anything else what the library writes", () => {
+    const { library, compat } = renders("{{ {'a': 1, 'b': [true, none, 1.5], 'c': \"it's\"}|string }}");
+    assert.match(library, /^refused: Unknown ObjectValue filter: string/);
+    assert.equal(compat, `{'a': 1, 'b': [True, None, 1.5], 'c': "it's"}`);
+    const others = "{{ 5|string }} {{ 2.0|string }} {{ 'x'|string }} {{ [1, 'a']|string }} {{ true|string }}";
+    assert.equal(renders(others).compat, new Template(others).render());
+  });
+
+  test("integer dict keys: lookups, and dictsort, items(), keys() and loops give integers back", () => {
+    const source =
+      "{% set d = {10: 'b', 1: 'a', 2: 'c'} %}" +
+      "{% for k, v in d|dictsort %}{{ k + 1 }}{{ v }} {% endfor %}|" +
+      "{% for k, v in d.items() %}{{ k }}{% endfor %}|{% for k in d %}{{ k * 2 }} {% endfor %}|" +
+      "{{ d.keys()|length }} {{ d[10] }} {{ d.get(2) }} {% if 1 in d %}in{% endif %}";
+    const { library, compat } = renders(source);
+    assert.match(library, /^refused: Object keys must be strings/);
+    assert.equal(compat, "2a 3c 11b |1012|20 2 4 |3 b c in");
+  });
+
+  test("a loop unpacks the tuples of a list literal", () => {
+    const source = "{% for a, b in [(1, 'x'), (2, 'y')] %}{{ a }}{{ b }}{% endfor %}";
+    const { library, compat } = renders(source);
+    assert.match(library, /^refused: Cannot unpack non-iterable type: TupleValue/);
+    assert.equal(compat, "1x2y");
+  });
+
+  test("a template the library renders renders the same", () => {
+    const source = llamaTemplate("Qwen-Qwen3-0.6B");
+    const context = { messages: [{ role: "user", content: "hi" }], add_generation_prompt: true };
+    assert.equal(new CompatTemplate(source).render(context), new Template(source).render(context));
+  });
+});
+
+const model: ModelChatTemplate = {
+  source: null,
+  bosToken: "<s>",
+  eosToken: "</s>",
+  eosTokenId: 2,
+  addsBos: true,
+};
+
+const tools: ToolInput[] = [
+  {
+    type: "function",
+    function: {
+      name: "bash",
+      description: "Run a command",
+      parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
+    },
+  },
+];
+
+const conversation: ChatMessageInput[] = [
+  { role: "system", content: "Fix the bug." },
+  { role: "user", content: "List the files." },
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: "a1b2c3d4e", type: "function", function: { name: "bash", arguments: '{"command":"ls"}' } },
+    ],
+  },
+  { role: "tool", tool_call_id: "a1b2c3d4e", content: "main.py" },
+];
+
+/** The conversation as the server gives it to a template (arguments as an object). */
+const libraryContext = {
+  messages: conversation.map((m) =>
+    m.role === "assistant"
+      ? {
+          role: "assistant",
+          content: "",
+          tool_calls: [
+            { id: "a1b2c3d4e", type: "function", function: { name: "bash", arguments: { command: "ls" } } },
+          ],
+        }
+      : m,
+  ),
+  tools,
+  add_generation_prompt: true,
+  bos_token: "<s>",
+  eos_token: "</s>",
+};
+
+/** Each template's own markup of the call and of its result. */
+const REAL_TEMPLATES: Record<string, { call: string; result: string }> = {
+  "Kimi-K2-Thinking": {
+    call: '<|tool_call_begin|>functions.bash:0<|tool_call_argument_begin|>{"command": "ls"}<|tool_call_end|>',
+    // the id the call was queued under (append), taken back for its result (pop)
+    result: "## Return of functions.bash:0\nmain.py<|im_end|>",
+  },
+  "Kimi-K2-Instruct": {
+    call: '<|tool_call_begin|>functions.bash:0<|tool_call_argument_begin|>{"command": "ls"}<|tool_call_end|>',
+    result: "## Return of functions.bash:0\nmain.py<|im_end|>",
+  },
+  "ByteDance-Seed-OSS": {
+    call: "<seed:tool_call>\n<function=bash>\n<parameter=command>ls</parameter>\n</function>\n</seed:tool_call>",
+    result: "<seed:bos>tool\nmain.py<seed:eos>",
+  },
+  "openbmb-MiniCPM5-1B": {
+    call: '<function name="bash"><param name="command">ls</param></function>',
+    result: "<tool_response>\nmain.py\n</tool_response>",
+  },
+  "tencent-Hy3": {
+    call:
+      "<tool_call:opensource>bash<tool_sep:opensource>\n<arg_key:opensource>command</arg_key:opensource>\n" +
+      "<arg_value:opensource>ls</arg_value:opensource>\n</tool_call:opensource>",
+    result: "<tool_response:opensource>\nmain.py\n</tool_response:opensource>",
+  },
+  "Apriel-1.6-15b-Thinker-fixed": {
+    call: '<tool_calls>[{"name": "bash", "arguments": {"command": "ls"}, "id": "a1b2c3d4e"}]</tool_calls>',
+    result: "<|begin_tool_result|>\nmain.py\n",
+  },
+  "unsloth-Apriel-1.5": {
+    call: '<tool_calls>[{"name": "bash", "arguments": {"command": "ls"}, "id": "a1b2c3d4e"}]</tool_calls>',
+    result: "<|tool_result|>\nmain.py\n<|end|>",
+  },
+};
+
+describe("real templates the library cannot render alone", () => {
+  for (const [name, expected] of Object.entries(REAL_TEMPLATES)) {
+    test(`${name} renders the tool call and its result`, () => {
+      const source = llamaTemplate(name);
+      assert.throws(() => new Template(source).render(libraryContext));
+      const prompt = new ChatTemplate(source, model).render(conversation, tools);
+      assert.ok(prompt.includes(expected.call), prompt);
+      assert.ok(prompt.includes(expected.result), prompt);
+      assert.ok(prompt.includes("bash") && prompt.includes("Run a command"), "the offered tool");
+    });
+  }
+
+  test("Apriel's templates write the offered tools with Python's str()", () => {
+    for (const name of ["Apriel-1.6-15b-Thinker-fixed", "unsloth-Apriel-1.5"]) {
+      const prompt = new ChatTemplate(llamaTemplate(name), model).render(conversation, tools);
+      assert.ok(
+        prompt.includes("{'type': 'function', 'function': {'name': 'bash', 'description': 'Run a command'"),
+      );
+    }
+  });
+
+  test("Seed-OSS looks its reflection interval up in its integer-keyed budget table", () => {
+    const template = new ChatTemplate(llamaTemplate("ByteDance-Seed-OSS"), model);
+    const interval = (budget: number) =>
+      /reflect on your thinking process every (\d+) tokens/.exec(
+        template.render(conversation.slice(0, 2), [], { thinking_budget: budget }),
+      )?.[1];
+    assert.equal(interval(1000), "256"); // the first gear at or above it: 1024
+    assert.equal(interval(3000), "512"); // 4096, in numeric order (not "16384" < "2048")
+    assert.equal(interval(50000), "1024"); // past the last gear: budget_reflections_v05[16384]
+  });
+
+  test("functionary v3.2 renders its tools' TypeScript definitions (a loop over tuples)", () => {
+    const prompt = new ChatTemplate(llamaTemplate("meetkai-functionary-medium-v3.2"), model).render(
+      conversation.slice(0, 2),
+      tools,
+    );
+    assert.ok(prompt.includes("// Run a command\ntype bash = (_: {\ncommand: string,\n}) => any;"), prompt);
+  });
+});
