@@ -87,10 +87,6 @@ const NOT_READ: Record<string, string> = {
   "Kimi-K3": "Kimi K3's <|open|>/<|close|> tags, not read",
   "MiniMax-M3": "MiniMax M3's ]<]minimax[>[ tags, not read",
   "muse-glimmer": "its atem: calls after a harmony-like header, not read",
-  "meetkai-functionary-medium-v3.1": "Functionary's <function=name>{...}</function>, not read",
-  "upstage-Solar-Open-100B": "Solar Open's <|tool_call:begin|> tags, not read",
-  "tencent-Hy3": "Hy3's <tool_call:opensource> tags, not read",
-  "openbmb-MiniCPM5-1B": "MiniCPM5's <function name=...><param name=...> tags, not read",
   "meetkai-functionary-medium-v3.2": "Functionary's >>>name turns, not read (it joins arguments as a string)",
   "fireworks-ai-llama-3-firefunction-v2": "does not render without its own variables",
 };
@@ -202,4 +198,31 @@ describe("section formats through the server, streamed (their templates, the fak
       });
     });
   }
+});
+
+describe("section formats' own details", () => {
+  const read = (format: Parameters<typeof parseToolCallsAs>[0], output: string) =>
+    parseToolCallsAs(format, output, specs)?.calls.map((c) => [c.name, JSON.parse(c.arguments)]);
+
+  test("MiniCPM5: a value in a CDATA block is taken as written, tags and newlines included", () => {
+    const output =
+      '<function name="bash"><param name="command"><![CDATA[cat <<EOF > a.py\nprint(1)\nEOF]]></param>' +
+      '<param name="timeout">5</param></function>';
+    assert.deepEqual(read("minicpm5", output), [
+      ["bash", { command: "cat <<EOF > a.py\nprint(1)\nEOF", timeout: 5 }],
+    ]);
+  });
+
+  test("bare values are typed by the tool's schema: a string stays text though it reads as JSON", () => {
+    const output =
+      '<minimax:tool_call>\n<invoke name="bash">\n<parameter name="command">123</parameter>\n' +
+      '<parameter name="timeout">30</parameter>\n</invoke>\n</minimax:tool_call>';
+    assert.deepEqual(read("minimax", output), [["bash", { command: "123", timeout: 30 }]]);
+  });
+
+  test("a section cut off (max_tokens) still gives the calls written so far", () => {
+    const output =
+      '<｜DSML｜function_calls>\n<｜DSML｜invoke name="read_file">\n<｜DSML｜parameter name="path" string="true">a.p';
+    assert.deepEqual(read("dsml", output), [["read_file", { path: "a.p" }]]);
+  });
 });

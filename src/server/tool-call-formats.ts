@@ -2,7 +2,7 @@
  * How a model writes tool calls, told from its chat template's text, and the parser for each way.
  * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
  * already reads; Mistral, DeepSeek, Kimi, GLM, Gemma 4 and the section formats below (MiniMax, DeepSeek's
- * DSML, Seed-OSS, Nemotron, LFM2, Apertus, Command R7B and R+) write calls their own way and are parsed here first.
+ * DSML, Seed-OSS, Hy3, MiniCPM5, Solar Open, Functionary v3.1, Nemotron, LFM2, Apertus, Command R7B and R+) write calls their own way and are parsed here first.
  */
 
 import { randomBytes } from "node:crypto";
@@ -105,6 +105,52 @@ function jsonReader(call: (object: Record<string, unknown>) => [unknown, unknown
   return (body) => [...jsonObjectsIn(body)].map(call);
 }
 
+/** Each call as `open`name`separator`arguments`close`, its arguments read by `args`. */
+function callReader(
+  [open, separator, close]: readonly [string, string, string],
+  args: (text: string, name: string, typed: Typed) => unknown,
+): SectionReader {
+  const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const block = new RegExp(
+    `${literal(open)}([^<>"]+?)${literal(separator)}([\\s\\S]*?)(?:${literal(close)}|$)`,
+    "g",
+  );
+  return (body, typed) =>
+    [...body.matchAll(block)].map(([, name, text]) => [name, args(text!, name!, typed)]);
+}
+
+/** Parameters as `key`/`value` tag pairs (GLM's, Hy3's), each value typed by the schema. */
+function keyValueArgs([key, value]: readonly [string, string]) {
+  const pair = new RegExp(
+    `<${key}>([\\s\\S]*?)</${key}>\\s*<${value}>(?:<!\\[CDATA\\[([\\s\\S]*?)\\]\\]>|([\\s\\S]*?))(?:</${value}>|$)`,
+    "g",
+  );
+  return (text: string, name: string, typed: Typed) =>
+    Object.fromEntries(
+      [...text.matchAll(pair)].map(([, k, cdata, raw]) => [
+        k!.trim(),
+        cdata === undefined ? typed(name, k!.trim(), raw!) : cdata,
+      ]),
+    );
+}
+
+/** Parameters as `<tag name="key">value</tag>` (a value may be a CDATA block), typed by the schema. */
+function namedParamArgs(tag: string) {
+  const param = new RegExp(
+    `<${tag} name="([^"]+)">(?:<!\\[CDATA\\[([\\s\\S]*?)\\]\\]>|([\\s\\S]*?))(?:</${tag}>|$)`,
+    "g",
+  );
+  return (text: string, name: string, typed: Typed) =>
+    Object.fromEntries(
+      [...text.matchAll(param)].map(([, k, cdata, raw]) => [
+        k,
+        cdata === undefined ? typed(name, k!, raw!) : cdata,
+      ]),
+    );
+}
+
+const jsonArgs = (text: string) => parseJsonLenient(text.trim());
+
 /** Formats whose calls stand between markers, by name. */
 const SECTION_FORMATS = {
   // MiniMax M2: <minimax:tool_call><invoke name="f"><parameter name="k">v</parameter></invoke></minimax:tool_call>
@@ -151,6 +197,33 @@ const SECTION_FORMATS = {
     detect: "Action:\\n```json",
     sections: [["Action:\n```json", "```"]],
     read: jsonReader((o) => [o["tool_name"], o["parameters"]]),
+  },
+  // Hunyuan (Hy3): GLM's key/value tags, each with `:opensource` (its template writes them with .format)
+  hy3: {
+    detect: "<tool_sep{}>",
+    sections: [["<tool_calls:opensource>", "</tool_calls:opensource>"]],
+    read: callReader(
+      ["<tool_call:opensource>", "<tool_sep:opensource>", "</tool_call:opensource>"],
+      keyValueArgs(["arg_key:opensource", "arg_value:opensource"]),
+    ),
+  },
+  // MiniCPM5: <function name="f"><param name="k">v</param></function>, a value with <, & or a newline in CDATA
+  minicpm5: {
+    detect: '<param name="param-name">',
+    sections: [['<function name="', "</function>"]],
+    read: callReader(["", '">', "</function>"], namedParamArgs("param")),
+  },
+  // Solar Open: <|tool_calls|><|tool_call:begin|>id<|tool_call:name|>f<|tool_call:args|>{...}<|tool_call:end|><|calls|>
+  solar: {
+    detect: "<|tool_call:name|>",
+    sections: [["<|tool_calls|>", "<|calls|>"]],
+    read: callReader(["<|tool_call:name|>", "<|tool_call:args|>", "<|tool_call:end|>"], jsonArgs),
+  },
+  // Functionary v3.1: <function=f>{...}</function>
+  functionary: {
+    detect: "<function=example_function_name>{",
+    sections: [["<function=", "</function>"]],
+    read: callReader(["", ">", "</function>"], jsonArgs),
   },
   // Apertus: <|tools_prefix|>[{"f": {...}}]<|tools_suffix|>
   apertus: {
