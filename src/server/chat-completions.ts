@@ -21,7 +21,7 @@ import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
 import { HARMONY_THINKING } from "./harmony.js";
 import { chatLogprobs, vllmPromptLogprobs } from "./logprobs.js";
-import { promptOpensThinking, THINK_CLOSE, THINK_OPEN } from "./reasoning.js";
+import { budgetClose, promptOpensThinking, THINK_TAGS, type ThinkTags } from "./reasoning.js";
 import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
@@ -182,10 +182,11 @@ export async function startChat(
     throw ApiError.badRequest(`${extra.param} cannot be combined with a forced tool_choice`, extra.param);
   }
   const prompt = renderChatPrompt(ctx, body, tools);
-  const insideThinking = ctx.splitsReasoning ? promptOpensThinking(prompt) : null;
+  const thinkTags = ctx.chatTemplate?.thinkTags ?? THINK_TAGS;
+  const insideThinking = ctx.splitsReasoning ? promptOpensThinking(prompt, thinkTags) : null;
   const format = ctx.chatTemplate?.format ?? "generic";
   // the TTL prices a pin by the tool a turn calls: read as the model writes calls, not only as Hermes does
-  const reading = { tools: { ...tools, replies: null }, format, insideThinking };
+  const reading = { tools: { ...tools, replies: null }, format, insideThinking, thinkTags };
   const toolNamer =
     tools.parseFor.length > 0
       ? (output: string) => readOutput(output, reading, false).calls[0]?.name ?? null
@@ -210,36 +211,32 @@ export async function startChat(
       promptLogprobs: options.promptLogprobs ?? null,
       sibling: options.sibling ?? false,
       awaitFirstToken: options.awaitFirstToken ?? false,
-      thinkingBudget: thinkingBudgetOf(body, insideThinking, format),
+      thinkingBudget: thinkingBudgetOf(body, insideThinking, format, thinkTags),
       // the markers the output is read by, should the model hold them as control tokens
       preservedTokens: [
         ...formatMarkers(format),
-        ...(insideThinking === null ? [] : [THINK_OPEN, THINK_CLOSE.trim()]),
+        ...(insideThinking === null ? [] : [thinkTags.open, thinkTags.close]),
       ],
       toolNamer,
     },
   );
-  return { tools, format, requestId, generation, insideThinking };
+  return { tools, format, requestId, generation, insideThinking, thinkTags };
 }
 
 /**
- * `thinking_budget` for a model whose thinking is split: `<think>` blocks (open from the start when the
+ * `thinking_budget` for a model whose thinking is split: its think tags' blocks (open from the start when the
  * prompt opened one, else once the model opens it), or harmony's analysis channel; none for other models.
  */
 function thinkingBudgetOf(
   body: ChatCompletionBody,
   insideThinking: boolean | null,
   format: ToolCallFormat,
+  tags: ThinkTags,
 ): ThinkingBudget | null {
   const tokens = body.thinking_budget;
   if (tokens == null || insideThinking === null) return null;
   if (format === "harmony") return { tokens, ...HARMONY_THINKING };
-  return {
-    tokens,
-    open: insideThinking ? null : THINK_OPEN,
-    closedBy: THINK_CLOSE.trim(),
-    close: THINK_CLOSE,
-  };
+  return { tokens, open: insideThinking ? null : tags.open, closedBy: tags.close, close: budgetClose(tags) };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {

@@ -7,7 +7,7 @@ import type { ReplyMemory } from "./generated-replies.js";
 import type { DoneEvent, Generation } from "./generation.js";
 import { openAIFinishReason } from "./generation.js";
 import { readHarmony } from "./harmony.js";
-import { splitReasoning } from "./reasoning.js";
+import { splitReasoning, type ThinkTags } from "./reasoning.js";
 import type { ToolInput } from "./schemas.js";
 import { parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
 import { type ParsedToolCall, parseTruncatedToolCall, type ToolSpec } from "./tool-calls.js";
@@ -33,6 +33,8 @@ export interface ChatGeneration {
    * null: the output is not split
    */
   readonly insideThinking: boolean | null;
+  /** the tags the model's thinking stands between */
+  readonly thinkTags: ThinkTags;
 }
 
 export function toolCallsJson(calls: readonly ParsedToolCall[]) {
@@ -73,11 +75,16 @@ function splitOutput(
  */
 export function readOutput(
   text: string,
-  { tools, format, insideThinking }: Pick<ChatGeneration, "tools" | "format" | "insideThinking">,
+  {
+    tools,
+    format,
+    insideThinking,
+    thinkTags,
+  }: Pick<ChatGeneration, "tools" | "format" | "insideThinking" | "thinkTags">,
   truncated: boolean,
 ) {
   if (readsHarmony({ format, insideThinking })) return readHarmony(text, tools.parseFor, tools.parallel);
-  const { reasoning, answerStart } = splitReasoning(text, insideThinking);
+  const { reasoning, answerStart } = splitReasoning(text, insideThinking, thinkTags);
   return { reasoning, answerStart, ...splitOutput(text, tools, format, truncated, answerStart) };
 }
 

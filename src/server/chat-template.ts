@@ -13,7 +13,7 @@ import { assistantText, contentText } from "./chat-render.js";
 import { ApiError } from "./errors.js";
 import { templateIsHarmony } from "./harmony.js";
 import { CompatTemplate } from "./jinja-compat.js";
-import { templateThinks } from "./reasoning.js";
+import { type ThinkTags, thinkTagsOf } from "./reasoning.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import {
   isToolBlind,
@@ -95,8 +95,10 @@ const TEMPLATE_CONTEXT = ["messages", "tools", "add_generation_prompt", "bos_tok
 export class ChatTemplate {
   /** How the model writes calls: its template's own format, or `<tool_call>` blocks when it has none. */
   readonly format: ToolCallFormat;
-  /** the template writes `<think>` blocks: its model reasons before it answers (reasoning.ts) */
+  /** the template writes thinking (think tags or harmony channels): its model reasons before it answers */
   readonly thinks: boolean;
+  /** the tags its model's thinking stands between (null: none, or harmony's channels) */
+  readonly thinkTags: ThinkTags | null;
   private readonly template: CompatTemplate;
   private readonly toolBlind: boolean;
 
@@ -108,7 +110,8 @@ export class ChatTemplate {
     this.toolBlind = isToolBlind(source);
     this.format = this.toolBlind ? "generic" : detectToolCallFormat(source);
     // a harmony model's analysis channel is its thinking (harmony.ts)
-    this.thinks = templateThinks(source) || templateIsHarmony(source);
+    this.thinkTags = thinkTagsOf(source);
+    this.thinks = this.thinkTags !== null || templateIsHarmony(source);
   }
 
   private renderMessages(

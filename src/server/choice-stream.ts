@@ -44,7 +44,9 @@ export class ChoiceStream {
 
   constructor(private readonly choice: ChatGeneration) {
     const { tools, format } = choice;
-    this.thinking = readsHarmony(choice) ? new HarmonyStream() : new ReasoningStream(choice.insideThinking);
+    this.thinking = readsHarmony(choice)
+      ? new HarmonyStream()
+      : new ReasoningStream(choice.insideThinking, choice.thinkTags);
     this.gate =
       tools.parseFor.length === 0 || format === "harmony"
         ? null

@@ -86,6 +86,53 @@ describe("reasoning models on chat completions and messages", () => {
     });
   });
 
+  test("a family's own tags (Seed-OSS's <seed:think>): thinking apart, then its own tool call; whole and streamed", async () => {
+    const seed: ModelChatTemplate = { ...qwen3, source: llamaTemplate("ByteDance-Seed-OSS") };
+    const reply = () => [
+      "<seed:think>Need the files, <think> is",
+      " text here.</seed:",
+      "think>\nListing.<seed:tool_call>\n<function=bash>\n<parameter=command>ls</parameter>\n</function>\n</seed:tool_call>",
+    ];
+    const tools = [
+      {
+        type: "function",
+        function: {
+          name: "bash",
+          parameters: { type: "object", properties: { command: { type: "string" } } },
+        },
+      },
+    ];
+    await withServer({ chatTemplate: seed, reply }, {}, async (t) => {
+      const whole = (await (await t.post("/v1/chat/completions", { messages, tools })).json()) as Json;
+      const message = whole.choices[0].message;
+      assert.equal(message.reasoning_content, "Need the files, <think> is text here.");
+      assert.equal(message.content, "Listing.");
+      assert.deepEqual(JSON.parse(message.tool_calls[0].function.arguments), { command: "ls" });
+      assert.deepEqual(t.engine.requests[0]!.sampling.preservedTokens?.slice(-2), [
+        "<seed:think>",
+        "</seed:think>",
+      ]);
+      const sse = await (await t.post("/v1/chat/completions", { messages, tools, stream: true })).text();
+      let reasoning = "";
+      let content = "";
+      for (const frame of sseEvents(sse).slice(0, -1)) {
+        const delta = (JSON.parse(frame) as Json).choices[0]?.delta ?? {};
+        reasoning += delta.reasoning_content ?? "";
+        content += delta.content ?? "";
+      }
+      assert.equal(reasoning.trim(), "Need the files, <think> is text here.");
+      assert.equal(content.trim(), "Listing.");
+      const budget = await t.post("/v1/chat/completions", { messages, thinking_budget: 8 });
+      assert.equal(budget.status, 200);
+      assert.deepEqual(t.engine.requests.at(-1)!.sampling.thinkingBudget, {
+        tokens: 8,
+        open: "<seed:think>",
+        closedBy: "</seed:think>",
+        close: "\n</seed:think>\n\n",
+      });
+    });
+  });
+
   test("reasoningFormat none, or a template without thinking: the output as generated", async () => {
     const reply = () => "<think>\nPlan.\n</think>\n\nHere.";
     await withServer({ chatTemplate: qwen3, reply }, { reasoningFormat: "none" }, async (t) => {

@@ -1,25 +1,37 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import { promptOpensThinking, ReasoningStream, splitReasoning } from "./reasoning.js";
+import {
+  promptOpensThinking,
+  ReasoningStream,
+  splitReasoning,
+  THINK_TAGS,
+  type ThinkTags,
+  thinkTagsOf,
+} from "./reasoning.js";
+import { llamaTemplate } from "./test-support/llama-templates.js";
 
-const pieceArb = fc.constantFrom(
-  "<think>",
-  "</think>",
-  "\n",
-  " ",
-  "<",
-  "</",
-  "thi",
-  "nk>",
-  "I think",
-  "ok",
-  "é",
-);
+const SEED: ThinkTags = { open: "<seed:think>", close: "</seed:think>" };
+const MISTRAL: ThinkTags = { open: "[THINK]", close: "[/THINK]" };
+
+/** Pieces of an output: the tags, their beginnings and ends, and text. */
+const piecesOf = ({ open, close }: ThinkTags) =>
+  fc.constantFrom(
+    open,
+    close,
+    "\n",
+    " ",
+    open.slice(0, 2),
+    close.slice(0, 3),
+    close.slice(3),
+    "I think",
+    "ok",
+    "é",
+  );
 
 /** The output cut into random pieces, as deltas arrive. */
-function streamed(text: string, cuts: number[], insideThinking: boolean | null) {
-  const stream = new ReasoningStream(insideThinking);
+function streamed(text: string, cuts: number[], insideThinking: boolean | null, tags: ThinkTags) {
+  const stream = new ReasoningStream(insideThinking, tags);
   const points = [0, ...cuts.filter((c) => c > 0 && c < text.length).sort((a, b) => a - b), text.length];
   let reasoning = "";
   let answer = "";
@@ -39,30 +51,51 @@ function streamed(text: string, cuts: number[], insideThinking: boolean | null) 
 describe("reasoning apart from the answer", () => {
   test("a Qwen3 output, one opened by the prompt (DeepSeek-R1), none, and an unfinished one", () => {
     const qwen = "<think>\nList first.\n</think>\n\nHere.";
-    assert.deepEqual(splitReasoning(qwen, false), {
+    assert.deepEqual(splitReasoning(qwen, false, THINK_TAGS), {
       reasoning: "List first.",
       answerStart: qwen.indexOf("Here"),
     });
-    assert.deepEqual(splitReasoning("List first.\n</think>\n\nHere.", true).reasoning, "List first.");
-    assert.deepEqual(splitReasoning("Here.", false), { reasoning: null, answerStart: 0 });
-    assert.deepEqual(splitReasoning("<think>\nStill going", false), {
+    assert.deepEqual(
+      splitReasoning("List first.\n</think>\n\nHere.", true, THINK_TAGS).reasoning,
+      "List first.",
+    );
+    assert.deepEqual(splitReasoning("Here.", false, THINK_TAGS), { reasoning: null, answerStart: 0 });
+    assert.deepEqual(splitReasoning("<think>\nStill going", false, THINK_TAGS), {
       reasoning: "Still going",
       answerStart: 19,
     });
-    assert.equal(promptOpensThinking("<|im_start|>assistant\n<think>\n"), true);
-    assert.equal(promptOpensThinking("<think>\n\n</think>\n\n"), false);
+    assert.equal(promptOpensThinking("<|im_start|>assistant\n<think>\n", THINK_TAGS), true);
+    assert.equal(promptOpensThinking("<think>\n\n</think>\n\n", THINK_TAGS), false);
   });
 
-  test("streamed in any pieces, the same thinking and answer as split whole", () => {
+  test("each model family's tags, told from its template", () => {
+    const tags = (name: string) => thinkTagsOf(llamaTemplate(name));
+    assert.deepEqual(tags("Qwen-Qwen3-0.6B"), THINK_TAGS);
+    assert.deepEqual(tags("ByteDance-Seed-OSS"), SEED);
+    assert.deepEqual(tags("tencent-Hy3"), { open: "<think:opensource>", close: "</think:opensource>" });
+    assert.deepEqual(tags("MiniMax-M3"), { open: "<mm:think>", close: "</mm:think>" });
+    assert.deepEqual(tags("mistralai-Ministral-3-14B-Reasoning-2512"), MISTRAL);
+    assert.equal(tags("Qwen-Qwen2.5-7B-Instruct"), null);
+    // Seed-OSS's own tags split its output; <think> in it is text
+    const seed = "<seed:think>Plan <think> it.</seed:think>\nDone.";
+    assert.deepEqual(splitReasoning(seed, false, SEED), {
+      reasoning: "Plan <think> it.",
+      answerStart: seed.indexOf("Done"),
+    });
+    assert.equal(splitReasoning(seed, false, THINK_TAGS).reasoning, null);
+  });
+
+  test("streamed in any pieces, the same thinking and answer as split whole, for any family's tags", () => {
+    const tagsArb = fc.constantFrom(THINK_TAGS, SEED, MISTRAL);
     fc.assert(
       fc.property(
-        fc.array(pieceArb, { maxLength: 14 }),
+        tagsArb.chain((tags) => fc.tuple(fc.constant(tags), fc.array(piecesOf(tags), { maxLength: 14 }))),
         fc.array(fc.integer({ min: 0, max: 80 }), { maxLength: 10 }),
         fc.constantFrom(true, false, null),
-        (pieces, cuts, insideThinking) => {
+        ([tags, pieces], cuts, insideThinking) => {
           const text = pieces.join("");
-          const whole = splitReasoning(text, insideThinking);
-          const stream = streamed(text, cuts, insideThinking);
+          const whole = splitReasoning(text, insideThinking, tags);
+          const stream = streamed(text, cuts, insideThinking, tags);
           assert.equal(stream.reasoning.trim(), whole.reasoning ?? "", JSON.stringify(text));
           assert.equal(stream.answer, text.slice(whole.answerStart), JSON.stringify(text));
           if (stream.answer.length > 0) assert.equal(stream.answerStart, whole.answerStart);

@@ -1,25 +1,46 @@
 /**
  * A reasoning model's thinking, apart from its answer: Qwen3, QwQ and DeepSeek-R1's distills write
  * `<think>...</think>` before the answer (or their template opens the block in the prompt, and the output
- * starts inside it). Chat completions report the thinking as `reasoning_content` (Messages as a thinking
- * block, Responses as a reasoning item) and parse tool calls in the answer only, as llama-server and
- * vLLM's reasoning parsers do.
+ * starts inside it); other models other tags (`ThinkTags`, told from the template). Chat completions report
+ * the thinking as `reasoning_content` (Messages as a thinking block, Responses as a reasoning item) and parse
+ * tool calls in the answer only, as llama-server and vLLM's reasoning parsers do.
  */
 
-const OPEN = "<think>";
-const CLOSE = "</think>";
-/** How a spent thinking budget's block is opened and closed, as Qwen3's and DeepSeek-R1's templates write it. */
-export const THINK_OPEN = OPEN;
-export const THINK_CLOSE = `\n${CLOSE}\n\n`;
+/** The tags a model's thinking stands between. */
+export interface ThinkTags {
+  readonly open: string;
+  readonly close: string;
+}
 
-/** Whether a template writes thinking blocks (then its model's output is split). */
-export function templateThinks(source: string): boolean {
-  return source.includes(CLOSE);
+export const THINK_TAGS: ThinkTags = { open: "<think>", close: "</think>" };
+
+/** Each model family's tags, by what its template's text writes (the more specific first). */
+const TEMPLATE_TAGS: readonly (ThinkTags & { readonly detect: string })[] = [
+  // ByteDance Seed-OSS
+  { detect: "</seed:think>", open: "<seed:think>", close: "</seed:think>" },
+  // Hunyuan (Hy3): its template writes '</think{}>'.format(':opensource')
+  { detect: "</think{}>", open: "<think:opensource>", close: "</think:opensource>" },
+  // MiniMax M3
+  { detect: "</mm:think>", open: "<mm:think>", close: "</mm:think>" },
+  // Mistral's reasoning models (Magistral, Ministral 3 Reasoning)
+  { detect: "[/THINK]", open: "[THINK]", close: "[/THINK]" },
+  { detect: THINK_TAGS.close, ...THINK_TAGS },
+];
+
+/** The tags a template's model thinks between; null: the template writes no thinking. */
+export function thinkTagsOf(source: string): ThinkTags | null {
+  const found = TEMPLATE_TAGS.find((tags) => source.includes(tags.detect));
+  return found ? { open: found.open, close: found.close } : null;
+}
+
+/** How a spent thinking budget's block is closed, as Qwen3's and DeepSeek-R1's templates write it. */
+export function budgetClose(tags: ThinkTags): string {
+  return `\n${tags.close}\n\n`;
 }
 
 /** Whether a rendered prompt leaves a thinking block open: the output starts inside it. */
-export function promptOpensThinking(prompt: string): boolean {
-  return prompt.lastIndexOf(OPEN) > prompt.lastIndexOf(CLOSE);
+export function promptOpensThinking(prompt: string, tags: ThinkTags): boolean {
+  return prompt.lastIndexOf(tags.open) > prompt.lastIndexOf(tags.close);
 }
 
 export interface ReasoningSplit {
@@ -33,14 +54,18 @@ export interface ReasoningSplit {
  * The output's thinking and where its answer starts; `insideThinking`: the prompt left a block open (null:
  * the output is not split, all of it is the answer).
  */
-export function splitReasoning(text: string, insideThinking: boolean | null): ReasoningSplit {
+export function splitReasoning(
+  text: string,
+  insideThinking: boolean | null,
+  { open, close }: ThinkTags,
+): ReasoningSplit {
   if (insideThinking === null) return { reasoning: null, answerStart: 0 };
   const lead = text.length - text.trimStart().length;
-  const from = insideThinking ? 0 : text.startsWith(OPEN, lead) ? lead + OPEN.length : -1;
+  const from = insideThinking ? 0 : text.startsWith(open, lead) ? lead + open.length : -1;
   if (from < 0) return { reasoning: null, answerStart: 0 };
-  const end = text.indexOf(CLOSE, from);
+  const end = text.indexOf(close, from);
   if (end < 0) return { reasoning: text.slice(from).trim(), answerStart: text.length };
-  const after = end + CLOSE.length;
+  const after = end + close.length;
   const answerStart = after + (text.slice(after).length - text.slice(after).trimStart().length);
   return { reasoning: text.slice(from, end).trim(), answerStart };
 }
@@ -58,7 +83,10 @@ export class ReasoningStream {
   private trimming = true;
   answerStart: number | null = null;
 
-  constructor(insideThinking: boolean | null) {
+  constructor(
+    insideThinking: boolean | null,
+    private readonly tags: ThinkTags,
+  ) {
     if (insideThinking === null) {
       this.mode = "answer";
       this.trimming = false;
@@ -75,13 +103,13 @@ export class ReasoningStream {
     for (;;) {
       if (this.mode === "start") {
         const body = this.held.trimStart();
-        if (body.startsWith(OPEN)) {
-          this.take(this.held.length - body.length + OPEN.length);
+        if (body.startsWith(this.tags.open)) {
+          this.take(this.held.length - body.length + this.tags.open.length);
           this.mode = "thinking";
           this.trimming = true;
           continue;
         }
-        if (OPEN.startsWith(body)) return { reasoning, answer }; // may still become the tag
+        if (this.tags.open.startsWith(body)) return { reasoning, answer }; // may still become the tag
         this.mode = "answer";
         this.answerStart = this.consumed;
         this.trimming = false;
@@ -89,15 +117,15 @@ export class ReasoningStream {
       }
       if (this.mode === "thinking") {
         if (this.trimming) this.dropLeadingWhitespace();
-        const end = this.held.indexOf(CLOSE);
+        const end = this.held.indexOf(this.tags.close);
         if (end >= 0) {
           reasoning += this.take(end);
-          this.take(CLOSE.length);
+          this.take(this.tags.close.length);
           this.mode = "answer";
           this.trimming = true;
           continue;
         }
-        const keep = partialSuffix(this.held, CLOSE);
+        const keep = partialSuffix(this.held, this.tags.close);
         reasoning += this.take(this.held.length - keep);
         if (reasoning.length > 0) this.trimming = false;
         return { reasoning, answer };
