@@ -75,6 +75,10 @@ describe("reasoning apart from the answer", () => {
     assert.deepEqual(tags("tencent-Hy3"), { open: "<think:opensource>", close: "</think:opensource>" });
     assert.deepEqual(tags("MiniMax-M3"), { open: "<mm:think>", close: "</mm:think>" });
     assert.deepEqual(tags("mistralai-Ministral-3-14B-Reasoning-2512"), MISTRAL);
+    assert.deepEqual(tags("CohereForAI-c4ai-command-r7b-12-2024-tool_use"), {
+      open: "<|START_THINKING|>",
+      close: "<|END_THINKING|>",
+    });
     assert.equal(tags("Qwen-Qwen2.5-7B-Instruct"), null);
     // Seed-OSS's own tags split its output; <think> in it is text
     const seed = "<seed:think>Plan <think> it.</seed:think>\nDone.";

@@ -22,6 +22,8 @@ const TEMPLATE_TAGS: readonly (ThinkTags & { readonly detect: string })[] = [
   { detect: "</think{}>", open: "<think:opensource>", close: "</think:opensource>" },
   // MiniMax M3
   { detect: "</mm:think>", open: "<mm:think>", close: "</mm:think>" },
+  // Cohere (Command R7B, Command A): the answer follows in <|START_RESPONSE|>, a control token left out of the text
+  { detect: "<|END_THINKING|>", open: "<|START_THINKING|>", close: "<|END_THINKING|>" },
   // Mistral's reasoning models (Magistral, Ministral 3 Reasoning)
   { detect: "[/THINK]", open: "[THINK]", close: "[/THINK]" },
   { detect: THINK_TAGS.close, ...THINK_TAGS },
