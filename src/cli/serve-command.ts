@@ -248,9 +248,12 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
         "on an H100 machine, docs/gpu.md); a smaller --kv-cache-tokens or --kv-layout streams avoids it",
     );
   }
+  if (server.api.rendersToolUse) {
+    log("  chat template: the model's own, and its tool_use template for requests that offer tools");
+  }
   if (server.api.splitsReasoning) {
     log(
-      "  reasoning: the chat template writes <think> blocks; chat completions report them as " +
+      "  reasoning: the chat template writes thinking blocks; chat completions report them as " +
         "reasoning_content, Messages as thinking blocks, Responses as reasoning items " +
         "(--reasoning-format none leaves them in the text)",
     );

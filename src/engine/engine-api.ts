@@ -196,6 +196,11 @@ export interface RenderChatOptions {
 export interface ModelChatTemplate {
   /** `tokenizer.chat_template`; null when the model has none */
   readonly source: string | null;
+  /**
+   * `tokenizer.chat_template.tool_use`, the template for requests with tools that a model ships apart from
+   * its default one (Hermes 2 Pro and 3, Command R); absent or null: none
+   */
+  readonly toolUseSource?: string | null;
   readonly bosToken: string;
   readonly eosToken: string;
   /** the end-of-generation token's id; null when the model names none */

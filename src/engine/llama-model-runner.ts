@@ -81,8 +81,10 @@ function specialTokenText(model: LlamaModel, token: number | null): string {
 
 function modelChatTemplate(model: LlamaModel): ModelChatTemplate {
   const source = model.info.chatTemplate;
+  const toolUse = model.info.chatTemplateToolUse;
   return {
     source: source === "" ? null : source,
+    toolUseSource: toolUse === "" ? null : toolUse,
     bosToken: specialTokenText(model, model.info.bos),
     eosToken: specialTokenText(model, model.info.eos),
     eosTokenId: model.info.eos,

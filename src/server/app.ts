@@ -9,7 +9,7 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { EngineService } from "../engine/engine-api.js";
 import { chatCompletions, type RequestContext } from "./chat-completions.js";
-import { serverChatTemplate } from "./chat-template.js";
+import { serverChatTemplate, serverToolUseTemplate } from "./chat-template.js";
 import { completions } from "./completions.js";
 import { allowedOriginsCors } from "./cors-policy.js";
 import { DASHBOARD_ASSET_PREFIX, registerDashboard } from "./dashboard.js";
@@ -67,8 +67,10 @@ export interface ContinuumApp {
   readonly app: Hono<AppEnv>;
   readonly metrics: ServerMetrics;
   readonly inflight: InflightRequests;
-  /** chat completions report the model's `<think>` blocks as `reasoning_content` (`reasoningFormat`) */
+  /** chat completions report the model's thinking as `reasoning_content` (its template thinks; `reasoningFormat`) */
   readonly splitsReasoning: boolean;
+  /** requests with tools render with the model's own `tool_use` template */
+  readonly rendersToolUse: boolean;
   /** From now on, new requests get 503 (a graceful shutdown is under way). */
   startDraining(): void;
   readonly draining: boolean;
@@ -126,12 +128,14 @@ export function createApp(options: AppOptions): ContinuumApp {
   let drainingPrograms = false;
 
   const chatTemplate = serverChatTemplate(engine.chatTemplate, options.chatTemplate ?? null);
+  const toolUseTemplate = serverToolUseTemplate(engine.chatTemplate, options.chatTemplate ?? null);
   const ctx: RequestContext = {
     engine,
     metrics,
     modelNames,
     chatTemplate,
-    splitsReasoning: options.reasoningFormat !== "none" && chatTemplate?.thinks === true,
+    toolUseTemplate,
+    splitsReasoning: options.reasoningFormat !== "none",
     systemFingerprint: systemFingerprint(engine),
     generatedReplies: new GeneratedReplies(GENERATED_REPLIES_KEPT),
     turnPrograms: new TurnPrograms(PROGRAMS_WITH_TOOLS_KEPT, (programId, requestId) =>
@@ -306,7 +310,8 @@ export function createApp(options: AppOptions): ContinuumApp {
     app,
     metrics,
     inflight,
-    splitsReasoning: ctx.splitsReasoning,
+    splitsReasoning: ctx.splitsReasoning && (chatTemplate?.thinks === true || toolUseTemplate?.thinks === true),
+    rendersToolUse: toolUseTemplate !== null,
     startDraining() {
       draining = true;
       history?.stop();

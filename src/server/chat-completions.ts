@@ -34,7 +34,12 @@ export interface RequestContext extends GenerationContext {
   readonly modelNames: readonly string[];
   /** the model's Jinja template; null: the engine's template over `chatTurns` */
   readonly chatTemplate: ChatTemplate | null;
-  /** chat completions report the model's `<think>` blocks as `reasoning_content` (reasoning.ts) */
+  /** the model's template for requests that offer tools, where it ships one apart (`tool_use`); else null */
+  readonly toolUseTemplate: ChatTemplate | null;
+  /**
+   * chat completions report a thinking template's thinking as `reasoning_content` (reasoning.ts); false:
+   * `--reasoning-format none`
+   */
   readonly splitsReasoning: boolean;
   /** `system_fingerprint` of every response and chunk */
   readonly systemFingerprint: string;
@@ -76,6 +81,11 @@ export function continuesFinalMessage(body: ChatCompletionBody): boolean {
   return true;
 }
 
+/** The template a chat request renders with: the model's `tool_use` one when it offers tools and there is one. */
+function chatTemplateFor(ctx: RequestContext, tools: ToolSetup): ChatTemplate | null {
+  return tools.rendered.length > 0 && ctx.toolUseTemplate !== null ? ctx.toolUseTemplate : ctx.chatTemplate;
+}
+
 /**
  * A chat request's prompt text: the server's template (`--chat-template`), else the model's own. A
  * continued last message is rendered as llama-server renders an assistant prefill: the conversation
@@ -83,11 +93,10 @@ export function continuesFinalMessage(body: ChatCompletionBody): boolean {
  */
 export function renderChatPrompt(ctx: RequestContext, body: ChatCompletionBody, tools: ToolSetup): string {
   const messages = tools.replies?.restore() ?? body.messages;
+  const template = chatTemplateFor(ctx, tools);
   const render = (list: readonly ChatMessageInput[], addGenerationPrompt: boolean) =>
-    ctx.chatTemplate
-      ? ctx.chatTemplate.render(list, tools.rendered, templateVariables(body), {
-          addGenerationPrompt,
-        })
+    template
+      ? template.render(list, tools.rendered, templateVariables(body), { addGenerationPrompt })
       : ctx.engine.renderChat(chatTurns(list, tools.rendered), { addGenerationPrompt });
   if (continuesFinalMessage(body)) {
     const last = messages.length - 1;
@@ -182,9 +191,11 @@ export async function startChat(
     throw ApiError.badRequest(`${extra.param} cannot be combined with a forced tool_choice`, extra.param);
   }
   const prompt = renderChatPrompt(ctx, body, tools);
-  const thinkTags = ctx.chatTemplate?.thinkTags ?? THINK_TAGS;
-  const insideThinking = ctx.splitsReasoning ? promptOpensThinking(prompt, thinkTags) : null;
-  const format = ctx.chatTemplate?.format ?? "generic";
+  const template = chatTemplateFor(ctx, tools);
+  const thinkTags = template?.thinkTags ?? THINK_TAGS;
+  const insideThinking =
+    ctx.splitsReasoning && template?.thinks === true ? promptOpensThinking(prompt, thinkTags) : null;
+  const format = template?.format ?? "generic";
   // the TTL prices a pin by the tool a turn calls: read as the model writes calls, not only as Hermes does
   const reading = { tools: { ...tools, replies: null }, format, insideThinking, thinkTags };
   const toolNamer =

@@ -203,3 +203,12 @@ export function serverChatTemplate(model: ModelChatTemplate, override: string | 
   if (source === null || (override === null && source === CHATML_TEMPLATE)) return null;
   return new ChatTemplate(source, model);
 }
+
+/**
+ * What chat requests that offer tools are rendered with, where it is not `serverChatTemplate`: the model's own
+ * `tool_use` template (as llama-server picks it), unless `--chat-template` overrides every request's.
+ */
+export function serverToolUseTemplate(model: ModelChatTemplate, override: string | null): ChatTemplate | null {
+  const source = model.toolUseSource ?? null;
+  return override === null && source !== null ? new ChatTemplate(source, model) : null;
+}

@@ -395,6 +395,9 @@ Napi::Value Model::Info(const Napi::CallbackInfo& info) {
   o.Set("isHybrid", Napi::Boolean::New(env, llama_model_is_hybrid(m)));
   const char* tmpl = llama_model_chat_template(m, nullptr);
   o.Set("chatTemplate", tmpl != nullptr ? Napi::Value(Napi::String::New(env, tmpl)) : env.Null());
+  // tokenizer.chat_template.tool_use: the template for requests with tools, where a model ships one apart
+  const char* toolUse = llama_model_chat_template(m, "tool_use");
+  o.Set("chatTemplateToolUse", toolUse != nullptr ? Napi::Value(Napi::String::New(env, toolUse)) : env.Null());
   o.Set("bos", tokenOrNull(env, llama_vocab_bos(v)));
   o.Set("eos", tokenOrNull(env, llama_vocab_eos(v)));
   o.Set("eot", tokenOrNull(env, llama_vocab_eot(v)));

@@ -73,6 +73,8 @@ export interface ModelInfo {
   isRecurrent: boolean;
   isHybrid: boolean;
   chatTemplate: string | null;
+  /** `tokenizer.chat_template.tool_use` (Hermes, Command R): the template for requests with tools */
+  chatTemplateToolUse: string | null;
   bos: number | null;
   eos: number | null;
   eot: number | null;
