@@ -85,7 +85,6 @@ const NOT_READ: Record<string, string> = {
   "GigaChat3-10B-A1.8B": "GigaChat's own call turns, not read",
   "GigaChat3.1-10B-A1.8B": "GigaChat's own call turns, not read",
   "Kimi-K3": "Kimi K3's <|open|>/<|close|> tags, not read",
-  "MiniMax-M3": "MiniMax M3's ]<]minimax[>[ tags, not read",
   "muse-glimmer": "its atem: calls after a harmony-like header, not read",
   "meetkai-functionary-medium-v3.2": "Functionary's >>>name turns, not read (it joins arguments as a string)",
   "fireworks-ai-llama-3-firefunction-v2": "does not render without its own variables",

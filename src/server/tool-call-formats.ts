@@ -2,7 +2,7 @@
  * How a model writes tool calls, told from its chat template's text, and the parser for each way.
  * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
  * already reads; Mistral, DeepSeek, Kimi, GLM, Gemma 4 and the section formats below (MiniMax, DeepSeek's
- * DSML, Seed-OSS, Hy3, MiniCPM5, Solar Open, Functionary v3.1, Nemotron, LFM2, Apertus, Command R7B and R+) write calls their own way and are parsed here first.
+ * DSML, MiniMax M3, Seed-OSS, Hy3, MiniCPM5, Solar Open, Functionary v3.1, Nemotron, LFM2, Apertus, Command R7B and R+) write calls their own way and are parsed here first.
  */
 
 import { randomBytes } from "node:crypto";
@@ -61,6 +61,8 @@ interface SectionFormat {
   readonly detect: string;
   /** the markers a section opens and closes with (more than one pair: the format's later versions) */
   readonly sections: readonly (readonly [open: string, close: string])[];
+  /** more markers a vocabulary may hold as control tokens, to be kept in the text */
+  readonly preserved?: readonly string[];
   readonly read: SectionReader;
 }
 
@@ -151,8 +153,31 @@ function namedParamArgs(tag: string) {
 
 const jsonArgs = (text: string) => parseJsonLenient(text.trim());
 
+/** MiniMax M3's namespace token, written before each of its tool tags. */
+const MINIMAX_M3_NS = "]<]minimax[>[";
+
+/** MiniMax M3: invoke blocks whose parameters are tags named by the parameter (`<path>a.py</path>`). */
+function minimaxM3Reader(): SectionReader {
+  const invoke = /<invoke name="([^"]+)">([\s\S]*?)(?:<\/invoke>|$)/g;
+  const param = /<([A-Za-z_][\w.-]*)>([\s\S]*?)(?:<\/\1>|$)/g;
+  return (body, typed) =>
+    [...body.replaceAll(MINIMAX_M3_NS, "").matchAll(invoke)].map(([, name, params]) => [
+      name,
+      Object.fromEntries(
+        [...params!.matchAll(param)].map(([, key, text]) => [key, typed(name!, key!, text!)]),
+      ),
+    ]);
+}
+
 /** Formats whose calls stand between markers, by name. */
 const SECTION_FORMATS = {
+  // MiniMax M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="f"> ]<]minimax[>[<k>v]<]minimax[>[</k> ...
+  "minimax-m3": {
+    detect: MINIMAX_M3_NS,
+    sections: [[`${MINIMAX_M3_NS}<tool_call>`, `${MINIMAX_M3_NS}</tool_call>`]],
+    preserved: [MINIMAX_M3_NS, "<tool_call>", "</tool_call>"],
+    read: minimaxM3Reader(),
+  },
   // MiniMax M2: <minimax:tool_call><invoke name="f"><parameter name="k">v</parameter></invoke></minimax:tool_call>
   minimax: {
     detect: "<minimax:tool_call>",
@@ -290,7 +315,7 @@ export function formatMarkers(format: ToolCallFormat): string[] {
       return ["<|python_tag|>"];
     default: {
       const section = sectionFormat(format);
-      return section === null ? [] : section.sections.flat();
+      return section === null ? [] : [...section.sections.flat(), ...(section.preserved ?? [])];
     }
   }
 }
