@@ -310,7 +310,8 @@ export function createApp(options: AppOptions): ContinuumApp {
     app,
     metrics,
     inflight,
-    splitsReasoning: ctx.splitsReasoning && (chatTemplate?.thinks === true || toolUseTemplate?.thinks === true),
+    splitsReasoning:
+      ctx.splitsReasoning && (chatTemplate?.thinks === true || toolUseTemplate?.thinks === true),
     rendersToolUse: toolUseTemplate !== null,
     startDraining() {
       draining = true;

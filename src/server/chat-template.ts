@@ -28,13 +28,47 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** Templates format arguments themselves (`| tojson`), so they get the object, as llama-server gives. */
-function argumentsObject(raw: string | Record<string, unknown> | undefined): unknown {
+/**
+ * Templates format arguments themselves (`| tojson`), so they get the object, as llama-server gives; one
+ * that writes a string it is given and not an object (`asText`, see `argumentsAsText`) gets the JSON text.
+ */
+function templateArguments(raw: string | Record<string, unknown> | undefined, asText: boolean): unknown {
+  if (asText) return typeof raw === "string" ? raw : JSON.stringify(raw ?? {});
   if (raw === undefined) return {};
   if (typeof raw !== "string") return raw;
   const parsed = parseJsonLenient(raw);
   return isRecord(parsed) ? parsed : raw;
 }
+
+/** What `argumentsAsText` looks for in the prompt: the probe call's argument. */
+const PROBE_ARGUMENT = "probe-argument-value";
+
+/** llama-server's conversation for the probe (common/jinja/caps.cpp), the call's arguments as given. */
+function probeConversation(args: unknown): TemplateMessage[] {
+  const call = { id: "call00001", type: "function", function: { name: "tool1", arguments: args } };
+  return [
+    { role: "user", content: "User message" },
+    { role: "assistant", content: "", tool_calls: [call] },
+    { role: "tool", content: "Tool response", tool_call_id: "call00001", name: "tool1" },
+    { role: "assistant", content: "The tool response was 'tool response'" },
+    { role: "user", content: "User message" },
+  ];
+}
+
+const PROBE_TOOLS: readonly ToolInput[] = [
+  {
+    type: "function",
+    function: {
+      name: "tool1",
+      description: "Tool description",
+      parameters: {
+        type: "object",
+        properties: { arg: { type: "string", description: "Arg description" } },
+        required: ["arg"],
+      },
+    },
+  },
+];
 
 /** `callsAsText`: for a tool-blind template, calls written into the assistant's text. */
 /**
@@ -52,7 +86,11 @@ function thinkingOf(
   return { reasoning_content: thinking, thinking };
 }
 
-function templateMessages(messages: readonly ChatMessageInput[], callsAsText: boolean): TemplateMessage[] {
+function templateMessages(
+  messages: readonly ChatMessageInput[],
+  callsAsText: boolean,
+  argumentsAsText: () => boolean,
+): TemplateMessage[] {
   const toolNames = new Map<string, string>();
   return messages.map((message, i) => {
     const content = contentText(message.content, `messages[${i}].content`);
@@ -73,7 +111,10 @@ function templateMessages(messages: readonly ChatMessageInput[], callsAsText: bo
             return {
               id: call.id ?? "",
               type: "function",
-              function: { name: call.function.name, arguments: argumentsObject(call.function.arguments) },
+              function: {
+                name: call.function.name,
+                arguments: templateArguments(call.function.arguments, argumentsAsText()),
+              },
             };
           }),
         };
@@ -101,6 +142,8 @@ export class ChatTemplate {
   readonly thinkTags: ThinkTags | null;
   private readonly template: CompatTemplate;
   private readonly toolBlind: boolean;
+  /** see `argumentsAsText`; probed when a conversation first has calls */
+  private writesTextArguments: boolean | undefined;
 
   constructor(
     source: string,
@@ -139,6 +182,24 @@ export class ChatTemplate {
   }
 
   /**
+   * Whether calls' arguments go to the template as JSON text rather than an object, as llama-server decides
+   * it (common/jinja/caps.cpp): a call with object arguments is rendered, and if the prompt has no sign of
+   * them (Functionary v3.2 joins them to a string: `[object Map]`) and has them when they are text, text.
+   */
+  private argumentsAsText(): boolean {
+    const writes = (args: unknown): boolean => {
+      try {
+        return this.renderMessages(probeConversation(args), PROBE_TOOLS, {}, true).includes(PROBE_ARGUMENT);
+      } catch {
+        return false;
+      }
+    };
+    this.writesTextArguments ??=
+      !writes({ arg: PROBE_ARGUMENT }) && writes(JSON.stringify({ arg: PROBE_ARGUMENT }));
+    return this.writesTextArguments;
+  }
+
+  /**
    * The prompt for a chat request, ending with the generation prompt unless `options` say not to (a
    * chat `/tokenize` counts without it). What the template refuses is tried again as the template can
    * take it: system text in the first user turn (Gemma 2), content as
@@ -158,7 +219,7 @@ export class ChatTemplate {
         "chat_template_kwargs",
       );
     }
-    let fitted = templateMessages(messages, this.toolBlind);
+    let fitted = templateMessages(messages, this.toolBlind, () => this.argumentsAsText());
     let offered = tools;
     if (this.toolBlind) {
       fitted = toolsAsText(fitted, tools);
@@ -208,7 +269,10 @@ export function serverChatTemplate(model: ModelChatTemplate, override: string | 
  * What chat requests that offer tools are rendered with, where it is not `serverChatTemplate`: the model's own
  * `tool_use` template (as llama-server picks it), unless `--chat-template` overrides every request's.
  */
-export function serverToolUseTemplate(model: ModelChatTemplate, override: string | null): ChatTemplate | null {
+export function serverToolUseTemplate(
+  model: ModelChatTemplate,
+  override: string | null,
+): ChatTemplate | null {
   const source = model.toolUseSource ?? null;
   return override === null && source !== null ? new ChatTemplate(source, model) : null;
 }
