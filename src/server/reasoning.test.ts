@@ -80,6 +80,14 @@ describe("reasoning apart from the answer", () => {
       close: "<|END_THINKING|>",
     });
     assert.equal(tags("Qwen-Qwen2.5-7B-Instruct"), null);
+    const apriel = tags("Apriel-1.6-15b-Thinker-fixed")!;
+    assert.equal(apriel.close, "[BEGIN FINAL RESPONSE]");
+    // its generation prompt opens the thinking
+    assert.equal(promptOpensThinking("<|begin_assistant|>\nHere are my reasoning steps:\n", apriel), true);
+    assert.deepEqual(splitReasoning("Add them.\n[BEGIN FINAL RESPONSE]\n4", true, apriel), {
+      reasoning: "Add them.",
+      answerStart: 33,
+    });
     // Seed-OSS's own tags split its output; <think> in it is text
     const seed = "<seed:think>Plan <think> it.</seed:think>\nDone.";
     assert.deepEqual(splitReasoning(seed, false, SEED), {

@@ -24,6 +24,13 @@ const TEMPLATE_TAGS: readonly (ThinkTags & { readonly detect: string })[] = [
   { detect: "</mm:think>", open: "<mm:think>", close: "</mm:think>" },
   // Cohere (Command R7B, Command A): the answer follows in <|START_RESPONSE|>, a control token left out of the text
   { detect: "<|END_THINKING|>", open: "<|START_THINKING|>", close: "<|END_THINKING|>" },
+  // Apriel 1.5 and 1.6 (ServiceNow): the thinking is prose until the final response's marker (1.6's
+  // generation prompt opens it with this line)
+  {
+    detect: "[BEGIN FINAL RESPONSE]",
+    open: "Here are my reasoning steps:\n",
+    close: "[BEGIN FINAL RESPONSE]",
+  },
   // Mistral's reasoning models (Magistral, Ministral 3 Reasoning)
   { detect: "[/THINK]", open: "[THINK]", close: "[/THINK]" },
   { detect: THINK_TAGS.close, ...THINK_TAGS },
