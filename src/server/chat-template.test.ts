@@ -338,6 +338,27 @@ describe("rendering with a model's template", () => {
     );
   });
 
+  test("a template that joins a call's arguments to a string (Functionary v3.2) gets them as JSON text, as llama-server decides it", () => {
+    const functionary = templateOf("meetkai-functionary-medium-v3.2").render(conversation, tools);
+    assert.ok(functionary.includes('>>>bash\n{"command":"ls"}<|eot_id|>'), functionary);
+    assert.ok(!functionary.includes("[object Map]"));
+    // a template that formats the object itself still gets the object
+    const hermes = templateOf("NousResearch-Hermes-3-Llama-3.1-8B-tool_use").render(conversation, tools);
+    assert.ok(hermes.includes('{"name": "bash", "arguments": {"command": "ls"}}'), hermes);
+  });
+
+  test("Firefunction v2 renders with llama-server's datetime; its functions stay undefined, as llama-server leaves them", () => {
+    const prompt = templateOf("fireworks-ai-llama-3-firefunction-v2").render(conversation, tools);
+    assert.match(
+      prompt,
+      /Available functions as JSON spec:\n\nToday is [A-Z][a-z]{2} \d{2} \d{4}\.<\|eot_id\|>/,
+    );
+    assert.ok(
+      prompt.includes(' functools[{"name": "bash", "arguments": {"command": "ls"}}]<|eot_id|>'),
+      prompt,
+    );
+  });
+
   test("chat_template_kwargs reach the template: Qwen3's enable_thinking false opens and closes an empty think block", async () => {
     await withServer({ chatTemplate: qwen3ChatTemplate() }, {}, async (t) => {
       const messages = conversation.slice(1, 2);

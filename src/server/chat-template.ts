@@ -130,6 +130,16 @@ function templateMessages(
   });
 }
 
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/**
+ * The `datetime` llama-server gives every template (Firefunction v2 writes "Today is {datetime}."): the
+ * local date as `%b %d %Y`. (Its `date_string` is not given: Llama 3.1's template then keeps its own date.)
+ */
+function llamaDatetime(now: Date): string {
+  return `${MONTHS[now.getMonth()]} ${String(now.getDate()).padStart(2, "0")} ${now.getFullYear()}`;
+}
+
 /** What the server puts in a template's context itself. */
 const TEMPLATE_CONTEXT = ["messages", "tools", "add_generation_prompt", "bos_token", "eos_token"];
 
@@ -164,6 +174,7 @@ export class ChatTemplate {
     addGenerationPrompt: boolean,
   ): string {
     const context: Record<string, unknown> = {
+      datetime: llamaDatetime(new Date()),
       ...variables,
       messages,
       add_generation_prompt: addGenerationPrompt,

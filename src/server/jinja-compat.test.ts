@@ -94,10 +94,96 @@ describe("Python the library lacks, rewritten", () => {
     assert.equal(compat, "1x2y");
   });
 
+  test("dict.items(), .keys() and .values() are the dict's methods even where it has a key of that name", () => {
+    const source =
+      "{% set s = {'type': 'array', 'items': {'type': 'string'}} %}" +
+      "{% for k, v in s.items() %}{{ k }} {% endfor %}{{ s.keys()|length }} {{ s.values()|length }} {{ s['items'].type }}";
+    const { library, compat } = renders(source);
+    assert.match(library, /^refused: Cannot call something that is not a function: got ObjectValue/);
+    assert.equal(compat, "type items 2 2 string");
+  });
+
+  test("a string times an integer repeats it", () => {
+    const { library, compat } = renders("[{{ '-' * 3 }}][{{ 2 * 'ab' }}][{{ 2 * 3 }}][{{ 'x' * 0 }}]");
+    assert.match(library, /^refused: Unknown operator "\*" between StringValue and IntegerValue/);
+    assert.equal(compat, "[---][abab][6][]");
+  });
+
   test("a template the library renders renders the same", () => {
     const source = llamaTemplate("Qwen-Qwen3-0.6B");
     const context = { messages: [{ role: "user", content: "hi" }], add_generation_prompt: true };
     assert.equal(new CompatTemplate(source).render(context), new Template(source).render(context));
+  });
+});
+
+// Expected values are what llama.cpp's engine (common/jinja, 3.22.1) renders.
+describe("undefined values, taken as llama.cpp's engine takes them", () => {
+  const context = { d: { a: 1 } };
+
+  test("a filter of an undefined value is the filter of an empty one", () => {
+    const source =
+      "[{{ u|trim }}][{{ d.x|upper }}][{{ u|length }}][{% for k, v in d.x|items %}x{% endfor %}]" +
+      "[{{ u|join(',') }}][{{ u|map(attribute='a')|list|length }}][{{ u|sort|length }}]";
+    const { library, compat } = renders(source, context);
+    assert.match(library, /^refused: Cannot apply filter "trim" to type: UndefinedValue/);
+    assert.equal(compat, "[][][0][][][0][0]");
+  });
+
+  test("its string methods give an empty string, items() an empty list", () => {
+    const { library, compat } = renders(
+      "[{{ u.strip() }}][{{ d.x.upper() }}][{{ u.items()|length }}]",
+      context,
+    );
+    assert.match(library, /^refused: Cannot call something that is not a function: got UndefinedValue/);
+    assert.equal(compat, "[][][0]");
+  });
+
+  test("a loop over it runs no times (its else block does)", () => {
+    const source = "[{% for x in u %}x{% else %}empty{% endfor %}][{% for x in d.x if x %}x{% endfor %}]";
+    const { library, compat } = renders(source, context);
+    assert.match(library, /^refused: Expected iterable or object type in for loop: got UndefinedValue/);
+    assert.equal(compat, "[empty][]");
+  });
+
+  test("a lookup by an undefined key is undefined", () => {
+    const { library, compat } = renders(
+      "[{{ d[u] is defined }}][{{ d[d.x] is defined }}][{{ d['a'] }}]",
+      context,
+    );
+    assert.match(library, /^refused: Cannot access property with non-string: got UndefinedValue/);
+    assert.equal(compat, "[false][false][1]");
+  });
+
+  test("it is iterable and a sequence; a dict is not iterable, as llama.cpp has it", () => {
+    const source =
+      "[{{ u is iterable }}][{{ d.x is not iterable }}][{{ d is iterable }}][{{ 'a' is iterable }}][{{ u is sequence }}]";
+    const { library, compat } = renders(source, context);
+    assert.equal(library, "[false][true][false][true][false]");
+    assert.equal(compat, "[true][false][false][true][true]");
+  });
+
+  test("undefined or none beside a string concatenates as an empty string", () => {
+    const source =
+      "[{{ 'a' + d.x }}][{{ d.x + 'b' }}][{{ 'c' + u }}][{{ u ~ 'd' }}][{{ none ~ 'e' }}][{{ 'f' + none }}]" +
+      "[{{ 'g' ~ 1 }}][{{ 'h' + 'i' }}][{{ 'j' + 1.5 }}]";
+    const { library, compat } = renders(source, context);
+    assert.match(library, /^refused: Cannot perform operation \+ on undefined values/);
+    assert.equal(compat, "[a][b][c][d][e][f][g1][hi][j1.5]");
+  });
+
+  test("but not beside anything else, nor, under +, where a string is indexed by a name (as Python)", () => {
+    for (const source of ["{{ 1 + u }}", "{{ u ~ u }}", "{{ u ~ 1 }}", "{{ 'ab'[0]['t'] + 'x' }}"]) {
+      assert.throws(() => new CompatTemplate(source).render(context), /on undefined values/, source);
+    }
+    assert.throws(() => new CompatTemplate("{{ none ~ 1 }}").render(), /on null values/);
+  });
+
+  test("none under a list filter llama.cpp has for it is an empty list (Functionary v3.1's tools, none)", () => {
+    const source =
+      "[{{ none|selectattr('type', 'equalto', 'x')|list|length }}][{{ none|items|length }}][{{ [1]|unique|length }}]";
+    const { library, compat } = renders(source);
+    assert.match(library, /^refused: Cannot apply filter "selectattr" to type: NullValue/);
+    assert.equal(compat, "[0][0][1]");
   });
 });
 
@@ -226,4 +312,84 @@ describe("real templates the library cannot render alone", () => {
     );
     assert.ok(prompt.includes("// Run a command\ntype bash = (_: {\ncommand: string,\n}) => any;"), prompt);
   });
+});
+
+/** What real clients send: a parameter without a description, a tool without parameters, nested schemas. */
+const CLIENT_TOOLS: Record<string, ToolInput> = {
+  "a parameter without a description": {
+    type: "function",
+    function: {
+      name: "bash",
+      description: "Run",
+      parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
+    },
+  },
+  "a tool without parameters": { type: "function", function: { name: "bash", description: "Run" } },
+  "enum, object and array parameters": {
+    type: "function",
+    function: {
+      name: "bash",
+      description: "Run",
+      parameters: {
+        type: "object",
+        properties: {
+          mode: { type: "string", enum: ["a", "b"], description: "m" },
+          opts: { type: "object", properties: { x: { type: "integer" } }, description: "o" },
+          list: { type: "array", items: { type: "string" }, description: "l" },
+        },
+      },
+    },
+  },
+};
+
+const HERMES_TOOL = {
+  "a parameter without a description":
+    '"description": "bash(command: str) - Run\n\n    Args:\n        command(str): ", ',
+  "a tool without parameters": '"description": "bash() - Run\n\n", "parameters": {}}',
+  // `json_spec|items` (a list of pairs) for an array's items: Union[] in llama.cpp and Python too
+  "enum, object and array parameters":
+    '"description": "bash(mode: str, opts: dict, list: list[Union[]]) - Run\n\n    Args:\n' +
+    '        mode(str): m        opts(dict): o        list(list[Union[]]): l", ',
+};
+
+/** Each template's writing of each tool; all but the noted one as llama.cpp's engine writes it. */
+const CLIENT_TOOL_PROMPTS: Record<string, Record<string, string>> = {
+  "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": HERMES_TOOL,
+  "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": HERMES_TOOL,
+  "CohereForAI-c4ai-command-r-plus-tool_use": {
+    "a parameter without a description":
+      'def bash(command: str) -> List[Dict]:\n    """Run\n\n    Args:\n        command (str): \n    """',
+    "a tool without parameters": 'def bash() -> List[Dict]:\n    """Run\n    """',
+    // llama.cpp refuses this one (`json_spec.items` is the dict's method there: "Function has no builtins")
+    "enum, object and array parameters":
+      "def bash(mode: Optional[str] = None, opts: Optional[Dict[str, Union[]]] = None, " +
+      "list: Optional[List[str]] = None) -> List[Dict]:",
+  },
+};
+
+const GIGACHAT_TOOL =
+  'type bash = (_: {\n  // m\n  mode?: "a" | "b",\n  // o\n  opts?: {\n    x?: number,\n  },\n' +
+  "  // l\n  list?: string[],\n}) => any;";
+
+describe("real templates given the tools real clients send", () => {
+  const asked: ChatMessageInput[] = [
+    { role: "system", content: "Fix." },
+    { role: "user", content: "Go." },
+  ];
+  for (const [name, prompts] of Object.entries(CLIENT_TOOL_PROMPTS)) {
+    for (const [shape, expected] of Object.entries(prompts)) {
+      test(`${name}: ${shape}`, () => {
+        const prompt = new ChatTemplate(llamaTemplate(name), model).render(asked, [CLIENT_TOOLS[shape]!]);
+        assert.ok(prompt.includes(expected), prompt);
+      });
+    }
+  }
+
+  for (const name of ["GigaChat3-10B-A1.8B", "GigaChat3.1-10B-A1.8B"]) {
+    test(`${name}: enum, object and array parameters (the array's schema has a key "items")`, () => {
+      const tool = CLIENT_TOOLS["enum, object and array parameters"]!;
+      const prompt = new ChatTemplate(llamaTemplate(name), model).render(asked, [tool]);
+      assert.ok(prompt.includes(GIGACHAT_TOOL), prompt);
+    });
+  }
 });

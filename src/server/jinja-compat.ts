@@ -8,10 +8,24 @@
  * - integer keys in a dict literal (ByteDance Seed-OSS's budget table): the library keys dicts by strings
  *   only, so the keys become strings, a lookup converts its key, and `dictsort`, `items()`, `keys()` and a
  *   loop over a variable set to such a dict give the integers back, as Python would;
- * - tuples in a list literal (`[("a", "b"), ...]`) become lists: the library unpacks only lists in a loop.
+ * - tuples in a list literal (`[("a", "b"), ...]`) become lists: the library unpacks only lists in a loop;
+ * - `dict.items()`, `.keys()`, `.values()` call the dict's method even where it has a key of that name (a
+ *   JSON schema's `items`): the library looks a key up before a method, Python and llama.cpp a method first;
+ * - `str * n` repeats the string.
+ * Undefined values, where the library refuses them, as llama.cpp's engine takes them (mostly as Python's
+ * Jinja does too), which real templates meet in the tools clients send (a parameter without a description,
+ * a tool without parameters):
+ * - a filter of an undefined value is the filter of an empty one (`|trim` "", `|items` and `|map` empty,
+ *   `|length` 0), and so is a string method (`.strip()` "") or `.items()`; a loop over one runs no times;
+ *   none too is empty under the list filters llama.cpp has for it (`|selectattr`, `|items`, ...);
+ * - a lookup by an undefined key (`d[x.type]`) is undefined;
+ * - `is iterable` and `is sequence` are true of an undefined value;
+ * - beside a string, undefined and none concatenate as "" (`"a" + d.missing`, `none ~ "a"`); `+` is taken
+ *   as concatenation where one side is plainly a string, and there only a missing key or variable is ""
+ *   (see `$concat`).
  */
 
-import { Template } from "@huggingface/jinja";
+import { Environment, Template } from "@huggingface/jinja";
 
 /** A node of the library's AST: its classes are not exported, and its interpreter goes by `type` alone. */
 interface Node {
@@ -45,6 +59,106 @@ const kwarg = (key: string, value: Node): Node => ({
   key: id(key),
   value,
 });
+const not = (argument: Node): Node => ({
+  type: "UnaryExpression",
+  operator: { type: "UnaryOperator", value: "not" },
+  argument,
+});
+/** `operand|default(value)`: `value` where `operand` is undefined (or, `orNone`, none or another falsy value) */
+const orIfUndefined = (operand: Node, value: Node, orNone = false): Node =>
+  filter(operand, call(id("default"), orNone ? [value, id("true")] : [value]));
+
+/** A key no dict has: what an undefined key is looked up as, to find nothing (and no method). */
+const NO_KEY = "\u0000undefined";
+
+/**
+ * The filters and methods llama.cpp's engine has for an undefined value (its `value_undefined` builtins)
+ * that the library has for an empty one: the empty value an undefined one is taken as under them.
+ */
+const EMPTY_STRING: Node = str("");
+const EMPTY_LIST: Node = list([]);
+const EMPTY_DICT: Node = { type: "ObjectLiteral", value: new Map() };
+const FILTERS_OF_UNDEFINED: ReadonlyMap<string, Node> = new Map([
+  ...["trim", "upper", "lower", "title", "capitalize", "replace", "join"].map(
+    (f) => [f, EMPTY_STRING] as const,
+  ),
+  ...["length", "list", "reverse", "sort", "unique", "map", "selectattr", "rejectattr"].map(
+    (f) => [f, EMPTY_LIST] as const,
+  ),
+  ["items", EMPTY_DICT],
+]);
+const METHODS_OF_UNDEFINED: ReadonlyMap<string, Node> = new Map([
+  ...["strip", "upper", "lower", "title", "capitalize", "replace"].map((f) => [f, EMPTY_STRING] as const),
+  ["items", EMPTY_DICT],
+]);
+/** Those llama.cpp also has for none (`value_none`'s builtins): none is taken as empty too. */
+const OF_NONE = new Set(["items", "map", "selectattr", "rejectattr", "unique"]);
+
+/** `operand`, or the empty value llama.cpp takes an undefined one as under the filter or method `name` */
+function emptyIfUndefined(operand: Node, name: string, as: ReadonlyMap<string, Node>): Node {
+  const empty = as.get(name);
+  return empty === undefined || isLiteral(operand)
+    ? operand
+    : orIfUndefined(operand, empty, OF_NONE.has(name));
+}
+
+/** Filters whose result, if any, is a string. */
+const STRING_FILTERS = new Set([
+  "trim",
+  "upper",
+  "lower",
+  "title",
+  "capitalize",
+  "replace",
+  "join",
+  "indent",
+  "tojson",
+]);
+/** Helpers (below) whose result is a string. */
+const STRING_HELPERS = new Set(["$concat", "$repeat", "$string", "$format"]);
+
+/** An expression that is a string wherever it does not fail: a literal, a string filter's or helper's result. */
+function isString(node: Node): boolean {
+  if (node.type === "StringLiteral") return true;
+  const name = nameOf(node.type === "FilterExpression" ? (node as Filter).filter : node);
+  if (node.type === "FilterExpression") return name !== null && STRING_FILTERS.has(name);
+  return node.type === "CallExpression" && name !== null && STRING_HELPERS.has(name);
+}
+
+const isLiteral = (node: Node): boolean => node.type.endsWith("Literal");
+
+/** An expression read again at no cost and to no effect: names, literals, lookups and filters of them. */
+function isPure(node: Node): boolean {
+  switch (node.type) {
+    case "Identifier":
+      return true;
+    case "MemberExpression": {
+      const { object, property, computed } = node as Member;
+      return isPure(object) && (!computed || isPure(property));
+    }
+    case "FilterExpression": {
+      const by = (node as Filter).filter;
+      const args = by.type === "CallExpression" ? (by as Call).args : [];
+      return isPure((node as Filter).operand) && args.every(isLiteral);
+    }
+    default:
+      return isLiteral(node);
+  }
+}
+
+/**
+ * What `node` is looked up in, where it is a lookup (`x.key`, `x[key]`) of a pure `x`: `x`; a name is looked
+ * up in the context, a dict (an empty one stands for it); else none.
+ */
+function ownerOf(node: Node): Node {
+  if (node.type === "Identifier") return EMPTY_DICT;
+  const member = node as Member;
+  const lookup = node.type === "MemberExpression" && member.property.type !== "SliceExpression";
+  return lookup && isPure(member.object) ? member.object : id("none");
+}
+
+/** The library's own tests (`is iterable`, ...), for the values it already answers for. */
+const LIBRARY_TESTS = new Environment().tests;
 
 const ESCAPES: Readonly<Record<string, string>> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
 
@@ -127,6 +241,45 @@ const HELPERS = {
     return null;
   },
   $format: pyFormat,
+  /**
+   * `a ~ b`, and `a + b` beside a string: as the library, but none beside a string is "" (as llama.cpp has
+   * it), and so is undefined: always under `~` (Python's Jinja too), under `+` where it is a missing key of
+   * a dict, its `owners` entry (`"): " + param.description`), or a missing variable (Firefunction v2's
+   * `functions`, which llama.cpp leaves undefined). Any other undefined stays an error under `+`,
+   * as in Python: a string indexed by a name (`content[0]['text']` of string content, in Gemma 3's template)
+   * is refused, and the server tries the content as typed parts, which llama.cpp would drop as "".
+   */
+  $concat(values: Value[], op: string, owners: Value[] = []): string {
+    const blank = (i: number): boolean => {
+      const v = values[i]!;
+      if (values[1 - i]!.type !== "StringValue") return false;
+      return (
+        v.type === "NullValue" ||
+        (v.type === "UndefinedValue" && (op === "~" || owners[i]?.type === "ObjectValue"))
+      );
+    };
+    const [left, right] = values as [Value, Value];
+    if (blank(0)) return right.value as string;
+    if (blank(1)) return left.value as string;
+    if (left.type === "UndefinedValue" || right.type === "UndefinedValue") {
+      throw new Error(`Cannot perform operation ${op} on undefined values`);
+    }
+    if (left.type === "NullValue" || right.type === "NullValue")
+      throw new Error("Cannot perform operation on null values");
+    return String(left.value) + String(right.value);
+  },
+  /** `str * n` (and `n * str`), which the library lacks */
+  $repeat([left, right]: Value[]): string {
+    const [text, times] = left!.type === "StringValue" ? [left!, right!] : [right!, left!];
+    if (text.type !== "StringValue" || times.type !== "IntegerValue") {
+      throw new Error(`Unknown operator "*" between ${left!.type} and ${right!.type}`);
+    }
+    return (text.value as string).repeat(Math.max(0, times.value as number));
+  },
+  /** `is iterable` / `is sequence`: the library's test, and true of an undefined value */
+  $is([v]: Value[], test: string): boolean {
+    return v!.type === "UndefinedValue" || LIBRARY_TESTS.get(test)!(v as never);
+  },
   // as the library's own `string` filter, but a dict (which it refuses), none and undefined as Python's
   $string([v]: Value[]): string {
     return ["ObjectValue", "NullValue", "UndefinedValue"].includes(v!.type) ? pyStr(v!) : String(v);
@@ -182,6 +335,11 @@ class Rewriter {
     return list(order.map((k) => list([int(k), item(dict, str(String(k)))])));
   }
 
+  /** a loop's iterable, an empty list where it is undefined */
+  private loopable(iterable: Node): Node {
+    return isLiteral(iterable) || this.keysOf(iterable) ? iterable : orIfUndefined(iterable, EMPTY_LIST);
+  }
+
   rewrite(node: Node): Node {
     switch (node.type) {
       case "CallExpression":
@@ -190,21 +348,37 @@ class Rewriter {
         return this.rewriteFilter(node as Filter) ?? node;
       case "MemberExpression": {
         const member = node as Member;
-        if (member.computed && member.property.type !== "SliceExpression" && this.keysOf(member.object)) {
-          member.property = this.lookupKey(member.property);
-        }
+        if (!member.computed || member.property.type === "SliceExpression") return member;
+        if (this.keysOf(member.object)) member.property = this.lookupKey(member.property);
+        else if (!isLiteral(member.property)) member.property = orIfUndefined(member.property, str(NO_KEY));
         return member;
       }
       case "BinaryExpression": {
         const op = (node["operator"] as { value: string }).value;
-        if ((op === "in" || op === "not in") && this.keysOf(node["right"] as Node)) {
-          node["left"] = this.lookupKey(node["left"] as Node);
+        const [left, right] = [node["left"] as Node, node["right"] as Node];
+        if (op === "~") return call(id("$concat"), [list([left, right]), str(op)]);
+        if (op === "+" && (isString(left) || isString(right))) {
+          return call(id("$concat"), [list([left, right]), str(op), list([ownerOf(left), ownerOf(right)])]);
         }
+        if (op === "*" && (left.type === "StringLiteral" || right.type === "StringLiteral")) {
+          return call(id("$repeat"), [list([left, right])]);
+        }
+        if ((op === "in" || op === "not in") && this.keysOf(right)) node["left"] = this.lookupKey(left);
         return node;
       }
+      case "TestExpression": {
+        const test = (node["test"] as Node).value as string;
+        if (test !== "iterable" && test !== "sequence") return node;
+        const check = call(id("$is"), [list([node["operand"] as Node]), str(test)]);
+        return node["negate"] ? not(check) : check;
+      }
       case "For": {
-        const keys = this.keysOf(node["iterable"] as Node);
-        if (keys) node["iterable"] = this.view(node["iterable"] as Node, keys, "keys");
+        const iterable = node["iterable"] as Node;
+        const keys = this.keysOf(iterable);
+        if (keys) node["iterable"] = this.view(iterable, keys, "keys");
+        else if (iterable.type === "SelectExpression")
+          iterable["lhs"] = this.loopable(iterable["lhs"] as Node);
+        else node["iterable"] = this.loopable(iterable);
         return node;
       }
       case "ObjectLiteral": {
@@ -238,6 +412,14 @@ class Rewriter {
     }
     if (keys && method === "get" && args.length > 0 && plain) {
       return call(callee, [this.lookupKey(args[0]!), ...args.slice(1)]);
+    }
+    if (args.length === 0 && ["items", "keys", "values"].includes(method)) {
+      // the filter: the dict's method, not a key of that name
+      return filter(emptyIfUndefined(object, method, METHODS_OF_UNDEFINED), id(method));
+    }
+    if (METHODS_OF_UNDEFINED.has(method)) {
+      callee.object = emptyIfUndefined(object, method, METHODS_OF_UNDEFINED);
+      return node;
     }
     switch (method) {
       case "append":
@@ -283,7 +465,8 @@ class Rewriter {
         return filter(filter(node.operand, sort), id("first"));
       }
       default:
-        return null;
+        if (name !== null) node.operand = emptyIfUndefined(node.operand, name, FILTERS_OF_UNDEFINED);
+        return node;
     }
   }
 }
