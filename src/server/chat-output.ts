@@ -7,7 +7,7 @@ import type { ReplyMemory } from "./generated-replies.js";
 import type { DoneEvent, Generation } from "./generation.js";
 import { openAIFinishReason } from "./generation.js";
 import { readHarmony } from "./harmony.js";
-import { splitReasoning, type ThinkTags } from "./reasoning.js";
+import { answerEnd, splitReasoning, type ThinkTags } from "./reasoning.js";
 import type { ToolInput } from "./schemas.js";
 import { parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
 import { type ParsedToolCall, parseTruncatedToolCall, type ToolSpec } from "./tool-calls.js";
@@ -47,8 +47,9 @@ export function toolCallsJson(calls: readonly ParsedToolCall[]) {
 
 /**
  * Content and tool calls of a finished output, its answer from `answerStart` on (past a reasoning model's
- * thinking). A call cut off by max_tokens or the context (`truncated`) comes back as a call with the
- * arguments generated so far, never as markup in the content.
+ * thinking), its content ending by `closed` (the answer's own closing tag). A call cut off by max_tokens or
+ * the context (`truncated`) comes back as a call with the arguments generated so far, never as markup in the
+ * content.
  */
 function splitOutput(
   text: string,
@@ -56,17 +57,19 @@ function splitOutput(
   format: ToolCallFormat,
   truncated: boolean,
   answerStart: number,
+  closed: number,
 ): { content: string | null; calls: ParsedToolCall[]; contentEnd: number } {
   const parse = (output: string, specs: readonly ToolSpec[]) =>
     parseToolCallsAs(format, output, specs) ?? (truncated ? parseTruncatedToolCall(output, specs) : null);
   const answer = text.slice(answerStart);
   const parsed = tools.parseFor.length > 0 ? parse(answer, tools.parseFor) : null;
-  if (parsed === null) return { content: answer, calls: [], contentEnd: text.length };
+  if (parsed === null) return { content: text.slice(answerStart, closed), calls: [], contentEnd: closed };
   const calls = tools.parallel ? [...parsed.calls] : parsed.calls.slice(0, 1);
-  const content = answer.slice(0, parsed.start).trim();
+  const contentEnd = Math.min(answerStart + parsed.start, closed);
+  const content = text.slice(answerStart, contentEnd).trim();
   // the whole output is what the model generated: a reply sent back renders as it, its thinking included
   tools.replies?.remember(text, content, calls);
-  return { content: content.length > 0 ? content : null, calls, contentEnd: answerStart + parsed.start };
+  return { content: content.length > 0 ? content : null, calls, contentEnd };
 }
 
 /**
@@ -85,7 +88,9 @@ export function readOutput(
 ) {
   if (readsHarmony({ format, insideThinking })) return readHarmony(text, tools.parseFor, tools.parallel);
   const { reasoning, answerStart } = splitReasoning(text, insideThinking, thinkTags);
-  return { reasoning, answerStart, ...splitOutput(text, tools, format, truncated, answerStart) };
+  // the answer's own closing tag, where the model writes one, ends the content (not in text as generated)
+  const closed = insideThinking === null ? text.length : answerEnd(text, answerStart, thinkTags);
+  return { reasoning, answerStart, ...splitOutput(text, tools, format, truncated, answerStart, closed) };
 }
 
 /** Whether the output is read as harmony (gpt-oss's), its thinking split (not `--reasoning-format none`). */

@@ -7,7 +7,7 @@
 import { type ChatGeneration, readOutput, readsHarmony } from "./chat-output.js";
 import type { DoneEvent } from "./generation.js";
 import { HarmonyStream } from "./harmony.js";
-import { ReasoningStream } from "./reasoning.js";
+import { AnswerEndStream, ReasoningStream } from "./reasoning.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
 import { toolCallMarkers } from "./tool-call-formats.js";
 import { type ParsedToolCall, ToolCallStreamGate } from "./tool-calls.js";
@@ -36,6 +36,8 @@ export interface StreamEnd {
 
 export class ChoiceStream {
   private readonly thinking: HarmonyStream | ReasoningStream;
+  /** where the model closes its answer with a tag of its own (null: it does not) */
+  private readonly answerEnd: AnswerEndStream | null;
   /** null: no tools, or harmony, whose calls are messages of their own and come whole at the end */
   private readonly gate: ToolCallStreamGate | null;
   private readonly live: StreamedToolCall | null;
@@ -47,6 +49,8 @@ export class ChoiceStream {
     this.thinking = readsHarmony(choice)
       ? new HarmonyStream()
       : new ReasoningStream(choice.insideThinking, choice.thinkTags);
+    const close = choice.insideThinking === null ? undefined : choice.thinkTags.answer?.close;
+    this.answerEnd = close === undefined ? null : new AnswerEndStream(close);
     this.gate =
       tools.parseFor.length === 0 || format === "harmony"
         ? null
@@ -65,7 +69,8 @@ export class ChoiceStream {
   }
 
   push(piece: string): StreamedPiece {
-    const { reasoning, answer } = this.thinking.push(piece);
+    const { reasoning, answer: written } = this.thinking.push(piece);
+    const answer = this.answerEnd ? this.answerEnd.push(written) : written;
     const text = this.gate ? this.gate.push(answer) : answer;
     this.streamed += text.length;
     if (!this.gate || !this.live) return { reasoning, text, opened: null, args: "" };

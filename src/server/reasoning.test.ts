@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
 import {
+  AnswerEndStream,
+  answerEnd,
   promptOpensThinking,
   ReasoningStream,
   splitReasoning,
@@ -13,9 +15,14 @@ import { llamaTemplate } from "./test-support/llama-templates.js";
 
 const SEED: ThinkTags = { open: "<seed:think>", close: "</seed:think>" };
 const MISTRAL: ThinkTags = { open: "[THINK]", close: "[/THINK]" };
+const KIMI_K3: ThinkTags = {
+  open: "<|open|>think<|sep|>",
+  close: "<|close|>think<|sep|>",
+  answer: { open: "<|open|>response<|sep|>", close: "<|close|>response<|sep|>" },
+};
 
 /** Pieces of an output: the tags, their beginnings and ends, and text. */
-const piecesOf = ({ open, close }: ThinkTags) =>
+const piecesOf = ({ open, close, answer }: ThinkTags) =>
   fc.constantFrom(
     open,
     close,
@@ -27,6 +34,7 @@ const piecesOf = ({ open, close }: ThinkTags) =>
     "I think",
     "ok",
     "é",
+    ...(answer?.open ? [answer.open, answer.open.slice(0, 4), answer.open.slice(4)] : []),
   );
 
 /** The output cut into random pieces, as deltas arrive. */
@@ -47,6 +55,36 @@ function streamed(text: string, cuts: number[], insideThinking: boolean | null, 
     answerStart: stream.answerStart,
   };
 }
+
+describe("AnswerEndStream", () => {
+  test("in any pieces, the content up to the closing tag and nothing after it", () => {
+    const close = "<|close|>response<|sep|>";
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom(close, close.slice(0, 5), close.slice(5), "a", "<|", " b"), {
+          maxLength: 12,
+        }),
+        fc.array(fc.integer({ min: 0, max: 80 }), { maxLength: 8 }),
+        (pieces, cuts) => {
+          const text = pieces.join("");
+          const points = [
+            0,
+            ...cuts.filter((c) => c > 0 && c < text.length).sort((a, b) => a - b),
+            text.length,
+          ];
+          const stream = new AnswerEndStream(close);
+          let out = "";
+          for (let i = 1; i < points.length; i++) out += stream.push(text.slice(points[i - 1], points[i]));
+          const end = text.indexOf(close);
+          if (end !== -1) assert.equal(out, text.slice(0, end));
+          else
+            assert.ok(text.startsWith(out) && text.length - out.length < close.length, JSON.stringify(text));
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+});
 
 describe("reasoning apart from the answer", () => {
   test("a Qwen3 output, one opened by the prompt (DeepSeek-R1), none, and an unfinished one", () => {
@@ -80,6 +118,13 @@ describe("reasoning apart from the answer", () => {
       close: "<|END_THINKING|>",
     });
     assert.equal(tags("Qwen-Qwen2.5-7B-Instruct"), null);
+    assert.deepEqual(tags("Kimi-K3"), KIMI_K3);
+    // Kimi K3's answer comes in its response section: the opening tag is left out, the closing one ends it
+    const kimi =
+      "Plan.<|close|>think<|sep|><|open|>response<|sep|>Hi.<|close|>response<|sep|><|close|>message<|sep|>";
+    const split = splitReasoning(kimi, true, KIMI_K3);
+    assert.equal(split.reasoning, "Plan.");
+    assert.equal(kimi.slice(split.answerStart, answerEnd(kimi, split.answerStart, KIMI_K3)), "Hi.");
     const apriel = tags("Apriel-1.6-15b-Thinker-fixed")!;
     assert.equal(apriel.close, "[BEGIN FINAL RESPONSE]");
     // its generation prompt opens the thinking
@@ -98,7 +143,7 @@ describe("reasoning apart from the answer", () => {
   });
 
   test("streamed in any pieces, the same thinking and answer as split whole, for any family's tags", () => {
-    const tagsArb = fc.constantFrom(THINK_TAGS, SEED, MISTRAL);
+    const tagsArb = fc.constantFrom(THINK_TAGS, SEED, MISTRAL, KIMI_K3);
     fc.assert(
       fc.property(
         tagsArb.chain((tags) => fc.tuple(fc.constant(tags), fc.array(piecesOf(tags), { maxLength: 14 }))),

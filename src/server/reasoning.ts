@@ -10,6 +10,11 @@
 export interface ThinkTags {
   readonly open: string;
   readonly close: string;
+  /**
+   * the answer's own tags, where a model writes them after its thinking: `open` is left out of the answer,
+   * and the content ends at `close` (Kimi K3's response section, Apriel's end marker)
+   */
+  readonly answer?: { readonly open?: string; readonly close: string };
 }
 
 export const THINK_TAGS: ThinkTags = { open: "<think>", close: "</think>" };
@@ -30,6 +35,15 @@ const TEMPLATE_TAGS: readonly (ThinkTags & { readonly detect: string })[] = [
     detect: "[BEGIN FINAL RESPONSE]",
     open: "Here are my reasoning steps:\n",
     close: "[BEGIN FINAL RESPONSE]",
+    answer: { close: "[END FINAL RESPONSE]" },
+  },
+  // Kimi K3: tags written <|open|>name<|sep|> ... <|close|>name<|sep|> (by its template's macros); the answer in
+  // a response section, then a tools section
+  {
+    detect: "open_tag('think'",
+    open: "<|open|>think<|sep|>",
+    close: "<|close|>think<|sep|>",
+    answer: { open: "<|open|>response<|sep|>", close: "<|close|>response<|sep|>" },
   },
   // Mistral's reasoning models (Magistral, Ministral 3 Reasoning)
   { detect: "[/THINK]", open: "[THINK]", close: "[/THINK]" },
@@ -39,8 +53,19 @@ const TEMPLATE_TAGS: readonly (ThinkTags & { readonly detect: string })[] = [
 /** The tags a template's model thinks between; null: the template writes no thinking. */
 export function thinkTagsOf(source: string): ThinkTags | null {
   const found = TEMPLATE_TAGS.find((tags) => source.includes(tags.detect));
-  return found ? { open: found.open, close: found.close } : null;
+  if (!found) return null;
+  const { detect: _, ...tags } = found;
+  return tags;
 }
+
+/** Where the content of an answer starting at `from` ends: its closing tag, else the text's end. */
+export function answerEnd(text: string, from: number, tags: ThinkTags): number {
+  const close = tags.answer?.close;
+  const at = close === undefined ? -1 : text.indexOf(close, from);
+  return at === -1 ? text.length : at;
+}
+
+const leadingSpace = (text: string, from: number) => text.length - from - text.slice(from).trimStart().length;
 
 /** How a spent thinking budget's block is closed, as Qwen3's and DeepSeek-R1's templates write it. */
 export function budgetClose(tags: ThinkTags): string {
@@ -66,7 +91,7 @@ export interface ReasoningSplit {
 export function splitReasoning(
   text: string,
   insideThinking: boolean | null,
-  { open, close }: ThinkTags,
+  { open, close, answer }: ThinkTags,
 ): ReasoningSplit {
   if (insideThinking === null) return { reasoning: null, answerStart: 0 };
   const lead = text.length - text.trimStart().length;
@@ -75,7 +100,11 @@ export function splitReasoning(
   const end = text.indexOf(close, from);
   if (end < 0) return { reasoning: text.slice(from).trim(), answerStart: text.length };
   const after = end + close.length;
-  const answerStart = after + (text.slice(after).length - text.slice(after).trimStart().length);
+  let answerStart = after + leadingSpace(text, after);
+  if (answer?.open !== undefined && text.startsWith(answer.open, answerStart)) {
+    answerStart += answer.open.length;
+    answerStart += leadingSpace(text, answerStart);
+  }
   return { reasoning: text.slice(from, end).trim(), answerStart };
 }
 
@@ -90,6 +119,8 @@ export class ReasoningStream {
   private consumed = 0;
   /** whitespace is dropped until the thinking's (or the answer's) first other character */
   private trimming = true;
+  /** the answer's opening tag, left out where it follows the thinking's close */
+  private answerOpen: string | null = null;
   answerStart: number | null = null;
 
   constructor(
@@ -132,6 +163,7 @@ export class ReasoningStream {
           this.take(this.tags.close.length);
           this.mode = "answer";
           this.trimming = true;
+          this.answerOpen = this.tags.answer?.open ?? null;
           continue;
         }
         const keep = partialSuffix(this.held, this.tags.close);
@@ -142,6 +174,16 @@ export class ReasoningStream {
       if (this.trimming) {
         this.dropLeadingWhitespace();
         if (this.held.length === 0) return { reasoning, answer };
+        const open = this.answerOpen;
+        if (open !== null) {
+          if (this.held.startsWith(open)) {
+            this.take(open.length);
+            this.answerOpen = null;
+            continue;
+          }
+          if (open.startsWith(this.held)) return { reasoning, answer }; // may still become it
+          this.answerOpen = null;
+        }
         this.trimming = false;
         this.answerStart = this.consumed;
       }
@@ -158,7 +200,10 @@ export class ReasoningStream {
       this.answerStart ??= this.consumed - rest.length;
       return { reasoning: "", answer: rest };
     }
-    return { reasoning: "", answer: "" };
+    // whitespace, or the beginning of an answer's opening tag that never came whole
+    const body = rest.trimStart();
+    if (body.length > 0) this.answerStart = this.consumed - body.length;
+    return { reasoning: "", answer: body };
   }
 
   private take(n: number): string {
@@ -171,6 +216,29 @@ export class ReasoningStream {
   private dropLeadingWhitespace(): void {
     const body = this.held.trimStart();
     this.take(this.held.length - body.length);
+  }
+}
+
+/**
+ * answerEnd over a stream: the answer's pieces in, the content out, held back from where the answer's closing
+ * tag may begin; nothing from the tag on is content.
+ */
+export class AnswerEndStream {
+  private text = "";
+  private sent = 0;
+  private ended = false;
+
+  constructor(private readonly close: string) {}
+
+  push(piece: string): string {
+    if (this.ended) return "";
+    this.text += piece;
+    const at = this.text.indexOf(this.close);
+    this.ended = at !== -1;
+    const upTo = this.ended ? at : this.text.length - partialSuffix(this.text, this.close);
+    const out = this.text.slice(this.sent, Math.max(upTo, this.sent));
+    this.sent += out.length;
+    return out;
   }
 }
 

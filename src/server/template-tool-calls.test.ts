@@ -84,10 +84,10 @@ const NOT_READ: Record<string, string> = {
   "deepseek-ai-DeepSeek-R1-Distill-Llama-8B": "writes no calls into the conversation",
   "GigaChat3-10B-A1.8B": "GigaChat's own call turns, not read",
   "GigaChat3.1-10B-A1.8B": "GigaChat's own call turns, not read",
-  "Kimi-K3": "Kimi K3's <|open|>/<|close|> tags, not read",
   "muse-glimmer": "its atem: calls after a harmony-like header, not read",
-  "meetkai-functionary-medium-v3.2": "Functionary's >>>name turns, not read (it joins arguments as a string)",
-  "fireworks-ai-llama-3-firefunction-v2": "does not render without its own variables",
+  "meetkai-functionary-medium-v3.2": "Functionary's >>>name turns, not read",
+  "fireworks-ai-llama-3-firefunction-v2":
+    "lists no tools without its own `functions` variable (as llama-server)",
 };
 
 const template = (name: string) =>
@@ -197,6 +197,71 @@ describe("section formats through the server, streamed (their templates, the fak
       });
     });
   }
+});
+
+describe("Kimi K3 through the server: thinking, its response section, its tools section", () => {
+  const chatTemplate = () => ({ ...qwen3ChatTemplate(), source: llamaTemplate("Kimi-K3") });
+  const call =
+    '<|open|>tools<|sep|><|open|>call tool="bash" index="1"<|sep|><|open|>argument key="command" type="string"<|sep|>' +
+    'ls -la<|close|>argument<|sep|><|open|>argument key="timeout" type="number"<|sep|>30<|close|>argument<|sep|>' +
+    "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>";
+  const reply = `Need the files.<|close|>think<|sep|><|open|>response<|sep|>Listing.<|close|>response<|sep|>${call}`;
+
+  for (const stream of [false, true]) {
+    test(`${stream ? "streamed" : "whole"}: the thinking, the content without its tags, the call`, async () => {
+      await withServer({ chatTemplate: chatTemplate(), reply: () => [...reply] }, {}, async (t) => {
+        const response = await t.post("/v1/chat/completions", { messages: asked, tools, stream });
+        assert.ok(
+          t.engine.requests[0]!.prompt.endsWith("<|open|>think<|sep|>"),
+          "the prompt opens the thinking",
+        );
+        let reasoning = "";
+        let content = "";
+        const streamed: { name: string; args: string }[] = [];
+        if (stream) {
+          for (const frame of sseEvents(await response.text()).slice(0, -1)) {
+            const delta = (JSON.parse(frame) as Json).choices[0]?.delta ?? {};
+            reasoning += delta.reasoning_content ?? "";
+            content += delta.content ?? "";
+            for (const c of delta.tool_calls ?? []) {
+              streamed[c.index] ??= { name: "", args: "" };
+              streamed[c.index]!.name += c.function?.name ?? "";
+              streamed[c.index]!.args += c.function?.arguments ?? "";
+            }
+          }
+        } else {
+          const message = ((await response.json()) as Json).choices[0].message;
+          reasoning = message.reasoning_content;
+          content = message.content;
+          for (const c of message.tool_calls)
+            streamed.push({ name: c.function.name, args: c.function.arguments });
+        }
+        assert.equal(reasoning.trim(), "Need the files.");
+        assert.equal(content.trim(), "Listing.");
+        assert.deepEqual(
+          streamed.map((c) => ({ name: c.name, args: JSON.parse(c.args) })),
+          calls.slice(0, 1),
+        );
+        const preserved = t.engine.requests[0]!.sampling.preservedTokens ?? [];
+        for (const token of ["<|open|>", "<|close|>", "<|sep|>"]) assert.ok(preserved.includes(token), token);
+      });
+    });
+  }
+
+  test("an answer without tools ends at its response section's close", async () => {
+    const answer =
+      "Hi.<|close|>think<|sep|><|open|>response<|sep|>Hello there.<|close|>response<|sep|><|close|>message<|sep|>";
+    await withServer({ chatTemplate: chatTemplate(), reply: () => [...answer] }, {}, async (t) => {
+      const body = (await (await t.post("/v1/chat/completions", { messages: asked })).json()) as Json;
+      assert.equal(body.choices[0].message.content, "Hello there.");
+      const sse = await (await t.post("/v1/chat/completions", { messages: asked, stream: true })).text();
+      const text = sseEvents(sse)
+        .slice(0, -1)
+        .map((frame) => (JSON.parse(frame) as Json).choices[0]?.delta?.content ?? "")
+        .join("");
+      assert.equal(text, "Hello there.");
+    });
+  });
 });
 
 describe("section formats' own details", () => {

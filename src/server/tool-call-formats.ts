@@ -2,7 +2,7 @@
  * How a model writes tool calls, told from its chat template's text, and the parser for each way.
  * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
  * already reads; Mistral, DeepSeek, Kimi, GLM, Gemma 4 and the section formats below (MiniMax, DeepSeek's
- * DSML, MiniMax M3, Seed-OSS, Hy3, MiniCPM5, Solar Open, Functionary v3.1, Nemotron, LFM2, Apertus, Command R7B and R+) write calls their own way and are parsed here first.
+ * DSML, MiniMax M3, Kimi K3, Seed-OSS, Hy3, MiniCPM5, Solar Open, Functionary v3.1, Nemotron, LFM2, Apertus, Command R7B and R+) write calls their own way and are parsed here first.
  */
 
 import { randomBytes } from "node:crypto";
@@ -169,8 +169,30 @@ function minimaxM3Reader(): SectionReader {
     ]);
 }
 
+/** Kimi K3: `<|open|>call tool="f" index="1"<|sep|>` with `<|open|>argument key="k" type="t"<|sep|>v<|close|>argument<|sep|>`. */
+function kimiK3Reader(): SectionReader {
+  const call = /<\|open\|>call tool="([^"]+)"[^<]*<\|sep\|>([\s\S]*?)(?:<\|close\|>call<\|sep\|>|$)/g;
+  const argument =
+    /<\|open\|>argument key="([^"]+)"[^<]*<\|sep\|>([\s\S]*?)(?:<\|close\|>argument<\|sep\|>|$)/g;
+  // the type attribute is the model's; the schema's type decides, as llama.cpp reads it
+  return (body, typed) =>
+    [...body.matchAll(call)].map(([, name, args]) => [
+      name,
+      Object.fromEntries(
+        [...args!.matchAll(argument)].map(([, key, text]) => [key, typed(name!, key!, text!)]),
+      ),
+    ]);
+}
+
 /** Formats whose calls stand between markers, by name. */
 const SECTION_FORMATS = {
+  // Kimi K3: <|open|>tools<|sep|> calls <|close|>tools<|sep|>; only <|open|>, <|close|>, <|sep|> are tokens
+  "kimi-k3": {
+    detect: "open_tag('call'",
+    sections: [["<|open|>tools<|sep|>", "<|close|>tools<|sep|>"]],
+    preserved: ["<|open|>", "<|close|>", "<|sep|>"],
+    read: kimiK3Reader(),
+  },
   // MiniMax M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="f"> ]<]minimax[>[<k>v]<]minimax[>[</k> ...
   "minimax-m3": {
     detect: MINIMAX_M3_NS,
