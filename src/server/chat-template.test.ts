@@ -393,9 +393,10 @@ describe("rendering with a model's template", () => {
         t.engine.requests[0]!.prompt,
         "<start_of_turn>user\nFix the bug.\n\nList the files.<end_of_turn>\n<start_of_turn>model\n",
       );
+      // two user messages in a row make one turn (template-polyfills.test.ts); a conversation the assistant opens is not
       const refused = await t.post("/v1/chat/completions", {
         messages: [
-          { role: "user", content: "Hi" },
+          { role: "assistant", content: "Hi" },
           { role: "user", content: "Hi again" },
         ],
       });

@@ -19,6 +19,7 @@ import {
   isToolBlind,
   type TemplateMessage,
   toolsAsText,
+  withAlternatingRoles,
   withSystemInUserTurn,
   withTypedContent,
 } from "./template-polyfills.js";
@@ -237,11 +238,16 @@ export class ChatTemplate {
       offered = [];
     }
     // built only when the forms before them were refused
+    const alternating = () => withAlternatingRoles(fitted);
     const forms = [
       () => fitted,
       () => withSystemInUserTurn(fitted),
       () => withTypedContent(fitted),
       () => withTypedContent(withSystemInUserTurn(fitted)),
+      alternating,
+      () => withSystemInUserTurn(alternating()),
+      () => withTypedContent(alternating()),
+      () => withTypedContent(withSystemInUserTurn(alternating())),
     ];
     let prompt: string | undefined;
     let refusal: unknown;

@@ -2,7 +2,8 @@
  * Rewrites for what a model's chat template cannot render, as llama-server's `--jinja` polyfills do.
  * Templates written before tool calling (Gemma 2 and 3, Phi-3.5) ignore `tools` and `tool_calls` and
  * refuse role "tool" (Gemma's roles must alternate); Gemma 2 refuses role "system"; Gemma 3 reads a
- * system message only as typed content parts.
+ * system message only as typed content parts; Mistral's and Gemma's templates refuse a system message after
+ * the first or two user messages in a row, which agent harnesses send.
  */
 import { toolsBlock } from "./chat-render.js";
 import type { ToolInput } from "./schemas.js";
@@ -57,6 +58,27 @@ function toolResultsAsUserTurns(messages: TemplateMessage[]): TemplateMessage[] 
       out.push(isResult ? { role: "user", content: text } : m);
     }
     lastWasResult = isResult || (lastWasResult && m["role"] === "user");
+  }
+  return out;
+}
+
+/**
+ * Roles as strict templates take them (Mistral's, Gemma's: one system message first, then turns that
+ * alternate): every system message in one at the start (in order), and consecutive user messages in one.
+ * Agent harnesses send both: Codex its instructions and a developer message, then two user messages;
+ * Claude Code a system message after the user's.
+ */
+export function withAlternatingRoles(messages: TemplateMessage[]): TemplateMessage[] {
+  const system = messages.filter((m) => m["role"] === "system").map(textOf);
+  const out: TemplateMessage[] = system.length > 0 ? [{ role: "system", content: system.join("\n\n") }] : [];
+  for (const m of messages) {
+    if (m["role"] === "system") continue;
+    const previous = out.at(-1);
+    if (m["role"] === "user" && previous?.["role"] === "user") {
+      out[out.length - 1] = { ...previous, content: `${textOf(previous)}\n\n${textOf(m)}` };
+    } else {
+      out.push(m);
+    }
   }
   return out;
 }
