@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import type { LlamaEngineOptions } from "../engine/engine-factory.js";
 import { H100_ALL_LAYERS } from "../engine/test-support/devices.js";
 import { FakeEngine } from "../server/test-support/fake-engine.js";
+import { llamaTemplate } from "../server/test-support/llama-templates.js";
 import { runServe, serveCommand } from "./serve-command.js";
 
 /** The start-up banner of `serve` with these flags over `engine`, line by line (the server stopped again). */
@@ -262,6 +263,45 @@ test("a thinking template: the banner says chat completions split the thinking, 
         splits,
       );
     }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("the banner says how chat requests are rendered and read: whose template, the tool calls' format, the thinking", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "continuum-serve-"));
+  try {
+    const file = join(dir, "minimax.jinja");
+    await writeFile(file, llamaTemplate("MiniMax-M2"));
+    const overridden = await bannerOf(["--chat-template", file]);
+    assert.ok(
+      overridden.includes(
+        "  chat template: --chat-template; tool calls read as minimax; thinking between <think> and </think>",
+      ),
+      overridden.join("\n"),
+    );
+    const hermes = new FakeEngine({
+      chatTemplate: {
+        source: "{% for m in messages %}{{ m.content }}{% endfor %}",
+        toolUseSource: llamaTemplate("NousResearch-Hermes-3-Llama-3.1-8B-tool_use"),
+        bosToken: "",
+        eosToken: "<|im_end|>",
+        eosTokenId: 2,
+        addsBos: false,
+      },
+    });
+    const own = await bannerOf([], hermes);
+    assert.ok(
+      own.some((line) =>
+        line.startsWith("  chat template: the model's own (its tool_use template for requests with tools)"),
+      ),
+      own.join("\n"),
+    );
+    assert.equal(
+      (await bannerOf([])).filter((line) => line.includes("chat template")).length,
+      0,
+      "built-in ChatML",
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -248,8 +248,18 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
         "on an H100 machine, docs/gpu.md); a smaller --kv-cache-tokens or --kv-layout streams avoids it",
     );
   }
-  if (server.api.rendersToolUse) {
-    log("  chat template: the model's own, and its tool_use template for requests that offer tools");
+  const template = server.api.chatTemplate;
+  if (template !== null) {
+    const thinking = template.thinkTags
+      ? `thinking between ${template.thinkTags.open.trim()} and ${template.thinkTags.close.trim()}`
+      : template.toolCalls === "harmony"
+        ? "thinking in harmony's analysis channel"
+        : "no thinking";
+    log(
+      `  chat template: ${template.overridden ? "--chat-template" : "the model's own"}` +
+        `${template.toolUse ? " (its tool_use template for requests with tools)" : ""}; ` +
+        `tool calls read as ${template.toolCalls}; ${thinking}`,
+    );
   }
   if (server.api.splitsReasoning) {
     log(

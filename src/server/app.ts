@@ -22,8 +22,10 @@ import { countMessageTokens, messages } from "./messages.js";
 import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
 import { ServerMetrics } from "./metrics.js";
 import { scopeToTenant } from "./program-fields.js";
+import type { ThinkTags } from "./reasoning.js";
 import { responsesApi } from "./responses.js";
 import { detokenize, tokenize } from "./tokenize.js";
+import type { ToolCallFormat } from "./tool-call-formats.js";
 import { TurnPrograms } from "./turn-programs.js";
 
 export interface AppOptions {
@@ -63,14 +65,24 @@ export interface AppOptions {
   readonly logError?: (message: string) => void;
 }
 
+/** What the banner says of the chat template. */
+export interface ChatTemplateSummary {
+  /** `--chat-template`, not the model's own */
+  readonly overridden: boolean;
+  readonly toolCalls: ToolCallFormat;
+  readonly thinkTags: ThinkTags | null;
+  /** requests with tools render with the model's own `tool_use` template */
+  readonly toolUse: boolean;
+}
+
 export interface ContinuumApp {
   readonly app: Hono<AppEnv>;
   readonly metrics: ServerMetrics;
   readonly inflight: InflightRequests;
   /** chat completions report the model's thinking as `reasoning_content` (its template thinks; `reasoningFormat`) */
   readonly splitsReasoning: boolean;
-  /** requests with tools render with the model's own `tool_use` template */
-  readonly rendersToolUse: boolean;
+  /** how chat requests are rendered and read, for the banner; null: the engine's own (built-in models) */
+  readonly chatTemplate: ChatTemplateSummary | null;
   /** From now on, new requests get 503 (a graceful shutdown is under way). */
   startDraining(): void;
   readonly draining: boolean;
@@ -312,7 +324,15 @@ export function createApp(options: AppOptions): ContinuumApp {
     inflight,
     splitsReasoning:
       ctx.splitsReasoning && (chatTemplate?.thinks === true || toolUseTemplate?.thinks === true),
-    rendersToolUse: toolUseTemplate !== null,
+    chatTemplate:
+      chatTemplate === null
+        ? null
+        : {
+            overridden: options.chatTemplate !== undefined,
+            toolCalls: chatTemplate.format,
+            thinkTags: chatTemplate.thinkTags,
+            toolUse: toolUseTemplate !== null,
+          },
     startDraining() {
       draining = true;
       history?.stop();
