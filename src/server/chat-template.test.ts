@@ -4,9 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
-import { CHATML_TEMPLATE, generateLlamaGguf } from "../engine/gguf/index.js";
+import { CHATML_TEMPLATE } from "../engine/gguf/index.js";
 import { LlamaModelRunner } from "../engine/llama-model-runner.js";
 import { isNativeAvailable } from "../engine/native/llama-native.js";
+import { writeTemplateGguf } from "../engine/test-support/template-gguf.js";
 import { ChatTemplate, serverChatTemplate } from "./chat-template.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import { llamaTemplate, ollamaGgufTemplate, qwen3ChatTemplate } from "./test-support/llama-templates.js";
@@ -250,17 +251,7 @@ describe("real models' chat templates from GGUF metadata", {
     dir = await mkdtemp(join(tmpdir(), "continuum-templates-"));
     for (const family of families) {
       const modelPath = join(dir, `${family.file}.gguf`);
-      await generateLlamaGguf(modelPath, {
-        contextLength: 256,
-        embeddingLength: 32,
-        blockCount: 1,
-        feedForwardLength: 64,
-        headCount: 2,
-        headCountKv: 1,
-        seed: 7,
-        weightType: "f32",
-        chatTemplate: sourceOf(family),
-      });
+      await writeTemplateGguf(modelPath, sourceOf(family));
       const runner = await LlamaModelRunner.open({ modelPath, kvCells: 256, maxSeqs: 1, threads: 1 });
       models.set(family.file, runner.chatTemplate);
       await runner.close();

@@ -8,7 +8,7 @@ import { describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
 import { llamaTemplate, qwen3ChatTemplate } from "./test-support/llama-templates.js";
-import { type Json, sseEvents, withServer } from "./test-support/test-server.js";
+import { type Json, sseEvents, streamedChoice, withServer } from "./test-support/test-server.js";
 
 const qwen3 = qwen3ChatTemplate();
 
@@ -57,13 +57,7 @@ describe("reasoning models on chat completions and messages", () => {
     const reply = () => ["<thi", "nk>\nPlan", " it.\n</th", "ink>\n", "\nHere it ", "is."];
     await withServer({ chatTemplate: qwen3, reply }, {}, async (t) => {
       const sse = await (await t.post("/v1/chat/completions", { messages, stream: true })).text();
-      let reasoning = "";
-      let content = "";
-      for (const frame of sseEvents(sse).slice(0, -1)) {
-        const delta = (JSON.parse(frame) as Json).choices[0]?.delta ?? {};
-        reasoning += delta.reasoning_content ?? "";
-        content += delta.content ?? "";
-      }
+      const { reasoning, content } = streamedChoice(sse);
       assert.equal(reasoning.trim(), "Plan it.");
       assert.equal(content, "Here it is.");
     });
@@ -113,13 +107,7 @@ describe("reasoning models on chat completions and messages", () => {
         "</seed:think>",
       ]);
       const sse = await (await t.post("/v1/chat/completions", { messages, tools, stream: true })).text();
-      let reasoning = "";
-      let content = "";
-      for (const frame of sseEvents(sse).slice(0, -1)) {
-        const delta = (JSON.parse(frame) as Json).choices[0]?.delta ?? {};
-        reasoning += delta.reasoning_content ?? "";
-        content += delta.content ?? "";
-      }
+      const { reasoning, content } = streamedChoice(sse);
       assert.equal(reasoning.trim(), "Need the files, <think> is text here.");
       assert.equal(content.trim(), "Listing.");
       const budget = await t.post("/v1/chat/completions", { messages, thinking_budget: 8 });

@@ -9,7 +9,7 @@ import { ChatTemplate } from "./chat-template.js";
 import { readHarmony } from "./harmony.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import { llamaTemplate, llamaTemplateNames, qwen3ChatTemplate } from "./test-support/llama-templates.js";
-import { type Json, sseEvents, withServer } from "./test-support/test-server.js";
+import { type Json, type StreamedChoice, streamedChoice, withServer } from "./test-support/test-server.js";
 import { detectToolCallFormat, parseToolCallsAs } from "./tool-call-formats.js";
 import type { ToolSpec } from "./tool-calls.js";
 
@@ -164,29 +164,13 @@ describe("section formats through the server, streamed (their templates, the fak
         const sse = await (
           await t.post("/v1/chat/completions", { messages: asked, tools, stream: true })
         ).text();
-        const choices = sseEvents(sse)
-          .slice(0, -1)
-          .map((frame) => (JSON.parse(frame) as Json).choices[0])
-          .filter((choice) => choice !== undefined);
-        const deltas = choices.map((choice) => choice.delta ?? {});
-        assert.equal(
-          deltas
-            .map((d) => d.content ?? "")
-            .join("")
-            .trim(),
-          "Looking.",
-        );
-        const streamed: { name: string; args: string }[] = [];
-        for (const call of deltas.flatMap((d) => d.tool_calls ?? [])) {
-          streamed[call.index] ??= { name: "", args: "" };
-          streamed[call.index]!.name += call.function?.name ?? "";
-          streamed[call.index]!.args += call.function?.arguments ?? "";
-        }
+        const streamed = streamedChoice(sse);
+        assert.equal(streamed.content.trim(), "Looking.");
         assert.deepEqual(
-          streamed.map((c) => ({ name: c.name, args: JSON.parse(c.args) })),
+          streamed.calls.map((c) => ({ name: c.name, args: JSON.parse(c.args) })),
           calls,
         );
-        assert.equal(choices.at(-1)?.finish_reason, "tool_calls");
+        assert.equal(streamed.finishReason, "tool_calls");
         // the scheduler prices the turn's pin by the tool it called, read in the same format
         assert.equal(t.engine.requests[0]!.toolNamer?.(reply), "bash");
         const preserved = t.engine.requests[0]!.sampling.preservedTokens ?? [];
@@ -198,6 +182,20 @@ describe("section formats through the server, streamed (their templates, the fak
     });
   }
 });
+
+/** A whole chat completion's choice in the form of a streamed one. */
+function wholeChoice(choice: Json): StreamedChoice {
+  const { message } = choice;
+  return {
+    reasoning: message.reasoning_content ?? "",
+    content: message.content ?? "",
+    calls: (message.tool_calls ?? []).map((c: Json) => ({
+      name: c.function.name,
+      args: c.function.arguments,
+    })),
+    finishReason: choice.finish_reason,
+  };
+}
 
 describe("Kimi K3 through the server: thinking, its response section, its tools section", () => {
   const chatTemplate = () => ({ ...qwen3ChatTemplate(), source: llamaTemplate("Kimi-K3") });
@@ -215,31 +213,13 @@ describe("Kimi K3 through the server: thinking, its response section, its tools 
           t.engine.requests[0]!.prompt.endsWith("<|open|>think<|sep|>"),
           "the prompt opens the thinking",
         );
-        let reasoning = "";
-        let content = "";
-        const streamed: { name: string; args: string }[] = [];
-        if (stream) {
-          for (const frame of sseEvents(await response.text()).slice(0, -1)) {
-            const delta = (JSON.parse(frame) as Json).choices[0]?.delta ?? {};
-            reasoning += delta.reasoning_content ?? "";
-            content += delta.content ?? "";
-            for (const c of delta.tool_calls ?? []) {
-              streamed[c.index] ??= { name: "", args: "" };
-              streamed[c.index]!.name += c.function?.name ?? "";
-              streamed[c.index]!.args += c.function?.arguments ?? "";
-            }
-          }
-        } else {
-          const message = ((await response.json()) as Json).choices[0].message;
-          reasoning = message.reasoning_content;
-          content = message.content;
-          for (const c of message.tool_calls)
-            streamed.push({ name: c.function.name, args: c.function.arguments });
-        }
-        assert.equal(reasoning.trim(), "Need the files.");
-        assert.equal(content.trim(), "Listing.");
+        const read: StreamedChoice = stream
+          ? streamedChoice(await response.text())
+          : wholeChoice(((await response.json()) as Json).choices[0]);
+        assert.equal(read.reasoning.trim(), "Need the files.");
+        assert.equal(read.content.trim(), "Listing.");
         assert.deepEqual(
-          streamed.map((c) => ({ name: c.name, args: JSON.parse(c.args) })),
+          read.calls.map((c) => ({ name: c.name, args: JSON.parse(c.args) })),
           calls.slice(0, 1),
         );
         const preserved = t.engine.requests[0]!.sampling.preservedTokens ?? [];
@@ -255,11 +235,7 @@ describe("Kimi K3 through the server: thinking, its response section, its tools 
       const body = (await (await t.post("/v1/chat/completions", { messages: asked })).json()) as Json;
       assert.equal(body.choices[0].message.content, "Hello there.");
       const sse = await (await t.post("/v1/chat/completions", { messages: asked, stream: true })).text();
-      const text = sseEvents(sse)
-        .slice(0, -1)
-        .map((frame) => (JSON.parse(frame) as Json).choices[0]?.delta?.content ?? "")
-        .join("");
-      assert.equal(text, "Hello there.");
+      assert.equal(streamedChoice(sse).content, "Hello there.");
     });
   });
 });

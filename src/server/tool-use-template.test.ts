@@ -9,9 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
-import { generateLlamaGguf } from "../engine/gguf/index.js";
 import { LlamaModelRunner } from "../engine/llama-model-runner.js";
 import { isNativeAvailable } from "../engine/native/llama-native.js";
+import { writeTemplateGguf } from "../engine/test-support/template-gguf.js";
 import { llamaTemplate } from "./test-support/llama-templates.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 
@@ -44,18 +44,7 @@ describe("a model's tool_use template", () => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-tool-use-"));
     try {
       const modelPath = join(dir, "hermes.gguf");
-      await generateLlamaGguf(modelPath, {
-        contextLength: 256,
-        embeddingLength: 32,
-        blockCount: 1,
-        feedForwardLength: 64,
-        headCount: 2,
-        headCountKv: 1,
-        seed: 7,
-        weightType: "f32",
-        chatTemplate: PLAIN,
-        extraMetadata: { "tokenizer.chat_template.tool_use": TOOL_USE() },
-      });
+      await writeTemplateGguf(modelPath, PLAIN, { "tokenizer.chat_template.tool_use": TOOL_USE() });
       const runner = await LlamaModelRunner.open({ modelPath, kvCells: 256, maxSeqs: 1, threads: 1 });
       assert.equal(runner.chatTemplate.source, PLAIN);
       assert.equal(runner.chatTemplate.toolUseSource, TOOL_USE());

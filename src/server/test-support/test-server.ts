@@ -34,6 +34,35 @@ export async function withServer(
   }
 }
 
+/** A streamed chat completion's first choice, its deltas put together. */
+export interface StreamedChoice {
+  readonly reasoning: string;
+  readonly content: string;
+  readonly calls: { name: string; args: string }[];
+  readonly finishReason: string | null;
+}
+
+export function streamedChoice(sse: string): StreamedChoice {
+  let reasoning = "";
+  let content = "";
+  let finishReason: string | null = null;
+  const calls: { name: string; args: string }[] = [];
+  for (const frame of sseEvents(sse).slice(0, -1)) {
+    const choice = (JSON.parse(frame) as { choices: Json[] }).choices[0];
+    if (choice === undefined) continue;
+    const delta = choice.delta ?? {};
+    reasoning += delta.reasoning_content ?? "";
+    content += delta.content ?? "";
+    for (const call of delta.tool_calls ?? []) {
+      calls[call.index] ??= { name: "", args: "" };
+      calls[call.index]!.name += call.function?.name ?? "";
+      calls[call.index]!.args += call.function?.arguments ?? "";
+    }
+    finishReason = choice.finish_reason ?? finishReason;
+  }
+  return { reasoning, content, calls, finishReason };
+}
+
 /** The `data:` payloads of an SSE body, in order. */
 export function sseEvents(body: string): string[] {
   return body
