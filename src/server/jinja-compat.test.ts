@@ -171,11 +171,46 @@ describe("undefined values, taken as llama.cpp's engine takes them", () => {
     assert.equal(compat, "[a][b][c][d][e][f][g1][hi][j1.5]");
   });
 
+  test("a boolean beside a string is written as Python writes it (GigaChat 3's ' // default: ' ~ default)", () => {
+    const { library, compat } = renders(
+      "[{{ ' // default: ' ~ d.b }}][{{ true ~ '' }}][{{ 'a' + true }}][{{ 'n' ~ 1.5 }}]",
+      { d: { b: false } },
+    );
+    assert.equal(library, "[ // default: false][true][atrue][n1.5]");
+    assert.equal(compat, "[ // default: False][True][aTrue][n1.5]");
+  });
+
   test("but not beside anything else, nor, under +, where a string is indexed by a name (as Python)", () => {
     for (const source of ["{{ 1 + u }}", "{{ u ~ u }}", "{{ u ~ 1 }}", "{{ 'ab'[0]['t'] + 'x' }}"]) {
       assert.throws(() => new CompatTemplate(source).render(context), /on undefined values/, source);
     }
     assert.throws(() => new CompatTemplate("{{ none ~ 1 }}").render(), /on null values/);
+  });
+
+  test("an undefined value is in no list (Seed-OSS's py_type of a parameter without a type)", () => {
+    const source =
+      "{% macro py_type(t) %}{% if t == 'string' %}str{% elif t in ('number', 'integer') %}int" +
+      "{% else %}Any{% endif %}{% endmacro %}" +
+      "{% for name, spec in params.properties.items() %}{{ name }}: {{ py_type(spec.type) }} {% endfor %}";
+    const params = { properties: { path: { type: "string" }, args: { description: "any value" } } };
+    const { library, compat } = renders(source, { params });
+    assert.match(library, /^refused: Cannot perform operation in on undefined values/);
+    assert.equal(compat, "path: str args: Any ");
+    // nor in a dict, nor (Python's Jinja) not in one; in a string it is still an error, as in Python
+    assert.equal(renders("[{{ u in d }}][{{ u not in [1] }}]", context).compat, "[false][true]");
+    assert.throws(() => new CompatTemplate("{{ u in 'abc' }}").render(), /on undefined values/);
+  });
+
+  test("none is searched for in a list (GigaChat 3's schema.get('type') of a parameter without a type)", () => {
+    const source =
+      "{% for key, schema in params.properties.items() %}{% set ty = schema.get('type') %}" +
+      "{{ key }}: {% if ty == 'string' %}string{% elif ty in ['number', 'integer'] %}number" +
+      "{% else %}any{% endif %}, {% endfor %}[{{ none in [1, none] }}][{{ none in d }}]";
+    const params = { properties: { path: { type: "string" }, args: { description: "any value" } } };
+    const { library, compat } = renders(source, { ...context, params });
+    assert.match(library, /^refused: Cannot perform operation on null values/);
+    assert.equal(compat, "path: string, args: any, [true][false]");
+    assert.throws(() => new CompatTemplate("{{ none in 'abc' }}").render(), /on null values/);
   });
 
   test("none under a list filter llama.cpp has for it is an empty list (Functionary v3.1's tools, none)", () => {
@@ -184,6 +219,54 @@ describe("undefined values, taken as llama.cpp's engine takes them", () => {
     const { library, compat } = renders(source);
     assert.match(library, /^refused: Cannot apply filter "selectattr" to type: NullValue/);
     assert.equal(compat, "[0][0][1]");
+  });
+});
+
+// A JSON schema's `type` may be a list (`["integer", "null"]`: a nullable parameter, as Qwen Code sends them).
+// Expected values are what llama.cpp's engine renders, or where it refuses, what Python's Jinja renders.
+describe("values the library takes as strings only, as Python's Jinja takes them", () => {
+  const limit = { type: ["integer", "null"], description: "n" };
+
+  test("|upper, |lower, |title, |capitalize and |trim write a value that is not a string as str() first", () => {
+    const source =
+      "[{{ limit.type|upper }}][{{ {'a': 'b'}|upper }}][{{ 5|lower }}][{{ none|title }}][{{ true|upper }}]" +
+      "[{{ parts|trim }}][{{ 2.5|capitalize }}][{{ u|upper }}][{{ ' x '|trim }}]";
+    const parts = [{ type: "text", text: "Fix." }];
+    const { library, compat } = renders(source, { limit, parts });
+    assert.match(library, /^refused: Unknown ArrayValue filter: upper/);
+    assert.equal(
+      compat,
+      "[['INTEGER', 'NULL']][{'A': 'B'}][5][None][TRUE][[{'type': 'text', 'text': 'Fix.'}]][2.5][][x]",
+    );
+  });
+
+  test("a list in a list or tuple is searched for by ==, not refused (Seed-OSS's and GigaChat 3's type checks)", () => {
+    const source =
+      "[{% if limit.type in ('number', 'integer') %}int{% else %}Any{% endif %}]" +
+      "[{% if limit.type in ['number', 'integer'] %}number{% else %}any{% endif %}]" +
+      "[{{ limit.type in [['integer', 'null']] }}][{{ limit.type not in [['integer']] }}]" +
+      "[{{ [{'a': [1]}] in [[{'a': [1.0]}]] }}][{{ 'integer' in limit.type }}]";
+    const { library, compat } = renders(source, { limit });
+    assert.match(library, /^refused: Unknown operator "in" between ArrayValue and TupleValue/);
+    assert.equal(compat, "[Any][any][true][true][true][true]");
+    assert.throws(() => new CompatTemplate("{{ [1] in 'abc' }}").render(), /Unknown operator "in"/);
+  });
+
+  test("a lookup by a key that is a list is undefined (Hermes 2 Pro's and Command R+'s type map)", () => {
+    const source =
+      "{% macro py(spec) %}{% set m = {'string': 'str', 'number': 'float', 'integer': 'int'} %}" +
+      "{% if m[spec.type] is defined %}{{ m[spec.type] }}{% elif spec.type is iterable %}Union[" +
+      "{% for t in spec.type %}{{ py({'type': t}) }}{% if not loop.last %},{% endif %}{% endfor %}]" +
+      "{% else %}Any{% endif %}{% endmacro %}{{ py(v) }} {{ py({'type': 'string'}) }}";
+    const v = { type: ["string", "number"] };
+    const { library, compat } = renders(source, { v });
+    assert.match(library, /^refused: Cannot access property with non-string: got ArrayValue/);
+    assert.equal(compat, "Union[str,float] str");
+    // with "null" in the list the macro loops over the string "null": Python's Jinja recurses without end,
+    // llama.cpp refuses the lookup, and the library the loop
+    assert.throws(() => new CompatTemplate(source).render({ v: limit }), /got StringValue/);
+    const others = "[{{ d[none] is defined }}][{{ d[{'a': 1}] is defined }}][{{ [5, 6][i] }}][{{ d[k] }}]";
+    assert.equal(renders(others, { d: { a: 1 }, i: 1, k: "a" }).compat, "[false][false][6][1]");
   });
 });
 
@@ -392,4 +475,75 @@ describe("real templates given the tools real clients send", () => {
       assert.ok(prompt.includes(GIGACHAT_TOOL), prompt);
     });
   }
+});
+
+/** A parameter whose type is a list, and one without a type, as Qwen Code and Claude Code send them. */
+function readTool(properties: Record<string, unknown>): ToolInput {
+  const parameters = {
+    type: "object",
+    properties: { path: { type: "string", description: "p" }, ...properties },
+  };
+  return {
+    type: "function",
+    function: { name: "read", description: "Read", parameters: { ...parameters, required: ["path"] } },
+  };
+}
+const NULLABLE = readTool({
+  limit: { type: ["integer", "null"], description: "n" },
+  args: { description: "a" },
+  all: { type: "boolean", description: "r", default: false },
+});
+const UNION = readTool({ v: { type: ["string", "number"], description: "u" } });
+const GIGACHAT_TYPE_LIST =
+  "  // n\n  limit?: any,\n  // a\n  args?: any,\n  // r\n  all?: boolean, // default: False\n}) => any;";
+
+const HERMES_UNION = '"description": "read(path: str, v: Union[str,float]) - Read';
+/** Each template's writing of the tool; where llama.cpp refuses it (noted), as Python's Jinja writes it. */
+const TYPE_LIST_PROMPTS: Record<string, [ToolInput, string]> = {
+  "google-gemma-4-31B-it": [
+    NULLABLE,
+    'args:{description:<|"|>a<|"|>,type:<|"|><|"|>},limit:{description:<|"|>n<|"|>,' +
+      "type:<|\"|>['INTEGER', 'NULL']<|\"|>},path:",
+  ],
+  "google-gemma-4-31B-it-interleaved": [
+    NULLABLE,
+    "limit:{description:<|\"|>n<|\"|>,type:<|\"|>['INTEGER', 'NULL']<|\"|>}",
+  ],
+  // llama.cpp refuses the list (`ty in [...]`); `args` and `all` (a boolean default: False) as it writes them
+  "GigaChat3-10B-A1.8B": [NULLABLE, GIGACHAT_TYPE_LIST],
+  "GigaChat3.1-10B-A1.8B": [NULLABLE, GIGACHAT_TYPE_LIST],
+  // llama.cpp refuses both (`t in ("number", "integer")`)
+  "ByteDance-Seed-OSS": [NULLABLE, "def read(path: str,limit: Any,args: Any,all: bool):"],
+  // llama.cpp refuses these (a list as a dict's key)
+  "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": [UNION, HERMES_UNION],
+  "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": [UNION, HERMES_UNION],
+  "CohereForAI-c4ai-command-r-plus-tool_use": [
+    UNION,
+    "def read(path: str, v: Optional[Union[str,float]] = None) -> List[Dict]:",
+  ],
+};
+
+describe("real templates given a tool parameter whose type is a list, or none", () => {
+  const asked: ChatMessageInput[] = [
+    { role: "system", content: "Fix." },
+    { role: "user", content: "Go." },
+  ];
+  for (const [name, [tool, expected]] of Object.entries(TYPE_LIST_PROMPTS)) {
+    test(name, () => {
+      const prompt = new ChatTemplate(llamaTemplate(name), model).render(asked, [tool]);
+      assert.ok(prompt.includes(expected), prompt);
+    });
+  }
+
+  test("Hermes 2 Pro/3 and Command R+ still refuse a type list with null (as llama.cpp and Python's Jinja do)", () => {
+    // their macro loops over the string "null" as a type list: Python's Jinja recurses without end
+    for (const name of [
+      "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use",
+      "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+      "CohereForAI-c4ai-command-r-plus-tool_use",
+    ]) {
+      const template = new ChatTemplate(llamaTemplate(name), model);
+      assert.throws(() => template.render(asked, [NULLABLE]), /in for loop: got StringValue/, name);
+    }
+  });
 });

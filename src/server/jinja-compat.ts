@@ -20,9 +20,21 @@
  *   none too is empty under the list filters llama.cpp has for it (`|selectattr`, `|items`, ...);
  * - a lookup by an undefined key (`d[x.type]`) is undefined;
  * - `is iterable` and `is sequence` are true of an undefined value;
+ * - `x in list` of an undefined value is false, and of none a search (`schema.get("type") in [...]` where a
+ *   parameter has no type: GigaChat 3); `x in dict` of either is false;
  * - beside a string, undefined and none concatenate as "" (`"a" + d.missing`, `none ~ "a"`); `+` is taken
  *   as concatenation where one side is plainly a string, and there only a missing key or variable is ""
- *   (see `$concat`).
+ *   (see `$concat`); a boolean beside a string is `True`/`False` (GigaChat 3's
+ *   `' // default: ' ~ default`).
+ * Values where the library takes strings only, as Python's Jinja takes them (llama.cpp takes them so or
+ * refuses them), which real templates meet in tools' JSON schemas (a `type` that is a list, `["integer",
+ * "null"]`):
+ * - `|upper`, `|lower`, `|title`, `|capitalize` and `|trim` write a value that is not a string first, as
+ *   Python's `str()` (`['INTEGER', 'NULL']`: Gemma 4), as llama.cpp does too;
+ * - `list in list` compares the items as Python does (false but where one is equal): llama.cpp refuses it
+ *   (ByteDance Seed-OSS's `t in ("number", "integer")`, GigaChat 3's);
+ * - a lookup by a key that is neither a string nor an integer is undefined, as Python's Jinja has it
+ *   (`type_map[spec.type]` of a list, in Hermes 2 Pro/3's and Command R+'s templates); llama.cpp refuses it.
  */
 
 import { Environment, Template } from "@huggingface/jinja";
@@ -68,7 +80,10 @@ const not = (argument: Node): Node => ({
 const orIfUndefined = (operand: Node, value: Node, orNone = false): Node =>
   filter(operand, call(id("default"), orNone ? [value, id("true")] : [value]));
 
-/** A key no dict has: what an undefined key is looked up as, to find nothing (and no method). */
+/**
+ * A key no dict has: what an undefined key (or a list, see `$key`) is looked up as, to find nothing (and no
+ * method).
+ */
 const NO_KEY = "\u0000undefined";
 
 /**
@@ -91,6 +106,11 @@ const METHODS_OF_UNDEFINED: ReadonlyMap<string, Node> = new Map([
   ...["strip", "upper", "lower", "title", "capitalize", "replace"].map((f) => [f, EMPTY_STRING] as const),
   ["items", EMPTY_DICT],
 ]);
+/**
+ * The filters that write a value that is not a string as Python's `str()` first, where they take no
+ * arguments (as llama.cpp's `apply_filter` coerces them; Python's Jinja's `soft_str`).
+ */
+const STRINGIFYING_FILTERS = new Set(["upper", "lower", "title", "capitalize", "trim"]);
 /** Those llama.cpp also has for none (`value_none`'s builtins): none is taken as empty too. */
 const OF_NONE = new Set(["items", "map", "selectattr", "rejectattr", "unique"]);
 
@@ -115,7 +135,7 @@ const STRING_FILTERS = new Set([
   "tojson",
 ]);
 /** Helpers (below) whose result is a string. */
-const STRING_HELPERS = new Set(["$concat", "$repeat", "$string", "$format"]);
+const STRING_HELPERS = new Set(["$concat", "$repeat", "$string", "$format", "$str"]);
 
 /** An expression that is a string wherever it does not fail: a literal, a string filter's or helper's result. */
 function isString(node: Node): boolean {
@@ -217,6 +237,25 @@ function pyFormat(template: unknown, args: Value[], kwargs: Map<string, Value>):
   });
 }
 
+const isSequence = (v: Value): boolean => v.type === "ArrayValue" || v.type === "TupleValue";
+const isDict = (v: Value): boolean => v.type === "ObjectValue" || v.type === "KeywordArgumentsValue";
+const NUMERIC = new Set(["IntegerValue", "FloatValue", "BooleanValue"]);
+
+/** Python's `==` (a list is not equal to a tuple, `True` is to 1). */
+function pyEqual(a: Value, b: Value): boolean {
+  if (NUMERIC.has(a.type) && NUMERIC.has(b.type)) return Number(a.value) === Number(b.value);
+  if (a.type !== b.type) return false;
+  if (isSequence(a)) {
+    const [x, y] = [a.value as Value[], b.value as Value[]];
+    return x.length === y.length && x.every((item, i) => pyEqual(item, y[i]!));
+  }
+  if (isDict(a)) {
+    const [x, y] = [a.value as Map<string, Value>, b.value as Map<string, Value>];
+    return x.size === y.size && [...x].every(([k, v]) => y.has(k) && pyEqual(v, y.get(k)!));
+  }
+  return a.type === "NullValue" || a.type === "UndefinedValue" || a.value === b.value;
+}
+
 /**
  * Called from the rewritten template. The library gives a function its arguments' `.value`: a list's is
  * the list itself (changed in place); a value it needs whole is wrapped in a list by the rewrite.
@@ -247,7 +286,8 @@ const HELPERS = {
    * a dict, its `owners` entry (`"): " + param.description`), or a missing variable (Firefunction v2's
    * `functions`, which llama.cpp leaves undefined). Any other undefined stays an error under `+`,
    * as in Python: a string indexed by a name (`content[0]['text']` of string content, in Gemma 3's template)
-   * is refused, and the server tries the content as typed parts, which llama.cpp would drop as "".
+   * is refused, and the server tries the content as typed parts, which llama.cpp would drop as "". A
+   * boolean is written `True`/`False`, as Python and llama.cpp write it.
    */
   $concat(values: Value[], op: string, owners: Value[] = []): string {
     const blank = (i: number): boolean => {
@@ -266,7 +306,9 @@ const HELPERS = {
     }
     if (left.type === "NullValue" || right.type === "NullValue")
       throw new Error("Cannot perform operation on null values");
-    return String(left.value) + String(right.value);
+    // a boolean as Python's str() (GigaChat 3's `' // default: ' ~ default`), as llama.cpp writes it
+    const text = (v: Value): string => (v.type === "BooleanValue" ? pyRepr(v) : String(v.value));
+    return text(left) + text(right);
   },
   /** `str * n` (and `n * str`), which the library lacks */
   $repeat([left, right]: Value[]): string {
@@ -275,6 +317,46 @@ const HELPERS = {
       throw new Error(`Unknown operator "*" between ${left!.type} and ${right!.type}`);
     }
     return (text.value as string).repeat(Math.max(0, times.value as number));
+  },
+  /**
+   * `needle in haystack` (`op`: "in" or "not in", for the library's errors; the rewrite negates `not in`):
+   * as the library, and where it refuses, as Python: an undefined value is in no list or dict, none is
+   * searched for in a list (as llama.cpp too) and is in no dict, and a list is searched for by Python's
+   * `==` (llama.cpp refuses it).
+   */
+  $in([needle, haystack]: Value[], op: string): boolean {
+    if (haystack!.type === "UndefinedValue") return false;
+    if (isSequence(haystack!)) {
+      const items = haystack!.value as Value[];
+      if (needle!.type === "UndefinedValue") return false;
+      if (isSequence(needle!)) return items.some((x) => pyEqual(x, needle!));
+      return items.some((x) => x.value === needle!.value); // the library's test
+    }
+    if (isDict(haystack!) && (needle!.type === "UndefinedValue" || needle!.type === "NullValue"))
+      return false;
+    if (needle!.type === "UndefinedValue")
+      throw new Error(`Cannot perform operation ${op} on undefined values`);
+    if (needle!.type === "NullValue" || haystack!.type === "NullValue") {
+      throw new Error("Cannot perform operation on null values");
+    }
+    if (needle!.type === "StringValue" && haystack!.type === "StringValue") {
+      return (haystack!.value as string).includes(needle!.value as string);
+    }
+    if (needle!.type === "StringValue" && isDict(haystack!)) {
+      return (haystack!.value as Map<string, Value>).has(needle!.value as string);
+    }
+    throw new Error(`Unknown operator "${op}" between ${needle!.type} and ${haystack!.type}`);
+  },
+  /**
+   * A lookup's key: a string or an integer as it is, anything else (undefined, a list) a key no dict or list
+   * has, so that the lookup is undefined, as in Python's Jinja (the library refuses such keys)
+   */
+  $key([key]: Value[]): unknown {
+    return key!.type === "StringValue" || key!.type === "IntegerValue" ? key!.value : NO_KEY;
+  },
+  /** Python's `str()` of any value (an undefined one is "") */
+  $str([v]: Value[]): string {
+    return pyStr(v!);
   },
   /** `is iterable` / `is sequence`: the library's test, and true of an undefined value */
   $is([v]: Value[], test: string): boolean {
@@ -350,7 +432,9 @@ class Rewriter {
         const member = node as Member;
         if (!member.computed || member.property.type === "SliceExpression") return member;
         if (this.keysOf(member.object)) member.property = this.lookupKey(member.property);
-        else if (!isLiteral(member.property)) member.property = orIfUndefined(member.property, str(NO_KEY));
+        else if (!["StringLiteral", "IntegerLiteral"].includes(member.property.type)) {
+          member.property = call(id("$key"), [list([member.property])]);
+        }
         return member;
       }
       case "BinaryExpression": {
@@ -363,7 +447,13 @@ class Rewriter {
         if (op === "*" && (left.type === "StringLiteral" || right.type === "StringLiteral")) {
           return call(id("$repeat"), [list([left, right])]);
         }
-        if ((op === "in" || op === "not in") && this.keysOf(right)) node["left"] = this.lookupKey(left);
+        if (op === "in" || op === "not in") {
+          const test = call(id("$in"), [
+            list([this.keysOf(right) ? this.lookupKey(left) : left, right]),
+            str(op),
+          ]);
+          return op === "in" ? test : not(test);
+        }
         return node;
       }
       case "TestExpression": {
@@ -465,7 +555,12 @@ class Rewriter {
         return filter(filter(node.operand, sort), id("first"));
       }
       default:
-        if (name !== null) node.operand = emptyIfUndefined(node.operand, name, FILTERS_OF_UNDEFINED);
+        if (name !== null && STRINGIFYING_FILTERS.has(name) && node.filter.type === "Identifier") {
+          // a string as it is, an undefined value "" (as `FILTERS_OF_UNDEFINED`), anything else Python's str()
+          if (node.operand.type !== "StringLiteral") node.operand = call(id("$str"), [list([node.operand])]);
+        } else if (name !== null) {
+          node.operand = emptyIfUndefined(node.operand, name, FILTERS_OF_UNDEFINED);
+        }
         return node;
     }
   }
