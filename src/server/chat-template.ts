@@ -20,6 +20,7 @@ import {
   type TemplateMessage,
   toolsAsText,
   withAlternatingRoles,
+  withoutNullTypes,
   withSystemInUserTurn,
   withTypedContent,
 } from "./template-polyfills.js";
@@ -249,11 +250,19 @@ export class ChatTemplate {
       () => withTypedContent(alternating()),
       () => withTypedContent(withSystemInUserTurn(alternating())),
     ];
+    // the tools as sent, then without "null" in their parameters' type lists (Hermes' and Command R+'s
+    // templates loop over a type they take for a list of types)
+    const toolForms = [offered, withoutNullTypes(offered)].filter((t, i, all) => i === 0 || t !== all[0]);
+    const attempts = toolForms.flatMap((toolForm) =>
+      forms.map(
+        (form) => () => this.renderMessages(form(), toolForm, variables, options.addGenerationPrompt ?? true),
+      ),
+    );
     let prompt: string | undefined;
     let refusal: unknown;
-    for (const form of forms) {
+    for (const attempt of attempts) {
       try {
-        prompt = this.renderMessages(form(), offered, variables, options.addGenerationPrompt ?? true);
+        prompt = attempt();
         break;
       } catch (error) {
         refusal ??= error;

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { ChatTemplate } from "./chat-template.js";
 import type { ChatMessageInput } from "./schemas.js";
-import { withAlternatingRoles } from "./template-polyfills.js";
+import { withAlternatingRoles, withoutNullTypes } from "./template-polyfills.js";
 import { llamaTemplate } from "./test-support/llama-templates.js";
 
 const codexLike: ChatMessageInput[] = [
@@ -54,6 +54,52 @@ describe("roles as strict templates take them", () => {
         for (const m of conversation)
           assert.ok(prompt.includes(m.content as string), `${m.content}\n${prompt}`);
       }
+    });
+  }
+});
+
+describe("nullable parameters for templates that cannot write them", () => {
+  const tools = [
+    {
+      type: "function" as const,
+      function: {
+        name: "read_file",
+        description: "Read a file",
+        parameters: {
+          type: "object",
+          properties: {
+            path: { type: "string", description: "The file" },
+            limit: { type: ["integer", "null"], description: "Lines at most" },
+          },
+        },
+      },
+    },
+  ];
+
+  test("null is taken out of type lists, at any depth; tools without one come back as they are", () => {
+    const [tool] = withoutNullTypes(tools);
+    assert.deepEqual(tool?.function.parameters?.["properties"], {
+      path: { type: "string", description: "The file" },
+      limit: { type: "integer", description: "Lines at most" },
+    });
+    const plain = [{ type: "function" as const, function: { name: "ls", parameters: { type: "object" } } }];
+    assert.equal(withoutNullTypes(plain), plain);
+  });
+
+  for (const name of [
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+    "CohereForAI-c4ai-command-r-plus-tool_use",
+  ]) {
+    test(`${name}: a nullable parameter (Qwen Code's tools) renders with its type`, () => {
+      const template = new ChatTemplate(llamaTemplate(name), {
+        source: null,
+        bosToken: "<s>",
+        eosToken: "</s>",
+        eosTokenId: 2,
+        addsBos: true,
+      });
+      const prompt = template.render([{ role: "user", content: "Read a.py." }], tools);
+      assert.match(prompt, /limit/);
     });
   }
 });

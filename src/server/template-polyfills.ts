@@ -83,6 +83,41 @@ export function withAlternatingRoles(messages: TemplateMessage[]): TemplateMessa
   return out;
 }
 
+/**
+ * The tools with "null" taken out of their parameters' JSON-schema type lists (`["integer", "null"]` ->
+ * `"integer"`), at any depth; the same array when no type list holds "null".
+ */
+export function withoutNullTypes(tools: readonly ToolInput[]): readonly ToolInput[] {
+  let changed = false;
+  const strip = (schema: unknown): unknown => {
+    if (Array.isArray(schema)) return schema.map(strip);
+    if (typeof schema !== "object" || schema === null) return schema;
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(schema)) {
+      if (key === "type" && Array.isArray(value) && value.includes("null")) {
+        const types = value.filter((t) => t !== "null");
+        changed = true;
+        if (types.length > 0) out[key] = types.length === 1 ? types[0] : types;
+      } else {
+        out[key] = strip(value);
+      }
+    }
+    return out;
+  };
+  const stripped = tools.map((tool) =>
+    tool.function.parameters
+      ? {
+          ...tool,
+          function: {
+            ...tool.function,
+            parameters: strip(tool.function.parameters) as Record<string, unknown>,
+          },
+        }
+      : tool,
+  );
+  return changed ? stripped : tools;
+}
+
 /** System messages as the start of the next user turn. */
 export function withSystemInUserTurn(messages: TemplateMessage[]): TemplateMessage[] {
   const out: TemplateMessage[] = [];
