@@ -1,8 +1,8 @@
 /**
  * How a model writes tool calls, told from its chat template's text, and the parser for each way.
  * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
- * already reads; Mistral, DeepSeek, Kimi, GLM, Gemma 4 and the section formats below (MiniMax, DeepSeek's
- * DSML, MiniMax M3, Kimi K3, Seed-OSS, Hy3, MiniCPM5, Solar Open, Functionary v3.1, Nemotron, LFM2, Apertus, Command R7B and R+) write calls their own way and are parsed here first.
+ * already reads; Mistral, DeepSeek, Kimi K2, GLM and Gemma 4 write calls their own way and are parsed here
+ * first, as are the formats whose calls stand between two markers (section-formats.ts).
  */
 
 import { randomBytes } from "node:crypto";
