@@ -38,6 +38,7 @@
  */
 
 import { Environment, Template } from "@huggingface/jinja";
+import { isDict, isSequence, pyEqual, pyFormat, pyRepr, pyStr, type Value } from "./python-values.js";
 
 /** A node of the library's AST: its classes are not exported, and its interpreter goes by `type` alone. */
 interface Node {
@@ -47,12 +48,6 @@ interface Node {
 type Call = Node & { callee: Node; args: Node[] };
 type Member = Node & { object: Node; property: Node; computed: boolean };
 type Filter = Node & { operand: Node; filter: Node };
-
-/** A value of the library's runtime, as a helper sees the items of a list it is given. */
-interface Value {
-  type: string;
-  value: unknown;
-}
 
 const id = (value: string): Node => ({ type: "Identifier", value });
 const str = (value: string): Node => ({ type: "StringLiteral", value });
@@ -179,82 +174,6 @@ function ownerOf(node: Node): Node {
 
 /** The library's own tests (`is iterable`, ...), for the values it already answers for. */
 const LIBRARY_TESTS = new Environment().tests;
-
-const ESCAPES: Readonly<Record<string, string>> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
-
-function pyQuote(text: string): string {
-  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
-  let body = "";
-  for (const c of text) {
-    const code = c.charCodeAt(0);
-    if (c === quote) body += `\\${c}`;
-    else if (ESCAPES[c] !== undefined) body += ESCAPES[c];
-    else if (code < 0x20 || code === 0x7f) body += `\\x${code.toString(16).padStart(2, "0")}`;
-    else body += c;
-  }
-  return quote + body + quote;
-}
-
-/** Python's `repr()`. */
-function pyRepr(v: Value): string {
-  switch (v.type) {
-    case "StringValue":
-      return pyQuote(v.value as string);
-    case "BooleanValue":
-      return v.value ? "True" : "False";
-    case "NullValue":
-    case "UndefinedValue":
-      return "None";
-    case "ArrayValue":
-      return `[${(v.value as Value[]).map(pyRepr).join(", ")}]`;
-    case "TupleValue": {
-      const items = (v.value as Value[]).map(pyRepr);
-      return `(${items.join(", ")}${items.length === 1 ? "," : ""})`;
-    }
-    case "ObjectValue":
-      return `{${[...(v.value as Map<string, Value>)].map(([k, x]) => `${pyQuote(k)}: ${pyRepr(x)}`).join(", ")}}`;
-    default:
-      return String(v); // numbers: the library writes floats as Python does (1.0)
-  }
-}
-
-/** Python's `str()` (Jinja's for an undefined value: empty). */
-function pyStr(v: Value): string {
-  if (v.type === "StringValue") return v.value as string;
-  return v.type === "UndefinedValue" ? "" : pyRepr(v);
-}
-
-/** `template.format(*args, **kwargs)` for plain fields; a conversion or format spec is refused, not ignored. */
-function pyFormat(template: unknown, args: Value[], kwargs: Map<string, Value>): string {
-  if (typeof template !== "string") throw new Error("format: only a string has a format method");
-  let next = 0;
-  return template.replace(/\{\{|\}\}|\{([^{}]*)\}/g, (match, field: string | undefined) => {
-    if (field === undefined) return match[0]!;
-    if (/[!:.[]/.test(field)) throw new Error(`format: the field {${field}} is not supported`);
-    const value = field === "" ? args[next++] : /^\d+$/.test(field) ? args[Number(field)] : kwargs.get(field);
-    if (value === undefined) throw new Error(`format: no argument for the field {${field}}`);
-    return pyStr(value);
-  });
-}
-
-const isSequence = (v: Value): boolean => v.type === "ArrayValue" || v.type === "TupleValue";
-const isDict = (v: Value): boolean => v.type === "ObjectValue" || v.type === "KeywordArgumentsValue";
-const NUMERIC = new Set(["IntegerValue", "FloatValue", "BooleanValue"]);
-
-/** Python's `==` (a list is not equal to a tuple, `True` is to 1). */
-function pyEqual(a: Value, b: Value): boolean {
-  if (NUMERIC.has(a.type) && NUMERIC.has(b.type)) return Number(a.value) === Number(b.value);
-  if (a.type !== b.type) return false;
-  if (isSequence(a)) {
-    const [x, y] = [a.value as Value[], b.value as Value[]];
-    return x.length === y.length && x.every((item, i) => pyEqual(item, y[i]!));
-  }
-  if (isDict(a)) {
-    const [x, y] = [a.value as Map<string, Value>, b.value as Map<string, Value>];
-    return x.size === y.size && [...x].every(([k, v]) => y.has(k) && pyEqual(v, y.get(k)!));
-  }
-  return a.type === "NullValue" || a.type === "UndefinedValue" || a.value === b.value;
-}
 
 /**
  * Called from the rewritten template. The library gives a function its arguments' `.value`: a list's is
