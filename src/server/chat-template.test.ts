@@ -8,8 +8,9 @@ import { CHATML_TEMPLATE } from "../engine/gguf/index.js";
 import { LlamaModelRunner } from "../engine/llama-model-runner.js";
 import { isNativeAvailable } from "../engine/native/llama-native.js";
 import { writeTemplateGguf } from "../engine/test-support/template-gguf.js";
-import { ChatTemplate, serverChatTemplate } from "./chat-template.js";
-import type { ChatMessageInput, ToolInput } from "./schemas.js";
+import { type ChatTemplate, serverChatTemplate } from "./chat-template.js";
+import type { ToolInput } from "./schemas.js";
+import { TOOL_CONVERSATION, testTemplate } from "./test-support/chat-fixtures.js";
 import { llamaTemplate, ollamaGgufTemplate, qwen3ChatTemplate } from "./test-support/llama-templates.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 import { detectToolCallFormat, parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
@@ -31,19 +32,7 @@ const tools: ToolInput[] = [
   },
 ];
 
-/** A turn that called a tool and got its result back; ids are Mistral's 9 alphanumerics. */
-const conversation: ChatMessageInput[] = [
-  { role: "system", content: "Fix the bug." },
-  { role: "user", content: "List the files." },
-  {
-    role: "assistant",
-    content: null,
-    tool_calls: [
-      { id: "a1b2c3d4e", type: "function", function: { name: "bash", arguments: '{"command":"ls"}' } },
-    ],
-  },
-  { role: "tool", tool_call_id: "a1b2c3d4e", content: "main.py" },
-];
+const conversation = TOOL_CONVERSATION;
 
 const TOOL_JSON =
   '{"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": ' +
@@ -287,13 +276,7 @@ describe("real models' chat templates from GGUF metadata", {
 
 function templateOf(file: string): ChatTemplate {
   const family = families.find((f) => f.file === file);
-  return new ChatTemplate(family ? sourceOf(family) : llamaTemplate(file), {
-    source: null,
-    bosToken: "<s>",
-    eosToken: "</s>",
-    eosTokenId: 2,
-    addsBos: true,
-  });
+  return testTemplate(family ? sourceOf(family) : llamaTemplate(file));
 }
 
 describe("rendering with a model's template", () => {

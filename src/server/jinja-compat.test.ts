@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Template } from "@huggingface/jinja";
-import type { ModelChatTemplate } from "../engine/engine-api.js";
 import { ChatTemplate } from "./chat-template.js";
 import { CompatTemplate } from "./jinja-compat.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
+import { TEST_MODEL, TOOL_CONVERSATION } from "./test-support/chat-fixtures.js";
 import { llamaTemplate } from "./test-support/llama-templates.js";
 
 /** What the library renders `source` as, and what it renders once rewritten (the library's refusal, if any). */
@@ -270,13 +270,7 @@ describe("values the library takes as strings only, as Python's Jinja takes them
   });
 });
 
-const model: ModelChatTemplate = {
-  source: null,
-  bosToken: "<s>",
-  eosToken: "</s>",
-  eosTokenId: 2,
-  addsBos: true,
-};
+const model = TEST_MODEL;
 
 const tools: ToolInput[] = [
   {
@@ -289,18 +283,7 @@ const tools: ToolInput[] = [
   },
 ];
 
-const conversation: ChatMessageInput[] = [
-  { role: "system", content: "Fix the bug." },
-  { role: "user", content: "List the files." },
-  {
-    role: "assistant",
-    content: null,
-    tool_calls: [
-      { id: "a1b2c3d4e", type: "function", function: { name: "bash", arguments: '{"command":"ls"}' } },
-    ],
-  },
-  { role: "tool", tool_call_id: "a1b2c3d4e", content: "main.py" },
-];
+const conversation = TOOL_CONVERSATION;
 
 /** The conversation as the server gives it to a template (arguments as an object). */
 const libraryContext = {

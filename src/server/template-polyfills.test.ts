@@ -5,9 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ChatTemplate } from "./chat-template.js";
 import type { ChatMessageInput } from "./schemas.js";
 import { withAlternatingRoles, withoutNullTypes } from "./template-polyfills.js";
+import { testTemplate } from "./test-support/chat-fixtures.js";
 import { llamaTemplate } from "./test-support/llama-templates.js";
 
 const codexLike: ChatMessageInput[] = [
@@ -42,13 +42,7 @@ describe("roles as strict templates take them", () => {
     "google-gemma-2-2b-it",
   ]) {
     test(`${name}: Codex's and Claude Code's conversations render, every text in them`, () => {
-      const template = new ChatTemplate(llamaTemplate(name), {
-        source: null,
-        bosToken: "<s>",
-        eosToken: "</s>",
-        eosTokenId: 2,
-        addsBos: true,
-      });
+      const template = testTemplate(llamaTemplate(name));
       for (const conversation of [codexLike, claudeLike]) {
         const prompt = template.render(conversation, []);
         for (const m of conversation)
@@ -91,13 +85,7 @@ describe("nullable parameters for templates that cannot write them", () => {
     "CohereForAI-c4ai-command-r-plus-tool_use",
   ]) {
     test(`${name}: a nullable parameter (Qwen Code's tools) renders with its type`, () => {
-      const template = new ChatTemplate(llamaTemplate(name), {
-        source: null,
-        bosToken: "<s>",
-        eosToken: "</s>",
-        eosTokenId: 2,
-        addsBos: true,
-      });
+      const template = testTemplate(llamaTemplate(name));
       const prompt = template.render([{ role: "user", content: "Read a.py." }], tools);
       assert.match(prompt, /limit/);
     });

@@ -5,9 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ChatTemplate } from "./chat-template.js";
 import { readHarmony } from "./harmony.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
+import { testTemplate } from "./test-support/chat-fixtures.js";
 import { llamaTemplate, llamaTemplateNames, qwen3ChatTemplate } from "./test-support/llama-templates.js";
 import { type Json, type StreamedChoice, streamedChoice, withServer } from "./test-support/test-server.js";
 import { detectToolCallFormat, parseToolCallsAs } from "./tool-call-formats.js";
@@ -90,14 +90,7 @@ const NOT_READ: Record<string, string> = {
     "lists no tools without its own `functions` variable (as llama-server)",
 };
 
-const template = (name: string) =>
-  new ChatTemplate(llamaTemplate(name), {
-    source: null,
-    bosToken: "<s>",
-    eosToken: "</s>",
-    eosTokenId: 2,
-    addsBos: true,
-  });
+const template = (name: string) => testTemplate(llamaTemplate(name));
 
 /**
  * What a model that made the calls would have written after the prompt: the answered conversation from where
