@@ -1,8 +1,8 @@
 /**
  * Tool-call formats whose calls stand between an opening and a closing marker (MiniMax, DeepSeek's DSML,
- * Kimi K3, Seed-OSS, Hy3, MiniCPM5, Solar Open, Functionary v3.1, Nemotron Nano 2, MiniMax M1 and Apriel,
- * Command R7B and R+, Apertus, LFM2): how a template tells each, its markers, and its calls' names and
- * arguments as written (tool-call-formats.ts shapes them into calls).
+ * Kimi K3, Seed-OSS, Hy3, MiniCPM5, Solar Open, Functionary v3.1, GigaChat 3 and 3.1, Nemotron Nano 2,
+ * MiniMax M1 and Apriel, Command R7B and R+, Apertus, LFM2): how a template tells each, its markers, and its
+ * calls' names and arguments as written (tool-call-formats.ts shapes them into calls).
  */
 import { jsonObjectsIn, parseJsonLenient } from "../core/tools/json-objects.js";
 import { parsePythonCallList } from "../core/tools/python-call.js";
@@ -228,6 +228,20 @@ const SECTION_FORMATS = {
     detect: "<function=example_function_name>{",
     sections: [["<function=", "</function>"]],
     read: callReader(["", ">", "</function>"], jsonArgs),
+  },
+  // GigaChat 3.1: <|function_call|>{"name": ..., "arguments": {...}}, one call a reply
+  "gigachat-3.1": {
+    detect: "<|function_call|>",
+    sections: [["<|function_call|>", "<|message_sep|>"]],
+    read: jsonReader((o) => [o["name"], o["arguments"]]),
+  },
+  // GigaChat 3: the reply ends and a "function call" turn holds the call (its markers are tokens with their
+  // newlines), one call a reply
+  gigachat: {
+    detect: 'role_sep="<|role_sep|>',
+    sections: [["<|message_sep|>\n\nfunction call<|role_sep|>\n", "<|message_sep|>"]],
+    preserved: ["<|message_sep|>\n\n", "<|role_sep|>\n"],
+    read: jsonReader((o) => [o["name"], o["arguments"]]),
   },
   // Apertus: <|tools_prefix|>[{"f": {...}}]<|tools_suffix|>
   apertus: {

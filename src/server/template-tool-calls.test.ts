@@ -70,6 +70,8 @@ const answered = (made: typeof calls): ChatMessageInput[] => [
 
 /** Templates that refuse more than one call in a turn: they are given one. */
 const ONE_CALL = [
+  "GigaChat3-10B-A1.8B",
+  "GigaChat3.1-10B-A1.8B",
   "meta-llama-Llama-3.1-8B-Instruct",
   "meta-llama-Llama-3.2-3B-Instruct",
   "meta-llama-Llama-3.3-70B-Instruct",
@@ -82,8 +84,6 @@ const NOT_READ: Record<string, string> = {
   "LFM2.5-Instruct": "writes no calls into the conversation",
   "ibm-granite-granite-3.3-2B-Instruct": "writes no calls into the conversation",
   "deepseek-ai-DeepSeek-R1-Distill-Llama-8B": "writes no calls into the conversation",
-  "GigaChat3-10B-A1.8B": "GigaChat's own call turns, not read",
-  "GigaChat3.1-10B-A1.8B": "GigaChat's own call turns, not read",
   "muse-glimmer": "its atem: calls after a harmony-like header, not read",
   "meetkai-functionary-medium-v3.2": "Functionary's >>>name turns, not read",
   "fireworks-ai-llama-3-firefunction-v2":
