@@ -6,8 +6,12 @@
  * where an operator sees programs: `/dashboard/state`.
  */
 import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, test } from "node:test";
 import { llamaSkip } from "../engine/test-support/llama-skip.js";
+import { llamaTemplate } from "../server/test-support/llama-templates.js";
 import { type LlamaServer, startLlamaServer } from "./test-support/llama-server.js";
 
 const BLOCK = 16;
@@ -128,6 +132,28 @@ describe("programs of clients that send no program id (real engine, tiny model)"
       );
     } finally {
       await s.close();
+    }
+  });
+
+  test("a thinking template that drops the reply's thinking from the history: the next turn still joins its program", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-implicit-"));
+    const template = join(dir, "minimax-m2.jinja");
+    await writeFile(template, llamaTemplate("MiniMax-M2"));
+    const s = await startLlamaServer(["--chat-template", template, "--cpu-offload-gb", "0"]);
+    try {
+      const messages = conversation("List the files, then read the one that fails its test.");
+      const first = await post(s, { messages });
+      // the generation prompt opens <think>: the reply is thinking, which the next prompt's history leaves out
+      messages.push({ role: "assistant", content: first.choices[0]?.message.content ?? "" });
+      messages.push({ role: "user", content: "Now the next file." });
+      await post(s, { messages });
+      assert.deepEqual(
+        (await programs(s)).map((p) => p.turns),
+        [2],
+      );
+    } finally {
+      await s.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 

@@ -171,6 +171,11 @@ export type GenerateEvent =
       readonly e2eS: number;
       /** the program's job completion time (first arrival to this finish) when this turn ended it, else null */
       readonly programJctS: number | null;
+      /**
+       * the program the request ran in: its client's, the implicit one it joined or started; absent: none (a
+       * one-off, or a request that ended before it was queued)
+       */
+      readonly programId?: string;
       /** with `SamplingParams.logprobs`: every sampled token's, in order (`tokenIds.output`'s tokens) */
       readonly logprobs?: readonly OutputLogprob[];
       /** with `returnTokenIds`: the prompt's token ids and the generated ones */

@@ -202,7 +202,7 @@ export async function startChat(
     tools.parseFor.length > 0
       ? (output: string) => readOutput(output, reading, false).calls[0]?.name ?? null
       : null;
-  const { requestId, generation } = await startGeneration(
+  const { requestId, generation, implicit } = await startGeneration(
     c,
     ctx,
     // harmony's structure is in its control tokens: they stay in the text it is read from
@@ -215,6 +215,7 @@ export async function startChat(
       priorTurns:
         body.messages.filter((m) => m.role === "assistant").length - (continuesFinalMessage(body) ? 1 : 0),
       offersTools: (body.tools?.length ?? 0) > 0,
+      messages: body.messages,
     },
     options.capToContext ?? false,
     {
@@ -231,6 +232,15 @@ export async function startChat(
       toolNamer,
     },
   );
+  // a program its client names not: its reply, as returned, tells the conversation's next turn where it runs
+  if (implicit) {
+    const tenant = c.get("tenant") ?? null;
+    generation.onDone((done) => {
+      if (done.programId === undefined || done.finishReason === "abort") return;
+      const { content, calls } = readOutput(done.text, reading, done.finishReason !== "stop");
+      ctx.turnPrograms.conversations.answered(tenant, body.messages, content, calls, done.programId);
+    });
+  }
   return { tools, format, requestId, generation, insideThinking, thinkTags };
 }
 

@@ -42,15 +42,16 @@ function canonical(args: Arguments): string | null {
 }
 
 /** A digest of the tenant and the messages before a reply, extended one message at a time. */
-function extend(digest: string, message: ChatMessageInput): string {
+export function extend(digest: string, message: ChatMessageInput): string {
   return createHash("sha256").update(digest).update(JSON.stringify(message)).digest("base64");
 }
 
-function conversationDigest(tenant: string, messages: readonly ChatMessageInput[]): string {
+export function conversationDigest(tenant: string, messages: readonly ChatMessageInput[]): string {
   return messages.reduce(extend, createHash("sha256").update(tenant).digest("base64"));
 }
 
-function replyKey(
+/** A reply's key: the digest of the conversation it answered, its content and its calls; null: unreadable arguments. */
+export function replyKey(
   before: string,
   content: string,
   calls: readonly { name: string; args: Arguments }[],

@@ -74,6 +74,7 @@ export class Generation {
   private released = false;
   private finished = false;
   private abandonCounted = false;
+  private readonly doneListeners: ((done: DoneEvent) => void)[] = [];
 
   private constructor(
     private readonly deps: GenerationDeps,
@@ -108,6 +109,11 @@ export class Generation {
     }
   }
 
+  /** Calls `listener` with the done event when the engine's events reach it. */
+  onDone(listener: (done: DoneEvent) => void): void {
+    this.doneListeners.push(listener);
+  }
+
   /** Stops the engine request (the client went away). */
   abort(reason = "client disconnected"): void {
     if (this.finished) return;
@@ -137,6 +143,7 @@ export class Generation {
           this.finished = true;
           // A client that left was counted as an abort already.
           if (!this.abandonCounted) this.deps.metrics.observeDone(event);
+          for (const listener of this.doneListeners) listener(event);
         }
         yield event;
         if (this.finished) return;

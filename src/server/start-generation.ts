@@ -61,7 +61,7 @@ export async function startGeneration(
     /** the tool an output calls, in the model's own call format (for the TTL's per-tool times) */
     toolNamer?: ToolNamer | null;
   } = {},
-): Promise<{ requestId: string; generation: Generation }> {
+): Promise<{ requestId: string; generation: Generation; implicit: boolean }> {
   const {
     sibling = false,
     awaitFirstToken = false,
@@ -117,7 +117,7 @@ export async function startGeneration(
   try {
     const generation = await Generation.start(ctx, c, request, awaitFirstToken || body.stream !== true);
     ctx.turnPrograms.queued(program, requestId, fields.isLastStep, chat ?? null);
-    return { requestId, generation };
+    return { requestId, generation, implicit: program.implicitProgramId !== undefined };
   } catch (error) {
     if (error instanceof EngineRejection && error.code === "prompt_too_long") {
       throw new ContextOverflow(promptTokens, ctx.engine.maxContextTokens);

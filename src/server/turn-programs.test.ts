@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { TurnPrograms } from "./turn-programs.js";
 
-const toolLess = { priorTurns: 0, offersTools: false };
-const withTools = { priorTurns: 0, offersTools: true };
+const toolLess = { priorTurns: 0, offersTools: false, messages: [] };
+const withTools = { priorTurns: 0, offersTools: true, messages: [] };
 
 function turnPrograms(maxPrograms = 8) {
   const marked: [string, string][] = [];
@@ -51,6 +51,37 @@ describe("TurnPrograms", () => {
     assert.deepEqual(
       kept.map(([, id]) => id),
       ["a2", "a3", "a4", "a5"],
+    );
+  });
+
+  test("an id-less conversation that repeats a remembered reply is proposed as a turn of that reply's program", () => {
+    const { turns } = turnPrograms();
+    const asked = [{ role: "user" as const, content: "Fix the test." }];
+    const first = turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: asked });
+    const program = first.implicitProgramId as string;
+    turns.conversations.answered("tenant-a", asked, "I will run it.", [], program);
+    const next = [
+      ...asked,
+      { role: "assistant" as const, content: "I will run it." },
+      { role: "user" as const, content: "Go on." },
+    ];
+    assert.equal(
+      turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: next }).implicitProgramId,
+      program,
+    );
+    // another reply to the same conversation, or another tenant's same conversation, is another program
+    const other = [
+      ...asked,
+      { role: "assistant" as const, content: "No." },
+      { role: "user" as const, content: "Go on." },
+    ];
+    assert.notEqual(
+      turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: other }).implicitProgramId,
+      program,
+    );
+    assert.notEqual(
+      turns.programOf("tenant-b", null, null, false, { ...toolLess, messages: next }).implicitProgramId,
+      program,
     );
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Which program a chat request is a turn of, beyond the id its client sent. A client that sends no id gets
- * a program proposed by the server: the engine makes the request a turn of the program whose recent turn its
- * prompt continues, else the first turn of this one (src/engine/implicit-programs.ts). A request without
+ * a program proposed by the server: the program of a reply its messages repeat (conversation-programs.ts),
+ * else a new one; the engine makes the request a turn of the program whose recent turn its prompt continues,
+ * else of the proposed one (src/engine/implicit-programs.ts). A request without
  * tools that names a program whose turns offer tools is a side request of that program, such as opencode's
  * title request under the session's `x-session-id`: it is served as a one-off (not pinned, not a turn),
  * unless it says it ends the program. One that arrives before the program's first turn with tools starts
@@ -10,13 +11,17 @@
  */
 import { randomUUID } from "node:crypto";
 import type { GenerateRequest } from "../engine/engine-api.js";
+import { ConversationPrograms } from "./conversation-programs.js";
 import { scopeToTenant } from "./program-fields.js";
+import type { ChatMessageInput } from "./schemas.js";
 
 /** What a chat request says about its turn. */
 export interface ChatTurn {
   /** the model's answers its history carries */
   readonly priorTurns: number;
   readonly offersTools: boolean;
+  /** its conversation, as the client sent it */
+  readonly messages: readonly ChatMessageInput[];
 }
 
 type EngineProgram = Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId">;
@@ -32,12 +37,16 @@ export class TurnPrograms {
   private readonly withTools = new Set<string>();
   /** programs not seen with tools: their latest tool-less requests, least recently used first */
   private readonly toolLess = new Map<string, string[]>();
+  /** the replies of programs whose clients name none, by the conversation they answered */
+  readonly conversations: ConversationPrograms;
 
   /** `maxPrograms`: programs remembered in each table */
   constructor(
     private readonly maxPrograms: number,
     private readonly markSideRequest: MarkSideRequest,
-  ) {}
+  ) {
+    this.conversations = new ConversationPrograms(maxPrograms);
+  }
 
   /**
    * The engine's program fields for a request of `tenant` naming `programId` (null: none). `chat`: what a
@@ -53,6 +62,8 @@ export class TurnPrograms {
     const scoped = scopeToTenant(tenant, programId, cacheSalt);
     if (chat === null) return scoped;
     if (scoped.programId === null) {
+      const known = this.conversations.programOf(tenant, chat.messages);
+      if (known !== null) return { ...scoped, implicitProgramId: known };
       const proposed = `implicit-${randomUUID().replace(/-/g, "").slice(0, 16)}`;
       return { ...scoped, implicitProgramId: scopeToTenant(tenant, proposed, null).programId as string };
     }

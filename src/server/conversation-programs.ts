@@ -1,0 +1,60 @@
+/**
+ * The program of a conversation whose client names none (Qwen Code), told from its messages. Each reply of
+ * such a program is remembered by the conversation it answered and what a client sends back of it (its
+ * content and its calls' names and arguments), and a request whose messages repeat one, after the same
+ * messages, is proposed as a turn of that program. The engine joins a request to the program whose turn its
+ * prompt's tokens continue (src/engine/implicit-programs.ts); this finds the program where the tokens part:
+ * a template that drops a reply's thinking from the history (MiniMax M2's, Qwen3's before the last user
+ * message) writes other tokens than the model generated.
+ */
+import { contentText } from "./chat-render.js";
+import { conversationDigest, extend, replyKey } from "./generated-replies.js";
+import type { ChatMessageInput } from "./schemas.js";
+import type { ParsedToolCall } from "./tool-calls.js";
+
+export class ConversationPrograms {
+  /** reply key -> program id, least recently used first */
+  private readonly programs = new Map<string, string>();
+
+  /** `maxReplies`: replies kept */
+  constructor(private readonly maxReplies: number) {}
+
+  /** A reply of `programId`, as returned, to the conversation `messages` of `tenant`. */
+  answered(
+    tenant: string | null,
+    messages: readonly ChatMessageInput[],
+    content: string | null,
+    calls: readonly ParsedToolCall[],
+    programId: string,
+  ): void {
+    const key = replyKey(
+      conversationDigest(tenant ?? "", messages),
+      content ?? "",
+      calls.map((c) => ({ name: c.name, args: c.arguments })),
+    );
+    if (key === null) return;
+    this.programs.delete(key);
+    this.programs.set(key, programId);
+    while (this.programs.size > this.maxReplies)
+      this.programs.delete(this.programs.keys().next().value as string);
+  }
+
+  /** The program of the latest assistant message in `messages` that repeats a remembered reply; null: none. */
+  programOf(tenant: string | null, messages: readonly ChatMessageInput[]): string | null {
+    let before = conversationDigest(tenant ?? "", []);
+    let found: string | null = null;
+    for (const [i, message] of messages.entries()) {
+      if (message.role === "assistant") {
+        const key = replyKey(
+          before,
+          contentText(message.content, `messages[${i}].content`),
+          (message.tool_calls ?? []).map((c) => ({ name: c.function.name, args: c.function.arguments })),
+        );
+        const program = key === null ? undefined : this.programs.get(key);
+        if (program !== undefined) found = program;
+      }
+      before = extend(before, message);
+    }
+    return found;
+  }
+}
