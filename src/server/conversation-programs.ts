@@ -7,13 +7,24 @@
  * a template that drops a reply's thinking from the history (MiniMax M2's, Qwen3's before the last user
  * message) writes other tokens than the model generated.
  */
+import { createHash } from "node:crypto";
 import { contentText } from "./chat-render.js";
 import { conversationDigest, extend, replyKey } from "./generated-replies.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
+/** A reply's key, hashed: a reply's content may be long, and many are kept. */
+function hashed(
+  before: string,
+  content: string,
+  calls: readonly { name: string; args: string | Record<string, unknown> | undefined }[],
+): string | null {
+  const key = replyKey(before, content, calls);
+  return key === null ? null : createHash("sha256").update(key).digest("base64");
+}
+
 export class ConversationPrograms {
-  /** reply key -> program id, least recently used first */
+  /** hashed reply key -> program id, least recently used first */
   private readonly programs = new Map<string, string>();
 
   /** `maxReplies`: replies kept */
@@ -27,7 +38,7 @@ export class ConversationPrograms {
     calls: readonly ParsedToolCall[],
     programId: string,
   ): void {
-    const key = replyKey(
+    const key = hashed(
       conversationDigest(tenant ?? "", messages),
       content ?? "",
       calls.map((c) => ({ name: c.name, args: c.arguments })),
@@ -45,7 +56,7 @@ export class ConversationPrograms {
     let found: string | null = null;
     for (const [i, message] of messages.entries()) {
       if (message.role === "assistant") {
-        const key = replyKey(
+        const key = hashed(
           before,
           contentText(message.content, `messages[${i}].content`),
           (message.tool_calls ?? []).map((c) => ({ name: c.function.name, args: c.function.arguments })),
