@@ -10,27 +10,14 @@ import { isNativeAvailable } from "../engine/native/llama-native.js";
 import { writeTemplateGguf } from "../engine/test-support/template-gguf.js";
 import { type ChatTemplate, serverChatTemplate } from "./chat-template.js";
 import type { ToolInput } from "./schemas.js";
-import { TOOL_CONVERSATION, testTemplate } from "./test-support/chat-fixtures.js";
+import { BASH_TOOL, TOOL_CONVERSATION, testTemplate } from "./test-support/chat-fixtures.js";
 import { llamaTemplate, ollamaGgufTemplate, qwen3ChatTemplate } from "./test-support/llama-templates.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 import { detectToolCallFormat, parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
 
 const supported = process.platform === "linux" && process.arch === "x64" && isNativeAvailable();
 
-const tools: ToolInput[] = [
-  {
-    type: "function",
-    function: {
-      name: "bash",
-      description: "Run a command",
-      parameters: {
-        type: "object",
-        properties: { command: { type: "string", description: "The command" } },
-        required: ["command"],
-      },
-    },
-  },
-];
+const tools: ToolInput[] = [BASH_TOOL];
 
 const conversation = TOOL_CONVERSATION;
 

@@ -12,6 +12,7 @@ import type { ModelChatTemplate } from "../engine/engine-api.js";
 import { LlamaModelRunner } from "../engine/llama-model-runner.js";
 import { isNativeAvailable } from "../engine/native/llama-native.js";
 import { writeTemplateGguf } from "../engine/test-support/template-gguf.js";
+import { BASH_TOOL } from "./test-support/chat-fixtures.js";
 import { llamaTemplate } from "./test-support/llama-templates.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 
@@ -21,20 +22,7 @@ const PLAIN =
   "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 const TOOL_USE = () => llamaTemplate("NousResearch-Hermes-3-Llama-3.1-8B-tool_use");
 
-const tools = [
-  {
-    type: "function",
-    function: {
-      name: "bash",
-      description: "Run a command",
-      parameters: {
-        type: "object",
-        properties: { command: { type: "string", description: "The command" } },
-        required: ["command"],
-      },
-    },
-  },
-];
+const tools = [BASH_TOOL];
 const messages = [{ role: "user", content: "List the files." }];
 
 describe("a model's tool_use template", () => {

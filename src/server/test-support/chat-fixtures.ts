@@ -4,7 +4,7 @@
  */
 import type { ModelChatTemplate } from "../../engine/engine-api.js";
 import { ChatTemplate } from "../chat-template.js";
-import type { ChatMessageInput } from "../schemas.js";
+import type { ChatMessageInput, ToolInput } from "../schemas.js";
 
 export const TEST_MODEL: ModelChatTemplate = {
   source: null,
@@ -16,6 +16,20 @@ export const TEST_MODEL: ModelChatTemplate = {
 
 /** A template's source rendered with TEST_MODEL's special tokens. */
 export const testTemplate = (source: string) => new ChatTemplate(source, TEST_MODEL);
+
+/** A tool that runs a shell command. */
+export const BASH_TOOL: ToolInput = {
+  type: "function",
+  function: {
+    name: "bash",
+    description: "Run a command",
+    parameters: {
+      type: "object",
+      properties: { command: { type: "string", description: "The command" } },
+      required: ["command"],
+    },
+  },
+};
 
 /** A turn that called a tool and got its result back; ids are Mistral's 9 alphanumerics. */
 export const TOOL_CONVERSATION: ChatMessageInput[] = [
