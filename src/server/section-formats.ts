@@ -110,6 +110,11 @@ function namedParamArgs(tag: string) {
 
 const jsonArgs = (text: string) => parseJsonLenient(text.trim());
 
+/** `{"name": ..., "arguments": {...}}` objects (most JSON formats) */
+const nameAndArguments = jsonReader((o) => [o["name"], o["arguments"]]);
+/** `{"tool_name": ..., "parameters": {...}}` objects (Cohere's) */
+const toolNameAndParameters = jsonReader((o) => [o["tool_name"], o["parameters"]]);
+
 /** MiniMax M3's namespace token, written before each of its tool tags. */
 const MINIMAX_M3_NS = "]<]minimax[>[";
 
@@ -182,25 +187,25 @@ const SECTION_FORMATS = {
   nemotron: {
     detect: "<TOOLCALL>",
     sections: [["<TOOLCALL>", "</TOOLCALL>"]],
-    read: jsonReader((o) => [o["name"], o["arguments"]]),
+    read: nameAndArguments,
   },
   // MiniMax M1: <tool_calls>\n{"name": ..., "arguments": {...}}\n</tool_calls>
   "minimax-m1": {
     detect: "<tool_calls>",
     sections: [["<tool_calls>", "</tool_calls>"]],
-    read: jsonReader((o) => [o["name"], o["arguments"]]),
+    read: nameAndArguments,
   },
   // Command R7B: <|START_ACTION|>[{"tool_call_id": ..., "tool_name": ..., "parameters": {...}}]<|END_ACTION|>
   "command-r": {
     detect: "<|START_ACTION|>",
     sections: [["<|START_ACTION|>", "<|END_ACTION|>"]],
-    read: jsonReader((o) => [o["tool_name"], o["parameters"]]),
+    read: toolNameAndParameters,
   },
   // Command R+: Action:\n```json\n[{"tool_name": ..., "parameters": {...}}]``` (its template writes the newline as `\n`)
   "command-r-plus": {
     detect: "Action:\\n```json",
     sections: [["Action:\n```json", "```"]],
-    read: jsonReader((o) => [o["tool_name"], o["parameters"]]),
+    read: toolNameAndParameters,
   },
   // Hunyuan (Hy3): GLM's key/value tags, each with `:opensource` (its template writes them with .format)
   hy3: {
@@ -233,7 +238,7 @@ const SECTION_FORMATS = {
   "gigachat-3.1": {
     detect: "<|function_call|>",
     sections: [["<|function_call|>", "<|message_sep|>"]],
-    read: jsonReader((o) => [o["name"], o["arguments"]]),
+    read: nameAndArguments,
   },
   // GigaChat 3: the reply ends and a "function call" turn holds the call (its markers are tokens with their
   // newlines), one call a reply
@@ -241,7 +246,7 @@ const SECTION_FORMATS = {
     detect: 'role_sep="<|role_sep|>',
     sections: [["<|message_sep|>\n\nfunction call<|role_sep|>\n", "<|message_sep|>"]],
     preserved: ["<|message_sep|>\n\n", "<|role_sep|>\n"],
-    read: jsonReader((o) => [o["name"], o["arguments"]]),
+    read: nameAndArguments,
   },
   // Apertus: <|tools_prefix|>[{"f": {...}}]<|tools_suffix|>
   apertus: {

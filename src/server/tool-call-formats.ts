@@ -25,6 +25,7 @@ import {
   newToolCallId,
   type ParsedToolCall,
   parseToolCalls,
+  propertyType,
   type ToolCallParse,
   type ToolSpec,
 } from "./tool-calls.js";
@@ -190,26 +191,18 @@ function fromKimi(output: string): ToolCallParse | null {
   return blockCalls(output, KIMI_BLOCK, KIMI_CALLS, (b) => [b[1], b[2]]);
 }
 
-function propertyType(tools: readonly ToolSpec[], tool: string, param: string): unknown {
-  const properties = tools.find((t) => t.name === tool)?.parameters?.["properties"];
-  const schema = isRecord(properties) ? properties[param] : undefined;
-  return isRecord(schema) ? schema["type"] : undefined;
-}
-
 /** GLM 4.5+: `<tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>`. */
 function fromGlm(output: string, tools: readonly ToolSpec[]): ToolCallParse | null {
   const from = answerStart(output);
+  const typed = typedBy(tools);
   const calls: ParsedToolCall[] = [];
   let first = -1;
   for (const block of output.slice(from).matchAll(GLM_BLOCK)) {
     const name = asToolName(block[1]);
     if (name === null) continue;
     const args: Record<string, unknown> = {};
-    for (const [, key, raw] of block[2]!.matchAll(GLM_ARG)) {
-      // Strings are written bare; everything else as JSON.
-      const parsed = propertyType(tools, name, key!.trim()) === "string" ? undefined : parseJsonLenient(raw!);
-      args[key!.trim()] = parsed === undefined ? raw : parsed;
-    }
+    for (const [, key, raw] of block[2]!.matchAll(GLM_ARG))
+      args[key!.trim()] = typed(name, key!.trim(), raw!);
     if (first === -1) first = from + block.index;
     calls.push({ id: newToolCallId(), name, arguments: jsonDumps(args) });
   }

@@ -71,7 +71,8 @@ function argumentsJson(raw: unknown): string | null {
   return isRecord(raw) ? jsonDumps(raw) : null;
 }
 
-function propertyType(tools: readonly ToolSpec[], tool: string, param: string): unknown {
+/** The JSON-schema type a tool gives a parameter; undefined where it gives none. */
+export function propertyType(tools: readonly ToolSpec[], tool: string, param: string): unknown {
   const properties = tools.find((t) => t.name === tool)?.parameters?.["properties"];
   const schema = isRecord(properties) ? properties[param] : undefined;
   return isRecord(schema) ? schema["type"] : undefined;
