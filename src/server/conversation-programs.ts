@@ -8,20 +8,12 @@
  * message) writes other tokens than the model generated.
  */
 import { createHash } from "node:crypto";
-import { contentText } from "./chat-render.js";
-import { conversationDigest, extend, replyKey } from "./generated-replies.js";
+import { conversationDigest, replyKey, replyKeysOf } from "./generated-replies.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
 /** A reply's key, hashed: a reply's content may be long, and many are kept. */
-function hashed(
-  before: string,
-  content: string,
-  calls: readonly { name: string; args: string | Record<string, unknown> | undefined }[],
-): string | null {
-  const key = replyKey(before, content, calls);
-  return key === null ? null : createHash("sha256").update(key).digest("base64");
-}
+const hash = (key: string) => createHash("sha256").update(key).digest("base64");
 
 export class ConversationPrograms {
   /** hashed reply key -> program id, least recently used first */
@@ -38,33 +30,25 @@ export class ConversationPrograms {
     calls: readonly ParsedToolCall[],
     programId: string,
   ): void {
-    const key = hashed(
+    const key = replyKey(
       conversationDigest(tenant ?? "", messages),
       content ?? "",
       calls.map((c) => ({ name: c.name, args: c.arguments })),
     );
     if (key === null) return;
-    this.programs.delete(key);
-    this.programs.set(key, programId);
+    const hashed = hash(key);
+    this.programs.delete(hashed);
+    this.programs.set(hashed, programId);
     while (this.programs.size > this.maxReplies)
       this.programs.delete(this.programs.keys().next().value as string);
   }
 
   /** The program of the latest assistant message in `messages` that repeats a remembered reply; null: none. */
   programOf(tenant: string | null, messages: readonly ChatMessageInput[]): string | null {
-    let before = conversationDigest(tenant ?? "", []);
     let found: string | null = null;
-    for (const [i, message] of messages.entries()) {
-      if (message.role === "assistant") {
-        const key = hashed(
-          before,
-          contentText(message.content, `messages[${i}].content`),
-          (message.tool_calls ?? []).map((c) => ({ name: c.function.name, args: c.function.arguments })),
-        );
-        const program = key === null ? undefined : this.programs.get(key);
-        if (program !== undefined) found = program;
-      }
-      before = extend(before, message);
+    for (const key of replyKeysOf(tenant ?? "", messages).keys) {
+      const program = key ? this.programs.get(hash(key)) : undefined;
+      if (program !== undefined) found = program;
     }
     return found;
   }

@@ -42,7 +42,7 @@ function canonical(args: Arguments): string | null {
 }
 
 /** A digest of the tenant and the messages before a reply, extended one message at a time. */
-export function extend(digest: string, message: ChatMessageInput): string {
+function extend(digest: string, message: ChatMessageInput): string {
   return createHash("sha256").update(digest).update(JSON.stringify(message)).digest("base64");
 }
 
@@ -63,6 +63,28 @@ export function replyKey(
     parts.push(call.name, args);
   }
   return JSON.stringify(parts);
+}
+
+/**
+ * The key of the reply each assistant message of `messages` repeats (undefined for other messages, null for
+ * unreadable arguments), and the digest of the whole conversation.
+ */
+export function replyKeysOf(
+  scope: string,
+  messages: readonly ChatMessageInput[],
+): { keys: (string | null | undefined)[]; digest: string } {
+  let before = conversationDigest(scope, []);
+  const keys = messages.map((message, i) => {
+    const digest = before;
+    before = extend(before, message);
+    if (message.role !== "assistant") return undefined;
+    return replyKey(
+      digest,
+      contentText(message.content, `messages[${i}].content`),
+      (message.tool_calls ?? []).map((c) => ({ name: c.function.name, args: c.function.arguments })),
+    );
+  });
+  return { keys, digest: before };
 }
 
 export class GeneratedReplies {
@@ -91,23 +113,15 @@ export class GeneratedReplies {
         while (this.texts.size > this.maxReplies) this.texts.delete(this.texts.keys().next().value as string);
       },
       restore: () => {
-        let before = conversationDigest(scope, []);
-        const restored = requestMessages.map((message, i) => {
-          const digest = before;
-          before = extend(before, message);
-          if (message.role !== "assistant" || !message.tool_calls || message.tool_calls.length === 0) {
-            return message;
-          }
-          const key = replyKey(
-            digest,
-            contentText(message.content, `messages[${i}].content`),
-            message.tool_calls.map((c) => ({ name: c.function.name, args: c.function.arguments })),
-          );
-          const text = key === null ? undefined : this.texts.get(key);
+        const { keys, digest } = replyKeysOf(scope, requestMessages);
+        requestDigest = digest;
+        return requestMessages.map((message, i) => {
+          const key = keys[i];
+          // only replies with calls are remembered
+          const calls = message.role === "assistant" ? (message.tool_calls?.length ?? 0) : 0;
+          const text = key && calls > 0 ? this.texts.get(key) : undefined;
           return text === undefined ? message : ({ role: "assistant", content: text } as const);
         });
-        requestDigest = before;
-        return restored;
       },
     };
   }
