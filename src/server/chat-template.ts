@@ -196,13 +196,15 @@ export class ChatTemplate {
 
   /**
    * Whether calls' arguments go to the template as JSON text rather than an object, as llama-server decides
-   * it (common/jinja/caps.cpp): a call with object arguments is rendered, and if the prompt has no sign of
-   * them (Functionary v3.2 joins them to a string: `[object Map]`) and has them when they are text, text.
+   * it (common/jinja/caps.cpp: whether the template reads an argument of the object): a call with object
+   * arguments is rendered, and if the prompt has no sign of the argument but Python's str() of the whole
+   * object (Functionary v3.2 joins the arguments to a string) and has it when they are text, text.
    */
   private argumentsAsText(): boolean {
     const writes = (args: unknown): boolean => {
       try {
-        return this.renderMessages(probeConversation(args), PROBE_TOOLS, {}, true).includes(PROBE_ARGUMENT);
+        const prompt = this.renderMessages(probeConversation(args), PROBE_TOOLS, {}, true);
+        return prompt.replaceAll(`{'arg': '${PROBE_ARGUMENT}'}`, "").includes(PROBE_ARGUMENT);
       } catch {
         return false;
       }

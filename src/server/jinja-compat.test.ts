@@ -68,11 +68,15 @@ describe("Python the library lacks, rewritten", () => {
     assert.equal(compat, "1 3 A y z");
   });
 
-  test("|string of a dict is Python's str(); of anything else what the library writes", () => {
+  test("|string of a dict or list is Python's str(); of anything else what the library writes", () => {
     const { library, compat } = renders("{{ {'a': 1, 'b': [true, none, 1.5], 'c': \"it's\"}|string }}");
     assert.match(library, /^refused: Unknown ObjectValue filter: string/);
     assert.equal(compat, `{'a': 1, 'b': [True, None, 1.5], 'c': "it's"}`);
-    const others = "{{ 5|string }} {{ 2.0|string }} {{ 'x'|string }} {{ [1, 'a']|string }} {{ true|string }}";
+    // Qwen3-Coder's `<type>` of a nullable parameter, as its model read it in training
+    const typeList = renders("<type>{{ t|string }}</type>", { t: ["string", "null"] });
+    assert.equal(typeList.library, '<type>["string", "null"]</type>');
+    assert.equal(typeList.compat, "<type>['string', 'null']</type>");
+    const others = "{{ 5|string }} {{ 2.0|string }} {{ 'x'|string }} {{ true|string }}";
     assert.equal(renders(others).compat, new Template(others).render());
   });
 
@@ -178,6 +182,14 @@ describe("undefined values, taken as llama.cpp's engine takes them", () => {
     );
     assert.equal(library, "[ // default: false][true][atrue][n1.5]");
     assert.equal(compat, "[ // default: False][True][aTrue][n1.5]");
+  });
+
+  test("a dict or list beside a string is written as Python's str() (Functionary v3.2's '\\n' + arguments)", () => {
+    const { library, compat } = renders("{{ '>>>bash\\n' + args }}|{{ 'x' ~ [1, 'a'] }}", {
+      args: { command: "ls", n: 2 },
+    });
+    assert.equal(library, ">>>bash\n[object Map]|x1,a");
+    assert.equal(compat, ">>>bash\n{'command': 'ls', 'n': 2}|x[1, 'a']");
   });
 
   test("but not beside anything else, nor, under +, where a string is indexed by a name (as Python)", () => {

@@ -38,7 +38,7 @@
  */
 
 import { Environment, Template } from "@huggingface/jinja";
-import { isDict, isSequence, pyEqual, pyFormat, pyRepr, pyStr, type Value } from "./python-values.js";
+import { isDict, isSequence, pyEqual, pyFormat, pyStr, type Value } from "./python-values.js";
 
 /** A node of the library's AST: its classes are not exported, and its interpreter goes by `type` alone. */
 interface Node {
@@ -225,9 +225,9 @@ const HELPERS = {
     }
     if (left.type === "NullValue" || right.type === "NullValue")
       throw new Error("Cannot perform operation on null values");
-    // a boolean as Python's str() (GigaChat 3's `' // default: ' ~ default`), as llama.cpp writes it
-    const text = (v: Value): string => (v.type === "BooleanValue" ? pyRepr(v) : String(v.value));
-    return text(left) + text(right);
+    // anything but a string as Python's str(), as llama.cpp writes it: a boolean True/False (GigaChat 3's
+    // `' // default: ' ~ default`), a dict or list as its repr (Functionary v3.2's `'\n' + arguments`)
+    return pyStr(left) + pyStr(right);
   },
   /** `str * n` (and `n * str`), which the library lacks */
   $repeat([left, right]: Value[]): string {
@@ -281,9 +281,12 @@ const HELPERS = {
   $is([v]: Value[], test: string): boolean {
     return v!.type === "UndefinedValue" || LIBRARY_TESTS.get(test)!(v as never);
   },
-  // as the library's own `string` filter, but a dict (which it refuses), none and undefined as Python's
+  // as the library's own `string` filter, but a dict (which it refuses), a list, none and undefined as
+  // Python's: `['string', 'null']`, not JSON (Qwen3-Coder's `param.type | string`)
   $string([v]: Value[]): string {
-    return ["ObjectValue", "NullValue", "UndefinedValue"].includes(v!.type) ? pyStr(v!) : String(v);
+    return ["ObjectValue", "ArrayValue", "TupleValue", "NullValue", "UndefinedValue"].includes(v!.type)
+      ? pyStr(v!)
+      : String(v);
   },
 };
 
