@@ -9,6 +9,12 @@ import { parsePythonCallList } from "../core/tools/python-call.js";
 
 /** A parameter written as bare text, read as its tool's schema types it. */
 export type Typed = (tool: string, key: string, text: string) => unknown;
+/** A call as the output writes it: where the text before it ends, its name, its arguments. */
+export interface WrittenCall {
+  readonly at: number;
+  readonly name: unknown;
+  readonly args: unknown;
+}
 /** Name and arguments of each call a section holds; `typed` reads a parameter written as bare text. */
 type SectionReader = (body: string, typed: Typed) => [unknown, unknown][];
 
@@ -24,7 +30,7 @@ interface SectionFormat {
 }
 
 /** `<invoke name="f"><parameter name="k">v</parameter></invoke>`, each tag after `prefix`. */
-function invokeReader(prefix: string): SectionReader {
+export function invokeReader(prefix: string): SectionReader {
   const invoke = new RegExp(`<${prefix}invoke name="([^"]+)">([\\s\\S]*?)(?:</${prefix}invoke>|$)`, "g");
   const parameter = new RegExp(
     `<${prefix}parameter name="([^"]+)"(?: string="(true|false)")?>([\\s\\S]*?)(?:</${prefix}parameter>|$)`,
@@ -287,15 +293,15 @@ export function sectionOpeners(format: SectionFormatName): string[] {
   return SECTION_FORMATS[format].sections.map(([open]) => open);
 }
 
-/** Each call written in the output's sections from `from` on: where its section opens, its name, its arguments. */
+/** Each call written in the output's sections from `from` on, `at` where its section opens. */
 export function readSections(
   output: string,
   from: number,
   format: SectionFormatName,
   typed: Typed,
-): { at: number; name: unknown; args: unknown }[] {
+): WrittenCall[] {
   const section: SectionFormat = SECTION_FORMATS[format];
-  const calls: { at: number; name: unknown; args: unknown }[] = [];
+  const calls: WrittenCall[] = [];
   let at = firstOpening(output, section, from);
   while (at !== null) {
     const [open, closeMarker] = at.section;

@@ -10,7 +10,7 @@ import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import { testTemplate } from "./test-support/chat-fixtures.js";
 import { llamaTemplate, llamaTemplateNames, qwen3ChatTemplate } from "./test-support/llama-templates.js";
 import { type Json, type StreamedChoice, streamedChoice, withServer } from "./test-support/test-server.js";
-import { detectToolCallFormat, parseToolCallsAs } from "./tool-call-formats.js";
+import { detectToolCallFormat, parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
 import type { ToolSpec } from "./tool-calls.js";
 
 const tools: ToolInput[] = [
@@ -84,8 +84,6 @@ const NOT_READ: Record<string, string> = {
   "LFM2.5-Instruct": "writes no calls into the conversation",
   "ibm-granite-granite-3.3-2B-Instruct": "writes no calls into the conversation",
   "deepseek-ai-DeepSeek-R1-Distill-Llama-8B": "writes no calls into the conversation",
-  "muse-glimmer": "its atem: calls after a harmony-like header, not read",
-  "meetkai-functionary-medium-v3.2": "Functionary's >>>name turns, not read",
   "fireworks-ai-llama-3-firefunction-v2":
     "lists no tools without its own `functions` variable (as llama-server)",
 };
@@ -135,30 +133,55 @@ describe("every template's tool calls, written by the template and read back", (
   }
 });
 
-describe("section formats through the server, streamed (their templates, the fake engine)", () => {
-  for (const [name, reply] of [
-    [
-      "MiniMax-M2",
-      'Need the files.\n</think>\n\nLooking.\n<minimax:tool_call>\n<invoke name="bash">\n' +
+describe("own formats through the server, streamed (their templates, the fake engine)", () => {
+  for (const { name, reply, content, preserved } of [
+    {
+      name: "MiniMax-M2",
+      reply:
+        'Need the files.\n</think>\n\nLooking.\n<minimax:tool_call>\n<invoke name="bash">\n' +
         '<parameter name="command">ls -la</parameter>\n<parameter name="timeout">30</parameter>\n</invoke>\n' +
         '<invoke name="read_file">\n<parameter name="path">a.py</parameter>\n</invoke>\n</minimax:tool_call>',
-    ],
-    [
-      "deepseek-ai-DeepSeek-V3.2",
-      'Looking.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="bash">\n<｜DSML｜parameter name="command" string="true">' +
+      content: "Looking.",
+      preserved: "<minimax:tool_call>",
+    },
+    {
+      name: "deepseek-ai-DeepSeek-V3.2",
+      reply:
+        'Looking.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="bash">\n<｜DSML｜parameter name="command" string="true">' +
         'ls -la</｜DSML｜parameter>\n<｜DSML｜parameter name="timeout" string="false">30</｜DSML｜parameter>\n' +
         '</｜DSML｜invoke>\n<｜DSML｜invoke name="read_file">\n<｜DSML｜parameter name="path" string="true">a.py' +
         "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
-    ],
-  ] as const) {
-    test(`${name}: the prose streams as content, the section never does, both calls come with their arguments typed; the scheduler is told the tool`, async () => {
+      content: "Looking.",
+      preserved: "<｜DSML｜function_calls>",
+    },
+    {
+      // the generation prompt ends with `>>>`: the first call comes without one
+      name: "meetkai-functionary-medium-v3.2",
+      reply: 'bash\n{"command": "ls -la", "timeout": 30}>>>read_file\n{"path": "a.py"}',
+      content: "",
+      preserved: ">>>all",
+    },
+    {
+      // the generation prompt ends with `<|start|>assistant`: the first call's header comes from ` to=`
+      name: "muse-glimmer",
+      reply:
+        ' to=bash<|message|><atem:function_calls>\n<atem:invoke name="bash">\n' +
+        '<atem:parameter name="command">ls -la</atem:parameter>\n<atem:parameter name="timeout">30</atem:parameter>\n' +
+        "</atem:invoke>\n</atem:function_calls><|eom|><|start|>assistant to=read_file<|message|><atem:function_calls>\n" +
+        '<atem:invoke name="read_file">\n<atem:parameter name="path">a.py</atem:parameter>\n</atem:invoke>\n' +
+        "</atem:function_calls>",
+      content: "",
+      preserved: "<|message|>",
+    },
+  ]) {
+    test(`${name}: the content streams, the calls' markup never does, both calls come with their arguments typed; the scheduler is told the tool`, async () => {
       const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(name) };
-      await withServer({ chatTemplate, reply: () => reply }, {}, async (t) => {
+      await withServer({ chatTemplate, reply: () => [...reply] }, {}, async (t) => {
         const sse = await (
           await t.post("/v1/chat/completions", { messages: asked, tools, stream: true })
         ).text();
         const streamed = streamedChoice(sse);
-        assert.equal(streamed.content.trim(), "Looking.");
+        assert.equal(streamed.content.trim(), content);
         assert.deepEqual(
           streamed.calls.map((c) => ({ name: c.name, args: JSON.parse(c.args) })),
           calls,
@@ -166,11 +189,8 @@ describe("section formats through the server, streamed (their templates, the fak
         assert.equal(streamed.finishReason, "tool_calls");
         // the scheduler prices the turn's pin by the tool it called, read in the same format
         assert.equal(t.engine.requests[0]!.toolNamer?.(reply), "bash");
-        const preserved = t.engine.requests[0]!.sampling.preservedTokens ?? [];
-        assert.ok(
-          preserved.some((marker) => reply.includes(marker)),
-          JSON.stringify(preserved),
-        );
+        const kept = t.engine.requests[0]!.sampling.preservedTokens ?? [];
+        assert.ok(kept.includes(preserved), JSON.stringify(kept));
       });
     });
   }
@@ -257,5 +277,51 @@ describe("section formats' own details", () => {
     const output =
       '<｜DSML｜function_calls>\n<｜DSML｜invoke name="read_file">\n<｜DSML｜parameter name="path" string="true">a.p';
     assert.deepEqual(read("dsml", output), [["read_file", { path: "a.p" }]]);
+  });
+});
+
+describe("recipient formats' own details", () => {
+  const read = (format: ToolCallFormat, output: string) => {
+    const parsed = parseToolCallsAs(format, output, specs);
+    return (
+      parsed && { start: parsed.start, calls: parsed.calls.map((c) => [c.name, JSON.parse(c.arguments)]) }
+    );
+  };
+
+  test("Functionary v3.2: calls follow the text to `all`; a `>>>` in the text or in an argument opens no call", () => {
+    const output =
+      "all\nIn a REPL:\n>>> print(1)\nLooking.>>>bash\n" +
+      '{"command": "echo \\">>>x\\n{}\\""}>>>read_file\n{"path": "a.py"}';
+    assert.deepEqual(read("functionary-v3.2", output), {
+      start: output.indexOf(">>>bash"),
+      calls: [
+        ["bash", { command: 'echo ">>>x\n{}"' }],
+        ["read_file", { path: "a.py" }],
+      ],
+    });
+  });
+
+  test("Muse Glimmer: ATEM markup in the thinking or the answer is text; a call is a message of its own", () => {
+    const invoke = (command: string) =>
+      '<atem:function_calls>\n<atem:invoke name="bash">\n' +
+      `<atem:parameter name="command">${command}</atem:parameter>\n</atem:invoke>\n</atem:function_calls>`;
+    const quoted =
+      ` to=self<|message|>I could use ${invoke("rm -rf /")}<|eom|>` +
+      `<|start|>assistant to=user<|message|>It is called like ${invoke("ls")}`;
+    assert.equal(read("muse-glimmer", quoted), null);
+    const answered = " to=user<|message|>Listing.";
+    assert.deepEqual(
+      read("muse-glimmer", `${answered}<|eom|><|start|>assistant to=bash<|message|>${invoke("ls")}`),
+      {
+        start: answered.length,
+        calls: [["bash", { command: "ls" }]],
+      },
+    );
+  });
+
+  test("Muse Glimmer: a call cut off (max_tokens) still gives the arguments written so far", () => {
+    const output =
+      ' to=bash<|message|><atem:function_calls>\n<atem:invoke name="bash">\n<atem:parameter name="command">ls -l';
+    assert.deepEqual(read("muse-glimmer", output)?.calls, [["bash", { command: "ls -l" }]]);
   });
 });

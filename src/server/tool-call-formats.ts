@@ -2,7 +2,8 @@
  * How a model writes tool calls, told from its chat template's text, and the parser for each way.
  * Hermes/Qwen `<tool_call>` JSON and Llama 3.1 JSON / `<|python_tag|>` are what `parseToolCalls`
  * already reads; Mistral, DeepSeek, Kimi K2, GLM and Gemma 4 write calls their own way and are parsed here
- * first, as are the formats whose calls stand between two markers (section-formats.ts).
+ * first, as are the formats whose calls stand between two markers (section-formats.ts) and those whose calls
+ * are messages to the function (recipient-formats.ts).
  */
 
 import { randomBytes } from "node:crypto";
@@ -12,6 +13,14 @@ import { asToolName } from "../core/tools/tool-name.js";
 import { readNotationValue } from "./gemma-call-notation.js";
 import { templateIsHarmony } from "./harmony.js";
 import {
+  isRecipientFormat,
+  type RecipientFormatName,
+  readRecipientCalls,
+  recipientCallMarkers,
+  recipientFormatOf,
+  recipientMarkers,
+} from "./recipient-formats.js";
+import {
   isSectionFormat,
   readSections,
   type SectionFormatName,
@@ -19,8 +28,10 @@ import {
   sectionMarkers,
   sectionOpeners,
   type Typed,
+  type WrittenCall,
 } from "./section-formats.js";
 import {
+  type CallMarkers,
   jsonDumps,
   newToolCallId,
   type ParsedToolCall,
@@ -40,6 +51,7 @@ export type ToolCallFormat =
   | "kimi"
   | "harmony"
   | SectionFormatName
+  | RecipientFormatName
   | "generic";
 
 const MISTRAL_CALLS = "[TOOL_CALLS]";
@@ -63,6 +75,8 @@ const GLM_ARG = /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)(?:<\/arg
 /** The format a template teaches its model, by the markers its text writes. */
 export function detectToolCallFormat(template: string): ToolCallFormat {
   if (templateIsHarmony(template)) return "harmony";
+  const recipient = recipientFormatOf(template);
+  if (recipient !== null) return recipient;
   const section = sectionFormatOf(template);
   if (section !== null) return section;
   if (template.includes(MISTRAL_CALLS)) return "mistral";
@@ -103,17 +117,19 @@ export function formatMarkers(format: ToolCallFormat): string[] {
     case "llama3":
       return ["<|python_tag|>"];
     default:
+      if (isRecipientFormat(format)) return recipientMarkers(format);
       return isSectionFormat(format) ? sectionMarkers(format) : [];
   }
 }
 
 /** Where a streamed output may start a call in this format (held back from content until known). */
-export function toolCallMarkers(format: ToolCallFormat): string[] {
-  if (format === "mistral") return [MISTRAL_CALLS];
-  if (format === "deepseek") return [DEEPSEEK_CALLS, DEEPSEEK_CALL];
-  if (format === "kimi") return [KIMI_CALLS, KIMI_CALL];
-  if (format === "gemma") return ["<|tool_call>"];
-  return isSectionFormat(format) ? sectionOpeners(format) : [];
+export function toolCallMarkers(format: ToolCallFormat): CallMarkers {
+  if (format === "mistral") return { markers: [MISTRAL_CALLS] };
+  if (format === "deepseek") return { markers: [DEEPSEEK_CALLS, DEEPSEEK_CALL] };
+  if (format === "kimi") return { markers: [KIMI_CALLS, KIMI_CALL] };
+  if (format === "gemma") return { markers: ["<|tool_call>"] };
+  if (isRecipientFormat(format)) return recipientCallMarkers(format);
+  return { markers: isSectionFormat(format) ? sectionOpeners(format) : [] };
 }
 
 const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -242,15 +258,11 @@ function typedBy(tools: readonly ToolSpec[]): Typed {
   };
 }
 
-/** The calls in a section format's sections, from the first section that holds one. */
-function fromSections(
-  output: string,
-  format: SectionFormatName,
-  tools: readonly ToolSpec[],
-): ToolCallParse | null {
+/** The written calls that read as calls, from where the first of them is written. */
+function fromWritten(written: readonly WrittenCall[]): ToolCallParse | null {
   const calls: ParsedToolCall[] = [];
   let first = -1;
-  for (const { at, name, args } of readSections(output, answerStart(output), format, typedBy(tools))) {
+  for (const { at, name, args } of written) {
     const parsed = call(newToolCallId(), name, args);
     if (parsed === null) continue;
     if (first === -1) first = at;
@@ -273,7 +285,11 @@ function ownParse(format: ToolCallFormat, output: string, tools: readonly ToolSp
     case "gemma":
       return fromGemma(output);
     default:
-      return isSectionFormat(format) ? fromSections(output, format, tools) : null;
+      if (isSectionFormat(format))
+        return fromWritten(readSections(output, answerStart(output), format, typedBy(tools)));
+      if (isRecipientFormat(format))
+        return fromWritten(readRecipientCalls(output, answerStart(output), format, typedBy(tools)));
+      return null;
   }
 }
 

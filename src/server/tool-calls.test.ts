@@ -3,6 +3,7 @@ import { describe, test } from "node:test";
 import { chatTurns } from "./chat-render.js";
 import {
   bashTool,
+  type CallMarkers,
   parseToolCalls,
   parseTruncatedToolCall,
   ToolCallStreamGate,
@@ -104,8 +105,12 @@ describe("tool-call arguments", () => {
 });
 
 describe("ToolCallStreamGate", () => {
-  function stream(pieces: readonly string[], offered: readonly ToolSpec[] = tools): string {
-    const gate = new ToolCallStreamGate(offered);
+  function stream(
+    pieces: readonly string[],
+    offered: readonly ToolSpec[] = tools,
+    own?: CallMarkers,
+  ): string {
+    const gate = new ToolCallStreamGate(offered, own);
     return pieces.map((p) => gate.push(p)).join("");
   }
 
@@ -126,6 +131,12 @@ describe("ToolCallStreamGate", () => {
     assert.equal(stream(["[get_weather(", ")]"]), "");
     assert.equal(stream(["<think>hm</think>", '\n{"name"']), "<think>hm</think>");
     assert.equal(stream(["<think>hm</think>", "\nSunny."]), "<think>hm</think>\nSunny.");
+  });
+
+  test("an answer opening with a message's recipient is held until it opens as text, then up to a message", () => {
+    const recipients: CallMarkers = { markers: [">>>"], contentOpenings: ["all\n"] };
+    assert.equal(stream(["ba", "sh\n{", '"command": "ls"}'], tools, recipients), "");
+    assert.equal(stream(["al", "l\nHi", " there>", ">>bash\n{}"], tools, recipients), "all\nHi there");
   });
 });
 

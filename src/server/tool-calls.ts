@@ -179,6 +179,17 @@ export function parseToolCalls(output: string, tools: readonly ToolSpec[]): Tool
   );
 }
 
+/** Where a model's own call format may start a call in a streamed answer. */
+export interface CallMarkers {
+  /** wherever they stand */
+  readonly markers: readonly string[];
+  /**
+   * For a format whose answer opens with its first message's recipient (the generation prompt wrote the
+   * header up to it): how an answer opens that is text. One that opens otherwise, or not yet, is held.
+   */
+  readonly contentOpenings?: readonly string[];
+}
+
 /**
  * Decides, while a completion streams, how much of it can be sent as plain content: everything
  * before the first place a tool call might start is; the rest is held until the output is complete.
@@ -187,11 +198,13 @@ export class ToolCallStreamGate {
   private text = "";
   private sent = 0;
   private readonly markers: string[];
+  private readonly contentOpenings: readonly string[] | undefined;
 
-  /** `markers`: where the model's own call format starts a call, besides the formats read here */
-  constructor(tools: readonly ToolSpec[], markers: readonly string[] = []) {
-    this.markers = [HERMES_OPEN, PYTHON_TAG, ...markers];
+  /** `own`: where the model's own call format starts a call, besides the formats read here */
+  constructor(tools: readonly ToolSpec[], own: CallMarkers = { markers: [] }) {
+    this.markers = [HERMES_OPEN, PYTHON_TAG, ...own.markers];
     if (bashTool(tools) !== null) this.markers.push(SHELL_FENCE);
+    this.contentOpenings = own.contentOpenings;
   }
 
   /** Adds generated text; returns the part that is safe to stream as content now. */
@@ -206,10 +219,12 @@ export class ToolCallStreamGate {
 
   /** Length of the prefix that cannot be part of a call. */
   private safeLength(): number {
-    // An answer opening with JSON or a list may be an untagged Llama call: hold it all.
+    // An answer opening with JSON or a list may be an untagged Llama call, one opening with a message's
+    // header a call in the model's own format: hold it all.
     let answerStart = 0;
     for (const tag of this.text.matchAll(REASONING_CLOSE)) answerStart = tag.index + tag[0].length;
-    if (/^\s*(?:[{[]|$)/.test(this.text.slice(answerStart))) return Math.max(answerStart, this.sent);
+    const answer = this.text.slice(answerStart);
+    if (/^\s*(?:[{[]|$)/.test(answer) || this.opensWithCall(answer)) return Math.max(answerStart, this.sent);
     let limit = this.text.length;
     for (const marker of this.markers) {
       const at = this.text.indexOf(marker);
@@ -223,6 +238,11 @@ export class ToolCallStreamGate {
       }
     }
     return Math.max(limit, this.sent);
+  }
+
+  /** Whether the answer opens with a call's header: none of the format's openings of text (yet). */
+  private opensWithCall(answer: string): boolean {
+    return this.contentOpenings?.some((opening) => answer.startsWith(opening)) === false;
   }
 
   /** Text already streamed. */
