@@ -121,6 +121,9 @@ function errorResponse(c: Context<AppEnv>, error: ApiError): Response {
   return c.json(errorBody(error), error.status);
 }
 
+/** `POST /v1/responses/{id}/cancel` */
+const CANCEL_PATH = /^\/v1\/responses\/[^/]+\/cancel$/;
+
 export function createApp(options: AppOptions): ContinuumApp {
   const { engine } = options;
   const metrics = new ServerMetrics(engine);
@@ -225,7 +228,8 @@ export function createApp(options: AppOptions): ContinuumApp {
     },
   });
   app.use("/v1/*", async (c, next) => {
-    if (c.req.method !== "POST") return next();
+    // a cancel frees what the cap and a drain wait for: it is never refused for them
+    if (c.req.method !== "POST" || CANCEL_PATH.test(c.req.path)) return next();
     if (draining) {
       throw new ApiError(
         503,
@@ -264,10 +268,12 @@ export function createApp(options: AppOptions): ContinuumApp {
   app.post("/v1/completions", (c) => completions(c, ctx));
   app.post("/v1/messages", (c) => messages(c, ctx));
   app.post("/v1/messages/count_tokens", (c) => countMessageTokens(c, ctx));
-  const responses = responsesApi(ctx, logError);
+  const responses = responsesApi(ctx, logError, inflight);
   app.post("/v1/responses", responses.create);
   app.get("/v1/responses/:id", responses.retrieve);
   app.delete("/v1/responses/:id", responses.remove);
+  app.post("/v1/responses/:id/cancel", responses.cancel);
+  app.get("/v1/responses/:id/input_items", responses.inputItems);
   // vLLM's and llama-server's tokenizer routes, beside /v1 as theirs are
   app.post("/tokenize", admit, (c) => tokenize(c, ctx));
   app.post("/detokenize", admit, (c) => detokenize(c, ctx));

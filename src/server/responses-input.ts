@@ -165,6 +165,7 @@ export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessag
     tool_choice,
     max_output_tokens,
     store,
+    background,
     previous_response_id,
     metadata,
     prompt_cache_key,

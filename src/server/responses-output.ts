@@ -7,7 +7,14 @@ import type { FunctionTool, ResponsesBody } from "./responses-schema.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
+/** An output item's status. */
 export type ResponseStatus = "in_progress" | "completed" | "incomplete";
+
+/**
+ * A response's status: a background response is `queued` until its generation starts, and may end
+ * `cancelled` (`POST /v1/responses/{id}/cancel`) or `failed` (with its `error`).
+ */
+export type ResponseObjectStatus = ResponseStatus | "queued" | "failed" | "cancelled";
 
 export interface MessageItem {
   readonly type: "message";
@@ -45,7 +52,7 @@ export interface ResponseMeta {
   readonly body: ResponsesBody;
 }
 
-export function newItemId(prefix: "rs" | "msg" | "fc"): string {
+export function newItemId(prefix: "rs" | "msg" | "fc" | "fco"): string {
   return `${prefix}_${randomUUID().replace(/-/g, "")}`;
 }
 
@@ -175,7 +182,7 @@ export type ResponseObject = ReturnType<typeof responseObject>;
 
 export function responseObject(
   meta: ResponseMeta,
-  status: ResponseStatus | "failed",
+  status: ResponseObjectStatus,
   output: readonly OutputItem[],
   usage: GenerateUsage | null,
   error: { code: string; message: string } | null = null,
@@ -198,7 +205,7 @@ export function responseObject(
     previous_response_id: body.previous_response_id ?? null,
     reasoning: { effort: body.reasoning?.effort ?? null, summary: null },
     store: body.store ?? false,
-    background: false,
+    background: body.background ?? false,
     service_tier: "default",
     temperature: body.temperature ?? 1,
     top_p: body.top_p ?? 1,

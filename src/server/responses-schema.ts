@@ -1,8 +1,8 @@
 /**
  * The request body of `POST /v1/responses` (OpenAI's Responses API). Input items and tools are checked
  * one by one where they are translated (responses-input.ts), so an item of an unknown type gets an error
- * naming it. Unknown top-level fields (`reasoning`, `truncation`, `service_tier`, `background`, ...) are
- * dropped, as on the other endpoints.
+ * naming it. Unknown top-level fields (`truncation`, `service_tier`, ...) are dropped, as on the other
+ * endpoints.
  */
 import { z } from "zod";
 import { chatCompletionSchema } from "./schemas.js";
@@ -68,6 +68,8 @@ export const responsesSchema = chatCompletionSchema
       .passthrough()
       .nullish(),
     store: z.boolean().nullish(),
+    // run detached from the connection: polled with GET, cancelled with POST .../cancel (responses-background.ts)
+    background: z.boolean().nullish(),
     previous_response_id: z.string().min(1).nullish(),
     metadata: z.record(z.string(), z.string()).nullish(),
     // Where Codex names its conversation (see responses-program.ts)

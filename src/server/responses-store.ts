@@ -1,17 +1,31 @@
+import type { BackgroundRun } from "./responses-background.js";
+import type { ListedItem } from "./responses-items.js";
+import type { ResponseObject } from "./responses-output.js";
 import type { ChatMessageInput } from "./schemas.js";
 
-/** A response created with `store: true`. */
+/** A response created with `store: true` (or `background: true`). */
 export interface StoredResponse {
   /** the conversation up to and with its turn, which `previous_response_id` continues */
-  readonly conversation: readonly ChatMessageInput[];
-  /** the response object as it was returned (`GET /v1/responses/{id}`) */
-  readonly response: object;
+  conversation: readonly ChatMessageInput[];
+  /**
+   * the response object as it was returned (`GET /v1/responses/{id}`); a background response's state
+   * now, replaced as it runs
+   */
+  response: ResponseObject;
+  /**
+   * the items its model saw before its output, oldest first (`GET /v1/responses/{id}/input_items`): those
+   * of the response it continues and that response's output, then its own input
+   */
+  readonly inputItems: readonly ListedItem[];
+  /** a background response's run: its cancel, its events; absent for the others */
+  readonly run?: BackgroundRun;
 }
 
 /**
  * The responses created with `store: true`, so that `previous_response_id` can continue them and `GET`
  * return them: the most recently used `capacity` of them over all tenants, each found only by the tenant
- * that stored it.
+ * that stored it. A background response still running is never the one forgotten (it could not be
+ * cancelled or polled then).
  */
 export class ResponseStore {
   private readonly stored = new Map<string, StoredResponse>();
@@ -36,8 +50,9 @@ export class ResponseStore {
     const key = ResponseStore.key(tenant, id);
     this.stored.delete(key);
     this.stored.set(key, response);
-    for (const oldest of this.stored.keys()) {
+    for (const [oldest, entry] of this.stored) {
       if (this.stored.size <= this.capacity) break;
+      if (entry.run?.live) continue;
       this.stored.delete(oldest);
     }
   }

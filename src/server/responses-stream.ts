@@ -10,7 +10,8 @@ import type { OutputLogprob } from "../engine/engine-api.js";
 import { OutputTokens } from "../engine/output-tokens.js";
 import type { ChatGeneration } from "./chat-output.js";
 import { ChoiceStream } from "./choice-stream.js";
-import { errorBody, toApiError } from "./errors.js";
+import { type ApiError, errorBody, toApiError } from "./errors.js";
+import type { DoneEvent } from "./generation.js";
 import { responsesLogprobs } from "./logprobs.js";
 import {
   type FunctionCallItem,
@@ -31,6 +32,12 @@ import {
 import { wantsTextLogprobs } from "./responses-schema.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
+/** One event of a response as its `event:` and `data:` lines; `sequence`: its `sequence_number`. */
+export function responseFrame(type: string, sequence: number, fields: Record<string, unknown>): string {
+  const data = { type, sequence_number: sequence, ...fields };
+  return `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
 /** The events of one response, numbered, and the output items they have announced. */
 class ResponseEvents {
   private sequence = 0;
@@ -47,8 +54,7 @@ class ResponseEvents {
   private call: { id: string; index: number; callId: string; name: string } | null = null;
 
   frame(type: string, fields: Record<string, unknown>): string {
-    const data = { type, sequence_number: this.sequence++, ...fields };
-    return `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
+    return responseFrame(type, this.sequence++, fields);
   }
 
   /**
@@ -187,17 +193,42 @@ class ResponseEvents {
   }
 }
 
-/** The event stream; `onDone` gets the finished response (to store it). */
+/** What a background response's run learns from its event stream besides the finished response. */
+export interface BackgroundHooks {
+  /** the engine's first event came: the response is in_progress now */
+  readonly onStarted: (response: ResponseObject) => void;
+  /** the generation failed: the response, failed with its `error` */
+  readonly onFailed: (response: ResponseObject) => void;
+}
+
+/** A failed response's `error.code` (OpenAI's codes) for what went wrong. */
+function failureCode(error: ApiError): string {
+  return error.status === 429 ? "rate_limit_exceeded" : "server_error";
+}
+
+/**
+ * The event stream; `onDone` gets the finished response (to store it) and the engine's done event.
+ * `background`: the response is created `queued` (`response.created`, `response.queued`), turns
+ * `in_progress` at the engine's first event, and an error ends it with `response.failed` (no `error` event).
+ */
 export async function* responseEventStream(
   choice: ChatGeneration,
   meta: ResponseMeta,
-  onDone: (response: ResponseObject) => void,
+  onDone: (response: ResponseObject, done: DoneEvent) => void,
+  background?: BackgroundHooks,
 ): AsyncGenerator<string> {
   const { generation } = choice;
   const events = new ResponseEvents(wantsTextLogprobs(meta.body));
   const inProgress = { response: responseObject(meta, "in_progress", [], null) };
-  yield events.frame("response.created", inProgress);
-  yield events.frame("response.in_progress", inProgress);
+  if (background === undefined) {
+    yield events.frame("response.created", inProgress);
+    yield events.frame("response.in_progress", inProgress);
+  } else {
+    const queued = { response: responseObject(meta, "queued", [], null) };
+    yield events.frame("response.created", queued);
+    yield events.frame("response.queued", queued);
+  }
+  let started = background === undefined;
   const stream = new ChoiceStream(choice);
   // the output so far
   let output = "";
@@ -216,6 +247,11 @@ export async function* responseEventStream(
   };
   try {
     for await (const event of generation.events()) {
+      if (!started && background !== undefined) {
+        started = true;
+        background.onStarted(inProgress.response);
+        yield events.frame("response.in_progress", inProgress);
+      }
       if (event.type === "delta") {
         output += event.text;
         for (const entry of event.logprobs ?? []) {
@@ -244,12 +280,20 @@ export async function* responseEventStream(
         }
       }
       const response = responseObject(meta, status, events.items, event.usage);
-      onDone(response);
+      onDone(response, event);
       const type = status === "completed" ? "response.completed" : "response.incomplete";
       yield events.frame(type, { response });
     }
   } catch (error) {
-    const { error: detail } = errorBody(toApiError(error));
+    const apiError = toApiError(error);
+    if (background !== undefined) {
+      const failure = { code: failureCode(apiError), message: apiError.message };
+      const response = responseObject(meta, "failed", [], null, failure);
+      background.onFailed(response);
+      yield events.frame("response.failed", { response });
+      return;
+    }
+    const { error: detail } = errorBody(apiError);
     const { type, code, message, param } = detail;
     // OpenAI's SDKs read the fields flat; the Open Responses spec nests them under `error`.
     yield events.frame("error", { code, message, param, error: { type, code, message, param } });

@@ -1,15 +1,19 @@
 /**
  * POST /v1/responses over the fake engine: how input items and tools reach the prompt, the program id
- * a Codex session gets, the store, and the streamed event sequence.
+ * a Codex session gets, the store, and the streamed event sequence; then a stored response's input items,
+ * background responses (polled, replayed, cancelled, failed, drained) and the refusals around them.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import type { GenerateEvent, GenerateRequest } from "../engine/engine-api.js";
 import { createApp } from "./app.js";
+import type { BackgroundRun } from "./responses-background.js";
 import { chatRequestOf, inputMessages } from "./responses-input.js";
+import type { ResponseObject } from "./responses-output.js";
 import { responsesSchema } from "./responses-schema.js";
-import { ResponseStore } from "./responses-store.js";
+import { ResponseStore, type StoredResponse } from "./responses-store.js";
 import { FakeEngine, type FakeEngineOptions } from "./test-support/fake-engine.js";
-import type { Json } from "./test-support/test-server.js";
+import { type Json, withServer } from "./test-support/test-server.js";
 
 const CALL = '<tool_call>\n{"name": "run_shell", "arguments": {"command": "ls"}}\n</tool_call>';
 const RUN_SHELL = {
@@ -18,19 +22,32 @@ const RUN_SHELL = {
   parameters: { type: "object", properties: { command: { type: "string" } } },
 };
 
-function server(engineOptions: FakeEngineOptions = {}, apiKeys: string[] = []) {
-  const engine = new FakeEngine(engineOptions);
+function server(
+  engineOptions: FakeEngineOptions = {},
+  apiKeys: string[] = [],
+  engine = new FakeEngine(engineOptions),
+  maxInflightRequests: number | null = null,
+) {
   const logged: string[] = [];
-  const { app } = createApp({ engine, apiKeys, logError: (line) => logged.push(line), dashboard: false });
-  const post = (body: unknown, headers: Record<string, string> = {}) =>
+  const api = createApp({
+    engine,
+    apiKeys,
+    logError: (line) => logged.push(line),
+    dashboard: false,
+    maxInflightRequests,
+  });
+  const { app } = api;
+  /** `signal`: the client's connection (aborted: the client went away) */
+  const post = (body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) =>
     app.request("/v1/responses", {
       method: "POST",
       headers: { "Content-Type": "application/json", ...headers },
       body: JSON.stringify(body),
+      ...(signal ? { signal } : {}),
     });
-  const call = (method: "GET" | "DELETE", path: string, headers: Record<string, string> = {}) =>
+  const call = (method: "GET" | "DELETE" | "POST", path: string, headers: Record<string, string> = {}) =>
     app.request(path, { method, headers });
-  return { engine, logged, post, call };
+  return { engine, logged, post, call, api };
 }
 
 /** The `event:` names and `data:` payloads of a Responses SSE body. */
@@ -279,9 +296,14 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.equal(engine.requests.length, 3, "a refused request never reaches the engine");
   });
 
-  test("the store keeps the most recently used responses", () => {
+  test("the store keeps the most recently used responses, and never forgets a running background one", () => {
     const store = new ResponseStore(2);
-    const turn = (content: string) => ({ conversation: [{ role: "user" as const, content }], response: {} });
+    const turn = (content: string, run?: { live: boolean }): StoredResponse => ({
+      conversation: [{ role: "user" as const, content }],
+      response: {} as ResponseObject,
+      inputItems: [],
+      ...(run ? { run: run as BackgroundRun } : {}),
+    });
     store.set(null, "a", turn("a"));
     store.set(null, "b", turn("b"));
     store.get(null, "a");
@@ -289,6 +311,17 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.deepEqual(store.get(null, "a"), turn("a"));
     assert.equal(store.get(null, "b"), undefined);
     assert.equal(store.get("tenant-2", "a"), undefined);
+
+    const running = { live: true };
+    store.set(null, "bg", turn("bg", running));
+    store.set(null, "d", turn("d"));
+    store.set(null, "e", turn("e"));
+    assert.ok(store.get(null, "bg"), "a running background response stays");
+    assert.equal(store.get(null, "d"), undefined);
+    running.live = false;
+    store.set(null, "f", turn("f"));
+    store.set(null, "g", turn("g"));
+    assert.equal(store.get(null, "bg"), undefined, "an ended one is forgotten as any other");
   });
 
   test("streaming: text then a call, as the Responses events in order", async () => {
@@ -343,5 +376,348 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.equal(completed.output[1].call_id, announced.call_id);
     assert.deepEqual(JSON.parse(completed.output[1].arguments), { command: "ls" });
     assert.equal(completed.usage.total_tokens, completed.usage.input_tokens + completed.usage.output_tokens);
+  });
+});
+
+/** Resolves once `check` holds (polled every 10 ms, for at most 4 s). */
+async function eventually(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+const words = (count: number) => Array.from({ length: count }, (_, i) => `w${i} `);
+
+/** A fake engine whose generations fail after their first piece. */
+class FailingEngine extends FakeEngine {
+  override generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    const events = super.generate(request, signal);
+    return (async function* () {
+      for await (const event of events) {
+        yield event;
+        throw new Error("device lost");
+      }
+    })();
+  }
+}
+
+describe("the Responses lifecycle: input items, background responses, cancel", () => {
+  test("GET /v1/responses/{id}/input_items lists a stored response's input items with ids: newest first, paged", async () => {
+    const { post, call } = server({ reply: () => "Done." });
+    const input = [
+      { role: "developer", content: "Be brief." },
+      { type: "message", role: "user", content: [{ type: "input_text", text: "Fix it." }] },
+      { type: "message", id: "msg_given", role: "assistant", content: "Looking." },
+      { type: "function_call", call_id: "c1", name: "run_shell", arguments: "{}" },
+      { type: "function_call_output", call_id: "c1", output: "a.txt" },
+    ];
+    const first = (await (await post({ input, store: true })).json()) as Json;
+    const list = async (id: string, query = "") =>
+      (await (await call("GET", `/v1/responses/${id}/input_items${query}`)).json()) as Json;
+    const listed = await list(first.id);
+    assert.equal(listed.object, "list");
+    assert.equal(listed.has_more, false);
+    const items = [...listed.data].reverse();
+    const ids = items.map((item: Json) => item.id);
+    assert.equal(listed.first_id, ids.at(-1));
+    assert.equal(listed.last_id, ids[0]);
+    assert.equal(new Set(ids).size, 5);
+    assert.deepEqual(
+      items.map(({ id, ...item }: Json) => item),
+      [
+        {
+          type: "message",
+          role: "developer",
+          status: "completed",
+          content: [{ type: "input_text", text: "Be brief." }],
+        },
+        {
+          type: "message",
+          role: "user",
+          status: "completed",
+          content: [{ type: "input_text", text: "Fix it." }],
+        },
+        {
+          type: "message",
+          role: "assistant",
+          status: "completed",
+          content: [{ type: "output_text", text: "Looking.", annotations: [] }],
+        },
+        { type: "function_call", call_id: "c1", name: "run_shell", arguments: "{}", status: "completed" },
+        { type: "function_call_output", call_id: "c1", output: "a.txt", status: "completed" },
+      ],
+    );
+    assert.match(ids[0], /^msg_/);
+    assert.equal(ids[2], "msg_given", "an id the client gave is kept");
+    assert.match(ids[3], /^fc_/);
+    assert.deepEqual(
+      (await list(first.id)).data.map((item: Json) => item.id),
+      [...ids].reverse(),
+      "the ids are the same on every listing",
+    );
+
+    const page1 = await list(first.id, "?order=asc&limit=2");
+    assert.deepEqual(
+      [page1.data.map((item: Json) => item.id), page1.first_id, page1.last_id, page1.has_more],
+      [ids.slice(0, 2), ids[0], ids[1], true],
+    );
+    const page2 = await list(first.id, `?order=asc&limit=2&after=${page1.last_id}`);
+    assert.deepEqual([page2.data.map((item: Json) => item.id), page2.has_more], [ids.slice(2, 4), true]);
+    const page3 = await list(first.id, `?order=asc&limit=2&after=${page2.last_id}`);
+    assert.deepEqual([page3.data.map((item: Json) => item.id), page3.has_more], [ids.slice(4), false]);
+    const newest = await list(first.id, "?limit=1");
+    assert.deepEqual([newest.data[0].id, newest.has_more], [ids[4], true]);
+    const before = await list(first.id, `?order=asc&before=${ids[2]}`);
+    assert.deepEqual(
+      before.data.map((item: Json) => item.id),
+      ids.slice(0, 2),
+    );
+
+    // a continued response's input is what its model saw: the previous items and output, then its own
+    const second = (await (
+      await post({ previous_response_id: first.id, input: "And now?", store: true })
+    ).json()) as Json;
+    const chain = (await list(second.id, "?order=asc&limit=100")).data;
+    assert.equal(chain.length, 7);
+    assert.deepEqual(
+      chain.slice(0, 5).map((item: Json) => item.id),
+      ids,
+    );
+    assert.deepEqual(chain[5], first.output[0]);
+    assert.deepEqual(chain[6].content, [{ type: "input_text", text: "And now?" }]);
+
+    for (const [query, param] of [
+      ["?limit=0", "limit"],
+      ["?limit=101", "limit"],
+      ["?order=up", "order"],
+      ["?after=msg_nowhere", "after"],
+    ] as const) {
+      const refused = await call("GET", `/v1/responses/${first.id}/input_items${query}`);
+      assert.equal(refused.status, 400, query);
+      assert.equal(((await refused.json()) as Json).error.param, param, query);
+    }
+    const notStored = (await (await post({ input: "x" })).json()) as Json;
+    for (const id of [notStored.id, "resp_unknown"]) {
+      const missing = await call("GET", `/v1/responses/${id}/input_items`);
+      assert.equal(missing.status, 404);
+      assert.equal(((await missing.json()) as Json).error.code, "not_found");
+    }
+  });
+
+  test("background: returned queued at once, polled with GET until completed, then continued", async () => {
+    const { post, call, engine, api } = server({ reply: () => words(10), delayMs: 20 });
+    const created = await post({ input: "Count.", background: true });
+    assert.equal(created.status, 200);
+    const queued = (await created.json()) as Json;
+    assert.deepEqual(
+      [queued.status, queued.background, queued.store, queued.output, queued.usage, queued.completed_at],
+      ["queued", true, true, [], null, null],
+    );
+    assert.equal(engine.finished.length, 0, "the response came back before its generation ended");
+    assert.equal(api.inflight.size, 1, "the background response is in flight");
+    const get = async () => (await (await call("GET", `/v1/responses/${queued.id}`)).json()) as Json;
+    let polled = await get();
+    await eventually(async () => {
+      polled = await get();
+      return polled.status !== "queued" && polled.status !== "in_progress";
+    }, "the background response to end");
+    assert.equal(polled.status, "completed");
+    assert.equal(polled.id, queued.id);
+    assert.equal(polled.background, true);
+    assert.ok(Number.isInteger(polled.completed_at));
+    assert.equal(polled.output[0].content[0].text.trim(), words(10).join("").trim());
+    assert.equal(polled.usage.output_tokens, 10);
+    await eventually(() => api.inflight.size === 0, "the run to leave the in-flight requests");
+    const items = (await (await call("GET", `/v1/responses/${queued.id}/input_items`)).json()) as Json;
+    assert.deepEqual(items.data[0].content, [{ type: "input_text", text: "Count." }]);
+
+    const next = await post({ previous_response_id: queued.id, input: "Again." });
+    assert.equal(next.status, 200);
+    assert.ok(/Count\.[\s\S]*w9[\s\S]*Again\./.test(engine.requests[1]!.prompt));
+  });
+
+  test("background with stream: the client going away leaves it running; GET ?stream=true replays its events from starting_after", async () => {
+    const { post, call, engine } = server({ reply: () => words(12), delayMs: 20 });
+    const client = new AbortController();
+    const res = await post({ input: "Count.", background: true, stream: true }, {}, client.signal);
+    assert.equal(res.headers.get("content-type"), "text/event-stream; charset=utf-8");
+    const reader = res.body!.getReader();
+    let seen = "";
+    while (!seen.includes("response.output_text.delta"))
+      seen += new TextDecoder().decode((await reader.read()).value);
+    client.abort();
+    await reader.cancel();
+    seen = seen.slice(0, seen.lastIndexOf("\n\n") + 2);
+    const id = sseEvents(seen)[0]!.data.response.id;
+
+    // picked up while it runs: the stream follows it to its end
+    const replay = async (query = "") =>
+      (await call("GET", `/v1/responses/${id}?stream=true${query}`)).text();
+    const whole = await replay();
+    const events = sseEvents(whole);
+    assert.deepEqual(engine.aborted, [], "the engine request ran on");
+    assert.equal(engine.finished.length, 1);
+    assert.ok(whole.startsWith(seen), "the same events as first sent");
+    for (const [i, { event, data }] of events.entries()) {
+      assert.equal(data.type, event);
+      assert.equal(data.sequence_number, i);
+    }
+    assert.deepEqual(
+      events.slice(0, 3).map((e) => [e.event, e.data.response?.status]),
+      [
+        ["response.created", "queued"],
+        ["response.queued", "queued"],
+        ["response.in_progress", "in_progress"],
+      ],
+    );
+    const last = events.at(-1)!;
+    assert.equal(last.event, "response.completed");
+    const text = events
+      .filter((e) => e.event === "response.output_text.delta")
+      .map((e) => e.data.delta)
+      .join("");
+    assert.equal(text.trim(), words(12).join("").trim());
+    assert.deepEqual(sseEvents(await replay("&starting_after=5")), events.slice(6));
+    assert.deepEqual(sseEvents(await replay(`&starting_after=${events.length + 3}`)), []);
+    const got = (await (await call("GET", `/v1/responses/${id}`)).json()) as Json;
+    assert.deepEqual(got, last.data.response);
+  });
+
+  test("cancel is taken when the server is at its in-flight cap, which the background response fills", async () => {
+    const { post, call, engine } = server({ reply: () => words(300), delayMs: 10 }, [], undefined, 1);
+    const queued = (await (await post({ input: "Go on.", background: true })).json()) as Json;
+    assert.equal((await post({ input: "Me too." })).status, 429);
+    const cancelled = await call("POST", `/v1/responses/${queued.id}/cancel`);
+    assert.equal(cancelled.status, 200);
+    assert.equal(((await cancelled.json()) as Json).status, "cancelled");
+    await eventually(() => engine.aborted.length === 1, "the engine request's abort");
+  });
+
+  test("cancel: a live background response ends cancelled, its engine request aborted; cancelling again returns it", async () => {
+    const { post, call, engine, api } = server({ reply: () => words(300), delayMs: 10 });
+    const queued = (await (await post({ input: "Go on.", background: true })).json()) as Json;
+    const get = async () => (await (await call("GET", `/v1/responses/${queued.id}`)).json()) as Json;
+    await eventually(async () => (await get()).status === "in_progress", "the generation to start");
+    const cancelled = await call("POST", `/v1/responses/${queued.id}/cancel`);
+    assert.equal(cancelled.status, 200);
+    const body = (await cancelled.json()) as Json;
+    assert.deepEqual(
+      [body.id, body.status, body.output, body.background],
+      [queued.id, "cancelled", [], true],
+    );
+    await eventually(() => engine.aborted.length === 1, "the engine request's abort");
+    assert.equal(`resp_${engine.aborted[0]}`, queued.id);
+    await eventually(() => api.inflight.size === 0, "the run to end");
+    assert.equal((await get()).status, "cancelled");
+    const again = await call("POST", `/v1/responses/${queued.id}/cancel`);
+    assert.equal(again.status, 200);
+    assert.deepEqual(await again.json(), body);
+    assert.equal((await call("DELETE", `/v1/responses/${queued.id}`)).status, 200);
+
+    // streamed: its events end with response.failed holding the cancelled response
+    const streamed = await post({ input: "Go on.", background: true, stream: true });
+    const reader = streamed.body!.getReader();
+    let first = "";
+    while (!first.includes("\n\n")) first += new TextDecoder().decode((await reader.read()).value);
+    const id = sseEvents(first.slice(0, first.indexOf("\n\n") + 2))[0]!.data.response.id;
+    assert.equal(
+      ((await (await call("POST", `/v1/responses/${id}/cancel`)).json()) as Json).status,
+      "cancelled",
+    );
+    let rest = "";
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      rest += new TextDecoder().decode(chunk.value);
+    }
+    const last = sseEvents(first + rest).at(-1)!;
+    assert.deepEqual([last.event, last.data.response.status], ["response.failed", "cancelled"]);
+    await eventually(() => engine.aborted.length === 2, "the second abort");
+  });
+
+  test("a background response that fails, or that a forced stop aborts, ends failed with its error", async () => {
+    const failing = server({}, [], new FailingEngine({ reply: () => words(5) }));
+    const broken = (await (await failing.post({ input: "Go.", background: true })).json()) as Json;
+    const getFrom = async (call: typeof failing.call, id: string) =>
+      (await (await call("GET", `/v1/responses/${id}`)).json()) as Json;
+    await eventually(async () => (await getFrom(failing.call, broken.id)).status === "failed", "the failure");
+    const failed = await getFrom(failing.call, broken.id);
+    assert.equal(failed.error.code, "server_error");
+    assert.match(failed.error.message, /device lost/);
+    assert.equal(failed.completed_at, null);
+    const refused = await failing.call("POST", `/v1/responses/${broken.id}/cancel`);
+    assert.equal(refused.status, 400);
+    assert.equal(((await refused.json()) as Json).error.message, "Cannot cancel a failed response.");
+    await eventually(() => failing.api.inflight.size === 0, "the failed run to end");
+
+    const { post, call, engine, api } = server({ reply: () => words(300), delayMs: 10 });
+    const running = (await (await post({ input: "Go.", background: true })).json()) as Json;
+    await eventually(async () => (await getFrom(call, running.id)).status === "in_progress", "the start");
+    api.inflight.abortAll("server shutting down");
+    await eventually(async () => (await getFrom(call, running.id)).status === "failed", "the stop");
+    const stopped = await getFrom(call, running.id);
+    assert.equal(stopped.error.code, "server_error");
+    assert.match(stopped.error.message, /server shutting down/);
+    await eventually(() => engine.aborted.length === 1, "the engine request's abort");
+  });
+
+  test("a graceful close waits for a running background response to finish", async () => {
+    await withServer({ reply: () => words(10), delayMs: 20 }, {}, async (t) => {
+      const created = await t.post("/v1/responses", { input: "Go.", background: true });
+      assert.equal(((await created.json()) as Json).status, "queued");
+      await t.server.close({ drainTimeoutMs: 5_000 });
+      assert.deepEqual(t.engine.finished, [t.engine.requests[0]!.requestId]);
+      assert.deepEqual(t.engine.aborted, []);
+    });
+  });
+
+  test("refusals: background without store, cancels of what is not a live background response, streams and deletes", async () => {
+    const { post, call, engine } = server({ reply: () => words(300), delayMs: 10 });
+    const noStore = await post({ input: "x", background: true, store: false });
+    assert.equal(noStore.status, 400);
+    const error = ((await noStore.json()) as Json).error;
+    assert.deepEqual(
+      [error.type, error.code, error.param],
+      ["invalid_request_error", "unsupported_parameter", "background"],
+    );
+    assert.equal(engine.requests.length, 0);
+
+    const unknown = await call("POST", "/v1/responses/resp_unknown/cancel");
+    assert.equal(unknown.status, 404);
+    assert.equal(((await unknown.json()) as Json).error.code, "not_found");
+
+    const quick = server({ reply: () => "Done." });
+    const stored = (await (await quick.post({ input: "x", store: true })).json()) as Json;
+    const synchronous = await quick.call("POST", `/v1/responses/${stored.id}/cancel`);
+    assert.equal(synchronous.status, 400);
+    assert.equal(((await synchronous.json()) as Json).error.message, "Cannot cancel a synchronous response.");
+    const notBackground = await quick.call("GET", `/v1/responses/${stored.id}?stream=true`);
+    assert.equal(notBackground.status, 400);
+    assert.equal(((await notBackground.json()) as Json).error.param, "stream");
+    const done = (await (await quick.post({ input: "x", background: true })).json()) as Json;
+    await eventually(
+      async () =>
+        ((await (await quick.call("GET", `/v1/responses/${done.id}`)).json()) as Json).status === "completed",
+      "the background response to complete",
+    );
+    const completed = await quick.call("POST", `/v1/responses/${done.id}/cancel`);
+    assert.equal(completed.status, 400);
+    assert.equal(((await completed.json()) as Json).error.message, "Cannot cancel a completed response.");
+    const notStreamed = await quick.call("GET", `/v1/responses/${done.id}?stream=true`);
+    assert.equal(notStreamed.status, 400);
+    assert.match(((await notStreamed.json()) as Json).error.message, /stream=true/);
+
+    const running = (await (await post({ input: "x", background: true })).json()) as Json;
+    const badCursor = await call("GET", `/v1/responses/${running.id}?stream=true&starting_after=-1`);
+    assert.equal(badCursor.status, 400);
+    const continued = await post({ previous_response_id: running.id, input: "y" });
+    assert.equal(continued.status, 400);
+    assert.equal(((await continued.json()) as Json).error.param, "previous_response_id");
+    const deleted = await call("DELETE", `/v1/responses/${running.id}`);
+    assert.equal(deleted.status, 400);
+    assert.match(((await deleted.json()) as Json).error.message, /in-flight/);
+    await call("POST", `/v1/responses/${running.id}/cancel`);
+    assert.equal((await call("DELETE", `/v1/responses/${running.id}`)).status, 200);
+    assert.equal((await call("GET", `/v1/responses/${running.id}`)).status, 404);
   });
 });

@@ -2,16 +2,20 @@
  * `POST /v1/responses`: OpenAI's Responses API (what Codex CLI and `openai.responses.create` speak),
  * served by translating the request into a chat completion and its output back into response items.
  * Stateless unless `store: true` (then `previous_response_id` continues it, `GET /v1/responses/{id}` returns
- * it and `DELETE` forgets it); tools the server cannot run are dropped (see responses-input.ts).
+ * it, `GET /v1/responses/{id}/input_items` lists its input items and `DELETE` forgets it); tools the server
+ * cannot run are dropped (see responses-input.ts). `background: true` runs it detached from the connection,
+ * polled with `GET` and stopped with `POST /v1/responses/{id}/cancel` (responses-background.ts).
  */
 import type { Context } from "hono";
 import { checkModel, type RequestContext, readJsonBody, startChat } from "./chat-completions.js";
 import { type ChatGeneration, readOutput } from "./chat-output.js";
 import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "./context-overflow.js";
 import { ApiError } from "./errors.js";
-import { type AppEnv, sseResponse, unixSeconds } from "./generation.js";
+import { type AppEnv, type InflightRequests, sseResponse, unixSeconds } from "./generation.js";
 import { entriesFrom } from "./logprobs.js";
+import { BackgroundRun, detachedContext } from "./responses-background.js";
 import { chatRequestOf } from "./responses-input.js";
+import { inputItemsOf, type ListedItem, listItems } from "./responses-items.js";
 import {
   assistantTurn,
   outputItems,
@@ -29,6 +33,9 @@ import type { ResponseFormatInput } from "./schemas.js";
 
 /** How many `store: true` responses are kept (least recently used first out). */
 export const STORED_RESPONSES = 1024;
+
+/** How many ended background responses keep their events for `GET ...?stream=true` (last ended first kept). */
+export const REPLAYABLE_RESPONSES = 64;
 
 /** Response header listing the request's tool types that were dropped (comma-separated). */
 export const DROPPED_TOOLS_HEADER = "X-Continuum-Dropped-Tools";
@@ -57,26 +64,135 @@ function storedOrNotFound(store: ResponseStore, c: Context<AppEnv>): StoredRespo
   return found;
 }
 
-/** The routes of the Responses API: create (`POST /v1/responses`), retrieve and delete a stored response. */
+/** A streamed retrieve's `starting_after`: the sequence number after which its events are sent (-1: all). */
+function startingAfter(c: Context<AppEnv>): number {
+  const given = c.req.query("starting_after");
+  if (given === undefined) return -1;
+  const after = Number(given);
+  if (given.trim() === "" || !Number.isInteger(after) || after < 0) {
+    throw ApiError.badRequest(
+      `starting_after must be a sequence number (an integer, 0 or more), not '${given}'`,
+      "starting_after",
+      "invalid_value",
+    );
+  }
+  return after;
+}
+
+/** OpenAI's refusal to cancel a response that is not a live background one. */
+function cannotCancel(message: string): ApiError {
+  return new ApiError(400, message, "invalid_request_error", null, "response_id");
+}
+
+export interface ResponsesRoutes {
+  readonly create: Handler;
+  readonly retrieve: Handler;
+  readonly remove: Handler;
+  readonly cancel: Handler;
+  readonly inputItems: Handler;
+}
+
+/**
+ * The routes of the Responses API: create (`POST /v1/responses`), retrieve (`GET`, also as a background
+ * response's events), delete, cancel a background response, and list a stored response's input items.
+ * `inflight`: what a background response counts in until it ends, so that a graceful stop waits for it
+ * and a forced one aborts it (it ends `failed` then).
+ */
 export function responsesApi(
   ctx: RequestContext,
   log: (message: string) => void,
-): { create: Handler; retrieve: Handler; remove: Handler } {
+  inflight: InflightRequests,
+): ResponsesRoutes {
   const store = new ResponseStore(STORED_RESPONSES);
   const announcedDrops = new Set<string>();
-  const retrieve: Handler = async (c) => c.json(storedOrNotFound(store, c).response);
+  // the ended background runs whose events are kept, oldest first
+  const replayable: BackgroundRun[] = [];
+  const keepEvents = (run: BackgroundRun) => {
+    if (!run.replayable) return;
+    replayable.push(run);
+    if (replayable.length > REPLAYABLE_RESPONSES) replayable.shift()?.forgetEvents();
+  };
+
+  const retrieve: Handler = async (c) => {
+    const found = storedOrNotFound(store, c);
+    if (c.req.query("stream") !== "true") return c.json(found.response);
+    const after = startingAfter(c);
+    const { run } = found;
+    if (run === undefined) {
+      throw ApiError.badRequest(
+        "This response cannot be streamed because it was not created with background=true.",
+        "stream",
+      );
+    }
+    if (!run.streamed) {
+      throw ApiError.badRequest(
+        "This response cannot be streamed because it was not created with stream=true.",
+        "stream",
+      );
+    }
+    if (!run.replayable) {
+      throw ApiError.badRequest(
+        `The events of this response are no longer kept (those of the last ${REPLAYABLE_RESPONSES} background responses to end are); GET it without stream.`,
+        "stream",
+      );
+    }
+    return sseResponse(run.events(after), () => {});
+  };
+
   const remove: Handler = async (c) => {
-    storedOrNotFound(store, c);
+    const found = storedOrNotFound(store, c);
+    if (found.run?.live) {
+      throw ApiError.badRequest(
+        "Cannot delete an in-flight response: cancel it (POST /v1/responses/{id}/cancel) or wait for it to end.",
+        "response_id",
+      );
+    }
+    found.run?.forgetEvents();
     const id = c.req.param("id") as string;
     store.delete(c.get("tenant") ?? null, id);
     return c.json({ id, object: "response", deleted: true });
   };
+
+  const cancel: Handler = async (c) => {
+    const { run } = storedOrNotFound(store, c);
+    if (run === undefined) throw cannotCancel("Cannot cancel a synchronous response.");
+    const { status } = run.response;
+    if (status === "completed" || status === "failed")
+      throw cannotCancel(`Cannot cancel a ${status} response.`);
+    if (status === "incomplete") throw cannotCancel("Cannot cancel an incomplete response.");
+    // live: cancelled now; cancelled already: the same response again
+    return c.json(run.cancel());
+  };
+
+  const inputItems: Handler = async (c) => {
+    const { inputItems: items } = storedOrNotFound(store, c);
+    const query = (name: "limit" | "order" | "after" | "before") => c.req.query(name);
+    const page = listItems(items, {
+      limit: query("limit"),
+      order: query("order"),
+      after: query("after"),
+      before: query("before"),
+    });
+    return c.json(page);
+  };
+
   const create: Handler = async (c) => {
-    const body = responsesSchema.parse(await readJsonBody(c));
+    const parsed = responsesSchema.parse(await readJsonBody(c));
+    if (parsed.background && parsed.store === false) {
+      throw new ApiError(
+        400,
+        "background: true needs store: true (a background response is kept to be polled); leave store out or set it to true.",
+        "invalid_request_error",
+        "unsupported_parameter",
+        "background",
+      );
+    }
+    // a background response is stored: `store` left out means true, as at OpenAI
+    const body = parsed.background ? { ...parsed, store: true } : parsed;
     const model = checkModel(ctx, body.model);
     const tenant = c.get("tenant") ?? null;
     const previousId = body.previous_response_id;
-    const previous = previousId ? store.get(tenant, previousId)?.conversation : [];
+    const previous = previousId ? store.get(tenant, previousId) : null;
     if (previous === undefined) {
       throw new ApiError(
         404,
@@ -86,7 +202,18 @@ export function responsesApi(
         "previous_response_id",
       );
     }
-    const request = chatRequestOf(body, previous);
+    if (previous?.run?.live) {
+      throw ApiError.badRequest(
+        `Previous response with id '${previousId}' is still ${previous.response.status}: wait for it to end (or cancel it) before continuing it.`,
+        "previous_response_id",
+      );
+    }
+    const request = chatRequestOf(body, previous?.conversation ?? []);
+    // what the model sees before its output: the previous response's items and output, then this input
+    const inputItems = (): ListedItem[] => [
+      ...(previous ? [...previous.inputItems, ...previous.response.output] : []),
+      ...inputItemsOf(body.input),
+    ];
     for (const type of request.droppedTools) {
       if (announcedDrops.has(type)) continue;
       announcedDrops.add(type);
@@ -102,6 +229,48 @@ export function responsesApi(
     });
     const grammar = responseFormatGrammar(responseFormatOf(body.text?.format), "text.format.schema");
     const structured = grammar === null ? {} : { formatGrammar: { grammar, param: "text.format" } };
+    const dropped = request.droppedTools.join(",");
+
+    if (body.background) {
+      // in flight until the run ends, not with this exchange; its generation answers to no client signal
+      const exchange = inflight.begin();
+      let started: ChatGeneration;
+      try {
+        // queued on the engine, not waited for: the response is returned at once
+        started = await startChat(
+          detachedContext(c, exchange),
+          ctx,
+          { ...chat, stream: true },
+          chat.max_completion_tokens,
+          structured,
+        );
+      } catch (error) {
+        inflight.end(exchange);
+        throw error instanceof ContextOverflow ? error.responsesError() : error;
+      }
+      const meta = metaOf(started.requestId);
+      const run = new BackgroundRun(started, meta, {
+        conversation: request.conversation,
+        inputItems: inputItems(),
+        streamed: body.stream === true,
+        exchange,
+        onEnd: (ended) => {
+          inflight.end(exchange);
+          keepEvents(ended);
+        },
+      });
+      store.set(tenant, meta.id, run.record);
+      run.start();
+      if (body.stream) {
+        // the client going away leaves the run going: its events can be picked up again with GET
+        const response = sseResponse(run.events(-1), () => {});
+        if (dropped) response.headers.set(DROPPED_TOOLS_HEADER, dropped);
+        return response;
+      }
+      if (dropped) c.header(DROPPED_TOOLS_HEADER, dropped);
+      return c.json(run.response);
+    }
+
     let started: ChatGeneration;
     try {
       started = await startChat(c, ctx, chat, chat.max_completion_tokens, structured);
@@ -116,9 +285,8 @@ export function responsesApi(
     const keep = (response: ResponseObject) => {
       if (!body.store) return;
       const conversation = [...request.conversation, assistantTurn(response.output)];
-      store.set(tenant, meta.id, { conversation, response });
+      store.set(tenant, meta.id, { conversation, response, inputItems: inputItems() });
     };
-    const dropped = request.droppedTools.join(",");
     if (body.stream) {
       const response = sseResponse(responseEventStream(started, meta, keep), () => generation.abort());
       if (dropped) response.headers.set(DROPPED_TOOLS_HEADER, dropped);
@@ -147,5 +315,5 @@ export function responsesApi(
     if (dropped) c.header(DROPPED_TOOLS_HEADER, dropped);
     return c.json(response);
   };
-  return { create, retrieve, remove };
+  return { create, retrieve, remove, cancel, inputItems };
 }
