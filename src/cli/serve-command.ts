@@ -254,7 +254,9 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       ? `thinking between ${template.thinkTags.open.trim()} and ${template.thinkTags.close.trim()}`
       : template.toolCalls === "harmony"
         ? "thinking in harmony's analysis channel"
-        : "no thinking";
+        : template.toolCalls === "muse-glimmer"
+          ? "thinking in its messages to=self"
+          : "no thinking";
     log(
       `  chat template: ${template.overridden ? "--chat-template" : "the model's own"}` +
         `${template.toolUse ? " (its tool_use template for requests with tools)" : ""}; ` +

@@ -6,10 +6,12 @@
 import type { ReplyMemory } from "./generated-replies.js";
 import type { DoneEvent, Generation } from "./generation.js";
 import { openAIFinishReason } from "./generation.js";
-import { readHarmony } from "./harmony.js";
+import { HARMONY_MESSAGES } from "./harmony.js";
+import { type MessageSyntax, messagesIn, readMessageText } from "./output-messages.js";
 import { answerEnd, splitReasoning, type ThinkTags } from "./reasoning.js";
+import { isRecipientFormat, recipientMessages } from "./recipient-formats.js";
 import type { ToolInput } from "./schemas.js";
-import { parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
+import { messageCalls, parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
 import { type ParsedToolCall, parseTruncatedToolCall, type ToolSpec } from "./tool-calls.js";
 
 export interface ToolSetup {
@@ -68,13 +70,26 @@ function splitOutput(
   const contentEnd = Math.min(answerStart + parsed.start, closed);
   const content = text.slice(answerStart, contentEnd).trim();
   // the whole output is what the model generated: a reply sent back renders as it, its thinking included
-  tools.replies?.remember(text, content, calls);
+  if (!writesMessages(format)) tools.replies?.remember(text, content, calls);
   return { content: content.length > 0 ? content : null, calls, contentEnd };
 }
 
 /**
+ * An output read as its messages: the thinking's and the answer's bodies, and the calls written as messages
+ * to functions. A reply with calls is not remembered (see writesMessages).
+ */
+function readMessages(text: string, syntax: MessageSyntax, tools: ToolSetup, format: ToolCallFormat) {
+  const calls = tools.parseFor.length > 0 ? messageCalls(format, text, tools.parseFor) : [];
+  return {
+    ...readMessageText(text, messagesIn(text, syntax)),
+    calls: tools.parallel ? calls : calls.slice(0, 1),
+  };
+}
+
+/**
  * A finished output as every API reads it: a reasoning model's thinking (when the choice's output is
- * split), then its answer's content and tool calls (splitOutput).
+ * split), then its answer's content and tool calls (splitOutput); or its messages, for a format that writes
+ * them (outputMessagesOf).
  */
 export function readOutput(
   text: string,
@@ -86,19 +101,34 @@ export function readOutput(
   }: Pick<ChatGeneration, "tools" | "format" | "insideThinking" | "thinkTags">,
   truncated: boolean,
 ) {
-  if (readsHarmony({ format, insideThinking })) return readHarmony(text, tools.parseFor, tools.parallel);
+  const messages = outputMessagesOf({ format, insideThinking });
+  if (messages !== null) return readMessages(text, messages, tools, format);
   const { reasoning, answerStart } = splitReasoning(text, insideThinking, thinkTags);
   // the answer's own closing tag, where the model writes one, ends the content (not in text as generated)
   const closed = insideThinking === null ? text.length : answerEnd(text, answerStart, thinkTags);
   return { reasoning, answerStart, ...splitOutput(text, tools, format, truncated, answerStart, closed) };
 }
 
-/** Whether the output is read as harmony (gpt-oss's), its thinking split (not `--reasoning-format none`). */
-export function readsHarmony({
+/**
+ * Whether a format writes a turn as messages (harmony, the recipient formats). Its template writes a reply
+ * sent back as the text of one message to the user, not as the messages the model wrote, so such a reply is
+ * not remembered: the template writes its calls the way the model did.
+ */
+function writesMessages(format: ToolCallFormat): boolean {
+  return format === "harmony" || isRecipientFormat(format);
+}
+
+/**
+ * The messages the output is read as: harmony's and the recipient formats', a thinking model's only where
+ * its thinking is split (not `--reasoning-format none`, which keeps it in the text); null: read as text.
+ */
+export function outputMessagesOf({
   format,
   insideThinking,
-}: Pick<ChatGeneration, "format" | "insideThinking">): boolean {
-  return format === "harmony" && insideThinking !== null;
+}: Pick<ChatGeneration, "format" | "insideThinking">): MessageSyntax | null {
+  const split = insideThinking !== null;
+  if (format === "harmony") return split ? HARMONY_MESSAGES : null;
+  return isRecipientFormat(format) ? recipientMessages(format, split) : null;
 }
 
 export function finishReason(done: DoneEvent, calls: readonly ParsedToolCall[]): string {

@@ -14,6 +14,7 @@ import { ApiError } from "./errors.js";
 import { templateIsHarmony } from "./harmony.js";
 import { CompatTemplate } from "./jinja-compat.js";
 import { type ThinkTags, thinkTagsOf } from "./reasoning.js";
+import { recipientThinks } from "./recipient-formats.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import {
   isToolBlind,
@@ -148,9 +149,12 @@ const TEMPLATE_CONTEXT = ["messages", "tools", "add_generation_prompt", "bos_tok
 export class ChatTemplate {
   /** How the model writes calls: its template's own format, or `<tool_call>` blocks when it has none. */
   readonly format: ToolCallFormat;
-  /** the template writes thinking (think tags or harmony channels): its model reasons before it answers */
+  /**
+   * the template writes thinking (think tags, harmony channels, Muse Glimmer's messages to itself): its model
+   * reasons before it answers
+   */
   readonly thinks: boolean;
-  /** the tags its model's thinking stands between (null: none, or harmony's channels) */
+  /** the tags its model's thinking stands between (null: none, or the messages of harmony or Muse Glimmer) */
   readonly thinkTags: ThinkTags | null;
   private readonly template: CompatTemplate;
   private readonly toolBlind: boolean;
@@ -164,9 +168,9 @@ export class ChatTemplate {
     this.template = new CompatTemplate(source);
     this.toolBlind = isToolBlind(source);
     this.format = this.toolBlind ? "generic" : detectToolCallFormat(source);
-    // a harmony model's analysis channel is its thinking (harmony.ts)
+    // a harmony model's analysis channel is its thinking (harmony.ts), a Muse Glimmer's messages to itself
     this.thinkTags = thinkTagsOf(source);
-    this.thinks = this.thinkTags !== null || templateIsHarmony(source);
+    this.thinks = this.thinkTags !== null || templateIsHarmony(source) || recipientThinks(this.format);
   }
 
   private renderMessages(

@@ -1,12 +1,13 @@
 /**
  * A choice's output read as it streams, the same way for chat completions, Messages and Responses: a
- * reasoning model's thinking apart from the answer (`<think>` tags or harmony), a tool call's markup held out
- * of the answer and the first call's arguments given as the model writes them; at the end, what was held
- * back, the calls, and the answer not streamed yet.
+ * reasoning model's thinking apart from the answer (`<think>` tags, or the messages of a format that writes
+ * them: harmony's, the recipient formats'), a tool call's markup held out of the answer and the first call's
+ * arguments given as the model writes them; at the end, what was held back, the calls, and the answer not
+ * streamed yet.
  */
-import { type ChatGeneration, readOutput, readsHarmony } from "./chat-output.js";
+import { type ChatGeneration, outputMessagesOf, readOutput } from "./chat-output.js";
 import type { DoneEvent } from "./generation.js";
-import { HarmonyStream } from "./harmony.js";
+import { MessageStream } from "./output-messages.js";
 import { AnswerEndStream, ReasoningStream } from "./reasoning.js";
 import { StreamedToolCall } from "./streamed-tool-call.js";
 import { toolCallMarkers } from "./tool-call-formats.js";
@@ -35,10 +36,10 @@ export interface StreamEnd {
 }
 
 export class ChoiceStream {
-  private readonly thinking: HarmonyStream | ReasoningStream;
+  private readonly thinking: MessageStream | ReasoningStream;
   /** where the model closes its answer with a tag of its own (null: it does not) */
   private readonly answerEnd: AnswerEndStream | null;
-  /** null: no tools, or harmony, whose calls are messages of their own and come whole at the end */
+  /** null: no tools, or an output read as messages, whose calls are messages of their own and come whole at the end */
   private readonly gate: ToolCallStreamGate | null;
   private readonly live: StreamedToolCall | null;
   /** the answer's characters out so far */
@@ -46,13 +47,15 @@ export class ChoiceStream {
 
   constructor(private readonly choice: ChatGeneration) {
     const { tools, format } = choice;
-    this.thinking = readsHarmony(choice)
-      ? new HarmonyStream()
-      : new ReasoningStream(choice.insideThinking, choice.thinkTags);
+    const messages = outputMessagesOf(choice);
+    this.thinking =
+      messages === null
+        ? new ReasoningStream(choice.insideThinking, choice.thinkTags)
+        : new MessageStream(messages);
     const close = choice.insideThinking === null ? undefined : choice.thinkTags.answer?.close;
     this.answerEnd = close === undefined ? null : new AnswerEndStream(close);
     this.gate =
-      tools.parseFor.length === 0 || format === "harmony"
+      tools.parseFor.length === 0 || messages !== null
         ? null
         : new ToolCallStreamGate(tools.parseFor, toolCallMarkers(format));
     this.live = this.gate ? new StreamedToolCall() : null;
@@ -84,12 +87,14 @@ export class ChoiceStream {
   }
 
   finish(done: DoneEvent): StreamEnd {
-    const reasoning = this.thinking.finish().reasoning;
+    const { reasoning, answer } = this.thinking.finish();
     // A call already announced is a call, even when the output ended before it closed.
     const cut = done.finishReason !== "stop" || this.callOpened;
     const { calls, contentEnd, answerStart } = readOutput(done.text, this.choice, cut);
     const from = answerStart + this.streamed;
-    const rest = done.text.slice(from, Math.max(contentEnd, from));
+    // an answer read as messages is their bodies, no one stretch of the output: its stream holds the rest
+    const rest =
+      this.thinking instanceof MessageStream ? answer : done.text.slice(from, Math.max(contentEnd, from));
     const liveArgs = this.gate && this.live?.opened ? this.live.finish(this.gate.held) : null;
     return { reasoning, rest, calls, liveArgs, answerStart };
   }

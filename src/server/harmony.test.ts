@@ -7,7 +7,10 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
-import { HarmonyStream, readHarmony } from "./harmony.js";
+import { readOutput } from "./chat-output.js";
+import { HARMONY_MESSAGES } from "./harmony.js";
+import { MessageStream } from "./output-messages.js";
+import { THINK_TAGS } from "./reasoning.js";
 import { llamaTemplate, qwen3ChatTemplate } from "./test-support/llama-templates.js";
 import { type Json, sseEvents, withServer } from "./test-support/test-server.js";
 
@@ -16,6 +19,12 @@ const ANALYSIS = "<|channel|>analysis<|message|>Need to list.<|end|>";
 const CALL =
   '<|start|>assistant to=functions.bash<|channel|>commentary <|constrain|>json<|message|>{"command":"ls"}';
 const FINAL = "<|start|>assistant<|channel|>final<|message|>Here they are.";
+
+/** A finished output as the server reads gpt-oss's, its thinking split. */
+function readHarmony(text: string, offered: (typeof BASH)[], parallel: boolean) {
+  const tools = { parseFor: offered, rendered: [], grammar: null, parallel, replies: null };
+  return readOutput(text, { tools, format: "harmony", insideThinking: false, thinkTags: THINK_TAGS }, false);
+}
 
 describe("readHarmony", () => {
   test("thinking, answer, calls; a preamble with the thinking; an unknown function left out", () => {
@@ -57,7 +66,7 @@ describe("readHarmony", () => {
   });
 });
 
-describe("HarmonyStream", () => {
+describe("harmony's messages streamed", () => {
   const outputs = [
     `${ANALYSIS}${FINAL}`,
     `${ANALYSIS}${CALL}`,
@@ -71,7 +80,7 @@ describe("HarmonyStream", () => {
         fc.constantFrom(...outputs),
         fc.array(fc.integer({ min: 1, max: 60 }), { minLength: 1 }),
         (text, cuts) => {
-          const stream = new HarmonyStream();
+          const stream = new MessageStream(HARMONY_MESSAGES);
           let reasoning = "";
           let answer = "";
           let at = 0;

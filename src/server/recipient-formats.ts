@@ -2,93 +2,85 @@
  * Tool-call formats whose output is a run of messages, each to a recipient, a message to a function being a
  * call of it: Functionary v3.2 (`>>>recipient\n`, `all` the user) and Muse Glimmer's ATEM (`<|start|>assistant
  * to=recipient<|message|>`, `self` its thinking, `user` the answer). The generation prompt writes the first
- * message's header up to its recipient (`>>>`, `<|start|>assistant`): the output opens with it.
+ * message's header up to its recipient (`>>>`, `<|start|>assistant`): the output opens with it. The output
+ * is read as its messages (output-messages.ts), as harmony's is.
  */
 import { leadingJsonObjectEnd } from "../core/tools/json-objects.js";
+import {
+  controlTokenMessages,
+  type MessageHeader,
+  type MessageSyntax,
+  messagesIn,
+} from "./output-messages.js";
 import { invokeReader, type Typed, type WrittenCall } from "./section-formats.js";
 import type { CallMarkers } from "./tool-calls.js";
 
-/** A format whose output is messages to recipients, its calls read by `read`. */
+/** A format whose output is messages to recipients. */
 interface RecipientFormat {
   /** what a template's text holds, every one of them, to tell the format */
   readonly detect: readonly string[];
   /** markers a vocabulary may hold as control tokens, to be kept in the text */
   readonly preserved: readonly string[];
-  /** where a message after the first may start */
-  readonly messageStarts: readonly string[];
-  /** how the output opens when its first message is not a call */
-  readonly contentOpenings: readonly string[];
-  /** each call in the output's messages from `from` on, `at` where the text before its message ends */
-  readonly read: (output: string, from: number, typed: Typed) => WrittenCall[];
+  readonly messages: MessageSyntax;
+  /** name and arguments of each call a message to `callee` writes in its body */
+  readonly readCall: (callee: string, body: string, typed: Typed) => [unknown, unknown][];
+  /**
+   * A format whose model thinks (in messages to itself): where the server does not split thinking
+   * (`--reasoning-format none`) its output is read as text, thinking and headers kept, and a stream may start
+   * a call at these. Null: the format writes no thinking, its output is always read as messages.
+   */
+  readonly readAsText: CallMarkers | null;
 }
 
-const FUNCTIONARY_NEXT = ">>>";
+/** a message's header: its recipient's line, after `>>>` (the generation prompt wrote the first one's) */
+const FUNCTIONARY_RECIPIENT = /^(?:>>>)?([\w.-]+)\n/;
+/** a message after the first: `>>>` and its recipient's line (`>>> print(1)` in text starts none) */
+const FUNCTIONARY_NEXT = />>>[\w.-]+\n/;
+/** the start of one that the text's end may still be */
+const FUNCTIONARY_NEXT_SO_FAR = /(?:>>>[\w.-]*|>>?)$/;
 
 /** Functionary v3.2: `name\n{...}` (`all\ntext` the user's), each message after `>>>` but the first. */
-function functionaryCalls(output: string, from: number): WrittenCall[] {
-  const calls: WrittenCall[] = [];
-  let at = from;
-  let recipientAt = from;
-  for (;;) {
-    const newline = output.indexOf("\n", recipientAt);
-    if (newline === -1) return calls;
-    const recipient = output.slice(recipientAt, newline);
-    let end = newline + 1;
-    if (recipient !== "all") {
-      // the object's own end, not the next `>>>`: its strings may hold one
-      const args = output.slice(end);
-      const argsEnd = leadingJsonObjectEnd(args);
-      if (argsEnd !== -1) {
-        calls.push({ at, name: recipient, args: args.slice(0, argsEnd) });
-        end += argsEnd;
-      }
+const FUNCTIONARY_MESSAGES: MessageSyntax = {
+  header(text, at, ended) {
+    const rest = text.slice(at);
+    const line = FUNCTIONARY_RECIPIENT.exec(rest);
+    if (line !== null) {
+      const start = at + line[0].length;
+      const recipient = line[1]!;
+      return recipient === "all"
+        ? { role: "answer", callee: null, start }
+        : { role: "call", callee: recipient, start };
     }
-    at = output.indexOf(FUNCTIONARY_NEXT, end);
-    if (at === -1) return calls;
-    recipientAt = at + FUNCTIONARY_NEXT.length;
-  }
+    // an output opening with no recipient's line is all text to the user
+    if (at > 0 || (!ended && /^[\w.-]*$/.test(rest))) return null;
+    return { role: "answer", callee: null, start: at };
+  },
+  bodyEnd(text, from) {
+    const next = text.slice(from).search(FUNCTIONARY_NEXT);
+    return next === -1 ? -1 : from + next;
+  },
+  heldFrom(text, from) {
+    const next = FUNCTIONARY_NEXT_SO_FAR.exec(text.slice(from));
+    return next === null ? text.length : text.length - next[0].length;
+  },
+};
+
+/** A call's arguments: the JSON object its body opens with. */
+function functionaryCall(callee: string, body: string): [unknown, unknown][] {
+  const end = leadingJsonObjectEnd(body);
+  return end === -1 ? [] : [[callee, body.slice(0, end)]];
 }
 
 const MUSE_START = "<|start|>";
 const MUSE_MESSAGE = "<|message|>";
-const MUSE_ENDS = ["<|eom|>", "<|eot|>", MUSE_START];
-/** recipients that are no function: the model's thinking, and the user */
-const MUSE_NOT_FUNCTIONS = ["self", "user"];
+const MUSE_ENDS = ["<|eom|>", "<|eot|>"];
 const atemInvokes = invokeReader("atem:");
 
-/** Where the first of `markers` stands from `from` on; the text's end when none does. */
-function firstOf(text: string, markers: readonly string[], from: number): number {
-  let first = text.length;
-  for (const marker of markers) {
-    const at = text.indexOf(marker, from);
-    if (at !== -1 && at < first) first = at;
-  }
-  return first;
-}
-
-/**
- * Muse Glimmer: `<|start|>assistant to=bash<|message|><atem:function_calls><atem:invoke name="bash">
- * <atem:parameter name="command">ls</atem:parameter>...</atem:function_calls><|eom|>`; ATEM markup in a message
- * to `self` or `user` is text, as llama.cpp reads it.
- */
-function museCalls(output: string, from: number, typed: Typed): WrittenCall[] {
-  const calls: WrittenCall[] = [];
-  let at = from;
-  let header = from;
-  for (;;) {
-    const open = output.indexOf(MUSE_MESSAGE, header);
-    if (open === -1) return calls;
-    const recipient = /\bto=([^\s<]+)/.exec(output.slice(header, open))?.[1];
-    const body = open + MUSE_MESSAGE.length;
-    const end = firstOf(output, MUSE_ENDS, body);
-    if (recipient !== undefined && !MUSE_NOT_FUNCTIONS.includes(recipient)) {
-      for (const [name, args] of atemInvokes(output.slice(body, end), typed)) calls.push({ at, name, args });
-    }
-    const next = output.indexOf(MUSE_START, end);
-    if (next === -1) return calls;
-    at = end;
-    header = next + MUSE_START.length;
-  }
+/** Muse Glimmer's recipients: `self` its thinking, `user` (or none) the answer, any other a function. */
+function museRole(header: string): Omit<MessageHeader, "start"> {
+  const recipient = /\bto=([^\s<]+)/.exec(header)?.[1] ?? "user";
+  if (recipient === "self") return { role: "thinking", callee: null };
+  return recipient === "user" ? { role: "answer", callee: null } : { role: "call", callee: recipient };
 }
 
 /** Formats whose output is messages to recipients, by name. */
@@ -98,18 +90,19 @@ const RECIPIENT_FORMATS = {
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the template's own words, as llama.cpp tells it
     detect: [">>>all", ">>>${recipient}"],
     preserved: [">>>all"],
-    messageStarts: [FUNCTIONARY_NEXT],
-    contentOpenings: ["all\n"],
-    read: functionaryCalls,
+    messages: FUNCTIONARY_MESSAGES,
+    readCall: functionaryCall,
+    readAsText: null,
   },
-  // Muse Glimmer: " to=self<|message|>thinking<|eom|><|start|>assistant to=bash<|message|><atem:function_calls>..."
+  // Muse Glimmer: " to=self<|message|>thinking<|eom|><|start|>assistant to=bash<|message|><atem:function_calls>
+  // <atem:invoke name="bash"><atem:parameter name="command">ls</atem:parameter>...</atem:function_calls><|eom|>";
+  // ATEM markup in a message to `self` or `user` is text, as llama.cpp reads it
   "muse-glimmer": {
     detect: ["<atem:function_calls>", "<|eom|>"],
     preserved: [
       MUSE_START,
       MUSE_MESSAGE,
-      "<|eom|>",
-      "<|eot|>",
+      ...MUSE_ENDS,
       "<atem:function_calls>",
       "<atem:invoke",
       "<atem:parameter",
@@ -117,9 +110,12 @@ const RECIPIENT_FORMATS = {
       "</atem:invoke>",
       "</atem:function_calls>",
     ],
-    messageStarts: ["<|eom|>", MUSE_START],
-    contentOpenings: [" to=user<|message|>", " to=self<|message|>", MUSE_MESSAGE],
-    read: museCalls,
+    messages: controlTokenMessages([...MUSE_ENDS, MUSE_START], museRole),
+    readCall: (_callee, body, typed) => atemInvokes(body, typed),
+    readAsText: {
+      markers: ["<|eom|>", MUSE_START],
+      contentOpenings: [" to=user<|message|>", " to=self<|message|>", MUSE_MESSAGE],
+    },
   },
 } satisfies Record<string, RecipientFormat>;
 
@@ -140,23 +136,42 @@ export function recipientFormatOf(template: string): RecipientFormatName | null 
   return null;
 }
 
+/** Whether a tool-call format is a recipient format whose model thinks in messages to itself. */
+export function recipientThinks(format: string): boolean {
+  return isRecipientFormat(format) && RECIPIENT_FORMATS[format].readAsText !== null;
+}
+
 /** The markers a vocabulary may hold as control tokens, to be kept in the text. */
 export function recipientMarkers(format: RecipientFormatName): string[] {
   return [...RECIPIENT_FORMATS[format].preserved];
 }
 
-/** Where a streamed output may start a call: at a message's start, or its very start unless it opens as text. */
-export function recipientCallMarkers(format: RecipientFormatName): CallMarkers {
-  const { messageStarts, contentOpenings } = RECIPIENT_FORMATS[format];
-  return { markers: messageStarts, contentOpenings };
+/**
+ * The messages the output is read as; null where it is read as text: a thinking model's whose thinking the
+ * server does not split (`splitsThinking` false).
+ */
+export function recipientMessages(
+  format: RecipientFormatName,
+  splitsThinking: boolean,
+): MessageSyntax | null {
+  const { messages, readAsText } = RECIPIENT_FORMATS[format];
+  return readAsText === null || splitsThinking ? messages : null;
 }
 
-/** Each call written in the output's messages from `from` on, `at` where the text before its message ends. */
-export function readRecipientCalls(
-  output: string,
-  from: number,
-  format: RecipientFormatName,
-  typed: Typed,
-): WrittenCall[] {
-  return RECIPIENT_FORMATS[format].read(output, from, typed);
+/**
+ * Where an output read as text may start a call: at a message's start, or its very start unless it opens as
+ * text. (A format read as messages always has none: its stream is read by its messages.)
+ */
+export function recipientCallMarkers(format: RecipientFormatName): CallMarkers {
+  return RECIPIENT_FORMATS[format].readAsText ?? { markers: [] };
+}
+
+/** Each call written in the output's messages, `at` where the text before its message ends. */
+export function readRecipientCalls(output: string, format: RecipientFormatName, typed: Typed): WrittenCall[] {
+  const { messages, readCall } = RECIPIENT_FORMATS[format];
+  return messagesIn(output, messages).flatMap(({ callee, at, start, end }) =>
+    callee === null
+      ? []
+      : readCall(callee, output.slice(start, end), typed).map(([name, args]) => ({ at, name, args })),
+  );
 }

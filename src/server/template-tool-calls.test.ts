@@ -5,11 +5,20 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { readHarmony } from "./harmony.js";
+import fc from "fast-check";
+import { harmonyCalls } from "./harmony.js";
+import { MessageStream, messagesIn, readMessageText } from "./output-messages.js";
+import { type RecipientFormatName, recipientMessages } from "./recipient-formats.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 import { testTemplate } from "./test-support/chat-fixtures.js";
 import { llamaTemplate, llamaTemplateNames, qwen3ChatTemplate } from "./test-support/llama-templates.js";
-import { type Json, type StreamedChoice, streamedChoice, withServer } from "./test-support/test-server.js";
+import {
+  type Json,
+  type StreamedChoice,
+  sseEvents,
+  streamedChoice,
+  withServer,
+} from "./test-support/test-server.js";
 import { detectToolCallFormat, parseToolCallsAs, type ToolCallFormat } from "./tool-call-formats.js";
 import type { ToolSpec } from "./tool-calls.js";
 
@@ -117,7 +126,7 @@ describe("every template's tool calls, written by the template and read back", (
         const output = writtenCalls(name, made);
         const parsed =
           format === "harmony"
-            ? readHarmony(`<|start|>assistant${output}`, specs, true).calls
+            ? harmonyCalls(`<|start|>assistant${output}`, specs)
             : (parseToolCallsAs(format, output, specs)?.calls ?? []);
         read = parsed.map((c) => ({ name: c.name, args: JSON.parse(c.arguments) }));
       } catch (error) {
@@ -253,6 +262,171 @@ describe("Kimi K3 through the server: thinking, its response section, its tools 
   });
 });
 
+describe("recipient formats through the server: their messages read as harmony's, whole and streamed", () => {
+  const FUNCTIONARY = "meetkai-functionary-medium-v3.2";
+  const MUSE = "muse-glimmer";
+  const functionaryBash = 'bash\n{"command": "ls -la", "timeout": 30}';
+  const museBash =
+    ' to=bash<|message|><atem:function_calls>\n<atem:invoke name="bash">\n<atem:parameter name="command">ls -la' +
+    '</atem:parameter>\n<atem:parameter name="timeout">30</atem:parameter>\n</atem:invoke>\n</atem:function_calls>';
+  const bash = calls.slice(0, 1);
+  const cases = [
+    {
+      name: FUNCTIONARY,
+      what: "a plain answer",
+      reply: "all\nLooking at it.\nAll fine.",
+      reasoning: "",
+      content: "Looking at it.\nAll fine.",
+      called: [],
+    },
+    {
+      name: FUNCTIONARY,
+      what: "an answer, then a call",
+      reply: `all\nLooking.>>>${functionaryBash}`,
+      reasoning: "",
+      content: "Looking.",
+      called: bash,
+    },
+    {
+      name: FUNCTIONARY,
+      what: "two answers (`>>> ` in the text starts none), then a call",
+      reply: `all\nIn a REPL:\n>>> ls>>>all\n Then.>>>${functionaryBash}`,
+      reasoning: "",
+      content: "In a REPL:\n>>> ls Then.",
+      called: bash,
+    },
+    {
+      name: MUSE,
+      what: "thinking, then a plain answer",
+      reply: " to=self<|message|>Need the files.<|eom|><|start|>assistant to=user<|message|>Looking at it.",
+      reasoning: "Need the files.",
+      content: "Looking at it.",
+      called: [],
+    },
+    {
+      name: MUSE,
+      what: "an answer, then a call",
+      reply: ` to=user<|message|>Looking.<|eom|><|start|>assistant${museBash}`,
+      reasoning: "",
+      content: "Looking.",
+      called: bash,
+    },
+    {
+      name: MUSE,
+      what: "thinking, then a call",
+      reply: ` to=self<|message|>Need the files.<|eom|><|start|>assistant${museBash}`,
+      reasoning: "Need the files.",
+      content: "",
+      called: bash,
+    },
+  ];
+  for (const { name, what, reply, reasoning, content, called } of cases) {
+    for (const stream of [false, true]) {
+      test(`${name}, ${what}, ${stream ? "streamed" : "whole"}: no header in the content, the thinking apart, the call`, async () => {
+        const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(name) };
+        await withServer({ chatTemplate, reply: () => [...reply] }, {}, async (t) => {
+          const response = await t.post("/v1/chat/completions", { messages: asked, tools, stream });
+          const sse = stream ? await response.text() : "";
+          const read: StreamedChoice = stream
+            ? streamedChoice(sse)
+            : wholeChoice(((await response.json()) as Json).choices[0]);
+          assert.equal(read.reasoning.trim(), reasoning);
+          assert.equal(read.content, content);
+          assert.deepEqual(
+            read.calls.map((c) => ({ name: c.name, args: JSON.parse(c.args) })),
+            called,
+          );
+          assert.equal(read.finishReason, called.length > 0 ? "tool_calls" : "stop");
+          assert.equal(t.engine.requests[0]!.toolNamer?.(reply), called[0]?.name ?? null);
+          if (stream && content.length > 0) {
+            // the answer streams as the model writes it, not all at the end
+            const deltas = sseEvents(sse).filter(
+              (frame) => frame.includes('"content":"') && !frame.includes('"content":""'),
+            );
+            assert.ok(deltas.length > 1, `${deltas.length} content deltas`);
+          }
+        });
+      });
+    }
+  }
+
+  test("Messages: Muse Glimmer's thinking is a thinking block, its call a tool_use", async () => {
+    const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(MUSE) };
+    const reply = ` to=self<|message|>Need the files.<|eom|><|start|>assistant${museBash}`;
+    await withServer({ chatTemplate, reply: () => reply }, {}, async (t) => {
+      const request = {
+        model: "fake-model",
+        max_tokens: 64,
+        messages: [{ role: "user", content: "List the files." }],
+        tools: [{ name: "bash", input_schema: tools[0]!.function.parameters }],
+      };
+      const message = (await (await t.post("/v1/messages", request)).json()) as Json;
+      assert.deepEqual(
+        message.content.map((block: Json) => [block.type, block.thinking ?? block.input]),
+        [
+          ["thinking", "Need the files."],
+          ["tool_use", { command: "ls -la", timeout: 30 }],
+        ],
+      );
+    });
+  });
+
+  test("Muse Glimmer with --reasoning-format none: its messages stay in the text, its calls are still read", async () => {
+    const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(MUSE) };
+    const thinking = " to=self<|message|>Need the files.";
+    await withServer(
+      { chatTemplate, reply: () => [...`${thinking}<|eom|><|start|>assistant${museBash}`] },
+      { reasoningFormat: "none" },
+      async (t) => {
+        for (const stream of [false, true]) {
+          const response = await t.post("/v1/chat/completions", { messages: asked, tools, stream });
+          const read: StreamedChoice = stream
+            ? streamedChoice(await response.text())
+            : wholeChoice(((await response.json()) as Json).choices[0]);
+          assert.equal(read.reasoning, "");
+          assert.equal(read.content.trim(), thinking.trim());
+          assert.deepEqual(
+            read.calls.map((c) => c.name),
+            ["bash"],
+          );
+        }
+      },
+    );
+  });
+
+  test("a reply sent back renders as its template writes the answer and the call, not as one message's text", async () => {
+    for (const [name, reply, rendered] of [
+      [
+        FUNCTIONARY,
+        `all\nLooking.>>>${functionaryBash}`,
+        `a.py.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n>>>all\nLooking.>>>${functionaryBash}<|eot_id|>`,
+      ],
+      // Muse Glimmer's template writes no text beside calls
+      [
+        MUSE,
+        ` to=user<|message|>Looking.<|eom|><|start|>assistant${museBash}`,
+        `a.py.<|eot|><|start|>assistant${museBash}<|eot|>`,
+      ],
+    ] as const) {
+      const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(name) };
+      await withServer({ chatTemplate, reply: () => reply }, {}, async (t) => {
+        const first = (await (
+          await t.post("/v1/chat/completions", { messages: asked, tools })
+        ).json()) as Json;
+        const { message } = first.choices[0];
+        const next = [
+          ...asked,
+          { role: "assistant", content: message.content, tool_calls: message.tool_calls },
+          { role: "tool", tool_call_id: message.tool_calls[0].id, content: "a.py" },
+        ];
+        await t.post("/v1/chat/completions", { messages: next, tools });
+        const prompt = t.engine.requests[1]!.prompt;
+        assert.ok(prompt.includes(rendered), prompt.slice(-600));
+      });
+    }
+  });
+});
+
 describe("section formats' own details", () => {
   const read = (format: Parameters<typeof parseToolCallsAs>[0], output: string) =>
     parseToolCallsAs(format, output, specs)?.calls.map((c) => [c.name, JSON.parse(c.arguments)]);
@@ -316,6 +490,54 @@ describe("recipient formats' own details", () => {
         start: answered.length,
         calls: [["bash", { command: "ls" }]],
       },
+    );
+  });
+
+  test("any chunking streams the thinking and the answer the whole output reads as", () => {
+    const outputs: [RecipientFormatName, string][] = [
+      [
+        "functionary-v3.2",
+        'all\nIn a REPL:\n>>> ls>>>all\n Then.>>>bash\n{"command": "a>>>all\\nb"}>>>all\nDone',
+      ],
+      ["functionary-v3.2", "all\nA >>"],
+      ["functionary-v3.2", "Hello there, no recipient"],
+      ["functionary-v3.2", "all"],
+      [
+        "muse-glimmer",
+        " to=self<|message|>Hm <|x|>.<|eom|><|start|>assistant to=user<|message|>Hi <b>.<|eot|>",
+      ],
+      [
+        "muse-glimmer",
+        " to=user<|message|>A.<|eom|><|start|>assistant to=bash<|message|><atem:x><|eom|><|start|>assistant<|message|>B",
+      ],
+      ["muse-glimmer", " to=self<|message|>cut <|eo"],
+      ["muse-glimmer", "no messages"],
+    ];
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...outputs),
+        fc.array(fc.integer({ min: 1, max: 30 }), { minLength: 1 }),
+        ([format, text], cuts) => {
+          const syntax = recipientMessages(format, true)!;
+          const stream = new MessageStream(syntax);
+          let reasoning = "";
+          let answer = "";
+          let at = 0;
+          for (let i = 0; at < text.length; i++) {
+            const size = cuts[i % cuts.length]!;
+            const piece = stream.push(text.slice(at, at + size));
+            reasoning += piece.reasoning;
+            answer += piece.answer;
+            at += size;
+          }
+          const end = stream.finish();
+          const whole = readMessageText(text, messagesIn(text, syntax));
+          assert.equal(`${reasoning}${end.reasoning}`.trim(), whole.reasoning ?? "");
+          assert.equal(`${answer}${end.answer}`, whole.content ?? "");
+          if (whole.content !== null) assert.equal(stream.answerStart, whole.answerStart);
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 

@@ -11,7 +11,7 @@ import { isRecord, jsonObjectsIn, parseJsonLenient } from "../core/tools/json-ob
 import { stripReasoning } from "../core/tools/parse-tool-call.js";
 import { asToolName } from "../core/tools/tool-name.js";
 import { readNotationValue } from "./gemma-call-notation.js";
-import { templateIsHarmony } from "./harmony.js";
+import { harmonyCalls, templateIsHarmony } from "./harmony.js";
 import {
   isRecipientFormat,
   type RecipientFormatName,
@@ -287,10 +287,19 @@ function ownParse(format: ToolCallFormat, output: string, tools: readonly ToolSp
     default:
       if (isSectionFormat(format))
         return fromWritten(readSections(output, answerStart(output), format, typedBy(tools)));
-      if (isRecipientFormat(format))
-        return fromWritten(readRecipientCalls(output, answerStart(output), format, typedBy(tools)));
+      if (isRecipientFormat(format)) return fromWritten(readRecipientCalls(output, format, typedBy(tools)));
       return null;
   }
+}
+
+/** The calls of an output read as messages (chat-output.ts): its messages to functions, and only those. */
+export function messageCalls(
+  format: ToolCallFormat,
+  output: string,
+  tools: readonly ToolSpec[],
+): ParsedToolCall[] {
+  if (format === "harmony") return harmonyCalls(output, tools);
+  return [...(ownParse(format, output, tools)?.calls ?? [])];
 }
 
 /**

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { chatTurns } from "./chat-render.js";
+import { recipientCallMarkers } from "./recipient-formats.js";
 import {
   bashTool,
   type CallMarkers,
@@ -134,9 +135,13 @@ describe("ToolCallStreamGate", () => {
   });
 
   test("an answer opening with a message's recipient is held until it opens as text, then up to a message", () => {
-    const recipients: CallMarkers = { markers: [">>>"], contentOpenings: ["all\n"] };
-    assert.equal(stream(["ba", "sh\n{", '"command": "ls"}'], tools, recipients), "");
-    assert.equal(stream(["al", "l\nHi", " there>", ">>bash\n{}"], tools, recipients), "all\nHi there");
+    // Muse Glimmer's output read as text (its thinking not split): its messages' headers stay in it
+    const recipients = recipientCallMarkers("muse-glimmer");
+    assert.equal(stream([" to=", "bash<|message|>", "<atem:function_calls>"], tools, recipients), "");
+    assert.equal(
+      stream([" to=us", "er<|message|>Hi", " there<|e", "om|><|start|>assistant to=bash"], tools, recipients),
+      " to=user<|message|>Hi there",
+    );
   });
 });
 
