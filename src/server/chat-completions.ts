@@ -22,6 +22,7 @@ import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./
 import { HARMONY_THINKING } from "./harmony.js";
 import { chatLogprobs, vllmPromptLogprobs } from "./logprobs.js";
 import { budgetClose, promptOpensThinking, THINK_TAGS, type ThinkTags } from "./reasoning.js";
+import { recipientThinking } from "./recipient-formats.js";
 import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
@@ -257,6 +258,8 @@ function thinkingBudgetOf(
   const tokens = body.thinking_budget;
   if (tokens == null || insideThinking === null) return null;
   if (format === "harmony") return { tokens, ...HARMONY_THINKING };
+  const messages = recipientThinking(format);
+  if (messages !== null) return { tokens, ...messages };
   return { tokens, open: insideThinking ? null : tags.open, closedBy: tags.close, close: budgetClose(tags) };
 }
 

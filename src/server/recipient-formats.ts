@@ -6,6 +6,7 @@
  * is read as its messages (output-messages.ts), as harmony's is.
  */
 import { leadingJsonObjectEnd } from "../core/tools/json-objects.js";
+import type { ThinkingBudget } from "../engine/engine-api.js";
 import {
   controlTokenMessages,
   type MessageHeader,
@@ -30,6 +31,8 @@ interface RecipientFormat {
    * a call at these. Null: the format writes no thinking, its output is always read as messages.
    */
   readonly readAsText: CallMarkers | null;
+  /** where a thinking budget counts from and to, and what ends the thinking at it; null: no thinking */
+  readonly thinking: Omit<ThinkingBudget, "tokens"> | null;
 }
 
 /** a message's header: its recipient's line, after `>>>` (the generation prompt wrote the first one's) */
@@ -93,6 +96,7 @@ const RECIPIENT_FORMATS = {
     messages: FUNCTIONARY_MESSAGES,
     readCall: functionaryCall,
     readAsText: null,
+    thinking: null,
   },
   // Muse Glimmer: " to=self<|message|>thinking<|eom|><|start|>assistant to=bash<|message|><atem:function_calls>
   // <atem:invoke name="bash"><atem:parameter name="command">ls</atem:parameter>...</atem:function_calls><|eom|>";
@@ -116,6 +120,12 @@ const RECIPIENT_FORMATS = {
       markers: ["<|eom|>", MUSE_START],
       contentOpenings: [" to=user<|message|>", " to=self<|message|>", MUSE_MESSAGE],
     },
+    // at the budget its message to itself ends and one to the user opens, as harmony's final channel does
+    thinking: {
+      open: ` to=self${MUSE_MESSAGE}`,
+      closedBy: "<|eom|>",
+      close: `<|eom|>${MUSE_START}assistant to=user${MUSE_MESSAGE}`,
+    },
   },
 } satisfies Record<string, RecipientFormat>;
 
@@ -138,7 +148,12 @@ export function recipientFormatOf(template: string): RecipientFormatName | null 
 
 /** Whether a tool-call format is a recipient format whose model thinks in messages to itself. */
 export function recipientThinks(format: string): boolean {
-  return isRecipientFormat(format) && RECIPIENT_FORMATS[format].readAsText !== null;
+  return recipientThinking(format) !== null;
+}
+
+/** A recipient format's thinking, as a thinking budget counts and ends it; null: none (or no such format). */
+export function recipientThinking(format: string): Omit<ThinkingBudget, "tokens"> | null {
+  return isRecipientFormat(format) ? RECIPIENT_FORMATS[format].thinking : null;
 }
 
 /** The markers a vocabulary may hold as control tokens, to be kept in the text. */

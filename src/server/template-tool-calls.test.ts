@@ -350,6 +350,19 @@ describe("recipient formats through the server: their messages read as harmony's
     }
   }
 
+  test("a thinking budget ends Muse Glimmer's message to itself and opens one to the user", async () => {
+    const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(MUSE) };
+    await withServer({ chatTemplate, reply: () => " to=user<|message|>Hi.<|eot|>" }, {}, async (t) => {
+      await t.post("/v1/chat/completions", { messages: asked, thinking_budget: 100 });
+      assert.deepEqual(t.engine.requests[0]!.sampling.thinkingBudget, {
+        tokens: 100,
+        open: " to=self<|message|>",
+        closedBy: "<|eom|>",
+        close: "<|eom|><|start|>assistant to=user<|message|>",
+      });
+    });
+  });
+
   test("Messages: Muse Glimmer's thinking is a thinking block, its call a tool_use", async () => {
     const chatTemplate = { ...qwen3ChatTemplate(), source: llamaTemplate(MUSE) };
     const reply = ` to=self<|message|>Need the files.<|eom|><|start|>assistant${museBash}`;
