@@ -87,6 +87,19 @@ const completionBody = fc.record(
   },
   { requiredKeys: [] },
 );
+const responsesBody = fc.record(
+  {
+    model: fc.string(),
+    input: fc.oneof(fc.string({ maxLength: 200 }), fc.array(anyJson, { maxLength: 4 }), anyJson),
+    instructions: fc.oneof(fc.string({ maxLength: 100 }), anyJson),
+    background: fc.oneof(fc.boolean(), anyJson),
+    store: fc.oneof(fc.boolean(), anyJson),
+    stream: fc.oneof(fc.boolean(), anyJson),
+    previous_response_id: fc.oneof(fc.string({ maxLength: 40 }), anyJson),
+    max_output_tokens: fc.oneof(fc.integer({ min: -5, max: 100_000 }), anyJson),
+  },
+  { requiredKeys: [] },
+);
 const headerValue = fc.stringMatching(/^[\x20-\x7e]{0,300}$/);
 const request = fc.record({
   path: fc.constantFrom(
@@ -97,12 +110,15 @@ const request = fc.record({
     "/v1/messages",
     "/v1/responses",
     "/v1/responses/resp_x",
+    "/v1/responses/resp_x/cancel",
+    "/v1/responses/resp_x/input_items?limit=0&order=up&after=",
+    "/v1/responses/resp_x?stream=true&starting_after=-1",
     "/tokenize",
     "/detokenize",
     "/v1/nope",
   ),
   method: fc.constantFrom("POST", "POST", "POST", "GET", "DELETE", "PUT"),
-  body: fc.oneof(chatBody, completionBody, anyJson, fc.string({ maxLength: 200 })),
+  body: fc.oneof(chatBody, completionBody, responsesBody, anyJson, fc.string({ maxLength: 200 })),
   /** cut the JSON text short (malformed bodies); 0: send it whole */
   cut: fc.oneof(fc.constant(0), fc.nat({ max: 400 })),
   headers: fc.record(
