@@ -42,7 +42,7 @@ export interface RunOptions {
 
 /** One background response: its stored state, its events, its cancel. */
 export class BackgroundRun {
-  readonly record: StoredResponse;
+  readonly record: StoredResponse<BackgroundRun>;
   /** the events so far (`frames[i]` has sequence_number i); null when not kept */
   private frames: string[] | null;
   private sequence = 0;

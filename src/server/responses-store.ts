@@ -1,10 +1,15 @@
-import type { BackgroundRun } from "./responses-background.js";
 import type { ListedItem } from "./responses-items.js";
 import type { ResponseObject } from "./responses-output.js";
 import type { ChatMessageInput } from "./schemas.js";
 
+/** What the store asks of a background response's run (responses-background.ts). */
+export interface LiveRun {
+  /** queued or in progress */
+  readonly live: boolean;
+}
+
 /** A response created with `store: true` (or `background: true`). */
-export interface StoredResponse {
+export interface StoredResponse<Run extends LiveRun = LiveRun> {
   /** the conversation up to and with its turn, which `previous_response_id` continues */
   conversation: readonly ChatMessageInput[];
   /**
@@ -18,7 +23,7 @@ export interface StoredResponse {
    */
   readonly inputItems: readonly ListedItem[];
   /** a background response's run: its cancel, its events; absent for the others */
-  readonly run?: BackgroundRun;
+  readonly run?: Run;
 }
 
 /**
@@ -27,8 +32,8 @@ export interface StoredResponse {
  * that stored it. A background response still running is never the one forgotten (it could not be
  * cancelled or polled then).
  */
-export class ResponseStore {
-  private readonly stored = new Map<string, StoredResponse>();
+export class ResponseStore<Run extends LiveRun> {
+  private readonly stored = new Map<string, StoredResponse<Run>>();
 
   constructor(readonly capacity: number) {}
 
@@ -36,7 +41,7 @@ export class ResponseStore {
     return `${tenant ?? ""}\u0000${id}`;
   }
 
-  get(tenant: string | null, id: string): StoredResponse | undefined {
+  get(tenant: string | null, id: string): StoredResponse<Run> | undefined {
     const key = ResponseStore.key(tenant, id);
     const found = this.stored.get(key);
     if (found !== undefined) {
@@ -46,7 +51,7 @@ export class ResponseStore {
     return found;
   }
 
-  set(tenant: string | null, id: string, response: StoredResponse): void {
+  set(tenant: string | null, id: string, response: StoredResponse<Run>): void {
     const key = ResponseStore.key(tenant, id);
     this.stored.delete(key);
     this.stored.set(key, response);

@@ -50,7 +50,10 @@ function responseFormatOf(format: TextFormat | null | undefined): ResponseFormat
 }
 
 /** A stored response this tenant may see, else OpenAI's 404. */
-function storedOrNotFound(store: ResponseStore, c: Context<AppEnv>): StoredResponse {
+function storedOrNotFound(
+  store: ResponseStore<BackgroundRun>,
+  c: Context<AppEnv>,
+): StoredResponse<BackgroundRun> {
   const id = c.req.param("id") as string;
   const found = store.get(c.get("tenant") ?? null, id);
   if (found === undefined) {
@@ -103,7 +106,7 @@ export function responsesApi(
   log: (message: string) => void,
   inflight: InflightRequests,
 ): ResponsesRoutes {
-  const store = new ResponseStore(STORED_RESPONSES);
+  const store = new ResponseStore<BackgroundRun>(STORED_RESPONSES);
   const announcedDrops = new Set<string>();
   // the ended background runs whose events are kept, oldest first
   const replayable: BackgroundRun[] = [];
