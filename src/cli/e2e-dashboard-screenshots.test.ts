@@ -64,8 +64,19 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15
   }
 }
 
-/** Every chart's time labels: distinct, and at least 4 px apart. */
+/** Waits until every chart has drawn at least two time labels (a redraw on a loaded machine may lag). */
+async function untilTimeLabels(page: Page, when: string): Promise<void> {
+  await until(`${when}: every chart drew two time labels`, async () => {
+    const counts = await page.$$eval("[data-x-ticks]", (boxes) =>
+      boxes.map((box) => JSON.parse(box.getAttribute("data-x-ticks") ?? "[]").length as number),
+    );
+    return counts.length >= 7 && counts.every((n) => n >= 2);
+  });
+}
+
+/** Every chart's time labels, once drawn: distinct, and at least 4 px apart. */
 async function assertTimeLabelsApart(page: Page, when: string): Promise<void> {
+  await untilTimeLabels(page, when);
   const charts = await page.$$eval("[data-testid=chart] [data-x-ticks]", (boxes) =>
     boxes.map((box) => JSON.parse(box.getAttribute("data-x-ticks") ?? "[]") as Tick[]),
   );
@@ -137,12 +148,7 @@ describe("dashboard screenshots: idle, under load, after load (default flags, ti
 
       // idle: empty charts say so, legends still show values
       await sleep(2200);
-      await until("every chart drew two time labels", async () => {
-        const counts = await page.$$eval("[data-x-ticks]", (boxes) =>
-          boxes.map((box) => JSON.parse(box.getAttribute("data-x-ticks") ?? "[]").length as number),
-        );
-        return counts.length >= 7 && counts.every((n) => n >= 2);
-      });
+      await untilTimeLabels(page, "idle");
       const idle = await page.$$eval("[data-testid=chart]", (charts) =>
         charts.map((c) => [c.getAttribute("data-empty"), c.querySelector(".empty")?.textContent ?? ""]),
       );
