@@ -2,6 +2,7 @@ import { writeFileSync } from "node:fs";
 import { Command } from "commander";
 import { bestBaseline, fmtRatio, ratiosTo, renderCapacityHtml } from "../analysis/capacity-report.js";
 import { formatTextTable } from "../analysis/text-table.js";
+import { loadPolicyModules } from "../policies/index.js";
 import { type CapacityResult, measureCapacity, REFERENCE_POLICY } from "../sim/capacity.js";
 import type { HardwareProfile } from "../sim/hardware/profiles.js";
 import { resolveHardware, validateJobInputs } from "../sim/point-job.js";
@@ -116,6 +117,7 @@ export function capacityCommand(): Command {
     .option("--tolerance <f>", "relative precision of the bisection", positiveNumber, 0.02);
   addSimOptions(command, { policies: "vllm,program-fcfs,cachettl", programs: 500 });
   return command.action(async (o: CapacityCliOptions) => {
+    await loadPolicyModules(o.policies);
     validateJobInputs(workloadOf(o), hardwareOf(o), engineOf(o));
     const profile = resolveHardware(hardwareOf(o));
     const kvCache = kvCacheOf(o, profile);

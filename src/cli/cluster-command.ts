@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError } from "commander";
 import { parseReplicaUrl, type RemoteReplica, startCluster } from "../cluster/cluster.js";
+import { loadPolicyModules } from "../policies/index.js";
 import { positiveInt } from "./sim-options.js";
 
 interface ClusterCliOptions {
@@ -33,6 +34,16 @@ function remoteReplica(value: string, previous: RemoteReplica[] | undefined): Re
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message);
   }
+}
+
+/** The policy a `serve` flag list names with --scheduling-policy (the last one given), or null. */
+export function schedulingPolicyOf(serveArgs: readonly string[]): string | null {
+  let policy: string | null = null;
+  serveArgs.forEach((arg, i) => {
+    if (serveArgs[i - 1] === "--scheduling-policy") policy = arg;
+    else if (arg.startsWith("--scheduling-policy=")) policy = arg.slice("--scheduling-policy=".length);
+  });
+  return policy;
 }
 
 export function clusterCommand(): Command {
@@ -84,6 +95,10 @@ export function clusterCommand(): Command {
       if (replicas + remote.length === 0) {
         throw new Error("--replicas 0 needs at least one --replica");
       }
+      // A policy module is checked here once, before any replica starts (each replica, started in this
+      // working directory, imports it again for itself).
+      const policy = schedulingPolicyOf(serveArgs);
+      if (policy !== null) await loadPolicyModules([policy]);
       const cluster = await startCluster({
         replicas,
         remote,

@@ -137,6 +137,45 @@ describe("continuum serve", () => {
     assert.equal(await banner(["--kv-layout", "streams"], 32_768), false);
   });
 
+  test("a policy module: imported before the engine starts, given to its factory, named in the banner", async () => {
+    const example = fileURLToPath(new URL("../../examples/policies/tool-pin.mjs", import.meta.url));
+    const command = serveCommand()
+      .exitOverride()
+      .action(() => {});
+    await command.parseAsync(["--scheduling-policy", example, "--port", "0"], { from: "user" });
+    let received: LlamaEngineOptions | null = null;
+    const lines: string[] = [];
+    const server = await runServe(command.opts() as never, {
+      createEngine: (options) => {
+        received = options;
+        return new FakeEngine();
+      },
+      log: (line) => lines.push(line),
+      handleSignals: false,
+    });
+    await server.close();
+    assert.equal((received as LlamaEngineOptions | null)?.policy, example);
+    assert.match(lines[1]!, new RegExp(`scheduling policy ${example.replaceAll(".", "\\.")}$`));
+
+    const broken = serveCommand()
+      .exitOverride()
+      .action(() => {});
+    await broken.parseAsync(["--scheduling-policy", "./no/such/policy.mjs", "--port", "0"], { from: "user" });
+    let created = false;
+    await assert.rejects(
+      runServe(broken.opts() as never, {
+        createEngine: () => {
+          created = true;
+          return new FakeEngine();
+        },
+        log: () => {},
+        handleSignals: false,
+      }),
+      /policy module \.\/no\/such\/policy\.mjs \(.*\): file not found/,
+    );
+    assert.equal(created, false, "no engine is built for a policy that does not load");
+  });
+
   test("unknown policies and KV layouts are refused", async () => {
     for (const [argv, message] of [
       [["--scheduling-policy", "lifo"], /unknown policy/],

@@ -7,7 +7,7 @@ import { BUILTIN_PRESETS, type BuiltinPreset } from "../engine/gguf/index.js";
 import { defaultKvEventsTopic } from "../engine/kv-event-wire.js";
 import { KV_LAYOUTS, type KvLayout } from "../engine/model-runner.js";
 import type { KvCacheType } from "../engine/native/llama-native.js";
-import { isPolicyName, POLICY_NAMES, type PolicyName } from "../policies/index.js";
+import { isPolicySpec, loadPolicyModules, POLICY_NAMES } from "../policies/index.js";
 import { type AgentCheck, startAgentCheck } from "../server/agent-check.js";
 import { type LogitBiasSpec, parseLogitBiasSpec } from "../server/logit-bias.js";
 import { type RunningServer, startServer } from "../server/server.js";
@@ -27,7 +27,8 @@ export interface ServeCliOptions {
   builtinModel: BuiltinPreset;
   chatTemplate?: string;
   reasoningFormat: "auto" | "none";
-  schedulingPolicy: PolicyName;
+  /** a built-in policy's name or a policy module's spec (docs/custom-policies.md) */
+  schedulingPolicy: string;
   maxNumSeqs?: number;
   maxNumBatchedTokens?: number;
   ubatchSize?: number;
@@ -66,9 +67,12 @@ export interface ServeCliOptions {
 
 const KV_CACHE_TYPES: readonly KvCacheType[] = ["f16", "f32", "bf16", "q8_0", "q4_0"];
 
-function policyName(value: string): PolicyName {
-  if (!isPolicyName(value)) {
-    throw new InvalidArgumentError(`unknown policy "${value}"; choose from ${POLICY_NAMES.join(", ")}`);
+/** A built-in name, or a policy module's spec (loaded, and checked, before the engine starts). */
+function policyName(value: string): string {
+  if (!isPolicySpec(value)) {
+    throw new InvalidArgumentError(
+      `unknown policy "${value}"; choose from ${POLICY_NAMES.join(", ")}, or give a policy module's path (./my-policy.mjs, docs/custom-policies.md)`,
+    );
   }
   return value;
 }
@@ -197,6 +201,8 @@ export interface RunServeOptions {
 /** Starts the engine and the HTTP server for parsed `serve` options. */
 export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): Promise<RunningServer> {
   const log = run.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  // a policy module is imported and checked before the model is loaded, so a broken one fails at once
+  await loadPolicyModules([o.schedulingPolicy]);
   const engineOptions = engineOptionsOf(o);
   const chatTemplate = chatTemplateOf(o);
   const createEngine = run.createEngine ?? (await loadLlamaEngineFactory());
@@ -362,7 +368,7 @@ export function serveCommand(): Command {
     )
     .option(
       "--scheduling-policy <name>",
-      `scheduling policy (${POLICY_NAMES.join(", ")})`,
+      `scheduling policy (${POLICY_NAMES.join(", ")}), or a policy module's path (./my-policy.mjs: docs/custom-policies.md)`,
       policyName,
       "cachettl-adaptive",
     )

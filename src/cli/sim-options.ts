@@ -1,5 +1,5 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
-import { isPolicyName, POLICY_NAMES } from "../policies/index.js";
+import { isPolicySpec, POLICY_NAMES } from "../policies/index.js";
 import { CLAIRVOYANT_POLICY, isClairvoyantPolicy } from "../sim/clairvoyant.js";
 import { ROUTER_NAMES, type RouterName } from "../sim/cluster.js";
 import { KV_CACHE_DTYPES, type KvCacheDtype } from "../sim/hardware/roofline-spec.js";
@@ -58,12 +58,13 @@ export function numberList(value: string): number[] {
   return value.split(",").map((part) => positiveNumber(part.trim()));
 }
 
+/** Built-in names and policy module specs (./my-policy.mjs: loaded, and checked, by the command's action). */
 function policyList(value: string): string[] {
   const names = value.split(",").map((s) => s.trim());
   for (const name of names) {
-    if (!isPolicyName(name) && !isClairvoyantPolicy(name)) {
+    if (!isPolicySpec(name) && !isClairvoyantPolicy(name)) {
       throw new InvalidArgumentError(
-        `unknown policy "${name}"; choose from ${POLICY_NAMES.join(", ")} (or, simulator only, ${CLAIRVOYANT_POLICY})`,
+        `unknown policy "${name}"; choose from ${POLICY_NAMES.join(", ")} (or, simulator only, ${CLAIRVOYANT_POLICY}), or give a policy module's path (./my-policy.mjs, docs/custom-policies.md)`,
       );
     }
   }
@@ -92,7 +93,7 @@ export function addSimOptions(command: Command, defaults: { policies: string; pr
     .option("--profile <file>", "a `continuum profile` output (real engine) instead of --hardware/--model")
     .option(
       "--policies <list>",
-      "comma-separated policies (see `continuum policies`)",
+      "comma-separated policies (see `continuum policies`), or paths of policy modules (./my-policy.mjs: docs/custom-policies.md)",
       policyList,
       policyList(defaults.policies),
     )

@@ -4,6 +4,7 @@ import { JCT_HEAD, jctCells, loadLabel } from "../analysis/jct-columns.js";
 import { type LoadCeiling, type ReportRun, renderReportHtml } from "../analysis/report-html.js";
 import { ceilingWarning } from "../analysis/report-run.js";
 import { formatTextTable } from "../analysis/text-table.js";
+import { loadPolicyModules } from "../policies/index.js";
 import { ceilingOf } from "../sim/capacity.js";
 import { type PointJob, resolveHardware, validateJobInputs } from "../sim/point-job.js";
 import type { PointResult } from "../sim/simulate.js";
@@ -72,6 +73,7 @@ export async function runAndPrint(
   jobs: readonly PointJob[],
   title: string,
 ): Promise<PointResult[]> {
+  await loadPolicyModules(o.policies);
   validateJobInputs(workloadOf(o), hardwareOf(o), engineOf(o));
   const { kvBoundJps, boundJps } = ceilingOf(
     { workload: workloadOf(o), engine: engineOf(o) },

@@ -5,7 +5,7 @@ import { parseEngineProfile, prefillQuadraticOf } from "../core/profile/engine-p
 import { FileSink } from "../core/recorder/file-sink.js";
 import { Recorder } from "../core/recorder/recorder.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
-import { createPolicy } from "../policies/index.js";
+import { createPolicy, loadPolicyModules } from "../policies/index.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { setUpGpuBackend } from "./gpu/gpu-backend-setup.js";
@@ -26,7 +26,10 @@ export interface LlamaEngineOptions {
   readonly builtinModel?: BuiltinPreset;
   /** `--served-model-name`: the model id clients see (default: the GGUF's general.name or file name). */
   readonly servedModelName?: string;
-  /** `--policy`: scheduling policy (`continuum policies` lists them; default cachettl). */
+  /**
+   * `--scheduling-policy`: a built-in policy (`continuum policies` lists them; default cachettl-adaptive) or
+   * a policy module's spec (./my-policy.mjs), imported here.
+   */
   readonly policy?: string;
   /** `--max-num-seqs`: requests running at once (default 16). */
   readonly maxNumSeqs?: number;
@@ -143,7 +146,9 @@ function positive(value: number | undefined, fallback: number, name: string): nu
 
 /** Builds the llama.cpp engine `continuum serve` runs: model, one KV pool, scheduler, policy, recorder. */
 export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promise<Engine> {
-  const policy = createPolicy(options.policy ?? "cachettl-adaptive");
+  const policyName = options.policy ?? "cachettl-adaptive";
+  await loadPolicyModules([policyName]);
+  const policy = createPolicy(policyName);
   const maxNumSeqs = positive(options.maxNumSeqs, 16, "maxNumSeqs");
   const maxNumBatchedTokens = positive(options.maxNumBatchedTokens, 512, "maxNumBatchedTokens");
   const kvCells =

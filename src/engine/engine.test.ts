@@ -4,8 +4,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { FileSink } from "../core/recorder/file-sink.js";
 import { MemorySink, Recorder } from "../core/recorder/recorder.js";
+import { loadPolicyModules } from "../policies/index.js";
 import { Engine } from "./engine.js";
 import { EngineRejection } from "./engine-api.js";
 import {
@@ -201,6 +203,25 @@ describe("engine over the fake runner", () => {
       assert.equal(engine.metrics().pinnedPrograms, 0, "last step drops the pin");
       // the last step's JCT spans both turns, from the first turn's arrival
       assert.ok(second.done.programJctS !== null && second.done.programJctS >= second.done.e2eS);
+    });
+  });
+
+  test("a policy module's policy schedules the engine: the example pins a turn that called a tool", async () => {
+    const example = fileURLToPath(new URL("../../examples/policies/tool-pin.mjs", import.meta.url));
+    assert.throws(() => createFakeEngine({ policy: example }), /is not loaded: await loadPolicyModules/);
+    await loadPolicyModules([example]);
+    await withEngine({ policy: example }, async (engine) => {
+      assert.equal(engine.scheduler.policy.name, "tool-pin");
+      const turn1 = chat("list the files");
+      const first = await run(
+        engine,
+        request("t1", engine.renderChat(turn1), { programId: "j", toolHint: "ls" }),
+      );
+      assert.equal(first.done.finishReason, "stop");
+      assert.equal(engine.metrics().pinnedPrograms, 1, "a turn that called a tool keeps its KV");
+      const prompt2 = engine.renderChat([...turn1, { role: "assistant", content: first.done.text }]);
+      const second = await run(engine, request("t2", prompt2, { programId: "j", isLastStep: true }));
+      assert.ok(second.done.usage.cachedTokens > 0, "the next turn reuses the pinned KV");
     });
   });
 

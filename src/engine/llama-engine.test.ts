@@ -5,6 +5,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import type { SchedulingPolicy } from "../core/policy.js";
 import { MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
@@ -367,6 +368,27 @@ describe("engine over llama.cpp (built-in tiny model)", {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  test("createLlamaEngine imports a policy module given as the policy (serve --scheduling-policy ./p.mjs)", async () => {
+    const example = fileURLToPath(new URL("../../examples/policies/tool-pin.mjs", import.meta.url));
+    const e = await createLlamaEngine({
+      builtinModel: "tiny",
+      policy: example,
+      kvCacheTokens: 1024,
+      threads: 1,
+    });
+    try {
+      assert.equal(e.scheduler.policy.name, "tool-pin");
+      const r = await run(e, request("m1", e.renderChat(chat("hello")), { sampling: { maxTokens: 4 } }));
+      assert.ok(r.done.usage.completionTokens >= 1);
+    } finally {
+      await e.shutdown();
+    }
+    await assert.rejects(
+      createLlamaEngine({ builtinModel: "tiny", policy: "./no/such/policy.mjs", threads: 1 }),
+      /policy module \.\/no\/such\/policy\.mjs \(.*\): file not found/,
+    );
   });
 
   test("createLlamaEngine without a pool size: the built-in small model (serve's default) holds a 64k-token context", async () => {

@@ -9,6 +9,7 @@ import {
 import { CONCUR_REUSABLE, createConcurPolicy } from "./concur.js";
 import { createContinuumHeuristicPolicy } from "./continuum-heuristic.js";
 import { createInferceptPolicy } from "./infercept.js";
+import { isPolicyModuleSpec, policyModuleFactory } from "./policy-modules.js";
 import { createProgramFcfsPolicy } from "./program-fcfs.js";
 import { createStaticTtlPolicy } from "./static-ttl.js";
 import { createThunderAgentPolicy, THUNDERAGENT_DYNAMO } from "./thunderagent.js";
@@ -109,10 +110,33 @@ export function isPolicyName(name: string): name is PolicyName {
   return Object.hasOwn(FACTORIES, name);
 }
 
-/** A fresh policy instance (policies keep per-run statistics, so never share one between runs). */
+/**
+ * A fresh policy instance (policies keep per-run statistics, so never share one between runs): a built-in
+ * name, or the spec of a policy module loadPolicyModules loaded (src/policies/policy-modules.ts).
+ */
 export function createPolicy(name: string): SchedulingPolicy {
-  if (!isPolicyName(name)) {
-    throw new Error(`unknown policy "${name}"; choose one of: ${POLICY_NAMES.join(", ")}`);
+  if (isPolicyName(name)) return FACTORIES[name]();
+  const fromModule = policyModuleFactory(name);
+  if (fromModule) return fromModule();
+  if (isPolicyModuleSpec(name)) {
+    throw new Error(
+      `policy module ${name} is not loaded: await loadPolicyModules([...]) (src/policies/policy-modules.ts) before creating its policy`,
+    );
   }
-  return FACTORIES[name]();
+  throw new Error(
+    `unknown policy "${name}"; choose one of: ${POLICY_NAMES.join(", ")}, or a policy module (./my-policy.mjs)`,
+  );
 }
+
+/** Is this a policy createPolicy may be asked for once its module, if any, is loaded? */
+export function isPolicySpec(spec: string): boolean {
+  return isPolicyName(spec) || isPolicyModuleSpec(spec);
+}
+
+export {
+  isPolicyModuleSpec,
+  isTypeScriptPolicyModule,
+  loadPolicyModules,
+  policyFileLabel,
+  policyProblems,
+} from "./policy-modules.js";

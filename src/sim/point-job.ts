@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Rng } from "../core/rng.js";
+import { policyFileLabel } from "../policies/index.js";
 import { buildWorkload } from "../workload/arrivals.js";
 import { parseTraceJsonl } from "../workload/trace.js";
 import { loadEngineProfile } from "./hardware/engine-profile.js";
@@ -124,5 +125,5 @@ export function runPointJob(job: PointJob): PointResult {
 
 function recordPathFor(dir: string, job: PointJob): string {
   mkdirSync(dir, { recursive: true });
-  return join(dir, `${job.policy}-jps${job.jps}`);
+  return join(dir, `${policyFileLabel(job.policy)}-jps${job.jps}`);
 }

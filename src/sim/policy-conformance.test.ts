@@ -1,41 +1,25 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { Rng } from "../core/rng.js";
-import { POLICY_NAMES } from "../policies/index.js";
-import { checkedRun, layOut, randomDrafts } from "./test-support/sim-check.js";
+import { createPolicy, POLICY_NAMES, policyProblems } from "../policies/index.js";
+import { checkPolicy, describeWorkload } from "./policy-check.js";
 
 /**
- * Every policy runs the same randomized small workloads through the simulator: everything completes, no
- * stall, scheduler invariants after every step, no overdue pin after any schedule(), nothing leaked.
+ * Every policy runs the same randomized small workloads through the simulator (src/sim/policy-check.ts, what
+ * `continuum policies --check` runs on any policy): everything completes, no stall, scheduler invariants
+ * after every step, no overdue pin after any schedule(), nothing leaked.
  */
-// queueingS seeds the TTL model with a past queueing delay T, so the TTL policies pin for ln(T + ...) s.
-const WORKLOADS = [
-  { seed: 1, numBlocks: 64, maxNumBatchedTokens: 128, maxNumSeqs: 8, queueingS: 0 },
-  { seed: 2, numBlocks: 40, maxNumBatchedTokens: 64, maxNumSeqs: 4, queueingS: 5 },
-  { seed: 3, numBlocks: 128, maxNumBatchedTokens: 256, maxNumSeqs: 16, queueingS: 30 },
-  { seed: 4, numBlocks: 24, maxNumBatchedTokens: 32, maxNumSeqs: 3, queueingS: 5 },
-];
-
 describe("policy conformance", () => {
   const pressure = { preemptions: 0, pinsSacrificed: 0, pinsExpired: 0, pinsReused: 0, hits: 0 };
 
   for (const policy of POLICY_NAMES) {
     it(`${policy}: every program of every workload completes, safely`, () => {
-      for (const w of WORKLOADS) {
-        const capacity = w.numBlocks * 16;
-        const drafts = randomDrafts(new Rng(w.seed), {
-          numPrograms: 14,
-          maxTurns: 6,
-          maxNewTokens: Math.floor(capacity / 6),
-          maxOutput: 40,
-          spanS: 2,
-        });
-        const specs = layOut(drafts, capacity);
-        const report = checkedRun(specs, { policy, ...w, seedSalt: w.seed });
-        for (const program of report.result.programs) {
-          assert.ok(program.finishS !== null, `${policy} seed ${w.seed}: ${program.id} did not complete`);
-          assert.equal(program.turns.length, program.numTurns);
-        }
+      assert.deepEqual(policyProblems(createPolicy(policy)), [], "what a policy module's must pass too");
+      for (const verdict of checkPolicy(() => createPolicy(policy))) {
+        const where = `${policy}, workload ${describeWorkload(verdict.workload)}`;
+        if (!verdict.ok) assert.fail(`${where}: ${verdict.kind}: ${verdict.message}`);
+        const report = verdict.report;
+        if (report.endlessPins > 0)
+          assert.equal(policy, "infercept", `${where}: only InferCept pins without a TTL`);
         const stats = report.scheduler.stats;
         pressure.preemptions += stats.preemptions;
         pressure.pinsSacrificed += stats.pinsSacrificed;

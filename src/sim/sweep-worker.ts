@@ -1,8 +1,13 @@
 import { parentPort } from "node:worker_threads";
+import { loadPolicyModules } from "../policies/index.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 
-parentPort?.on("message", (message: { index: number; job: PointJob }) => {
+// A worker has its own module registry: it imports a job's policy module (a spec resolved against the
+// process's working directory, as the main thread did) before running the job. The sweep feeds a worker
+// one job at a time, so the points still run one after another.
+parentPort?.on("message", async (message: { index: number; job: PointJob }) => {
   try {
+    await loadPolicyModules([message.job.policy]);
     parentPort?.postMessage({ index: message.index, result: runPointJob(message.job) });
   } catch (error) {
     parentPort?.postMessage({

@@ -2,6 +2,7 @@ import { availableParallelism } from "node:os";
 import { extname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { isTypeScriptPolicyModule, loadPolicyModules } from "../policies/index.js";
 import { createSimPolicy } from "./clairvoyant.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 import type { PointResult } from "./simulate.js";
@@ -23,11 +24,16 @@ export interface SweepOutcome {
   readonly failures: readonly PointFailure[];
 }
 
-/** Runs every point, like runSweep, and a point that throws is reported beside the others' results. */
+/**
+ * Runs every point, like runSweep, and a point that throws is reported beside the others' results. Policy
+ * modules among the jobs' policies are loaded first (a bad one throws before any point runs); each worker
+ * thread loads them again, for itself, before its first point of each.
+ */
 export async function runSweepSettled(
   jobs: readonly PointJob[],
   options: { threads?: number; onProgress?: SweepProgress } = {},
 ): Promise<SweepOutcome> {
+  await loadPolicyModules(jobs.map((job) => job.policy));
   const threads = Math.max(1, Math.min(options.threads ?? availableParallelism(), jobs.length));
   const results = Array.from<PointResult | undefined>({ length: jobs.length });
   const failures: PointFailure[] = [];
@@ -52,6 +58,12 @@ export async function runSweepSettled(
   }
   const here = fileURLToPath(import.meta.url);
   const workerUrl = new URL(`./sweep-worker${extname(here)}`, import.meta.url);
+  const loader =
+    extname(here) === ".ts"
+      ? "tsx"
+      : jobs.some((j) => isTypeScriptPolicyModule(j.policy))
+        ? "tsx-if-any"
+        : "none";
   // Heaviest points first (longest-processing-time order), so no worker is left with a long one at the end.
   const cost = jobs.map(estimatedCost);
   const order = jobs.map((_, index) => index).sort((a, b) => cost[b]! - cost[a]!);
@@ -61,7 +73,7 @@ export async function runSweepSettled(
       { length: threads },
       () =>
         new Promise<void>((resolve, reject) => {
-          const worker = startWorker(workerUrl, extname(here) === ".ts");
+          const worker = startWorker(workerUrl, loader);
           const feed = () => {
             if (next >= jobs.length) {
               void worker.terminate().then(() => resolve());
@@ -102,13 +114,22 @@ function sortedByIndex(failures: PointFailure[]): PointFailure[] {
   return failures.sort((a, b) => a.index - b.index);
 }
 
-/** Running from TypeScript sources (tests, tsx), the worker registers tsx's loader before importing. */
-function startWorker(url: URL, fromSource: boolean): Worker {
+/**
+ * Running from TypeScript sources (tests, tsx), the worker registers tsx's loader before importing
+ * ("tsx"). A TypeScript policy module the main thread could import (it ran under `node --import tsx`) needs
+ * the loader in the workers too, which a worker does not inherit: they register tsx where it can be found
+ * ("tsx-if-any"), else import the module without it and report why that failed.
+ */
+function startWorker(url: URL, loader: "none" | "tsx" | "tsx-if-any"): Worker {
   // A simulation keeps many small objects alive across steps; a young generation this size (V8's default
   // is a few MB) cuts scavenging and made points 10-30% faster.
   const resourceLimits = { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB };
-  if (!fromSource) return new Worker(url, { resourceLimits });
-  const bootstrap = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(url.href)}); });`;
+  if (loader === "none") return new Worker(url, { resourceLimits });
+  const start = `import(${JSON.stringify(url.href)})`;
+  const bootstrap =
+    loader === "tsx"
+      ? `import("tsx/esm/api").then((tsx) => { tsx.register(); return ${start}; });`
+      : `import("tsx/esm/api").then((tsx) => tsx.register(), () => {}).then(() => ${start});`;
   return new Worker(bootstrap, { eval: true, resourceLimits });
 }
 

@@ -1,0 +1,29 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { schedulingPolicyOf } from "./cluster-command.js";
+import { runContinuum } from "./test-support/run-cli.js";
+
+describe("continuum cluster with a policy module", () => {
+  it("finds the policy among the serve flags, in either form, the last one winning", () => {
+    assert.equal(schedulingPolicyOf(["--threads", "1"]), null);
+    assert.equal(schedulingPolicyOf(["--scheduling-policy", "./p.mjs", "--threads", "1"]), "./p.mjs");
+    assert.equal(
+      schedulingPolicyOf(["--scheduling-policy=vllm", "--scheduling-policy", "./p.mjs"]),
+      "./p.mjs",
+    );
+  });
+
+  it("a policy module that does not load stops the cluster before any replica or HAProxy starts", async () => {
+    const { code, stderr } = await runContinuum([
+      "cluster",
+      "--replicas",
+      "1",
+      "--haproxy",
+      "/no/such/haproxy",
+      "--scheduling-policy",
+      "./no/such/policy.mjs",
+    ]);
+    assert.equal(code, 1);
+    assert.match(stderr, /^continuum: policy module \.\/no\/such\/policy\.mjs \(.*\): file not found\n$/);
+  });
+});
