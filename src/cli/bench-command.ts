@@ -191,7 +191,7 @@ export function benchCommand(): Command {
     )
     .option("--model <name>", "model field (default: the first of GET /v1/models)")
     .option("--api-key <key>", "Authorization: Bearer <key> (default: env CONTINUUM_API_KEY)")
-    .option("--trace <file>", "agent trace (JSONL); default: a generated workload")
+    .option("--trace <file>", "agent trace (JSONL, see docs/workloads.md); default: a generated workload")
     .addOption(
       new Option("--workload <kind>", "generated workload when no --trace is given")
         .choices(["swe-bench", "bfcl"])

@@ -11,6 +11,7 @@ import { reproduceCommand } from "./reproduce-command.js";
 import { serveCommand } from "./serve-command.js";
 import { simulateCommand, sweepCommand } from "./simulate-command.js";
 import { stepTimeCommand } from "./step-time-command.js";
+import { traceCommand } from "./trace-command.js";
 
 const program = new Command("continuum")
   .description("Continuum: multi-turn LLM agent serving with KV-cache time-to-live (CacheTTL)")
@@ -24,6 +25,7 @@ const program = new Command("continuum")
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())
   .addCommand(capacityCommand())
+  .addCommand(traceCommand())
   .addCommand(stepTimeCommand())
   .addCommand(reproduceCommand())
   .addCommand(benchCommand())

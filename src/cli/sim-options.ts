@@ -74,7 +74,10 @@ function policyList(value: string): string[] {
 /** Options shared by simulate, sweep and reproduce. */
 export function addSimOptions(command: Command, defaults: { policies: string; programs: number }): Command {
   return command
-    .option("--trace <file>", "agent trace (JSONL, see docs/workloads.md); default: a generated workload")
+    .option(
+      "--trace <file>",
+      "agent trace (JSONL: docs/workloads.md; `continuum trace` makes one); default: a generated workload",
+    )
     .addOption(
       new Option("--workload <kind>", "generated workload when no --trace is given")
         .choices(["swe-bench", "bfcl"])

@@ -9,6 +9,17 @@ export interface Pin {
   readonly expiresS: number;
 }
 
+const ANONYMOUS_PREFIX = "anonymous:";
+
+/** The program of a request sent without a program id: a program of its own, named after the request. */
+export function anonymousProgramId(requestId: string): string {
+  return `${ANONYMOUS_PREFIX}${requestId}`;
+}
+
+export function isAnonymousProgramId(programId: string): boolean {
+  return programId.startsWith(ANONYMOUS_PREFIX);
+}
+
 /** An agent program (job): the sequence of requests sharing a program id. */
 export class Program {
   readonly id: string;

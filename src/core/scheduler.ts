@@ -8,7 +8,7 @@ import { OffloadTiers, type TierConfig } from "./kv/offload-tiers.js";
 import { MinHeap } from "./min-heap.js";
 import { PinBook } from "./pin-book.js";
 import type { PolicyContext, SchedulingPolicy } from "./policy.js";
-import type { Program } from "./program.js";
+import { anonymousProgramId, type Program } from "./program.js";
 import { ProgramRegistry, RequestRejectedError } from "./program-registry.js";
 import type { EventRecorder } from "./recorder/recorder.js";
 import { type FinishReason, Request, type RequestSpec } from "./request.js";
@@ -280,7 +280,7 @@ export class Scheduler {
       );
     }
     const nowS = this.clock.nowS();
-    const programId = spec.programId ?? `anonymous:${spec.requestId}`;
+    const programId = spec.programId ?? anonymousProgramId(spec.requestId);
     const program = this.programs.programFor(programId, nowS);
     const arrivalS = Math.min(spec.arrivalS ?? nowS, nowS);
     const sample = this.tracker.onRequestArrived(programId, arrivalS);

@@ -1,5 +1,5 @@
 import { tokensFromChars } from "./tokens.js";
-import type { TraceProgram, TraceTurn } from "./trace.js";
+import { roundToolS, type TraceProgram, type TraceTurn } from "./trace.js";
 
 /** A chat message as agent trajectory files record it; content may be a string or a list of parts. */
 export interface ChatMessage {
@@ -60,11 +60,6 @@ export function commonPrefixLength(a: string, b: string): number {
   let i = 0;
   while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
   return i;
-}
-
-// Tenths of a millisecond, as the trace files record tool times.
-function roundToolS(s: number): number {
-  return Math.max(0, Math.round(s * 1e4) / 1e4);
 }
 
 /**

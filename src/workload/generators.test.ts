@@ -34,7 +34,7 @@ describe("generateWorkload", () => {
       assertWithin(s.finalContextTokens.mean, target.tokens[0], 0.1, "tokens mean");
       assertWithin(s.finalContextTokens.std, target.tokens[1], 0.1, "tokens std");
       assertWithin(s.outputTokens.mean, WORKLOAD_PROFILES[kind].outputTokens.mean, 0.1, "output mean");
-      for (const tool of Object.keys(s.toolShares)) assert.ok(tool in WORKLOAD_PROFILES[kind].tools, tool);
+      for (const { tool } of s.tools) assert.ok(tool in WORKLOAD_PROFILES[kind].tools, tool);
     });
   }
 

@@ -18,13 +18,17 @@ export function detectTrajectoryFormat(fileName: string, data: unknown): Traject
   return null;
 }
 
-export async function importTrajectoryFile(path: string, options: ImportOptions = {}): Promise<TraceProgram> {
-  let data: unknown;
+/** The parsed JSON of a trajectory file: its content, or an error naming the file. */
+export async function readTrajectoryJson(path: string): Promise<unknown> {
   try {
-    data = JSON.parse(await readFile(path, "utf8"));
+    return JSON.parse(await readFile(path, "utf8"));
   } catch (err) {
     throw new Error(`${path}: ${(err as Error).message}`);
   }
+}
+
+/** The trace program of a trajectory file's parsed content; errors name the file. */
+export function importTrajectory(path: string, data: unknown, options: ImportOptions = {}): TraceProgram {
   const format = detectTrajectoryFormat(path, data);
   if (format === null) throw new Error(`${path}: neither a SWE-agent nor a mini-swe-agent trajectory`);
   try {
@@ -32,4 +36,8 @@ export async function importTrajectoryFile(path: string, options: ImportOptions 
   } catch (err) {
     throw new Error(`${path}: ${(err as Error).message}`);
   }
+}
+
+export async function importTrajectoryFile(path: string, options: ImportOptions = {}): Promise<TraceProgram> {
+  return importTrajectory(path, await readTrajectoryJson(path), options);
 }

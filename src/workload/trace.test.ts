@@ -99,7 +99,7 @@ describe("traceStats", () => {
     assert.equal(s.toolS.p99.toFixed(2), "2.15");
     assert.equal(Math.round(s.toolS.max), 302);
     assert.equal(Math.round(s.reusableFraction * 100), 64);
-    const shares = Object.entries(s.toolShares).map(([tool, share]) => [tool, Math.round(share * 100)]);
+    const shares = s.tools.map(({ tool, share }) => [tool, Math.round(share * 100)]);
     assert.deepEqual(shares.slice(0, 4), [
       ["str_replace_editor", 62],
       ["python", 18],
@@ -121,8 +121,37 @@ describe("traceStats", () => {
       },
     ]);
     assert.equal(s.reusableFraction, 600 / 1000);
-    assert.deepEqual(s.toolShares, { grep: 2 / 3, ls: 1 / 3 });
+    assert.deepEqual(
+      s.tools.map(({ tool, share }) => [tool, share]),
+      [
+        ["grep", 2 / 3],
+        ["ls", 1 / 3],
+      ],
+    );
     assert.equal(s.toolS.p50, 2);
     assert.equal(s.finalContextTokens.mean, 410);
+  });
+
+  it("gives each tool its calls and times, and tokens per turn their spread", () => {
+    const s = traceStats([
+      {
+        id: "a",
+        turns: [
+          { input: 100, cached: 0, output: 10, tool: "grep", toolS: 1 },
+          { input: 200, cached: 110, output: 30, tool: "pytest", toolS: 10 },
+          { input: 300, cached: 240, output: 20, tool: "grep", toolS: 3 },
+          { input: 400, cached: 320, output: 20, tool: null, toolS: null },
+        ],
+      },
+      { id: "b", turns: [{ input: 50, cached: 0, output: 5, tool: null, toolS: null }] },
+    ]);
+    assert.deepEqual(s.turns, { total: 5, mean: 2.5, std: 1.5, median: 2.5, max: 4 });
+    assert.deepEqual(s.tools, [
+      { tool: "grep", calls: 2, share: 2 / 3, meanS: 2, stdS: 1, p50S: 2, p99S: 2.98 },
+      { tool: "pytest", calls: 1, share: 1 / 3, meanS: 10, stdS: 0, p50S: 10, p99S: 10 },
+    ]);
+    assert.deepEqual(s.promptTokens, { mean: 210, std: Math.sqrt(16400), max: 400 });
+    assert.deepEqual(s.outputTokens, { mean: 17, std: Math.sqrt(76), max: 30 });
+    assert.deepEqual(s.finalContextTokens, { mean: 237.5, std: 182.5, max: 420 });
   });
 });

@@ -21,6 +21,11 @@ export interface TraceProgram {
   turns: TraceTurn[];
 }
 
+/** A tool time as trace files record it: in seconds, to a tenth of a millisecond, never negative. */
+export function roundToolS(s: number): number {
+  return Math.max(0, Math.round(s * 1e4) / 1e4);
+}
+
 const turnSchema = z.object({
   input: z.int().nonnegative(),
   cached: z.int().nonnegative(),
@@ -66,7 +71,7 @@ const programSchema = z
   });
 
 /**
- * Programs of a trace file, one JSON object per line (see the trace README). Blank lines are skipped.
+ * Programs of a trace file, one JSON object per line (docs/workloads.md). Blank lines are skipped.
  * A turn before the last without a tool name gets "unknown". Throws on the first invalid line, naming
  * the line number and the offending fields.
  */

@@ -4,6 +4,7 @@
  * requests by endpoint and status, protocol errors, the programs its turns landed on, cached prompt
  * tokens on later turns, and a verdict. Pure functions, so the parsing is tested without a harness.
  */
+import { isAnonymousProgramId } from "../../core/program.js";
 import type { Exchange } from "./recording-proxy.js";
 
 /** Generation endpoints: a request here is a model call (a turn, or a side request such as a title). */
@@ -161,9 +162,6 @@ export function recordedRequests(jsonl: string): Map<string, RecordedRequest> {
   }
   return out;
 }
-
-/** A request the server gives no program (a one-off), as the recorder names it. */
-export const isAnonymousProgram = (program: string) => program.startsWith("anonymous:");
 
 export interface RequestRow {
   seq: number;
@@ -374,7 +372,7 @@ export function summarize(input: SummaryInput): HarnessResult {
   ].map(([program, n]) => ({ program, requests: n }));
   if (turns.length < 2) reasons.push(`${turns.length} agent turn(s), 2 or more needed`);
   else if (turnPrograms.length !== 1) reasons.push(`turns landed on ${turnPrograms.length} programs`);
-  else if (isAnonymousProgram(turnPrograms[0]!.program) || turnPrograms[0]!.program === "(not recorded)") {
+  else if (isAnonymousProgramId(turnPrograms[0]!.program) || turnPrograms[0]!.program === "(not recorded)") {
     reasons.push("turns landed on no program");
   }
   const requests = Object.fromEntries(

@@ -1,0 +1,209 @@
+import assert from "node:assert/strict";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { loadTrace, parseTraceJsonl, serializeTraceJsonl, type TraceProgram } from "../workload/trace.js";
+import type { TraceStats } from "../workload/trace-stats.js";
+import { runContinuum } from "./test-support/run-cli.js";
+
+const SAMPLES = fileURLToPath(new URL("../../../shared/samples/", import.meta.url));
+const SWE_AGENT = "swe-agent-sympy-23950.traj";
+const MINI = "mini-swe-agent-django__django-16255.traj.json";
+const skipSamples =
+  existsSync(join(SAMPLES, SWE_AGENT)) && existsSync(join(SAMPLES, MINI))
+    ? false
+    : `shared samples absent: ${SAMPLES}`;
+
+const tmp = () => mkdtempSync(join(tmpdir(), "continuum-trace-"));
+
+const turn = (input: number, cached: number, output: number, tool: string | null, toolS: number | null) => ({
+  input,
+  cached,
+  output,
+  tool,
+  toolS,
+});
+
+/** Append-only conversations: each prompt is the previous prompt and output plus a tool result. */
+const SMALL_TRACE: TraceProgram[] = [
+  {
+    id: "a",
+    turns: [turn(400, 0, 30, "grep", 0.5), turn(500, 430, 40, "pytest", 2), turn(600, 540, 20, null, null)],
+  },
+  { id: "b", turns: [turn(300, 0, 25, "ls", 0.25), turn(350, 325, 15, null, null)] },
+  {
+    id: "c",
+    turns: [
+      turn(800, 0, 60, "cat", 0.1),
+      turn(900, 860, 10, "python", 1.5),
+      turn(950, 910, 30, "ls", 0.2),
+      turn(1000, 980, 50, null, null),
+    ],
+  },
+];
+
+describe("continuum trace from-record", () => {
+  it("turns a simulated run's record back into the programs that ran, which simulate again", async () => {
+    const dir = tmp();
+    const tracePath = join(dir, "small.jsonl");
+    writeFileSync(tracePath, serializeTraceJsonl(SMALL_TRACE));
+    const sim = ["--policies", "vllm", "--threads", "1", "--no-report", "--json"];
+    const run = await runContinuum([
+      "simulate",
+      "--trace",
+      tracePath,
+      "--programs",
+      "3",
+      "--batch",
+      "--record",
+      join(dir, "record"),
+      ...sim,
+    ]);
+    assert.equal(run.code, 0, run.stderr);
+    const [log] = readdirSync(join(dir, "record"));
+    const back = join(dir, "back.jsonl");
+    const convert = await runContinuum(["trace", "from-record", join(dir, "record", log!), "-o", back]);
+    assert.equal(convert.code, 0, convert.stderr);
+    assert.equal(convert.stdout, "");
+    assert.match(convert.stderr, /converted 3 programs, 9 turns, 5800 prompt \+ 280 output tokens/);
+
+    const programs = await loadTrace(back);
+    // The simulator names a program `<index>:<trace id>`.
+    const byId = new Map(programs.map((p) => [p.id.slice(p.id.indexOf(":") + 1), p]));
+    assert.deepEqual([...byId.keys()].sort(), ["a", "b", "c"]);
+    for (const original of SMALL_TRACE) {
+      const turns = byId.get(original.id)!.turns;
+      // Append-only conversations: input, cached and output come back as they were.
+      assert.deepEqual(
+        turns.map((t) => [t.input, t.cached, t.output]),
+        original.turns.map((t) => [t.input, t.cached, t.output]),
+      );
+      turns.forEach((t, i) => {
+        const toolS = original.turns[i]!.toolS;
+        if (toolS === null) {
+          assert.deepEqual([t.tool, t.toolS], [null, null]);
+        } else {
+          assert.equal(t.tool, "unknown");
+          // A turn arrives when its tool is done, or at the end of the engine step then running.
+          assert.ok(
+            t.toolS! >= toolS && t.toolS! < toolS + 0.25,
+            `turn ${i}: tool_s ${t.toolS} for ${toolS}`,
+          );
+        }
+      });
+    }
+
+    const again = await runContinuum(["simulate", "--trace", back, "--programs", "3", "--batch", ...sim]);
+    assert.equal(again.code, 0, again.stderr);
+    const { results } = JSON.parse(again.stdout) as { results: { completed: number }[] };
+    assert.equal(results[0]!.completed, 3);
+  });
+
+  it("names a missing file, a file that is no record and a record without programs", async () => {
+    const dir = tmp();
+    const missing = await runContinuum(["trace", "from-record", join(dir, "nope.jsonl")]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /nope\.jsonl: no such file/);
+    const tracePath = join(dir, "trace.jsonl");
+    writeFileSync(tracePath, serializeTraceJsonl(SMALL_TRACE));
+    const notRecord = await runContinuum(["trace", "from-record", tracePath]);
+    assert.equal(notRecord.code, 1);
+    assert.match(notRecord.stderr, /trace\.jsonl: not a scheduler event log/);
+    const empty = join(dir, "empty.jsonl");
+    writeFileSync(empty, "");
+    const none = await runContinuum(["trace", "from-record", empty]);
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /empty\.jsonl: no program converted/);
+  });
+});
+
+describe("continuum trace import", () => {
+  it("imports a directory's trajectories, reporting and skipping a bad file", {
+    skip: skipSamples,
+  }, async () => {
+    const dir = tmp();
+    const runs = join(dir, "runs");
+    mkdirSync(join(runs, "mini"), { recursive: true });
+    copyFileSync(join(SAMPLES, SWE_AGENT), join(runs, SWE_AGENT));
+    copyFileSync(join(SAMPLES, MINI), join(runs, "mini", MINI));
+    writeFileSync(join(runs, "broken.traj"), '{"trajectory": [');
+    writeFileSync(join(runs, "preds.json"), JSON.stringify({ "django__django-16255": { model_patch: "" } }));
+    writeFileSync(join(runs, "notes.txt"), "not looked at");
+    const out = join(dir, "mine.jsonl");
+    const run = await runContinuum(["trace", "import", runs, "-o", out]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout, "");
+    assert.match(run.stderr, /skipped .*broken\.traj: /);
+    assert.match(
+      run.stderr,
+      /imported 2 programs, 24 turns, \d+ prompt \+ \d+ output tokens from 2 of 4 files; 1 skipped; 1 other JSON file ignored/,
+    );
+    const programs = await loadTrace(out);
+    assert.deepEqual(
+      programs.map((p) => [p.id, p.turns.length]),
+      [
+        ["django__django-16255", 17],
+        ["sympy__sympy-23950", 7],
+      ],
+    );
+  });
+
+  it("writes named files to stdout, with --source", { skip: skipSamples }, async () => {
+    const run = await runContinuum(["trace", "import", join(SAMPLES, SWE_AGENT), "--source", "my-run"]);
+    assert.equal(run.code, 0, run.stderr);
+    const [program] = parseTraceJsonl(run.stdout);
+    assert.equal(program!.id, "sympy__sympy-23950");
+    assert.equal(program!.source, "my-run");
+  });
+
+  it("fails when nothing converts, and names a path that does not exist", async () => {
+    const dir = tmp();
+    const bad = join(dir, "bad.json");
+    writeFileSync(bad, JSON.stringify({ rows: [] }));
+    const none = await runContinuum(["trace", "import", bad]);
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /skipped .*bad\.json: neither a SWE-agent nor a mini-swe-agent trajectory/);
+    assert.match(none.stderr, /no trajectory converted \(1 file; 1 skipped\)/);
+    const missing = await runContinuum(["trace", "import", join(dir, "absent")]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /absent: no such file or directory/);
+  });
+});
+
+describe("continuum trace stats", () => {
+  it("prints the shape of a trace, as a table and as JSON", async () => {
+    const dir = tmp();
+    const tracePath = join(dir, "small.jsonl");
+    writeFileSync(tracePath, serializeTraceJsonl(SMALL_TRACE));
+    const json = await runContinuum(["trace", "stats", tracePath, "--json"]);
+    assert.equal(json.code, 0, json.stderr);
+    const s = JSON.parse(json.stdout) as TraceStats;
+    assert.equal(s.programs, 3);
+    assert.deepEqual(s.turns, { total: 9, mean: 3, std: Math.sqrt(2 / 3), median: 3, max: 4 });
+    assert.equal(s.finalContextTokens.max, 1050);
+    assert.equal(s.reusableFraction, 4045 / 5800);
+    assert.deepEqual(
+      s.tools.map((t) => [t.tool, t.calls]),
+      [
+        ["ls", 2],
+        ["grep", 1],
+        ["pytest", 1],
+        ["cat", 1],
+        ["python", 1],
+      ],
+    );
+    const table = await runContinuum(["trace", "stats", tracePath, "--top", "2"]);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /turns per program +3\.0 ± 0\.8 \(median 3, max 4; 9 in all\)/);
+    assert.match(table.stdout, /reusable share +69\.7% of prompt tokens/);
+    assert.match(table.stdout, /^ls +2 +33\.3% +0\.23 +0\.02 +0\.23 +0\.25$/m);
+    assert.match(table.stdout, /\(3 more tools: 50\.0% of calls\)/);
+    const empty = join(dir, "empty.jsonl");
+    writeFileSync(empty, "");
+    const none = await runContinuum(["trace", "stats", empty]);
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /empty\.jsonl: no program in the trace/);
+  });
+});

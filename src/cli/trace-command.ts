@@ -1,0 +1,150 @@
+import { existsSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { SingleBar } from "cli-progress";
+import { Command } from "commander";
+import { formatTraceStats } from "../workload/format-trace-stats.js";
+import { type RecordSkips, recordFileToTrace } from "../workload/record-to-trace.js";
+import { CHARS_PER_TOKEN } from "../workload/tokens.js";
+import { loadTrace, serializeTraceJsonl, type TraceProgram } from "../workload/trace.js";
+import { traceStats } from "../workload/trace-stats.js";
+import { findTrajectoryFiles, importFoundTrajectory } from "../workload/trajectory-files.js";
+import { positiveInt } from "./sim-options.js";
+
+function requireFile(path: string): void {
+  if (!existsSync(path)) throw new Error(`${path}: no such file`);
+}
+
+/** `1 file`, `2 files` */
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+
+/** The trace to `out`, or to stdout. */
+async function writeTrace(programs: readonly TraceProgram[], out: string | undefined): Promise<void> {
+  const text = serializeTraceJsonl(programs);
+  if (out === undefined) process.stdout.write(text);
+  else await writeFile(out, text);
+}
+
+/** `N programs, T turns, P prompt + O output tokens` */
+function traceSummary(programs: readonly TraceProgram[]): string {
+  const turns = programs.flatMap((p) => p.turns);
+  const prompt = turns.reduce((sum, t) => sum + t.input, 0);
+  const output = turns.reduce((sum, t) => sum + t.output, 0);
+  return `${count(programs.length, "program")}, ${count(turns.length, "turn")}, ${prompt} prompt + ${output} output tokens`;
+}
+
+async function importTrajectories(paths: string[], o: { out?: string; source?: string }): Promise<void> {
+  const found = await findTrajectoryFiles(paths);
+  if (found.length === 0)
+    throw new Error(`no trajectory file (.traj, .traj.json, .json) in ${paths.join(", ")}`);
+  const options = o.source === undefined ? {} : { source: o.source };
+  const bar =
+    found.length > 1 && process.stderr.isTTY
+      ? new SingleBar({ format: "importing [{bar}] {value}/{total} files", stream: process.stderr })
+      : null;
+  bar?.start(found.length, 0);
+  const programs: TraceProgram[] = [];
+  const problems: string[] = [];
+  let ignored = 0;
+  for (const [i, file] of found.entries()) {
+    let line: string;
+    try {
+      const program = await importFoundTrajectory(file, options);
+      if (program === null) {
+        ignored++;
+        line = `${file.path}: no trajectory, ignored`;
+      } else {
+        programs.push(program);
+        line = `${file.path}: program ${program.id}, ${program.turns.length} turns`;
+      }
+    } catch (error) {
+      line = `skipped ${(error as Error).message}`;
+      problems.push(line);
+    }
+    if (bar) bar.update(i + 1);
+    else process.stderr.write(`# ${i + 1}/${found.length} ${line}\n`);
+  }
+  bar?.stop();
+  if (bar) for (const problem of problems) process.stderr.write(`# ${problem}\n`);
+  const skipped = problems.length === 0 ? "" : `; ${problems.length} skipped`;
+  const others = ignored === 0 ? "" : `; ${count(ignored, "other JSON file")} ignored`;
+  if (programs.length === 0)
+    throw new Error(`no trajectory converted (${count(found.length, "file")}${skipped}${others})`);
+  await writeTrace(programs, o.out);
+  process.stderr.write(
+    `# imported ${traceSummary(programs)} from ${programs.length} of ${count(found.length, "file")}${skipped}${others}\n`,
+  );
+}
+
+function describeSkips(s: RecordSkips): string[] {
+  const lines: string[] = [];
+  if (s.anonymousRequests > 0)
+    lines.push(
+      `${count(s.anonymousRequests, "request")} without a program id left out (each a program of its own)`,
+    );
+  if (s.abortedRequests > 0)
+    lines.push(
+      `${count(s.abortedRequests, "aborted request")} left out (their time counts as time between turns)`,
+    );
+  if (s.unfinishedPrograms > 0)
+    lines.push(
+      `${count(s.unfinishedPrograms, "program")} left out: a request never departed (the log ended first)`,
+    );
+  if (s.programsWithoutTurns > 0)
+    lines.push(`${count(s.programsWithoutTurns, "program")} left out: every request was aborted`);
+  if (s.overlappingTurns > 0)
+    lines.push(`${count(s.overlappingTurns, "turn")} overlapped the program's next request: tool_s 0`);
+  return lines;
+}
+
+async function convertRecord(record: string, o: { out?: string }): Promise<void> {
+  requireFile(record);
+  const { programs, skips } = await recordFileToTrace(record);
+  const notes = describeSkips(skips);
+  for (const note of notes) process.stderr.write(`# ${note}\n`);
+  if (programs.length === 0) throw new Error(`${record}: no program converted`);
+  await writeTrace(programs, o.out);
+  process.stderr.write(
+    `# converted ${traceSummary(programs)}; tools "unknown", tool_s the client's time between turns, cached assumes append-only conversations (docs/workloads.md)\n`,
+  );
+}
+
+async function printStats(path: string, o: { json: boolean; top: number }): Promise<void> {
+  requireFile(path);
+  const programs = await loadTrace(path);
+  if (programs.length === 0) throw new Error(`${path}: no program in the trace`);
+  const stats = traceStats(programs);
+  process.stdout.write(
+    o.json ? `${JSON.stringify(stats, null, 2)}\n` : `# ${path}\n${formatTraceStats(stats, o.top)}\n`,
+  );
+}
+
+export function traceCommand(): Command {
+  const importCommand = new Command("import")
+    .description(
+      `SWE-agent .traj and mini-swe-agent .traj.json trajectories as a trace, one program each; token counts estimated at ${CHARS_PER_TOKEN} characters per token`,
+    )
+    .argument("<paths...>", "trajectory files, or directories searched for .traj, .traj.json and other JSON")
+    .option("-o, --out <file.jsonl>", "write the trace here instead of stdout")
+    .option("--source <label>", "every program's `source` (default: the agent and its version)")
+    .action(importTrajectories);
+  const fromRecordCommand = new Command("from-record")
+    .description(
+      "a `serve --record` or `simulate --record` event log as a trace: each program's requests as its turns",
+    )
+    .argument("<record.jsonl>", "scheduler event log")
+    .option("-o, --out <file.jsonl>", "write the trace here instead of stdout")
+    .action(convertRecord);
+  const statsCommand = new Command("stats")
+    .description("the shape of a trace: turns, tokens, tool times per tool, reusable share")
+    .argument("<trace.jsonl>", "trace file")
+    .option("--top <n>", "tools listed, most called first", positiveInt, 10)
+    .option("--json", "print every statistic as JSON on stdout", false)
+    .action(printStats);
+  return new Command("trace")
+    .description(
+      "agent traces for `--trace`: import trajectories, convert a recorded event log, print a trace's statistics (docs/workloads.md)",
+    )
+    .addCommand(importCommand)
+    .addCommand(fromRecordCommand)
+    .addCommand(statsCommand);
+}

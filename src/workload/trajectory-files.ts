@@ -1,0 +1,56 @@
+import { readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import type { ImportOptions } from "./conversation.js";
+import { detectTrajectoryFormat, importTrajectory, readTrajectoryJson } from "./import-trajectory.js";
+import type { TraceProgram } from "./trace.js";
+
+export interface TrajectoryFile {
+  path: string;
+  /** named itself (imported whatever its name), not found in a directory */
+  named: boolean;
+}
+
+/** `.traj` is SWE-agent's, `.traj.json` mini-swe-agent's; other JSON is looked into. */
+function mayBeTrajectory(name: string): boolean {
+  return name.endsWith(".traj") || name.endsWith(".json");
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const files: string[] = [];
+  for (const entry of entries) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) files.push(...(await filesUnder(path)));
+    else if (entry.isFile() && mayBeTrajectory(entry.name)) files.push(path);
+  }
+  return files;
+}
+
+/**
+ * The files `paths` name: a file as it is, a directory's files ending `.traj`, `.traj.json` or `.json`,
+ * recursively, in name order. Throws for a path that does not exist.
+ */
+export async function findTrajectoryFiles(paths: readonly string[]): Promise<TrajectoryFile[]> {
+  const found: TrajectoryFile[] = [];
+  for (const path of paths) {
+    const info = await stat(path).catch(() => null);
+    if (info === null) throw new Error(`${path}: no such file or directory`);
+    if (info.isDirectory()) found.push(...(await filesUnder(path)).map((p) => ({ path: p, named: false })));
+    else found.push({ path, named: true });
+  }
+  return found;
+}
+
+/**
+ * The program of a trajectory file; null for JSON found in a directory that is no trajectory (a run's
+ * `preds.json` beside its trajectories). Throws, naming the file, when it cannot be imported.
+ */
+export async function importFoundTrajectory(
+  file: TrajectoryFile,
+  options: ImportOptions = {},
+): Promise<TraceProgram | null> {
+  const data = await readTrajectoryJson(file.path);
+  if (!file.named && detectTrajectoryFormat(file.path, data) === null) return null;
+  return importTrajectory(file.path, data, options);
+}
