@@ -296,7 +296,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       ? null
       : await startAgentCheck(o.host, o.agentPort, () => server.api.drainingPrograms || server.api.draining);
   if (agent) log(`  HAProxy agent check on ${o.host}:${agent.port}`);
-  if (run.handleSignals ?? true) installSignalHandlers(server, agent, o.drainTimeout, log);
+  if (run.handleSignals ?? true) installSignalHandlers(server, agent, o.drainTimeout, o.record ?? null, log);
   return server;
 }
 
@@ -304,12 +304,15 @@ function installSignalHandlers(
   server: RunningServer,
   agent: AgentCheck | null,
   drainTimeoutS: number,
+  record: string | null,
   log: (line: string) => void,
 ): void {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
-      log(`continuum serve: ${signal} again, exiting without draining`);
+      // the recorder writes what it holds on exit, under its tmp name: the log lacks the requests in flight
+      const recorded = record ? `; the record so far is in ${record.replace(/\.jsonl$/, "")}.jsonl.tmp` : "";
+      log(`continuum serve: ${signal} again, exiting without draining${recorded}`);
       process.exit(1);
     }
     stopping = true;

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { existsSync, symlinkSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -31,6 +32,19 @@ describe("FileSink", () => {
     assert.equal(lines.pop(), "");
     assert.equal(lines.length, 1000);
     assert.equal(JSON.parse(lines[999]!).request, "r999");
+  });
+
+  it("a process that exits before close() leaves every line it wrote in the tmp file, never the final one", async () => {
+    const base = join(dir, "exited");
+    const sink = new URL("./file-sink.ts", import.meta.url).href;
+    const script = `import { FileSink } from ${JSON.stringify(sink)};
+      const s = new FileSink(${JSON.stringify(base)});
+      for (let i = 0; i < 3; i++) s.write(JSON.stringify({ i }));
+      process.exit(1);`;
+    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script]);
+    assert.equal(child.status, 1, child.stderr.toString());
+    assert.equal(await readFile(`${base}.jsonl.tmp`, "utf8"), '{"i":0}\n{"i":1}\n{"i":2}\n');
+    assert.equal(existsSync(`${base}.jsonl`), false);
   });
 
   it("writes through to the tmp file once its buffer fills instead of holding the history", async () => {

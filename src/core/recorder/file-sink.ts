@@ -23,6 +23,9 @@ export interface FileSinkOptions {
  *
  * A failed write (disk full, I/O error) does not throw into the scheduler that called record(): the
  * sink stops writing, and close() rejects and leaves the final path absent, since the log is incomplete.
+ *
+ * A process that exits before close() (a server told twice to stop) still writes its buffered lines to
+ * the tmp file, which then holds every event up to the exit: incomplete, so it keeps the tmp name.
  */
 export class FileSink implements RecorderSink {
   readonly tmpPath: string;
@@ -33,6 +36,14 @@ export class FileSink implements RecorderSink {
   private pendingChars = 0;
   private closing: Promise<void> | undefined;
   private failure: unknown;
+  private readonly flushOnExit = () => {
+    if (this.fd === undefined || this.failure !== undefined) return;
+    try {
+      this.flush(this.fd);
+    } catch {
+      // exiting: nothing is left to tell
+    }
+  };
 
   constructor(path: string, options: FileSinkOptions = {}) {
     this.tmpPath = `${path}.jsonl.tmp`;
@@ -41,6 +52,7 @@ export class FileSink implements RecorderSink {
     mkdirSync(dirname(this.tmpPath), { recursive: true });
     // "w": a tmp file left by a crashed run is discarded, never appended to.
     this.fd = openSync(this.tmpPath, "w");
+    process.once("exit", this.flushOnExit);
   }
 
   write(line: string): void {
@@ -64,6 +76,7 @@ export class FileSink implements RecorderSink {
   }
 
   private async finish(): Promise<void> {
+    process.off("exit", this.flushOnExit);
     const fd = this.fd;
     if (fd === undefined) return;
     this.fd = undefined;
