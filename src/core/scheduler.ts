@@ -731,19 +731,20 @@ export class Scheduler {
     request.finishS = nowS;
     this.live.delete(request.id);
     this.stats.finished++;
+    const tool = request.sideRequest ? null : this.toolOf(request);
     this.record({
       kind: "departure",
       programId: program.id,
       requestId: request.id,
       timeS: nowS,
       outputTokens: request.numOutputTokens,
+      ...(tool === null ? {} : { tool }),
     });
     if (request.sideRequest) {
       this.releaseRequestKv(request, "finished");
       this.markUnheld(program, nowS);
       return;
     }
-    const tool = this.toolOf(request);
     this.tracker.onRequestFinished(program.id, tool, nowS);
     if (request.isLastStep) {
       this.releaseRequestKv(request, "last_step");

@@ -28,7 +28,7 @@ interface RecordedRequest {
   arrivalS: number;
   /** prompt tokens at its first admission */
   promptTokens: number | null;
-  departure: { timeS: number; outputTokens: number } | null;
+  departure: { timeS: number; outputTokens: number; tool: string | null } | null;
   aborted: boolean;
 }
 
@@ -36,8 +36,9 @@ interface RecordedRequest {
  * The trace of a scheduler event log (`serve --record`, `simulate --record`): per program, its requests
  * in arrival order, one turn each. `input` is the prompt at the request's first admission, `output` what
  * it generated. `tool_s` is the next request's arrival minus this one's departure: the time the client
- * took between turns, its tool and its own overhead together. The log names no tools, so every turn's
- * tool is UNKNOWN_TOOL. It has no measure of the reusable prefix either (hits depend on the policy that
+ * took between turns, its tool and its own overhead together. The tool is the one the scheduler read in
+ * the turn's output (its departure's `tool`; UNKNOWN_TOOL where it read none, or in a log written before
+ * departures named it). It has no measure of the reusable prefix either (hits depend on the policy that
  * served), so `cached` assumes an append-only conversation: min(input, previous input + previous output),
  * which credits an agent that edits its history with more reuse than it had.
  */
@@ -83,7 +84,7 @@ export async function recordToTrace(
           `request ${event.requestId} of program ${event.programId} departed without an admission: the log is not whole`,
         );
       }
-      request.departure = { timeS: event.timeS, outputTokens: event.outputTokens };
+      request.departure = { timeS: event.timeS, outputTokens: event.outputTokens, tool: event.tool ?? null };
       inFlight.delete(key);
     } else if (event.kind === "aborted") {
       request.aborted = true;
@@ -117,7 +118,7 @@ export async function recordToTrace(
         input,
         cached,
         output: request.departure!.outputTokens,
-        tool: UNKNOWN_TOOL,
+        tool: request.departure!.tool ?? UNKNOWN_TOOL,
         toolS: roundToolS(gapS),
       };
     });

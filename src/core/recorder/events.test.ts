@@ -10,6 +10,7 @@ const everyKind: RecorderEvent[] = [
   { ...at, kind: "evicted_to_running", promptTokens: 4096, hitTokens: 0 },
   { ...at, kind: "preempted" },
   { ...at, kind: "departure", outputTokens: 128 },
+  { ...at, kind: "departure", outputTokens: 64, tool: "str_replace_editor" },
   { ...at, kind: "pinned", ttlS: 2 },
   { ...at, kind: "unpinned", reason: "last_step" },
   { ...at, kind: "evicted", tokens: 4224 },

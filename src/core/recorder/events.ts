@@ -14,7 +14,8 @@ export type RecorderEvent =
   /** Re-admitted after preemption. */
   | (EventBase & { kind: "evicted_to_running"; promptTokens: number; hitTokens: number })
   | (EventBase & { kind: "preempted" })
-  | (EventBase & { kind: "departure"; outputTokens: number })
+  /** `tool`: the tool its output called, as the scheduler read it (absent: none read, or not a turn) */
+  | (EventBase & { kind: "departure"; outputTokens: number; tool?: string })
   | (EventBase & { kind: "pinned"; ttlS: number })
   | (EventBase & { kind: "unpinned"; reason: UnpinReason })
   /** Pinned or cached KV dropped. */
@@ -45,7 +46,9 @@ export function eventToLine(event: RecorderEvent): string {
     case "evicted_to_running":
       return `${head},"prompt_length":${event.promptTokens},"hit_length":${event.hitTokens}}`;
     case "departure":
-      return `${head},"output_length":${event.outputTokens}}`;
+      return event.tool === undefined
+        ? `${head},"output_length":${event.outputTokens}}`
+        : `${head},"output_length":${event.outputTokens},"tool":${JSON.stringify(event.tool)}}`;
     case "pinned":
       return `${head},"ttl_s":${event.ttlS}}`;
     case "unpinned":
@@ -78,8 +81,11 @@ export function eventFromLine(line: string): RecorderEvent {
       const hitTokens = tokenCount(fields, "hit_length");
       return { programId, requestId, timeS, kind, promptTokens, hitTokens };
     }
-    case "departure":
-      return { programId, requestId, timeS, kind, outputTokens: tokenCount(fields, "output_length") };
+    case "departure": {
+      const outputTokens = tokenCount(fields, "output_length");
+      if (fields["tool"] === undefined) return { programId, requestId, timeS, kind, outputTokens };
+      return { programId, requestId, timeS, kind, outputTokens, tool: text(fields, "tool") };
+    }
     case "pinned": {
       const ttlS = finite(fields, "ttl_s");
       if (ttlS < 0) invalid(`ttl_s is negative (${ttlS})`);
