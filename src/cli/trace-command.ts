@@ -91,6 +91,10 @@ function describeSkips(s: RecordSkips): string[] {
     );
   if (s.programsWithoutTurns > 0)
     lines.push(`${count(s.programsWithoutTurns, "program")} left out: every request was aborted`);
+  if (s.sideRequests > 0)
+    lines.push(
+      `${count(s.sideRequests, "side request")} (titles, summaries beside a program's turns) left out`,
+    );
   if (s.overlappingTurns > 0)
     lines.push(`${count(s.overlappingTurns, "turn")} overlapped the program's next request: tool_s 0`);
   return lines;

@@ -739,6 +739,7 @@ export class Scheduler {
       timeS: nowS,
       outputTokens: request.numOutputTokens,
       ...(tool === null ? {} : { tool }),
+      ...(request.sideRequest ? { side: true as const } : {}),
     });
     if (request.sideRequest) {
       this.releaseRequestKv(request, "finished");

@@ -49,6 +49,7 @@ describe("recordToTrace", () => {
     assert.deepEqual(skips, {
       anonymousRequests: 0,
       abortedRequests: 0,
+      sideRequests: 0,
       unfinishedPrograms: 0,
       programsWithoutTurns: 0,
       overlappingTurns: 0,
@@ -65,6 +66,24 @@ describe("recordToTrace", () => {
       { ...base, kind: "departure", timeS: 3, outputTokens: 40 },
     ]);
     assert.deepEqual(programs[0]!.turns, [{ input: 100, cached: 0, output: 40, tool: null, toolS: null }]);
+  });
+
+  it("keeps the tool each departure names, and leaves a side request out of the turns", async () => {
+    const title = served("p", "title", 0.5, 30, 0.9, 8);
+    const departure = title[2]!;
+    const { programs, skips } = await recordToTrace(
+      byTime([
+        ...served("p", "r0", 0, 100, 2, 10).map((e) => (e.kind === "departure" ? { ...e, tool: "bash" } : e)),
+        ...title.slice(0, 2),
+        { ...departure, kind: "departure", side: true } as RecorderEvent,
+        ...served("p", "r1", 5, 150, 6, 20),
+      ]),
+    );
+    assert.deepEqual(programs[0]!.turns, [
+      { input: 100, cached: 0, output: 10, tool: "bash", toolS: 3 },
+      { input: 150, cached: 110, output: 20, tool: null, toolS: null },
+    ]);
+    assert.equal(skips.sideRequests, 1);
   });
 
   it("leaves out anonymous and aborted requests and unfinished programs, and says so", async () => {
@@ -96,6 +115,7 @@ describe("recordToTrace", () => {
     assert.deepEqual(skips, {
       anonymousRequests: 1,
       abortedRequests: 2,
+      sideRequests: 0,
       unfinishedPrograms: 1,
       programsWithoutTurns: 1,
       overlappingTurns: 1,

@@ -11,6 +11,8 @@ export interface RecordSkips {
   anonymousRequests: number;
   /** requests the client aborted: no turn, their time falls into the gap between the turns around them */
   abortedRequests: number;
+  /** side requests of a program (a title, a summary), which the server ran beside its turns: no turn */
+  sideRequests: number;
   /** programs cut off by the end of the log: a request of theirs neither departed nor was aborted */
   unfinishedPrograms: number;
   /** programs whose every request was aborted */
@@ -28,7 +30,7 @@ interface RecordedRequest {
   arrivalS: number;
   /** prompt tokens at its first admission */
   promptTokens: number | null;
-  departure: { timeS: number; outputTokens: number; tool: string | null } | null;
+  departure: { timeS: number; outputTokens: number; tool: string | null; side: boolean } | null;
   aborted: boolean;
 }
 
@@ -48,6 +50,7 @@ export async function recordToTrace(
   const skips: RecordSkips = {
     anonymousRequests: 0,
     abortedRequests: 0,
+    sideRequests: 0,
     unfinishedPrograms: 0,
     programsWithoutTurns: 0,
     overlappingTurns: 0,
@@ -84,7 +87,13 @@ export async function recordToTrace(
           `request ${event.requestId} of program ${event.programId} departed without an admission: the log is not whole`,
         );
       }
-      request.departure = { timeS: event.timeS, outputTokens: event.outputTokens, tool: event.tool ?? null };
+      request.departure = {
+        timeS: event.timeS,
+        outputTokens: event.outputTokens,
+        tool: event.tool ?? null,
+        side: event.side === true,
+      };
+      if (event.side) skips.sideRequests++;
       inFlight.delete(key);
     } else if (event.kind === "aborted") {
       request.aborted = true;
@@ -99,7 +108,9 @@ export async function recordToTrace(
       skips.unfinishedPrograms++;
       continue;
     }
-    const served = requests.filter((r) => r.departure !== null).sort((a, b) => a.arrivalS - b.arrivalS);
+    const served = requests
+      .filter((r) => r.departure !== null && !r.departure.side)
+      .sort((a, b) => a.arrivalS - b.arrivalS);
     if (served.length === 0) {
       skips.programsWithoutTurns++;
       continue;

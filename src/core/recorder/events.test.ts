@@ -11,6 +11,7 @@ const everyKind: RecorderEvent[] = [
   { ...at, kind: "preempted" },
   { ...at, kind: "departure", outputTokens: 128 },
   { ...at, kind: "departure", outputTokens: 64, tool: "str_replace_editor" },
+  { ...at, kind: "departure", outputTokens: 9, side: true },
   { ...at, kind: "pinned", ttlS: 2 },
   { ...at, kind: "unpinned", reason: "last_step" },
   { ...at, kind: "evicted", tokens: 4224 },

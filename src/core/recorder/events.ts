@@ -14,8 +14,11 @@ export type RecorderEvent =
   /** Re-admitted after preemption. */
   | (EventBase & { kind: "evicted_to_running"; promptTokens: number; hitTokens: number })
   | (EventBase & { kind: "preempted" })
-  /** `tool`: the tool its output called, as the scheduler read it (absent: none read, or not a turn) */
-  | (EventBase & { kind: "departure"; outputTokens: number; tool?: string })
+  /**
+   * `tool`: the tool its output called, as the scheduler read it (absent: none read, or not a turn); `side`:
+   * a side request of its program (a title, a summary), no turn of it
+   */
+  | (EventBase & { kind: "departure"; outputTokens: number; tool?: string; side?: true })
   | (EventBase & { kind: "pinned"; ttlS: number })
   | (EventBase & { kind: "unpinned"; reason: UnpinReason })
   /** Pinned or cached KV dropped. */
@@ -46,9 +49,7 @@ export function eventToLine(event: RecorderEvent): string {
     case "evicted_to_running":
       return `${head},"prompt_length":${event.promptTokens},"hit_length":${event.hitTokens}}`;
     case "departure":
-      return event.tool === undefined
-        ? `${head},"output_length":${event.outputTokens}}`
-        : `${head},"output_length":${event.outputTokens},"tool":${JSON.stringify(event.tool)}}`;
+      return `${head},"output_length":${event.outputTokens}${event.tool === undefined ? "" : `,"tool":${JSON.stringify(event.tool)}`}${event.side ? `,"side":true` : ""}}`;
     case "pinned":
       return `${head},"ttl_s":${event.ttlS}}`;
     case "unpinned":
@@ -83,8 +84,16 @@ export function eventFromLine(line: string): RecorderEvent {
     }
     case "departure": {
       const outputTokens = tokenCount(fields, "output_length");
-      if (fields["tool"] === undefined) return { programId, requestId, timeS, kind, outputTokens };
-      return { programId, requestId, timeS, kind, outputTokens, tool: text(fields, "tool") };
+      // logs written before these fields have neither
+      return {
+        programId,
+        requestId,
+        timeS,
+        kind,
+        outputTokens,
+        ...(fields["tool"] === undefined ? {} : { tool: text(fields, "tool") }),
+        ...(fields["side"] === true ? { side: true as const } : {}),
+      };
     }
     case "pinned": {
       const ttlS = finite(fields, "ttl_s");
