@@ -62,6 +62,22 @@ export class ResponseStore<Run extends LiveRun> {
     }
   }
 
+  /**
+   * The item with this id among the tenant's kept responses, their input items or their output (what an
+   * `item_reference` names); undefined when none is kept.
+   */
+  findItem(tenant: string | null, id: string): { readonly id?: unknown } | undefined {
+    const prefix = ResponseStore.key(tenant, "");
+    for (const [key, { inputItems, response }] of this.stored) {
+      if (!key.startsWith(prefix)) continue;
+      const found =
+        inputItems.find((item) => item.id === id) ??
+        (response.output as readonly { readonly id?: unknown }[]).find((item) => item.id === id);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+
   /** Whether there was such a response. */
   delete(tenant: string | null, id: string): boolean {
     return this.stored.delete(ResponseStore.key(tenant, id));

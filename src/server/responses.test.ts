@@ -119,9 +119,12 @@ describe("Responses input as chat messages", () => {
     });
     assert.equal(image.status, 400);
     assert.equal(((await image.json()) as Json).error.param, "input[0].content[0]");
-    const unknown = await post({ input: [{ type: "item_reference", id: "msg_1" }] });
+    const unknown = await post({ input: [{ type: "computer_call", id: "cu_1" }] });
     assert.equal(unknown.status, 400);
     assert.equal(((await unknown.json()) as Json).error.param, "input[0].type");
+    const notKept = await post({ input: [{ type: "item_reference", id: "msg_1" }] });
+    assert.equal(notKept.status, 400);
+    assert.equal(((await notKept.json()) as Json).error.param, "input[0].id");
   });
 });
 
@@ -669,6 +672,42 @@ describe("the Responses lifecycle: input items, background responses, cancel", (
       assert.deepEqual(t.engine.finished, [t.engine.requests[0]!.requestId]);
       assert.deepEqual(t.engine.aborted, []);
     });
+  });
+
+  test("an item_reference stands for the kept item it names (an earlier output's call), per tenant", async () => {
+    const { post, call, engine } = server({ reply: () => CALL }, ["key-a", "key-b"]);
+    const asA = { Authorization: "Bearer key-a" };
+    const first = (await (
+      await post({ input: "List the files.", tools: [RUN_SHELL], store: true }, asA)
+    ).json()) as Json;
+    const fc = first.output.find((item: Json) => item.type === "function_call");
+    const next = {
+      input: [
+        { type: "message", role: "user", content: "List the files." },
+        { type: "item_reference", id: fc.id },
+        { type: "function_call_output", call_id: fc.call_id, output: "a.txt" },
+      ],
+      tools: [RUN_SHELL],
+      store: true,
+    };
+    const second = await post(next, asA);
+    assert.equal(second.status, 200);
+    // the call is in the prompt as the assistant's turn, its output after it
+    assert.match(engine.requests[1]!.prompt, /run_shell[\s\S]*"command": ?"ls"[\s\S]*a\.txt/);
+    const listed = (await (
+      await call("GET", `/v1/responses/${((await second.json()) as Json).id}/input_items?order=asc`, asA)
+    ).json()) as Json;
+    assert.deepEqual(
+      listed.data.map((item: Json) => [item.type, item.id === fc.id]),
+      [
+        ["message", false],
+        ["function_call", true],
+        ["function_call_output", false],
+      ],
+    );
+    const elsewhere = await post(next, { Authorization: "Bearer key-b" });
+    assert.equal(elsewhere.status, 400);
+    assert.equal(((await elsewhere.json()) as Json).error.param, "input[1].id");
   });
 
   test("refusals: background without store, cancels of what is not a live background response, streams and deletes", async () => {

@@ -25,7 +25,7 @@ import {
   responseStatus,
 } from "./responses-output.js";
 import { withCodexProgramId } from "./responses-program.js";
-import { responsesSchema, type TextFormat } from "./responses-schema.js";
+import { type ResponsesBody, responsesSchema, type TextFormat } from "./responses-schema.js";
 import { ResponseStore, type StoredResponse } from "./responses-store.js";
 import { failedResponseEvents, responseEventStream } from "./responses-stream.js";
 import { responseFormatGrammar } from "./sampling.js";
@@ -80,6 +80,33 @@ function startingAfter(c: Context<AppEnv>): number {
     );
   }
   return after;
+}
+
+/**
+ * The request with each `item_reference` input item replaced by the item it names, from this tenant's kept
+ * responses (their input items and output); a reference to no kept item is a 400 naming it.
+ */
+function withReferencedItems(
+  body: ResponsesBody,
+  store: ResponseStore<BackgroundRun>,
+  tenant: string | null,
+): ResponsesBody {
+  if (typeof body.input === "string" || !body.input.some((item) => item.type === "item_reference"))
+    return body;
+  const input = body.input.map((item, i) => {
+    if (item.type !== "item_reference") return item;
+    const id = (item as { id?: unknown }).id;
+    const found = typeof id === "string" ? store.findItem(tenant, id) : undefined;
+    if (found === undefined) {
+      throw ApiError.badRequest(
+        `Item with id '${String(id)}' not found (items of responses created with store: true are kept, those of the last ${STORED_RESPONSES}).`,
+        `input[${i}].id`,
+        "invalid_value",
+      );
+    }
+    return found as typeof item;
+  });
+  return { ...body, input };
 }
 
 /** OpenAI's refusal to cancel a response that is not a live background one. */
@@ -211,11 +238,12 @@ export function responsesApi(
         "previous_response_id",
       );
     }
-    const request = chatRequestOf(body, previous?.conversation ?? []);
+    const given = withReferencedItems(body, store, tenant);
+    const request = chatRequestOf(given, previous?.conversation ?? []);
     // what the model sees before its output: the previous response's items and output, then this input
     const inputItems = (): ListedItem[] => [
       ...(previous ? [...previous.inputItems, ...previous.response.output] : []),
-      ...inputItemsOf(body.input),
+      ...inputItemsOf(given.input),
     ];
     for (const type of request.droppedTools) {
       if (announcedDrops.has(type)) continue;
