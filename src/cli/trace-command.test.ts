@@ -16,6 +16,8 @@ const skipSamples =
     ? false
     : `shared samples absent: ${SAMPLES}`;
 
+const SESSION_FIXTURES = fileURLToPath(new URL("../workload/test-support/", import.meta.url));
+
 const tmp = () => mkdtempSync(join(tmpdir(), "continuum-trace-"));
 
 const turn = (input: number, cached: number, output: number, tool: string | null, toolS: number | null) => ({
@@ -138,7 +140,7 @@ describe("continuum trace import", () => {
     assert.match(run.stderr, /skipped .*broken\.traj: /);
     assert.match(
       run.stderr,
-      /imported 2 programs, 24 turns, \d+ prompt \+ \d+ output tokens from 2 of 4 files; 1 skipped; 1 other JSON file ignored/,
+      /imported 2 programs, 24 turns, \d+ prompt \+ \d+ output tokens from 2 of 4 files; 1 skipped; 1 other file ignored/,
     );
     const programs = await loadTrace(out);
     assert.deepEqual(
@@ -148,6 +150,64 @@ describe("continuum trace import", () => {
         ["sympy__sympy-23950", 7],
       ],
     );
+  });
+
+  it("imports Claude Code and Codex session logs beside trajectories, found by content", async () => {
+    const dir = tmp();
+    const home = join(dir, "home");
+    const project = join(home, ".claude", "projects", "-tmp-demo");
+    const subagents = join(project, "11111111-2222-4333-8444-555555555555", "subagents");
+    const day = join(home, ".codex", "sessions", "2025", "02", "01");
+    for (const d of [subagents, day]) mkdirSync(d, { recursive: true });
+    copyFileSync(join(SESSION_FIXTURES, "claude-code-session.jsonl"), join(project, "11111111.jsonl"));
+    copyFileSync(join(SESSION_FIXTURES, "claude-code-agent.jsonl"), join(subagents, "agent-a1b2c3.jsonl"));
+    copyFileSync(join(SESSION_FIXTURES, "codex-rollout.jsonl"), join(day, "rollout-2025-02-01.jsonl"));
+    // a session that never got an answer, and JSON Lines of another kind
+    writeFileSync(
+      join(project, "empty.jsonl"),
+      `${JSON.stringify({ type: "user", sessionId: "e", message: { role: "user", content: "hi" } })}\n`,
+    );
+    writeFileSync(join(home, "record.jsonl"), `${JSON.stringify({ event: "arrival", t: 0 })}\n`);
+    const withSweAgent = skipSamples === false;
+    if (withSweAgent) copyFileSync(join(SAMPLES, SWE_AGENT), join(home, SWE_AGENT));
+    const out = join(dir, "mine.jsonl");
+    const run = await runContinuum(["trace", "import", home, "-o", out]);
+    assert.equal(run.code, 0, run.stderr);
+    const files = withSweAgent ? "4 of 6 files" : "3 of 5 files";
+    assert.match(
+      run.stderr,
+      new RegExp(
+        `imported ${withSweAgent ? 5 : 4} programs, .* from ${files}; 1 other file ignored; ` +
+          "1 session without a response with usage left out; 2 responses without usage left out",
+      ),
+    );
+    const programs = await loadTrace(out);
+    const session = "11111111-2222-4333-8444-555555555555";
+    assert.deepEqual(
+      programs.map((p) => [p.id, p.source, p.turns.length]),
+      [
+        [`${session}/agent-a1b2c3`, "claude-code 9.9.9", 2],
+        [session, "claude-code 9.9.9", 5],
+        [`${session}/sidechain-1`, "claude-code 9.9.9", 2],
+        ["22222222-3333-4444-8555-666666666666", "codex 8.8.8", 4],
+        ...(withSweAgent ? [["sympy__sympy-23950", "swe-agent 1.0.1", 7]] : []),
+      ],
+    );
+    const sim = await runContinuum([
+      "simulate",
+      "--trace",
+      out,
+      "--programs",
+      "4",
+      "--batch",
+      "--policies",
+      "vllm",
+      "--threads",
+      "1",
+      "--no-report",
+      "--json",
+    ]);
+    assert.equal(sim.code, 0, sim.stderr);
   });
 
   it("writes named files to stdout, with --source", { skip: skipSamples }, async () => {
@@ -164,7 +224,10 @@ describe("continuum trace import", () => {
     writeFileSync(bad, JSON.stringify({ rows: [] }));
     const none = await runContinuum(["trace", "import", bad]);
     assert.equal(none.code, 1);
-    assert.match(none.stderr, /skipped .*bad\.json: neither a SWE-agent nor a mini-swe-agent trajectory/);
+    assert.match(
+      none.stderr,
+      /skipped .*bad\.json: not a SWE-agent or mini-swe-agent trajectory, nor a Claude Code or Codex session log/,
+    );
     assert.match(none.stderr, /no trajectory converted \(1 file; 1 skipped\)/);
     const missing = await runContinuum(["trace", "import", join(dir, "absent")]);
     assert.equal(missing.code, 1);

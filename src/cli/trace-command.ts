@@ -35,7 +35,9 @@ function traceSummary(programs: readonly TraceProgram[]): string {
 async function importTrajectories(paths: string[], o: { out?: string; source?: string }): Promise<void> {
   const found = await findTrajectoryFiles(paths);
   if (found.length === 0)
-    throw new Error(`no trajectory file (.traj, .traj.json, .json) in ${paths.join(", ")}`);
+    throw new Error(
+      `no trajectory or session file (.traj, .traj.json, .json, .jsonl) in ${paths.join(", ")}`,
+    );
   const options = o.source === undefined ? {} : { source: o.source };
   const bar =
     found.length > 1 && process.stderr.isTTY
@@ -45,16 +47,27 @@ async function importTrajectories(paths: string[], o: { out?: string; source?: s
   const programs: TraceProgram[] = [];
   const problems: string[] = [];
   let ignored = 0;
+  let converted = 0;
+  let withoutResponse = 0;
+  let withoutUsage = 0;
   for (const [i, file] of found.entries()) {
     let line: string;
     try {
-      const program = await importFoundTrajectory(file, options);
-      if (program === null) {
+      const imported = await importFoundTrajectory(file, options);
+      if (imported === null) {
         ignored++;
-        line = `${file.path}: no trajectory, ignored`;
+        line = `${file.path}: no trajectory or session log, ignored`;
       } else {
-        programs.push(program);
-        line = `${file.path}: program ${program.id}, ${program.turns.length} turns`;
+        programs.push(...imported.programs);
+        if (imported.programs.length > 0) converted++;
+        withoutResponse += imported.sessionsWithoutResponse;
+        withoutUsage += imported.responsesWithoutUsage;
+        const made = imported.programs.map((p) => `program ${p.id}, ${count(p.turns.length, "turn")}`);
+        if (imported.sessionsWithoutResponse > 0)
+          made.push(`${count(imported.sessionsWithoutResponse, "session")} without a response left out`);
+        if (imported.responsesWithoutUsage > 0)
+          made.push(`${count(imported.responsesWithoutUsage, "response")} without usage left out`);
+        line = `${file.path}: ${made.join("; ")}`;
       }
     } catch (error) {
       line = `skipped ${(error as Error).message}`;
@@ -65,13 +78,19 @@ async function importTrajectories(paths: string[], o: { out?: string; source?: s
   }
   bar?.stop();
   if (bar) for (const problem of problems) process.stderr.write(`# ${problem}\n`);
-  const skipped = problems.length === 0 ? "" : `; ${problems.length} skipped`;
-  const others = ignored === 0 ? "" : `; ${count(ignored, "other JSON file")} ignored`;
+  const notes = [
+    problems.length === 0 ? "" : `; ${problems.length} skipped`,
+    ignored === 0 ? "" : `; ${count(ignored, "other file")} ignored`,
+    withoutResponse === 0
+      ? ""
+      : `; ${count(withoutResponse, "session")} without a response with usage left out`,
+    withoutUsage === 0 ? "" : `; ${count(withoutUsage, "response")} without usage left out`,
+  ].join("");
   if (programs.length === 0)
-    throw new Error(`no trajectory converted (${count(found.length, "file")}${skipped}${others})`);
+    throw new Error(`no trajectory converted (${count(found.length, "file")}${notes})`);
   await writeTrace(programs, o.out);
   process.stderr.write(
-    `# imported ${traceSummary(programs)} from ${programs.length} of ${count(found.length, "file")}${skipped}${others}\n`,
+    `# imported ${traceSummary(programs)} from ${converted} of ${count(found.length, "file")}${notes}\n`,
   );
 }
 
@@ -125,9 +144,12 @@ async function printStats(path: string, o: { json: boolean; top: number }): Prom
 export function traceCommand(): Command {
   const importCommand = new Command("import")
     .description(
-      `SWE-agent .traj and mini-swe-agent .traj.json trajectories as a trace, one program each; token counts estimated at ${CHARS_PER_TOKEN} characters per token`,
+      `SWE-agent .traj and mini-swe-agent .traj.json trajectories (token counts estimated at ${CHARS_PER_TOKEN} characters per token), Claude Code and Codex session logs (their recorded token counts) as a trace, one program per trajectory or session`,
     )
-    .argument("<paths...>", "trajectory files, or directories searched for .traj, .traj.json and other JSON")
+    .argument(
+      "<paths...>",
+      "trajectory or session files, or directories searched for .traj, .traj.json, other JSON and .jsonl (e.g. ~/.claude/projects, ~/.codex/sessions)",
+    )
     .option("-o, --out <file.jsonl>", "write the trace here instead of stdout")
     .option("--source <label>", "every program's `source` (default: the agent and its version)")
     .action(importTrajectories);

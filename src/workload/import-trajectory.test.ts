@@ -186,6 +186,9 @@ describe("importTrajectoryFile", () => {
     const dir = mkdtempSync(join(tmpdir(), "traj-"));
     const path = join(dir, "x.json");
     writeFileSync(path, JSON.stringify({ rows: [] }));
-    await assert.rejects(importTrajectoryFile(path), new RegExp(`${path}: neither`));
+    await assert.rejects(
+      importTrajectoryFile(path),
+      new RegExp(`${path}: not a SWE-agent or mini-swe-agent trajectory`),
+    );
   });
 });

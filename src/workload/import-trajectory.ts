@@ -1,11 +1,19 @@
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import type { ImportOptions } from "./conversation.js";
+import { importClaudeCodeSession, isClaudeCodeLine } from "./import-claude-code.js";
+import { importCodexRollout, isCodexMarkerLine } from "./import-codex.js";
 import { importMiniSweAgentTraj } from "./import-mini-swe-agent.js";
 import { importSweAgentTraj } from "./import-swe-agent.js";
+import { type LogLine, parseJsonLines, requireWholeLines, type SessionImport } from "./session-log.js";
 import type { TraceProgram } from "./trace.js";
 
 export type TrajectoryFormat = "swe-agent" | "mini-swe-agent";
+export type SessionLogFormat = "claude-code" | "codex";
+
+/** What `trace import` reads, for its messages. */
+export const IMPORTED_FORMATS =
+  "a SWE-agent or mini-swe-agent trajectory, nor a Claude Code or Codex session log";
 
 /** `.traj.json` is mini-swe-agent, `.traj` SWE-agent; other names are told apart by their keys. */
 export function detectTrajectoryFormat(fileName: string, data: unknown): TrajectoryFormat | null {
@@ -30,7 +38,7 @@ export async function readTrajectoryJson(path: string): Promise<unknown> {
 /** The trace program of a trajectory file's parsed content; errors name the file. */
 export function importTrajectory(path: string, data: unknown, options: ImportOptions = {}): TraceProgram {
   const format = detectTrajectoryFormat(path, data);
-  if (format === null) throw new Error(`${path}: neither a SWE-agent nor a mini-swe-agent trajectory`);
+  if (format === null) throw new Error(`${path}: not ${IMPORTED_FORMATS}`);
   try {
     return format === "swe-agent" ? importSweAgentTraj(data, options) : importMiniSweAgentTraj(data, options);
   } catch (err) {
@@ -40,4 +48,38 @@ export function importTrajectory(path: string, data: unknown, options: ImportOpt
 
 export async function importTrajectoryFile(path: string, options: ImportOptions = {}): Promise<TraceProgram> {
   return importTrajectory(path, await readTrajectoryJson(path), options);
+}
+
+/** Told by content: a Codex rollout has `session_meta` or `token_count` lines, Claude Code user/assistant lines. */
+export function detectSessionLogFormat(lines: readonly LogLine[]): SessionLogFormat | null {
+  if (lines.some(isCodexMarkerLine)) return "codex";
+  if (lines.some(isClaudeCodeLine)) return "claude-code";
+  return null;
+}
+
+/**
+ * The programs of a JSON Lines session log's text; null when it is no Claude Code or Codex log and
+ * `named` is false (a file found in a directory), else throws. Errors name the file.
+ */
+export function importSessionLog(
+  path: string,
+  text: string,
+  named: boolean,
+  options: ImportOptions = {},
+): SessionImport | null {
+  const log = parseJsonLines(text);
+  const lines = log.lines.map((l) => l.line);
+  const format = detectSessionLogFormat(lines);
+  if (format === null) {
+    if (!named) return null;
+    throw new Error(`${path}: not ${IMPORTED_FORMATS}`);
+  }
+  try {
+    requireWholeLines(log);
+    return format === "codex"
+      ? importCodexRollout(path, lines, options)
+      : importClaudeCodeSession(path, lines, options);
+  } catch (err) {
+    throw new Error(`${path}: ${(err as Error).message}`);
+  }
 }

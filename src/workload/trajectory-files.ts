@@ -1,8 +1,13 @@
-import { readdir, stat } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { ImportOptions } from "./conversation.js";
-import { detectTrajectoryFormat, importTrajectory, readTrajectoryJson } from "./import-trajectory.js";
-import type { TraceProgram } from "./trace.js";
+import {
+  detectTrajectoryFormat,
+  importSessionLog,
+  importTrajectory,
+  readTrajectoryJson,
+} from "./import-trajectory.js";
+import type { SessionImport } from "./session-log.js";
 
 export interface TrajectoryFile {
   path: string;
@@ -10,10 +15,15 @@ export interface TrajectoryFile {
   named: boolean;
 }
 
-/** `.traj` is SWE-agent's, `.traj.json` mini-swe-agent's; other JSON is looked into. */
+/**
+ * `.traj` is SWE-agent's, `.traj.json` mini-swe-agent's; other JSON is looked into, and so is JSON Lines
+ * (Claude Code's and Codex's session logs).
+ */
 function mayBeTrajectory(name: string): boolean {
-  return name.endsWith(".traj") || name.endsWith(".json");
+  return name.endsWith(".traj") || name.endsWith(".json") || name.endsWith(".jsonl");
 }
+
+const isJsonLines = (path: string) => path.endsWith(".jsonl");
 
 async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true });
@@ -28,8 +38,8 @@ async function filesUnder(dir: string): Promise<string[]> {
 }
 
 /**
- * The files `paths` name: a file as it is, a directory's files ending `.traj`, `.traj.json` or `.json`,
- * recursively, in name order. Throws for a path that does not exist.
+ * The files `paths` name: a file as it is, a directory's files ending `.traj`, `.traj.json`, `.json`
+ * or `.jsonl`, recursively, in name order. Throws for a path that does not exist.
  */
 export async function findTrajectoryFiles(paths: readonly string[]): Promise<TrajectoryFile[]> {
   const found: TrajectoryFile[] = [];
@@ -43,14 +53,25 @@ export async function findTrajectoryFiles(paths: readonly string[]): Promise<Tra
 }
 
 /**
- * The program of a trajectory file; null for JSON found in a directory that is no trajectory (a run's
- * `preds.json` beside its trajectories). Throws, naming the file, when it cannot be imported.
+ * The programs of a trajectory file or session log (`.jsonl`); null for a file found in a directory that
+ * is neither (a run's `preds.json` beside its trajectories, other JSON Lines logs). Throws, naming the
+ * file, when it cannot be imported.
  */
 export async function importFoundTrajectory(
   file: TrajectoryFile,
   options: ImportOptions = {},
-): Promise<TraceProgram | null> {
+): Promise<SessionImport | null> {
+  if (isJsonLines(file.path)) {
+    let text: string;
+    try {
+      text = await readFile(file.path, "utf8");
+    } catch (err) {
+      throw new Error(`${file.path}: ${(err as Error).message}`);
+    }
+    return importSessionLog(file.path, text, file.named, options);
+  }
   const data = await readTrajectoryJson(file.path);
   if (!file.named && detectTrajectoryFormat(file.path, data) === null) return null;
-  return importTrajectory(file.path, data, options);
+  const program = importTrajectory(file.path, data, options);
+  return { programs: [program], responsesWithoutUsage: 0, sessionsWithoutResponse: 0 };
 }

@@ -1,0 +1,183 @@
+import assert from "node:assert/strict";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { importSessionLog } from "./import-trajectory.js";
+import type { SessionImport } from "./session-log.js";
+import { parseTraceJsonl, serializeTraceJsonl, type TraceTurn } from "./trace.js";
+
+const FIXTURES = fileURLToPath(new URL("./test-support/", import.meta.url));
+const read = (name: string) => readFileSync(join(FIXTURES, name), "utf8");
+const turn = (input: number, cached: number, output: number, tool: string | null, toolS: number | null) =>
+  ({ input, cached, output, tool, toolS }) satisfies TraceTurn;
+const last = (input: number, cached: number, output: number) => turn(input, cached, output, null, null);
+
+/** Imports from text, requiring a session log. */
+function imported(name: string, text: string): SessionImport {
+  const result = importSessionLog(name, text, true);
+  assert.ok(result !== null);
+  // every program is a valid trace line
+  assert.deepEqual(parseTraceJsonl(serializeTraceJsonl(result.programs)), result.programs);
+  return result;
+}
+
+const SESSION = "11111111-2222-4333-8444-555555555555";
+
+describe("Claude Code session import", () => {
+  it("makes one turn per API response, the subagent sidechain a program of its own", () => {
+    const result = imported("claude-code-session.jsonl", read("claude-code-session.jsonl"));
+    assert.equal(result.responsesWithoutUsage, 1);
+    assert.equal(result.sessionsWithoutResponse, 0);
+    assert.deepEqual(result.programs, [
+      {
+        id: SESSION,
+        source: "claude-code 9.9.9",
+        turns: [
+          // three lines share msg_A: one response, its largest output count; first turn: nothing cached
+          turn(3010, 0, 50, "Bash", 2.5),
+          // parallel Read and Grep: the first names the tool; the request waits for the last result
+          turn(3115, 3010, 40, "Read", 1.5),
+          // the response without usage is left out: its time falls into the Task call's
+          turn(3320, 3115, 20, "Task", 7),
+          // no tool call, then the user typed (the <synthetic> message is no response)
+          turn(3605, 3300, 25, "user", 60),
+          last(3648, 3600, 5),
+        ],
+      },
+      {
+        id: `${SESSION}/sidechain-1`,
+        source: "claude-code 9.9.9",
+        turns: [turn(500, 0, 10, "Glob", 0.3), last(530, 510, 15)],
+      },
+    ]);
+  });
+
+  it("names a subagent file's program by its agentId", () => {
+    const result = imported("agent.jsonl", read("claude-code-agent.jsonl"));
+    assert.deepEqual(
+      result.programs.map((p) => [p.id, p.turns]),
+      [[`${SESSION}/agent-a1b2c3`, [turn(400, 0, 12, "Bash", 2), last(442, 412, 9)]]],
+    );
+  });
+
+  it("starts a request at its api-request line where the log has one", () => {
+    const base = { sessionId: "s", version: "2", isSidechain: false };
+    const usage = {
+      input_tokens: 100,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      output_tokens: 10,
+    };
+    const lines = [
+      {
+        ...base,
+        type: "user",
+        uuid: "a",
+        message: { role: "user", content: "hi" },
+        timestamp: "2025-01-01T00:00:00Z",
+      },
+      {
+        ...base,
+        type: "assistant",
+        uuid: "b",
+        requestRef: "r1",
+        timestamp: "2025-01-01T00:00:05Z",
+        message: { id: "m1", role: "assistant", content: [{ type: "text", text: "x" }], usage },
+      },
+      {
+        ...base,
+        type: "user",
+        uuid: "c",
+        message: { role: "user", content: "more" },
+        timestamp: "2025-01-01T00:00:07Z",
+      },
+      { type: "api-request", id: "r2", timestamp: "2025-01-01T00:00:07.250Z" },
+      {
+        ...base,
+        type: "assistant",
+        uuid: "d",
+        requestRef: "r2",
+        timestamp: "2025-01-01T00:00:09Z",
+        message: {
+          id: "m2",
+          role: "assistant",
+          content: [{ type: "text", text: "y" }],
+          usage: { ...usage, cache_read_input_tokens: 100 },
+        },
+      },
+    ];
+    const result = imported("s.jsonl", lines.map((l) => JSON.stringify(l)).join("\n"));
+    assert.deepEqual(result.programs[0]!.turns, [turn(100, 0, 10, "user", 2.25), last(200, 100, 10)]);
+  });
+
+  it("counts a session without a response with usage, and refuses a broken line", () => {
+    const line = { type: "user", sessionId: "s", message: { role: "user", content: "hi" } };
+    const result = imported("s.jsonl", JSON.stringify(line));
+    assert.deepEqual(result, { programs: [], responsesWithoutUsage: 0, sessionsWithoutResponse: 1 });
+    assert.throws(
+      () => importSessionLog("s.jsonl", `${JSON.stringify(line)}\n{oops\n${JSON.stringify(line)}\n`, true),
+      /s\.jsonl: line 2: not a JSON object/,
+    );
+  });
+});
+
+describe("Codex rollout import", () => {
+  it("makes one turn per token count that moved, with the response's tool calls", () => {
+    const result = imported("codex-rollout.jsonl", read("codex-rollout.jsonl"));
+    assert.equal(result.responsesWithoutUsage, 1);
+    assert.deepEqual(result.programs, [
+      {
+        id: "22222222-3333-4444-8555-666666666666",
+        source: "codex 8.8.8",
+        turns: [
+          // output_tokens already count reasoning; the repeated count is one response
+          turn(1000, 0, 60, "shell", 1.2),
+          // parallel calls: the first names the tool; the request waits for the last output; the
+          // response without usage is left out, its time in this tool time
+          turn(1100, 1024, 40, "read_file", 6.5),
+          // reasoning apart from output (total = input + output + reasoning) is added; cached bounded
+          // by the previous prompt + output; no tool call, then the user typed
+          turn(1300, 1140, 40, "user", 44.5),
+          last(1350, 1300, 5),
+        ],
+      },
+    ]);
+  });
+});
+
+describe("session log detection", () => {
+  it("leaves other JSON Lines found in a directory alone, and names a file given by name", () => {
+    const qwenLike = JSON.stringify({ type: "user", sessionId: "s", message: { role: "user", parts: [] } });
+    const record = JSON.stringify({ event: "arrival", program: "p", request: "r", t: 0 });
+    for (const text of [qwenLike, record]) {
+      assert.equal(importSessionLog("x.jsonl", text, false), null);
+      assert.throws(() => importSessionLog("x.jsonl", text, true), /x\.jsonl: not a SWE-agent/);
+    }
+  });
+
+  const HARNESS = fileURLToPath(new URL("../../.cache/harness-check/", import.meta.url));
+  const logsUnder = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory()
+        ? logsUnder(join(dir, e.name))
+        : e.name.endsWith(".jsonl") && /\/(\.claude\/projects|\.codex\/sessions)\//.test(join(dir, e.name))
+          ? [join(dir, e.name)]
+          : [],
+    );
+  const real = existsSync(HARNESS) ? logsUnder(HARNESS) : [];
+  it("converts the harness check's real Claude Code and Codex logs", {
+    skip:
+      real.length === 0 ? `no harness-check session logs under ${HARNESS} (local only, not in CI)` : false,
+  }, () => {
+    // A run whose harness got no answer leaves a session without a response: counted, not an error.
+    let programs = 0;
+    for (const path of real) {
+      const result = imported(path, readFileSync(path, "utf8"));
+      assert.ok(result.programs.length + result.sessionsWithoutResponse > 0, path);
+      for (const program of result.programs) assert.match(program.source!, /^(claude-code|codex) /);
+      programs += result.programs.length;
+    }
+    assert.ok(programs > 0, "no real session converted");
+  });
+});
