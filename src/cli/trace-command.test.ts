@@ -46,18 +46,28 @@ const SMALL_TRACE: TraceProgram[] = [
   },
 ];
 
+/**
+ * An agent that edits its history: its second prompt keeps only 208 of the first turn's 352 tokens
+ * (prompt + output), its third appends to the second's. Multiples of the simulator's 16-token blocks.
+ */
+const EDITING: TraceProgram = {
+  id: "d",
+  turns: [turn(320, 0, 32, "edit", 0.5), turn(400, 208, 48, "ls", 1), turn(480, 448, 16, null, null)],
+};
+
 describe("continuum trace from-record", () => {
   it("turns a simulated run's record back into the programs that ran, which simulate again", async () => {
     const dir = tmp();
     const tracePath = join(dir, "small.jsonl");
-    writeFileSync(tracePath, serializeTraceJsonl(SMALL_TRACE));
+    const originals = [...SMALL_TRACE, EDITING];
+    writeFileSync(tracePath, serializeTraceJsonl(originals));
     const sim = ["--policies", "vllm", "--threads", "1", "--no-report", "--json"];
     const run = await runContinuum([
       "simulate",
       "--trace",
       tracePath,
       "--programs",
-      "3",
+      "4",
       "--batch",
       "--record",
       join(dir, "record"),
@@ -69,19 +79,25 @@ describe("continuum trace from-record", () => {
     const convert = await runContinuum(["trace", "from-record", join(dir, "record", log!), "-o", back]);
     assert.equal(convert.code, 0, convert.stderr);
     assert.equal(convert.stdout, "");
-    assert.match(convert.stderr, /converted 3 programs, 9 turns, 5800 prompt \+ 280 output tokens/);
+    assert.match(convert.stderr, /converted 4 programs, 12 turns, 7000 prompt \+ 376 output tokens/);
 
     const programs = await loadTrace(back);
     // The simulator names a program `<index>:<trace id>`.
     const byId = new Map(programs.map((p) => [p.id.slice(p.id.indexOf(":") + 1), p]));
-    assert.deepEqual([...byId.keys()].sort(), ["a", "b", "c"]);
-    for (const original of SMALL_TRACE) {
+    assert.deepEqual([...byId.keys()].sort(), ["a", "b", "c", "d"]);
+    // The edited history is measured, not assumed append-only (which would credit 352 tokens).
+    assert.deepEqual(
+      byId.get("d")!.turns.map((t) => t.cached),
+      [0, 208, 448],
+    );
+    for (const original of originals) {
       const turns = byId.get(original.id)!.turns;
-      // Append-only conversations: input, cached and output come back as they were, and so do the tools
-      // (each departure names the tool the scheduler read)
+      // Input and output come back as they were, and so do the tools (each departure names the tool the
+      // scheduler read); cached as the scheduler measured it, in whole 16-token blocks (the simulator
+      // reuses whole blocks only, so it replays the same)
       assert.deepEqual(
         turns.map((t) => [t.input, t.cached, t.output, t.tool]),
-        original.turns.map((t) => [t.input, t.cached, t.output, t.tool]),
+        original.turns.map((t) => [t.input, Math.floor(t.cached / 16) * 16, t.output, t.tool]),
       );
       turns.forEach((t, i) => {
         const toolS = original.turns[i]!.toolS;
@@ -97,10 +113,10 @@ describe("continuum trace from-record", () => {
       });
     }
 
-    const again = await runContinuum(["simulate", "--trace", back, "--programs", "3", "--batch", ...sim]);
+    const again = await runContinuum(["simulate", "--trace", back, "--programs", "4", "--batch", ...sim]);
     assert.equal(again.code, 0, again.stderr);
     const { results } = JSON.parse(again.stdout) as { results: { completed: number }[] };
-    assert.equal(results[0]!.completed, 3);
+    assert.equal(results[0]!.completed, 4);
   });
 
   it("names a missing file, a file that is no record and a record without programs", async () => {

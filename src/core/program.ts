@@ -43,6 +43,12 @@ export class Program {
   /** prompt tokens of its turns once scheduled, and the part of them whose KV was reused */
   promptTokensServed = 0;
   cachedTokensServed = 0;
+  /**
+   * The prefix hashes of every full block of its latest finished turn's prompt + output, which the next
+   * turn's prompt is measured against (the recorder's reusable prefix); null before a turn finished and
+   * once the program ended.
+   */
+  lastTurnBlockHashes: Float64Array | null = null;
 
   /**
    * Its place among the programs this scheduler has seen, by first arrival: larger for a later program,

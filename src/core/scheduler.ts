@@ -157,7 +157,10 @@ export class Scheduler {
       ...(config.maxPrograms === undefined ? {} : { maxPrograms: config.maxPrograms }),
       ...(config.programIdleTimeoutS === undefined ? {} : { idleTimeoutS: config.programIdleTimeoutS }),
       onForget: (programId) => this.tracker.forgetProgram(programId),
-      onLeave: (program) => this.departed.add(program, this.clock.nowS()),
+      onLeave: (program) => {
+        program.lastTurnBlockHashes = null;
+        this.departed.add(program, this.clock.nowS());
+      },
     });
     this.pins = new PinBook({
       kv: this.kv,
@@ -286,6 +289,7 @@ export class Scheduler {
     const sample = this.tracker.onRequestArrived(programId, arrivalS);
     if (sample) this.ttl.tools.record(sample.tool, sample.durationS);
     const request = new Request(spec, program, arrivalS, this.nextSequenceNumber++);
+    const reusableTokens = this.reusableTokens(request, program);
     program.contextTokens = spec.promptTokens;
     if (program.unheldSinceS !== null) {
       program.unheldS += nowS - program.unheldSinceS;
@@ -296,8 +300,45 @@ export class Scheduler {
     program.numWaiting++;
     this.live.set(request.id, request);
     this.enqueue(request, program);
-    this.record({ kind: "arrival", programId, requestId: request.id, timeS: nowS });
+    this.record({
+      kind: "arrival",
+      programId,
+      requestId: request.id,
+      timeS: nowS,
+      ...(reusableTokens === null ? {} : { reusableTokens }),
+    });
     return request;
+  }
+
+  /**
+   * Leading prompt tokens of a turn identical to its program's previous finished turn's prompt + output,
+   * in whole blocks: equal chained hashes mean equal prefixes, so the first differing block ends it. Null
+   * without a previous turn. The prompt's hashes are the ones its prefix lookup asks for (memoised by the
+   * engine's content), so this hashes nothing twice.
+   */
+  private reusableTokens(request: Request, program: Program): number | null {
+    const previous = program.lastTurnBlockHashes;
+    if (previous === null) return null;
+    const blockSizeTokens = this.kv.blockSizeTokens;
+    const limit = Math.min(previous.length, Math.floor(request.promptTokens / blockSizeTokens));
+    const content = request.content;
+    let blocks = 0;
+    while (blocks < limit && content.blockHash(blocks) === previous[blocks]) blocks++;
+    return blocks * blockSizeTokens;
+  }
+
+  /** The hashes of a finished turn's full blocks (prompt + output), which its next turn is measured against. */
+  private turnBlockHashes(request: Request): Float64Array {
+    const hashes = new Float64Array(Math.floor(request.numTokens / this.kv.blockSizeTokens));
+    let blocks = 0;
+    try {
+      for (; blocks < hashes.length; blocks++) hashes[blocks] = request.content.blockHash(blocks);
+    } catch {
+      // content holding fewer tokens than the scheduler counted (an executor that dropped a sample, content
+      // describing the prompt alone): the blocks it has
+      return hashes.subarray(0, blocks);
+    }
+    return hashes;
   }
 
   /**
@@ -753,6 +794,7 @@ export class Scheduler {
       this.endProgram(program);
       return;
     }
+    if (!program.ended) program.lastTurnBlockHashes = this.turnBlockHashes(request);
     this.ctx.runningKvTokens = this.runningKvTokens();
     this.ctx.numRunning = this.running.length;
     const retention = applyRetentionHints(
@@ -795,6 +837,7 @@ export class Scheduler {
 
   private endProgram(program: Program): void {
     program.ended = true;
+    program.lastTurnBlockHashes = null;
     this.policy.onProgramEnded?.(program);
     this.ttl.memoryfulness.observeFinishedProgram(program.numFinished);
     this.tracker.forgetProgram(program.id);

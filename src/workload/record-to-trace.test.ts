@@ -56,6 +56,31 @@ describe("recordToTrace", () => {
     });
   });
 
+  it("takes cached from the reusable prefix the arrival recorded, capped at input", async () => {
+    const withReusable = (events: RecorderEvent[], reusableTokens: number) =>
+      events.map((e) => (e.kind === "arrival" ? { ...e, reusableTokens } : e));
+    const { programs } = await recordToTrace(
+      byTime([
+        ...served("p", "r0", 0, 100, 2, 10),
+        // The harness edited its history: 64 of the previous 110 tokens are still its prompt's prefix.
+        ...withReusable(served("p", "r1", 5, 150, 6, 20), 64),
+        // A measure beyond the prompt (none the scheduler writes) is capped.
+        ...withReusable(served("p", "r2", 6.5, 160, 8, 5), 176),
+        // A turn without the measure (an older log's) falls back to the append-only assumption.
+        ...served("p", "r3", 9, 200, 10, 5),
+      ]),
+    );
+    assert.deepEqual(
+      programs[0]!.turns.map((t) => [t.input, t.cached]),
+      [
+        [100, 0],
+        [150, 64],
+        [160, 160],
+        [200, 165],
+      ],
+    );
+  });
+
   it("takes the prompt of the first admission, not of a re-admission after preemption", async () => {
     const base = { programId: "p", requestId: "r0" };
     const { programs } = await recordToTrace([

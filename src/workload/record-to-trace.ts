@@ -28,6 +28,8 @@ export interface RecordTrace {
 
 interface RecordedRequest {
   arrivalS: number;
+  /** the scheduler's measure of its prompt's reusable prefix (its arrival's); null where the log has none */
+  reusableTokens: number | null;
   /** prompt tokens at its first admission */
   promptTokens: number | null;
   departure: { timeS: number; outputTokens: number; tool: string | null; side: boolean } | null;
@@ -40,9 +42,12 @@ interface RecordedRequest {
  * it generated. `tool_s` is the next request's arrival minus this one's departure: the time the client
  * took between turns, its tool and its own overhead together. The tool is the one the scheduler read in
  * the turn's output (its departure's `tool`; UNKNOWN_TOOL where it read none, or in a log written before
- * departures named it). It has no measure of the reusable prefix either (hits depend on the policy that
- * served), so `cached` assumes an append-only conversation: min(input, previous input + previous output),
- * which credits an agent that edits its history with more reuse than it had.
+ * departures named it). `cached` is the scheduler's measure of the reusable prefix, recorded with the
+ * arrival: the leading prompt tokens identical to the previous turn's prompt + output, in whole KV blocks,
+ * whether or not the cache still held them (hits depend on the policy that served), capped at `input`. A
+ * log written before arrivals carried it has no such measure, so there `cached` assumes an append-only
+ * conversation: min(input, previous input + previous output), which credits an agent that edits its
+ * history with more reuse than it had.
  */
 export async function recordToTrace(
   events: AsyncIterable<RecorderEvent> | Iterable<RecorderEvent>,
@@ -66,6 +71,7 @@ export async function recordToTrace(
       }
       const request: RecordedRequest = {
         arrivalS: event.timeS,
+        reusableTokens: event.reusableTokens ?? null,
         promptTokens: null,
         departure: null,
         aborted: false,
@@ -119,7 +125,7 @@ export async function recordToTrace(
       const input = request.promptTokens!;
       const previous = served[i - 1];
       const cached = previous
-        ? Math.min(input, previous.promptTokens! + previous.departure!.outputTokens)
+        ? Math.min(input, request.reusableTokens ?? previous.promptTokens! + previous.departure!.outputTokens)
         : 0;
       const next = served[i + 1];
       if (!next) return { input, cached, output: request.departure!.outputTokens, tool: null, toolS: null };

@@ -6,6 +6,8 @@ const at = { programId: "job_1", requestId: "r1", timeS: 12.5 };
 
 const everyKind: RecorderEvent[] = [
   { ...at, kind: "arrival" },
+  { ...at, kind: "arrival", reusableTokens: 3792 },
+  { ...at, kind: "arrival", reusableTokens: 0 },
   { ...at, kind: "waiting_to_running", promptTokens: 4096, hitTokens: 3800 },
   { ...at, kind: "evicted_to_running", promptTokens: 4096, hitTokens: 0 },
   { ...at, kind: "preempted" },
@@ -29,6 +31,18 @@ describe("recorder event lines", () => {
     );
   });
 
+  it("writes an arrival's reusable prefix as reusable_length, and reads a log without it", () => {
+    const line = eventToLine({ ...at, kind: "arrival", reusableTokens: 3792 });
+    assert.equal(
+      line,
+      '{"t":12.5,"program":"job_1","request":"r1","event":"arrival","reusable_length":3792}',
+    );
+    assert.deepEqual(eventFromLine('{"t":12.5,"program":"job_1","request":"r1","event":"arrival"}'), {
+      ...at,
+      kind: "arrival",
+    });
+  });
+
   it("round-trips every event kind", () => {
     for (const event of everyKind) assert.deepEqual(eventFromLine(eventToLine(event)), event);
   });
@@ -40,6 +54,8 @@ describe("recorder event lines", () => {
       '{"t":1,"program":"a","request":"r","event":"teleported"}',
       '{"t":1,"program":"a","request":"r","event":"unpinned","reason":"bored"}',
       '{"program":"a","request":"r","event":"arrival"}',
+      '{"t":1,"program":"a","request":"r","event":"arrival","reusable_length":-16}',
+      '{"t":1,"program":"a","request":"r","event":"arrival","reusable_length":"32"}',
     ];
     for (const line of bad) assert.throws(() => eventFromLine(line), /invalid recorder event/, line);
     assert.throws(() => eventFromLine("{not json"), SyntaxError);

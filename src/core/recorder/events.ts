@@ -9,7 +9,13 @@ export type UnpinReason = "expired" | "reused" | "last_step" | "victim" | "abort
 export type StorageTier = "cpu" | "disk";
 
 export type RecorderEvent =
-  | (EventBase & { kind: "arrival" })
+  /**
+   * `reusableTokens`: the leading prompt tokens identical to its program's previous finished turn's prompt
+   * + output, in whole KV blocks (what a KV cache could reuse, whether or not it still held it); absent where
+   * there is no previous turn (a first turn, an anonymous request) and in logs written before arrivals
+   * carried it. A side request is known as one only later: it is measured like a turn.
+   */
+  | (EventBase & { kind: "arrival"; reusableTokens?: number })
   | (EventBase & { kind: "waiting_to_running"; promptTokens: number; hitTokens: number })
   /** Re-admitted after preemption. */
   | (EventBase & { kind: "evicted_to_running"; promptTokens: number; hitTokens: number })
@@ -60,6 +66,9 @@ export function eventToLine(event: RecorderEvent): string {
     case "reloaded":
       return `${head},"tokens":${event.tokens},"tier":"${event.tier}"}`;
     case "arrival":
+      return event.reusableTokens === undefined
+        ? `${head}}`
+        : `${head},"reusable_length":${event.reusableTokens}}`;
     case "preempted":
     case "aborted":
       return `${head}}`;
@@ -113,6 +122,10 @@ export function eventFromLine(line: string): RecorderEvent {
       return { programId, requestId, timeS, kind, tokens, tier };
     }
     case "arrival":
+      // logs written before arrivals carried it have none
+      return fields["reusable_length"] === undefined
+        ? { programId, requestId, timeS, kind }
+        : { programId, requestId, timeS, kind, reusableTokens: tokenCount(fields, "reusable_length") };
     case "preempted":
     case "aborted":
       return { programId, requestId, timeS, kind };
