@@ -114,6 +114,10 @@ function describeSkips(s: RecordSkips): string[] {
     lines.push(
       `${count(s.sideRequests, "side request")} (titles, summaries beside a program's turns) left out`,
     );
+  if (s.assumedReuse > 0)
+    lines.push(
+      `${count(s.assumedReuse, "turn")} without a recorded reusable prefix (a log from before it was recorded): cached assumes append-only conversations`,
+    );
   if (s.overlappingTurns > 0)
     lines.push(`${count(s.overlappingTurns, "turn")} overlapped the program's next request: tool_s 0`);
   return lines;
@@ -127,7 +131,7 @@ async function convertRecord(record: string, o: { out?: string }): Promise<void>
   if (programs.length === 0) throw new Error(`${record}: no program converted`);
   await writeTrace(programs, o.out);
   process.stderr.write(
-    `# converted ${traceSummary(programs)}; tools "unknown", tool_s the client's time between turns, cached assumes append-only conversations (docs/workloads.md)\n`,
+    `# converted ${traceSummary(programs)}; tool_s the client's time between turns (docs/workloads.md)\n`,
   );
 }
 

@@ -27,7 +27,7 @@ function served(
 const byTime = (events: RecorderEvent[]) => [...events].sort((a, b) => a.timeS - b.timeS);
 
 describe("recordToTrace", () => {
-  it("makes each program's requests its turns: tool_s the gap, cached the append-only prefix", async () => {
+  it("makes each program's requests its turns: tool_s the gap; without a recorded prefix, cached append-only", async () => {
     const { programs, skips } = await recordToTrace(
       byTime([
         ...served("p", "r0", 0, 100, 2, 10),
@@ -53,6 +53,7 @@ describe("recordToTrace", () => {
       unfinishedPrograms: 0,
       programsWithoutTurns: 0,
       overlappingTurns: 0,
+      assumedReuse: 2,
     });
   });
 
@@ -144,6 +145,7 @@ describe("recordToTrace", () => {
       unfinishedPrograms: 1,
       programsWithoutTurns: 1,
       overlappingTurns: 1,
+      assumedReuse: 2,
     });
   });
 

@@ -19,6 +19,8 @@ export interface RecordSkips {
   programsWithoutTurns: number;
   /** turns whose program's next request arrived before they departed (overlapping requests): tool_s 0 */
   overlappingTurns: number;
+  /** turns after a program's first whose arrival carries no reusable prefix (an older log): cached assumed */
+  assumedReuse: number;
 }
 
 export interface RecordTrace {
@@ -59,6 +61,7 @@ export async function recordToTrace(
     unfinishedPrograms: 0,
     programsWithoutTurns: 0,
     overlappingTurns: 0,
+    assumedReuse: 0,
   };
   const byProgram = new Map<string, RecordedRequest[]>();
   const inFlight = new Map<string, RecordedRequest>();
@@ -124,6 +127,7 @@ export async function recordToTrace(
     const turns = served.map((request, i): TraceTurn => {
       const input = request.promptTokens!;
       const previous = served[i - 1];
+      if (previous && request.reusableTokens === null) skips.assumedReuse++;
       const cached = previous
         ? Math.min(input, request.reusableTokens ?? previous.promptTokens! + previous.departure!.outputTokens)
         : 0;
