@@ -45,8 +45,8 @@ export class Program {
   cachedTokensServed = 0;
   /**
    * The prefix hashes of every full block of its latest finished turn's prompt + output, which the next
-   * turn's prompt is measured against (the recorder's reusable prefix); null before a turn finished and
-   * once the program ended.
+   * turn's prompt is measured against (the recorder's reusable prefix); null before a turn finished, once
+   * the program ended, and when nothing is recorded.
    */
   lastTurnBlockHashes: Float64Array | null = null;
 

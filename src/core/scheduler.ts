@@ -794,7 +794,8 @@ export class Scheduler {
       this.endProgram(program);
       return;
     }
-    if (!program.ended) program.lastTurnBlockHashes = this.turnBlockHashes(request);
+    // only a recorder reads the reusable prefix: without one, no turn keeps hashes for the next
+    if (this.recorder !== null && !program.ended) program.lastTurnBlockHashes = this.turnBlockHashes(request);
     this.ctx.runningKvTokens = this.runningKvTokens();
     this.ctx.numRunning = this.running.length;
     const retention = applyRetentionHints(
