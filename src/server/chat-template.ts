@@ -6,7 +6,7 @@
  * @huggingface/jinja lacks into what it runs (jinja-compat.ts).
  */
 
-import { parseJsonLenient } from "../core/tools/json-objects.js";
+import { isRecord, parseJsonLenient } from "../core/tools/json-objects.js";
 import type { ModelChatTemplate, RenderChatOptions } from "../engine/engine-api.js";
 import { CHATML_TEMPLATE } from "../engine/gguf/chat-template.js";
 import { assistantText, contentText } from "./chat-render.js";
@@ -26,10 +26,6 @@ import {
   withTypedContent,
 } from "./template-polyfills.js";
 import { detectToolCallFormat, type ToolCallFormat } from "./tool-call-formats.js";
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /**
  * Templates format arguments themselves (`| tojson`), so they get the object, as llama-server gives; one

@@ -1,8 +1,8 @@
 import { basename } from "node:path";
 import { z } from "zod";
+import { isRecord } from "../core/tools/json-objects.js";
 import type { ImportOptions } from "./conversation.js";
 import {
-  isObject,
   type LogLine,
   laterMs,
   type ResponseUsage,
@@ -22,7 +22,7 @@ export function isClaudeCodeLine(line: LogLine): boolean {
   const { type, message } = line;
   if ((type !== "user" && type !== "assistant") || typeof line.sessionId !== "string") return false;
   return (
-    isObject(message) &&
+    isRecord(message) &&
     message.role === type &&
     (typeof message.content === "string" || Array.isArray(message.content))
   );
@@ -116,7 +116,7 @@ function responsesOf(stream: Stream, requestsAt: ReadonlyMap<string, number>): S
       continue;
     }
     const message = line.message;
-    if (!isObject(message) || message.model === "<synthetic>") continue;
+    if (!isRecord(message) || message.model === "<synthetic>") continue;
     const key = stringOr(message.id) ?? stringOr(line.requestId) ?? stringOr(line.uuid) ?? `line ${index}`;
     let response = byKey.get(key);
     if (response === undefined) {
@@ -145,7 +145,7 @@ function responsesOf(stream: Stream, requestsAt: ReadonlyMap<string, number>): S
     }
     if (Array.isArray(message.content)) {
       for (const block of message.content) {
-        if (isObject(block) && block.type === "tool_use" && typeof block.name === "string")
+        if (isRecord(block) && block.type === "tool_use" && typeof block.name === "string")
           response.tools.push(block.name);
       }
     }

@@ -1,8 +1,8 @@
 import { basename } from "node:path";
 import { z } from "zod";
+import { isRecord } from "../core/tools/json-objects.js";
 import type { ImportOptions } from "./conversation.js";
 import {
-  isObject,
   type LogLine,
   laterMs,
   type ResponseUsage,
@@ -19,7 +19,7 @@ import {
  */
 export function isCodexMarkerLine(line: LogLine): boolean {
   const { type, payload } = line;
-  if (typeof line.timestamp !== "string" || !isObject(payload)) return false;
+  if (typeof line.timestamp !== "string" || !isRecord(payload)) return false;
   return type === "session_meta" || (type === "event_msg" && payload.type === "token_count");
 }
 
@@ -87,7 +87,7 @@ export function importCodexRollout(
   let lastTotal: string | undefined;
   for (const line of lines) {
     const { type, payload } = line;
-    if (!isObject(payload)) continue;
+    if (!isRecord(payload)) continue;
     const ms = timestampMs(line.timestamp);
     if (type === "session_meta") {
       sessionId ??= stringOr(payload.id);
@@ -97,7 +97,7 @@ export function importCodexRollout(
       if (name !== undefined) tools.push(name);
       if (isModelOutput(payload)) answering = true;
       else if (!answering) inputMs = laterMs(inputMs, ms);
-    } else if (type === "event_msg" && payload.type === "token_count" && isObject(payload.info)) {
+    } else if (type === "event_msg" && payload.type === "token_count" && isRecord(payload.info)) {
       const { info } = payload;
       const total = info.total_token_usage === undefined ? undefined : JSON.stringify(info.total_token_usage);
       if (total !== undefined && total === lastTotal) continue;

@@ -1,10 +1,8 @@
+import { isRecord } from "../core/tools/json-objects.js";
 import { roundToolS, type TraceProgram, type TraceTurn } from "./trace.js";
 
 /** A JSON object of a session log line. */
 export type LogLine = Record<string, unknown>;
-
-export const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
 
 export const stringOr = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
@@ -35,7 +33,7 @@ export function parseJsonLines(text: string): ParsedLog {
     lastLine = i + 1;
     try {
       const value: unknown = JSON.parse(trimmed);
-      if (isObject(value)) lines.push({ n: i + 1, line: value });
+      if (isRecord(value)) lines.push({ n: i + 1, line: value });
       else invalid.push(i + 1);
     } catch {
       invalid.push(i + 1);
