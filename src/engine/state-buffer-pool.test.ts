@@ -11,8 +11,18 @@ describe("StateBufferPool", () => {
     pool.give(big.subarray(0, 4000));
     pool.give(small.subarray(0, 1000));
     assert.equal(pool.take(900).buffer, small.buffer);
-    assert.equal(pool.take(900).buffer, big.buffer);
+    assert.equal(pool.take(3000).buffer, big.buffer);
     assert.deepEqual({ reused: pool.reused, allocated: pool.allocated }, { reused: 2, allocated: 2 });
+  });
+
+  it("gives a short state new memory rather than a spare buffer over twice its size (the tier pays the buffer)", () => {
+    const pool = new StateBufferPool(4);
+    const big = pool.take(4_000_000);
+    pool.give(big.subarray(0, 4_000_000));
+    const small = pool.take(100_000);
+    assert.notEqual(small.buffer, big.buffer);
+    assert.ok(pool.capacityOf(small) < 200_000, "charged about its own size, not the spare's 4 MB");
+    assert.equal(pool.take(2_500_000).buffer, big.buffer, "the spare still serves a state of over half its size");
   });
 
   it("takes new memory from its allocator (page-locked memory when the KV lives on a GPU)", () => {
@@ -50,6 +60,7 @@ describe("StateBufferPool", () => {
     const pool = new StateBufferPool(2);
     const buffers = [100, 200, 300].map((n) => pool.take(n));
     for (const b of buffers) pool.give(b);
-    assert.equal(pool.take(1).buffer, buffers[1]?.buffer, "the smallest was let go");
+    assert.notEqual(pool.take(100).buffer, buffers[0]?.buffer, "the smallest was let go");
+    assert.equal(pool.take(200).buffer, buffers[1]?.buffer);
   });
 });

@@ -3,6 +3,9 @@
  * saves. A state is megabytes: a fresh Buffer per save costs page faults on first touch, and V8 counts it
  * as external memory, whose growth forces an old-space collection every few saves.
  */
+/** A spare buffer is reused only for a state at least 1 / this of its size. */
+const MAX_REUSE_OVERSIZE = 2;
+
 export class StateBufferPool {
   private readonly free: Buffer[] = [];
   /** the pool's own allocations: only these may be reused (a Buffer from elsewhere may share its memory) */
@@ -16,12 +19,18 @@ export class StateBufferPool {
     private readonly allocate: (bytes: number) => Buffer = Buffer.allocUnsafeSlow,
   ) {}
 
-  /** A buffer of at least `bytes`: the smallest free one that fits, else a new one with headroom. */
+  /**
+   * A buffer of at least `bytes`: the smallest free one that fits and is at most twice that, else a new one
+   * with headroom. The bound matters because a tier is charged a state's whole buffer: a short program's
+   * state in a long one's buffer would hold many times its size of the tier for as long as it is kept,
+   * while the page faults a fresh buffer saves grow only with the state's own size.
+   */
   take(bytes: number): Buffer {
     let best = -1;
     for (let i = 0; i < this.free.length; i++) {
       const length = (this.free[i] as Buffer).length;
-      if (length >= bytes && (best < 0 || length < (this.free[best] as Buffer).length)) best = i;
+      const fits = length >= bytes && length <= MAX_REUSE_OVERSIZE * bytes;
+      if (fits && (best < 0 || length < (this.free[best] as Buffer).length)) best = i;
     }
     if (best >= 0) {
       this.reused++;
