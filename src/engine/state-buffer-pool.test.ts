@@ -22,7 +22,11 @@ describe("StateBufferPool", () => {
     const small = pool.take(100_000);
     assert.notEqual(small.buffer, big.buffer);
     assert.ok(pool.capacityOf(small) < 200_000, "charged about its own size, not the spare's 4 MB");
-    assert.equal(pool.take(2_500_000).buffer, big.buffer, "the spare still serves a state of over half its size");
+    assert.equal(
+      pool.take(2_500_000).buffer,
+      big.buffer,
+      "the spare still serves a state of over half its size",
+    );
   });
 
   it("takes new memory from its allocator (page-locked memory when the KV lives on a GPU)", () => {
