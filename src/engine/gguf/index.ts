@@ -20,6 +20,7 @@ import {
   llamaFileType,
   llamaGgufLayout,
   planLlamaTensors,
+  type TokenizerKind,
   type WeightType,
 } from "./llama-model.js";
 import { LLAMA_3_1_ROPE_SCALING } from "./llama3-rope.js";
@@ -46,6 +47,7 @@ export {
   llamaGgufLayout,
   type ModelArch,
   planLlamaTensors,
+  type TokenizerKind,
   type WeightDraw,
   type WeightType,
 } from "./llama-model.js";
@@ -181,6 +183,8 @@ export interface EnsureBuiltinModelOptions {
   cacheDir?: string;
   /** Default: DEFAULT_BUILTIN_SEED. */
   seed?: number;
+  /** Default "spm", the built-in models' own; "bpe" gives the same shapes a byte-level BPE tokenizer. */
+  tokenizer?: TokenizerKind;
 }
 
 export function defaultModelCacheDir(): string {
@@ -190,7 +194,8 @@ export function defaultModelCacheDir(): string {
 
 export function builtinModelPath(opts: EnsureBuiltinModelOptions): string {
   const seed = (opts.seed ?? DEFAULT_BUILTIN_SEED) >>> 0;
-  return join(opts.cacheDir ?? defaultModelCacheDir(), `continuum-${opts.preset}-${seed}.gguf`);
+  const tokenizer = (opts.tokenizer ?? "spm") === "spm" ? "" : `-${opts.tokenizer}`;
+  return join(opts.cacheDir ?? defaultModelCacheDir(), `continuum-${opts.preset}${tokenizer}-${seed}.gguf`);
 }
 
 function scalar(info: GgufInfo, key: string): unknown {
@@ -199,7 +204,12 @@ function scalar(info: GgufInfo, key: string): unknown {
 }
 
 /** Whether the file at `path` is the complete built-in model for `presetName` and `seed`. */
-async function matches(path: string, presetName: BuiltinPreset, seed: number): Promise<boolean> {
+async function matches(
+  path: string,
+  presetName: BuiltinPreset,
+  seed: number,
+  tokenizer: TokenizerKind,
+): Promise<boolean> {
   let info: GgufInfo;
   try {
     info = await readGgufInfo(path);
@@ -220,6 +230,7 @@ async function matches(path: string, presetName: BuiltinPreset, seed: number): P
     [`${p.arch}.attention.head_count_kv`]: p.headCountKv,
     [`${p.arch}.vocab_size`]: p.vocabSize,
     "general.file_type": llamaFileType(p.weightType),
+    "tokenizer.ggml.model": tokenizer === "bpe" ? "gpt2" : "llama",
   };
   for (const [key, value] of Object.entries(expected)) if (scalar(info, key) !== value) return false;
   const plan = planLlamaTensors(p, p.weightType);
@@ -240,9 +251,11 @@ export async function ensureBuiltinModel(opts: EnsureBuiltinModelOptions): Promi
   const seed = (opts.seed ?? DEFAULT_BUILTIN_SEED) >>> 0;
   const cacheDir = opts.cacheDir ?? defaultModelCacheDir();
   const path = builtinModelPath({ ...opts, cacheDir, seed });
-  if (await matches(path, opts.preset, seed)) return path;
+  const tokenizer = opts.tokenizer ?? "spm";
+  if (await matches(path, opts.preset, seed, tokenizer)) return path;
   const spec: LlamaSpec = {
     ...p,
+    tokenizer,
     seed,
     name: `continuum-${opts.preset}`,
     extraMetadata: { "continuum.preset": opts.preset },

@@ -4,6 +4,7 @@
  * so the compute and memory costs) of a real model, but no trained knowledge.
  */
 import { Rng } from "../../core/rng.js";
+import { buildBpeVocab } from "./bpe-vocab.js";
 import { CHATML_TEMPLATE } from "./chat-template.js";
 import { GgmlType, LlamaFileType, tensorByteSize } from "./gguf-types.js";
 import { type GgufLayout, GgufWriter, type TensorSource, type WriteOptions } from "./gguf-writer.js";
@@ -24,6 +25,13 @@ export type ModelArch = "llama" | "qwen3";
  * segments of a seeded pool of random values (GB/s, for real-size models).
  */
 export type WeightDraw = "gaussian" | "pooled";
+
+/**
+ * The built-in tokenizer's kind: "spm", SentencePiece-style with byte fallback (llama.cpp's "llama" model,
+ * as Llama 2 and Gemma); "bpe", byte-level BPE with Qwen 2's pre-tokenizer (its "gpt2" model, as Llama 3
+ * and Qwen), the same merges over bytes.
+ */
+export type TokenizerKind = "spm" | "bpe";
 
 export interface LlamaShape {
   /** general.architecture, also the prefix of the shape metadata keys; default "llama". */
@@ -57,7 +65,9 @@ export interface LlamaSpec extends LlamaShape {
   weights?: WeightDraw;
   ropeFreqBase?: number;
   rmsEps?: number;
-  /** tokenizer.ggml.add_bos_token; default true (SentencePiece llama style). */
+  /** Default "spm". */
+  tokenizer?: TokenizerKind;
+  /** tokenizer.ggml.add_bos_token; default true with "spm" (Llama 2 style), false with "bpe" (Qwen style). */
   addBos?: boolean;
   /** tokenizer.chat_template; default the built-in ChatML template. */
   chatTemplate?: string;
@@ -218,6 +228,37 @@ export function initStds(
 }
 
 /** Output rows the model should never produce greedily (kept at zero logit): controls other than EOS, odd bytes. */
+/** The SentencePiece-style vocabulary's metadata; the output rows to mute. */
+function writeSpmTokenizer(w: GgufWriter, spec: LlamaSpec, vocabSize: number): number[] {
+  const vocab = buildVocab({ size: vocabSize });
+  w.setString("tokenizer.ggml.model", "llama");
+  w.setStringArray("tokenizer.ggml.tokens", vocab.tokens);
+  w.setFloat32Array("tokenizer.ggml.scores", vocab.scores);
+  w.setInt32Array("tokenizer.ggml.token_type", vocab.types);
+  w.setUint32("tokenizer.ggml.bos_token_id", vocab.bosId);
+  w.setUint32("tokenizer.ggml.eos_token_id", vocab.imEndId);
+  w.setUint32("tokenizer.ggml.unknown_token_id", vocab.unkId);
+  w.setBool("tokenizer.ggml.add_bos_token", spec.addBos ?? true);
+  w.setBool("tokenizer.ggml.add_eos_token", false);
+  w.setBool("tokenizer.ggml.add_space_prefix", true);
+  return mutedOutputRows(vocab, vocab.imEndId);
+}
+
+/** The byte-level BPE vocabulary's metadata, as Qwen's GGUFs carry it; the output rows to mute. */
+function writeBpeTokenizer(w: GgufWriter, spec: LlamaSpec, vocabSize: number): number[] {
+  const vocab = buildBpeVocab(vocabSize);
+  w.setString("tokenizer.ggml.model", "gpt2");
+  w.setString("tokenizer.ggml.pre", "qwen2");
+  w.setStringArray("tokenizer.ggml.tokens", vocab.tokens);
+  w.setInt32Array("tokenizer.ggml.token_type", vocab.types);
+  w.setStringArray("tokenizer.ggml.merges", vocab.merges);
+  w.setUint32("tokenizer.ggml.bos_token_id", vocab.endOfTextId);
+  w.setUint32("tokenizer.ggml.eos_token_id", vocab.imEndId);
+  w.setUint32("tokenizer.ggml.padding_token_id", vocab.endOfTextId);
+  w.setBool("tokenizer.ggml.add_bos_token", spec.addBos ?? false);
+  return vocab.mutedIds;
+}
+
 function mutedOutputRows(vocab: Vocab, eosId: number): number[] {
   const muted: number[] = [];
   vocab.types.forEach((t, id) => {
@@ -321,10 +362,8 @@ function llamaWriter(spec: LlamaSpec): GgufWriter {
   const arch = spec.arch ?? "llama";
   const weightType = spec.weightType ?? "f16";
   const vocabSize = spec.vocabSize ?? DEFAULT_VOCAB_SIZE;
-  const vocab = buildVocab({ size: vocabSize });
   const d = spec.embeddingLength;
   const headDim = d / spec.headCount;
-  const eosId = vocab.imEndId;
 
   const w = new GgufWriter();
   w.setString("general.architecture", arch);
@@ -342,16 +381,10 @@ function llamaWriter(spec: LlamaSpec): GgufWriter {
   w.setFloat32(`${arch}.attention.layer_norm_rms_epsilon`, spec.rmsEps ?? 1e-5);
   w.setFloat32(`${arch}.rope.freq_base`, spec.ropeFreqBase ?? 10000);
   w.setUint32(`${arch}.vocab_size`, vocabSize);
-  w.setString("tokenizer.ggml.model", "llama");
-  w.setStringArray("tokenizer.ggml.tokens", vocab.tokens);
-  w.setFloat32Array("tokenizer.ggml.scores", vocab.scores);
-  w.setInt32Array("tokenizer.ggml.token_type", vocab.types);
-  w.setUint32("tokenizer.ggml.bos_token_id", vocab.bosId);
-  w.setUint32("tokenizer.ggml.eos_token_id", eosId);
-  w.setUint32("tokenizer.ggml.unknown_token_id", vocab.unkId);
-  w.setBool("tokenizer.ggml.add_bos_token", spec.addBos ?? true);
-  w.setBool("tokenizer.ggml.add_eos_token", false);
-  w.setBool("tokenizer.ggml.add_space_prefix", true);
+  const muted =
+    (spec.tokenizer ?? "spm") === "bpe"
+      ? writeBpeTokenizer(w, spec, vocabSize)
+      : writeSpmTokenizer(w, spec, vocabSize);
   w.setString("tokenizer.chat_template", spec.chatTemplate ?? CHATML_TEMPLATE);
   w.setString("continuum.generator", "continuum-gguf");
   w.setUint32("continuum.generator_version", GENERATOR_VERSION);
@@ -362,7 +395,6 @@ function llamaWriter(spec: LlamaSpec): GgufWriter {
     else w.setFloat32(key, value);
   }
 
-  const muted = mutedOutputRows(vocab, eosId);
   const matrix =
     (spec.weights ?? "gaussian") === "pooled"
       ? pooledMatrices(spec, weightType, muted)

@@ -51,7 +51,8 @@ export const DEFAULT_VOCAB_SIZE = 8192;
 /** Characters that get a token of their own (everything else falls back to bytes). */
 const EXTRA_CHARS = "’‘“”—–…é•→";
 
-function baseChars(): string[] {
+/** The characters that are pieces of their own (SPACE_MARK first). */
+export function baseChars(): string[] {
   const chars = [SPACE_MARK];
   for (let c = 0x21; c <= 0x7e; c++) chars.push(String.fromCharCode(c));
   chars.push("\t");
@@ -138,8 +139,11 @@ function pairHeap(): BinaryHeap<[number, string]> {
 
 const SEP = "\u0001";
 
-/** Learns up to `maxMerges` merged pieces, in merge order. */
-function trainMerges(segments: Map<string, number>, maxMerges: number, known: Set<string>): string[] {
+/** A learned merge: the two pieces whose concatenation becomes a piece of its own. */
+export type MergePair = readonly [left: string, right: string];
+
+/** Learns up to `maxMerges` merges of pieces not yet `known`, in merge order. */
+function trainMerges(segments: Map<string, number>, maxMerges: number, known: Set<string>): MergePair[] {
   const wordSyms: string[][] = [];
   const wordFreq: number[] = [];
   for (const [seg, f] of segments) {
@@ -170,7 +174,7 @@ function trainMerges(segments: Map<string, number>, maxMerges: number, known: Se
   for (let w = 0; w < wordSyms.length; w++) countWord(w, 1, initial);
   for (const key of initial) heap.push([pairCount.get(key)!, key]);
 
-  const merges: string[] = [];
+  const merges: MergePair[] = [];
   while (merges.length < maxMerges) {
     const top = heap.pop();
     if (!top) break;
@@ -212,7 +216,7 @@ function trainMerges(segments: Map<string, number>, maxMerges: number, known: Se
     }
     if (!known.has(merged)) {
       known.add(merged);
-      merges.push(merged);
+      merges.push([a, b]);
     }
   }
   return merges;
@@ -224,21 +228,40 @@ function trainMerges(segments: Map<string, number>, maxMerges: number, known: Se
  * continuation piece ("▁cat" + "s"), the most frequent of each first. Both halves are tokens, so the
  * tokenizer reaches the compound by merging them, and the boundary rules above still hold.
  */
-function compoundPieces(merges: readonly string[], count: number, known: Set<string>): string[] {
+function compoundPieces(merges: readonly string[], count: number, known: Set<string>): MergePair[] {
   const heads = merges.filter((p) => p.startsWith(SPACE_MARK));
   const tails = merges.filter((p) => !p.includes(SPACE_MARK));
-  const pieces: string[] = [];
+  const pieces: MergePair[] = [];
   // walk the (head rank, tail rank) grid by anti-diagonals: ranks summing to 0, then 1, ...
   for (let sum = 0; pieces.length < count && sum <= heads.length + tails.length - 2; sum++) {
     for (let h = Math.max(0, sum - tails.length + 1); h <= Math.min(sum, heads.length - 1); h++) {
-      const piece = heads[h]! + tails[sum - h]!;
+      const pair = [heads[h]!, tails[sum - h]!] as const;
+      const piece = pair[0] + pair[1];
       if (known.has(piece)) continue;
       known.add(piece);
-      pieces.push(piece);
+      pieces.push(pair);
       if (pieces.length === count) break;
     }
   }
   return pieces;
+}
+
+/**
+ * The built-in vocabulary's learned merges for `room` pieces beyond the given `known` ones: those merge
+ * training finds in the word lists, in merge order, then compounds of two learned pieces (`compounds`).
+ * Pieces use SPACE_MARK for a space.
+ */
+export function learnedMerges(
+  room: number,
+  known: Set<string>,
+): { trained: MergePair[]; compounds: MergePair[] } {
+  const trained = trainMerges(trainingSegments(), room, known);
+  const compounds = compoundPieces(
+    trained.map(([a, b]) => a + b),
+    room - trained.length,
+    known,
+  );
+  return { trained, compounds };
 }
 
 const cache = new Map<number, Vocab>();
@@ -271,15 +294,15 @@ export function buildVocab(opts: VocabOptions = {}): Vocab {
   const known = new Set<string>([...tokens, ...chars]);
   const room = size - tokens.length - chars.length;
   if (room < 0) throw new Error(`vocabulary size ${size} is too small`);
-  const merges = trainMerges(trainingSegments(), room, known);
-  merges.forEach((piece, rank) => {
-    push(piece, TokenType.NORMAL, -rank);
+  const { trained, compounds } = learnedMerges(room, known);
+  trained.forEach(([a, b], rank) => {
+    push(a + b, TokenType.NORMAL, -rank);
   });
   chars.forEach((ch, i) => {
     push(ch, TokenType.NORMAL, -1e6 - i);
   });
-  compoundPieces(merges, room - merges.length, known).forEach((piece, rank) => {
-    push(piece, TokenType.NORMAL, -2e6 - rank);
+  compounds.forEach(([a, b], rank) => {
+    push(a + b, TokenType.NORMAL, -2e6 - rank);
   });
   if (tokens.length !== size) throw new Error(`vocabulary size ${size} is too large`);
   if (new Set(tokens).size !== tokens.length) throw new Error("internal: duplicate vocabulary entries");

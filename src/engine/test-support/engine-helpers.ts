@@ -30,6 +30,7 @@ export function request(
   options: Partial<Omit<GenerateRequest, "sampling">> & { sampling?: Partial<SamplingParams> } = {},
 ): GenerateRequest {
   return {
+    ...options,
     requestId: id,
     programId: options.programId ?? null,
     isLastStep: options.isLastStep ?? false,
