@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { LlamaModelRunner } from "../llama-model-runner.js";
 import { llamaSkip } from "../test-support/llama-skip.js";
+import { TINY_GGUF_SPEC } from "../test-support/template-gguf.js";
 import { buildBpeVocab } from "./bpe-vocab.js";
 import { generateLlamaGguf, readGgufInfo } from "./index.js";
 import { TokenType } from "./vocab.js";
@@ -45,17 +46,7 @@ describe("byte-level BPE vocabulary in llama.cpp", { skip: llamaSkip }, () => {
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), "continuum-bpe-"));
     const modelPath = join(dir, "bpe.gguf");
-    await generateLlamaGguf(modelPath, {
-      contextLength: 256,
-      embeddingLength: 32,
-      blockCount: 1,
-      feedForwardLength: 64,
-      headCount: 2,
-      headCountKv: 1,
-      seed: 7,
-      weightType: "f32",
-      tokenizer: "bpe",
-    });
+    await generateLlamaGguf(modelPath, { ...TINY_GGUF_SPEC, tokenizer: "bpe" });
     const info = await readGgufInfo(modelPath);
     assert.equal(info.metadata.get("tokenizer.ggml.model")?.value, "gpt2");
     runner = await LlamaModelRunner.open({ modelPath, kvCells: 256, maxSeqs: 1, threads: 1 });

@@ -1,4 +1,16 @@
-import { type GgufLayout, generateLlamaGguf } from "../gguf/index.js";
+import { type GgufLayout, generateLlamaGguf, type LlamaSpec } from "../gguf/index.js";
+
+/** The smallest model llama.cpp loads and runs: for tests of what a GGUF carries, not of what it computes. */
+export const TINY_GGUF_SPEC: LlamaSpec = {
+  contextLength: 256,
+  embeddingLength: 32,
+  blockCount: 1,
+  feedForwardLength: 64,
+  headCount: 2,
+  headCountKv: 1,
+  seed: 7,
+  weightType: "f32",
+};
 
 /**
  * A tiny generated GGUF whose metadata carries `chatTemplate` (and `extraMetadata`, e.g. a `tool_use`
@@ -9,16 +21,5 @@ export function writeTemplateGguf(
   chatTemplate: string,
   extraMetadata: Record<string, string> = {},
 ): Promise<GgufLayout> {
-  return generateLlamaGguf(path, {
-    contextLength: 256,
-    embeddingLength: 32,
-    blockCount: 1,
-    feedForwardLength: 64,
-    headCount: 2,
-    headCountKv: 1,
-    seed: 7,
-    weightType: "f32",
-    chatTemplate,
-    extraMetadata,
-  });
+  return generateLlamaGguf(path, { ...TINY_GGUF_SPEC, chatTemplate, extraMetadata });
 }
