@@ -227,7 +227,6 @@ export function initStds(
   };
 }
 
-/** Output rows the model should never produce greedily (kept at zero logit): controls other than EOS, odd bytes. */
 /** The SentencePiece-style vocabulary's metadata; the output rows to mute. */
 function writeSpmTokenizer(w: GgufWriter, spec: LlamaSpec, vocabSize: number): number[] {
   const vocab = buildVocab({ size: vocabSize });
@@ -259,6 +258,7 @@ function writeBpeTokenizer(w: GgufWriter, spec: LlamaSpec, vocabSize: number): n
   return vocab.mutedIds;
 }
 
+/** Output rows the model should never produce greedily (kept at zero logit): controls other than EOS, odd bytes. */
 function mutedOutputRows(vocab: Vocab, eosId: number): number[] {
   const muted: number[] = [];
   vocab.types.forEach((t, id) => {
