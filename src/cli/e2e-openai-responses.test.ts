@@ -176,11 +176,11 @@ describe("openai SDK responses.create against continuum serve (real engine, tiny
     }
   });
 
-  test("store: true continues from previous_response_id; an unknown id is a 404", async () => {
+  test("a response continues from previous_response_id unless created with store: false; an unknown id is a 404", async () => {
+    // OpenAI's multi-turn example as its docs write it: `store` left out keeps the response
     const first = await s.openai.responses.create({
       model: s.model,
       input: "My name is Ada.",
-      store: true,
       max_output_tokens: 4,
       temperature: 0,
     });
@@ -188,6 +188,7 @@ describe("openai SDK responses.create against continuum serve (real engine, tiny
       model: s.model,
       previous_response_id: first.id,
       input: "What is my name?",
+      store: false,
       max_output_tokens: 4,
       temperature: 0,
     });
@@ -203,7 +204,7 @@ describe("openai SDK responses.create against continuum serve (real engine, tiny
         error instanceof NotFoundError &&
         (error.error as { code?: string }).code === "previous_response_not_found",
     );
-    // a stateless response (store not set) cannot be continued
+    // a response created with store: false cannot be continued
     await assert.rejects(
       s.openai.responses.create({ model: s.model, previous_response_id: second.id, input: "Hi" }),
       NotFoundError,

@@ -204,7 +204,7 @@ export function responseObject(
     parallel_tool_calls: body.parallel_tool_calls ?? true,
     previous_response_id: body.previous_response_id ?? null,
     reasoning: { effort: body.reasoning?.effort ?? null, summary: null },
-    store: body.store ?? false,
+    store: body.store ?? true,
     background: body.background ?? false,
     service_tier: "default",
     temperature: body.temperature ?? 1,

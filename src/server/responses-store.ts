@@ -8,7 +8,7 @@ export interface LiveRun {
   readonly live: boolean;
 }
 
-/** A response created with `store: true` (or `background: true`). */
+/** A response kept for later (`store` left out or true, as at OpenAI). */
 export interface StoredResponse<Run extends LiveRun = LiveRun> {
   /** the conversation up to and with its turn, which `previous_response_id` continues */
   conversation: readonly ChatMessageInput[];
@@ -27,15 +27,25 @@ export interface StoredResponse<Run extends LiveRun = LiveRun> {
 }
 
 /**
- * The responses created with `store: true`, so that `previous_response_id` can continue them and `GET`
- * return them: the most recently used `capacity` of them over all tenants, each found only by the tenant
- * that stored it. A background response still running is never the one forgotten (it could not be
- * cancelled or polled then).
+ * The stored responses, so that `previous_response_id` can continue them and `GET` return them: the most
+ * recently used of them over all tenants, at most `capacity` and `maxBytes` (as JSON text when stored),
+ * each found only by the tenant that stored it. A background response still running is never the one
+ * forgotten (it could not be cancelled or polled then), nor the one just stored.
  */
 export class ResponseStore<Run extends LiveRun> {
   private readonly stored = new Map<string, StoredResponse<Run>>();
+  private readonly sizes = new Map<string, number>();
+  private bytes = 0;
 
-  constructor(readonly capacity: number) {}
+  constructor(
+    readonly capacity: number,
+    readonly maxBytes: number = Number.POSITIVE_INFINITY,
+  ) {}
+
+  /** Bytes of the kept responses, as JSON text when each was stored. */
+  get storedBytes(): number {
+    return this.bytes;
+  }
 
   private static key(tenant: string | null, id: string): string {
     return `${tenant ?? ""}\u0000${id}`;
@@ -53,12 +63,16 @@ export class ResponseStore<Run extends LiveRun> {
 
   set(tenant: string | null, id: string, response: StoredResponse<Run>): void {
     const key = ResponseStore.key(tenant, id);
-    this.stored.delete(key);
+    this.forget(key);
+    const { conversation, response: object, inputItems } = response;
+    const size = JSON.stringify({ conversation, object, inputItems }).length;
     this.stored.set(key, response);
+    this.sizes.set(key, size);
+    this.bytes += size;
     for (const [oldest, entry] of this.stored) {
-      if (this.stored.size <= this.capacity) break;
-      if (entry.run?.live) continue;
-      this.stored.delete(oldest);
+      if (this.stored.size <= this.capacity && this.bytes <= this.maxBytes) break;
+      if (entry.run?.live || oldest === key) continue;
+      this.forget(oldest);
     }
   }
 
@@ -80,6 +94,12 @@ export class ResponseStore<Run extends LiveRun> {
 
   /** Whether there was such a response. */
   delete(tenant: string | null, id: string): boolean {
-    return this.stored.delete(ResponseStore.key(tenant, id));
+    return this.forget(ResponseStore.key(tenant, id));
+  }
+
+  private forget(key: string): boolean {
+    this.bytes -= this.sizes.get(key) ?? 0;
+    this.sizes.delete(key);
+    return this.stored.delete(key);
   }
 }

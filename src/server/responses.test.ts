@@ -221,13 +221,15 @@ describe("POST /v1/responses (fake engine)", () => {
     );
   });
 
-  test("store: true keeps the conversation for previous_response_id, per tenant; unknown ids are 404", async () => {
+  test("a response is kept unless store: false (OpenAI's default), continued by previous_response_id per tenant; others are 404", async () => {
     const { post, engine } = server({ reply: () => "Hello Ada." }, ["key-a", "key-b"]);
     const asA = { Authorization: "Bearer key-a" };
+    // OpenAI's own multi-turn example: create, then continue, never naming `store`
     const first = (await (
-      await post({ instructions: "Old rules.", input: "I am Ada.", store: true }, asA)
+      await post({ instructions: "Old rules.", input: "I am Ada." }, asA)
     ).json()) as Json;
-    const second = await post({ previous_response_id: first.id, input: "Who am I?" }, asA);
+    assert.equal(first.store, true);
+    const second = await post({ previous_response_id: first.id, input: "Who am I?", store: false }, asA);
     assert.equal(second.status, 200);
     const prompt = engine.requests[1]!.prompt;
     assert.ok(/I am Ada\.[\s\S]*Hello Ada\.[\s\S]*Who am I\?/.test(prompt), prompt);
@@ -264,7 +266,8 @@ describe("POST /v1/responses (fake engine)", () => {
       (await call("GET", `/v1/responses/${whole.id}`, { Authorization: "Bearer key-b" })).status,
       404,
     );
-    const notStored = (await (await post({ input: "x" }, asA)).json()) as Json;
+    const notStored = (await (await post({ input: "x", store: false }, asA)).json()) as Json;
+    assert.equal(notStored.store, false);
     assert.equal((await call("GET", `/v1/responses/${notStored.id}`, asA)).status, 404);
 
     const deleted = await call("DELETE", `/v1/responses/${whole.id}`, asA);
@@ -325,6 +328,25 @@ describe("POST /v1/responses (fake engine)", () => {
     store.set(null, "f", turn("f"));
     store.set(null, "g", turn("g"));
     assert.equal(store.get(null, "bg"), undefined, "an ended one is forgotten as any other");
+  });
+
+  test("the store also holds at most so many bytes: a long conversation pushes older responses out, never itself", () => {
+    const store = new ResponseStore(1024, 10_000);
+    const turn = (content: string): StoredResponse => ({
+      conversation: [{ role: "user" as const, content }],
+      response: {} as ResponseObject,
+      inputItems: [],
+    });
+    for (const id of ["a", "b", "c"]) store.set(null, id, turn("x".repeat(3000)));
+    assert.ok(store.get(null, "a") && store.storedBytes > 9000 && store.storedBytes <= 10_000);
+    store.set(null, "d", turn("x".repeat(3000)));
+    assert.equal(store.get(null, "b"), undefined, "the least recently used went first");
+    assert.ok(store.get(null, "a") && store.get(null, "c") && store.get(null, "d"));
+    store.set(null, "huge", turn("x".repeat(50_000)));
+    assert.ok(store.get(null, "huge"), "the newest stays even past the budget alone");
+    assert.equal(store.get(null, "a"), undefined);
+    store.delete(null, "huge");
+    assert.equal(store.storedBytes, 0);
   });
 
   test("streaming: text then a call, as the Responses events in order", async () => {
@@ -501,7 +523,7 @@ describe("the Responses lifecycle: input items, background responses, cancel", (
       assert.equal(refused.status, 400, query);
       assert.equal(((await refused.json()) as Json).error.param, param, query);
     }
-    const notStored = (await (await post({ input: "x" })).json()) as Json;
+    const notStored = (await (await post({ input: "x", store: false })).json()) as Json;
     for (const id of [notStored.id, "resp_unknown"]) {
       const missing = await call("GET", `/v1/responses/${id}/input_items`);
       assert.equal(missing.status, 404);

@@ -1,8 +1,8 @@
 /**
  * `POST /v1/responses`: OpenAI's Responses API (what Codex CLI and `openai.responses.create` speak),
  * served by translating the request into a chat completion and its output back into response items.
- * Stateless unless `store: true` (then `previous_response_id` continues it, `GET /v1/responses/{id}` returns
- * it, `GET /v1/responses/{id}/input_items` lists its input items and `DELETE` forgets it); tools the server
+ * Kept unless `store: false`, as at OpenAI (then `previous_response_id` continues it, `GET /v1/responses/{id}`
+ * returns it, `GET /v1/responses/{id}/input_items` lists its input items and `DELETE` forgets it); tools the server
  * cannot run are dropped (see responses-input.ts). `background: true` runs it detached from the connection,
  * polled with `GET` and stopped with `POST /v1/responses/{id}/cancel` (responses-background.ts).
  */
@@ -31,8 +31,10 @@ import { failedResponseEvents, responseEventStream } from "./responses-stream.js
 import { responseFormatGrammar } from "./sampling.js";
 import type { ResponseFormatInput } from "./schemas.js";
 
-/** How many `store: true` responses are kept (least recently used first out). */
+/** How many stored responses are kept (least recently used first out)... */
 export const STORED_RESPONSES = 1024;
+/** ...and in how much memory at most: a client that sends its whole input every turn stores it every turn. */
+export const STORED_RESPONSE_BYTES = 256 * 2 ** 20;
 
 /** How many ended background responses keep their events for `GET ...?stream=true` (last ended first kept). */
 export const REPLAYABLE_RESPONSES = 64;
@@ -59,7 +61,7 @@ function storedOrNotFound(
   if (found === undefined) {
     throw new ApiError(
       404,
-      `Response with id '${id}' not found (only responses created with store: true are kept, the last ${STORED_RESPONSES}).`,
+      `Response with id '${id}' not found (responses created with store: false are not kept, nor the least recently used past the last ${STORED_RESPONSES}).`,
       "invalid_request_error",
       "not_found",
     );
@@ -99,7 +101,7 @@ function withReferencedItems(
     const found = typeof id === "string" ? store.findItem(tenant, id) : undefined;
     if (found === undefined) {
       throw ApiError.badRequest(
-        `Item with id '${String(id)}' not found (items of responses created with store: true are kept, those of the last ${STORED_RESPONSES}).`,
+        `Item with id '${String(id)}' not found (items of responses created with store: false are not kept, nor those of the least recently used past the last ${STORED_RESPONSES}).`,
         `input[${i}].id`,
         "invalid_value",
       );
@@ -133,7 +135,7 @@ export function responsesApi(
   log: (message: string) => void,
   inflight: InflightRequests,
 ): ResponsesRoutes {
-  const store = new ResponseStore<BackgroundRun>(STORED_RESPONSES);
+  const store = new ResponseStore<BackgroundRun>(STORED_RESPONSES, STORED_RESPONSE_BYTES);
   const announcedDrops = new Set<string>();
   // the ended background runs whose events are kept, oldest first
   const replayable: BackgroundRun[] = [];
@@ -217,8 +219,8 @@ export function responsesApi(
         "background",
       );
     }
-    // a background response is stored: `store` left out means true, as at OpenAI
-    const body = parsed.background ? { ...parsed, store: true } : parsed;
+    // `store` left out means true, as at OpenAI (`openai.responses.create` then `previous_response_id`)
+    const body = { ...parsed, store: parsed.store ?? true };
     const model = checkModel(ctx, body.model);
     const tenant = c.get("tenant") ?? null;
     const previousId = body.previous_response_id;
@@ -226,7 +228,7 @@ export function responsesApi(
     if (previous === undefined) {
       throw new ApiError(
         404,
-        `Previous response with id '${previousId}' not found (only responses created with store: true are kept, the last ${STORED_RESPONSES}).`,
+        `Previous response with id '${previousId}' not found (responses created with store: false are not kept, nor the least recently used past the last ${STORED_RESPONSES}).`,
         "invalid_request_error",
         "previous_response_not_found",
         "previous_response_id",
