@@ -3,7 +3,8 @@
  * 12 agent programs of 4 turns (half name their program by header, half by the body's job_id): every
  * returning turn finds its program's KV on the replica that served the previous turn; then one replica
  * is killed while turns are in flight: its programs finish on the others, every request gets exactly
- * one answer, and the cluster stops cleanly.
+ * one answer, and the cluster stops cleanly. And Responses API conversations that name no program find their
+ * responses on the replica that kept them.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -15,7 +16,7 @@ import { haproxyMissing, type RunningCluster, startCluster } from "./cluster.js"
 
 const skip = llamaSkip || haproxyMissing("haproxy") || false;
 const PROGRAMS = 12;
-const PORT = 18400 + (process.pid % 500) * 16;
+const PORT = 18400 + (process.pid % 500) * 24;
 
 interface Turn {
   readonly status: number;
@@ -90,6 +91,56 @@ async function finishedOn(url: string): Promise<number> {
   return n;
 }
 
+/**
+ * Responses API conversations that name no program, as OpenAI's docs write them (`previous_response_id`
+ * alone), and a background response polled and cancelled by its id: each request finds the response on
+ * the replica that answered it, though the balancer spreads what names no program over all three.
+ */
+async function respondedConversations(cluster: RunningCluster): Promise<void> {
+  const post = async (path: string, body?: object) => {
+    const response = await fetch(`${cluster.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: response.status, body: (await response.json()) as { id: string; status: string } };
+  };
+  const statuses: number[] = [];
+  await Promise.all(
+    [0, 1, 2, 3, 4, 5].map(async (c) => {
+      let previous: string | null = null;
+      for (let t = 0; t < 4; t++) {
+        const created = await post("/v1/responses", {
+          model: "continuum-tiny",
+          input: `Conversation ${c}, step ${t}.`,
+          max_output_tokens: 4,
+          ...(previous ? { previous_response_id: previous } : {}),
+        });
+        statuses.push(created.status);
+        previous = created.body.id;
+        const got = await fetch(`${cluster.url}/v1/responses/${previous}`);
+        await got.arrayBuffer();
+        statuses.push(got.status);
+      }
+      const background = await post("/v1/responses", {
+        model: "continuum-tiny",
+        input: "Count to a thousand.",
+        max_output_tokens: 200,
+        background: true,
+      });
+      statuses.push(background.status, (await post(`/v1/responses/${background.body.id}/cancel`)).status);
+      const removed = await fetch(`${cluster.url}/v1/responses/${background.body.id}`, { method: "DELETE" });
+      await removed.arrayBuffer();
+      statuses.push(removed.status);
+    }),
+  );
+  assert.deepEqual(
+    statuses.filter((status) => status !== 200),
+    [],
+    "every request found its response",
+  );
+}
+
 describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip }, () => {
   test("program-sticky turns, failover when a replica dies, exactly one answer each, clean stop", async () => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
@@ -138,6 +189,17 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
         0,
         `${replica.name} drained and exited cleanly: ${lines.join("\n")}`,
       );
+    }
+  });
+
+  test("Responses API conversations naming no program find their responses on the replica that kept them", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
+    const cluster = await threeReplicas(PORT + 16, dir, []);
+    try {
+      await respondedConversations(cluster);
+    } finally {
+      await cluster.stop();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 

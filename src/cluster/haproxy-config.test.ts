@@ -58,15 +58,45 @@ describe("haproxyConfig", () => {
       assert.match(
         config,
         new RegExp(
-          `^ {4}server r${i} 127\\.0\\.0\\.1:800${i} agent-check agent-addr 127\\.0\\.0\\.1 agent-port ${8003 + i}$`,
+          `^ {4}server r${i} 127\\.0\\.0\\.1:800${i} id ${i} agent-check agent-addr 127\\.0\\.0\\.1 agent-port ${8003 + i}$`,
           "m",
         ),
       );
       assert.match(
         config,
-        new RegExp(`^ {4}server r${i} 127\\.0\\.0\\.1:800${i} track by_program/r${i}$`, "m"),
+        new RegExp(`^ {4}server r${i} 127\\.0\\.0\\.1:800${i} id ${i} track by_program/r${i}$`, "m"),
       );
     }
+  });
+
+  test("a request naming a kept response goes to the replica that answered it, whichever backend that was", () => {
+    for (const text of [config, fleet]) {
+      const front = section(text, "frontend continuum");
+      assert.ok(
+        front.includes(
+          "    http-request set-var(txn.response) path,field(4,/) if { path_beg /v1/responses/ }",
+        ),
+      );
+      assert.ok(
+        front.includes(
+          "    http-request set-var(txn.response) req.body,json_query('$.previous_response_id') if { path /v1/responses } !{ var(txn.response) -m found }",
+        ),
+      );
+      const uses = front.filter((l) => l.includes("by_response") || l.includes("by_program"));
+      assert.match(uses[0] ?? "", /use_backend by_response/, "before program affinity");
+      const byResponse = section(text, "backend by_response");
+      assert.ok(byResponse.includes("    stick match var(txn.response)"));
+      for (const backend of ["by_program", "least_loaded", "by_response"]) {
+        assert.ok(
+          section(text, `backend ${backend}`).includes(
+            "    stick store-response res.hdr(x-continuum-response-id) table by_response",
+          ),
+          backend,
+        );
+      }
+    }
+    const streams = section(fleet, "frontend streams");
+    assert.ok(streams.some((l) => l.startsWith("    http-request set-var(txn.response)")));
   });
 
   test("holds as many connections as asked", () => {
@@ -103,13 +133,13 @@ describe("haproxyConfig", () => {
   test("replicas on other hosts are checked and hashed as the local ones", () => {
     const servers = section(fleet, "backend by_program").filter((l) => l.startsWith("    server "));
     assert.deepEqual(servers, [
-      "    server r1 127.0.0.1:8001 agent-check agent-addr 127.0.0.1 agent-port 8003",
-      "    server r2 127.0.0.1:8002 agent-check agent-addr 127.0.0.1 agent-port 8004",
-      "    server r3 10.0.0.2:8001 agent-check agent-addr 10.0.0.2 agent-port 9001",
-      "    server r4 [fd00::3]:8001",
+      "    server r1 127.0.0.1:8001 id 1 agent-check agent-addr 127.0.0.1 agent-port 8003",
+      "    server r2 127.0.0.1:8002 id 2 agent-check agent-addr 127.0.0.1 agent-port 8004",
+      "    server r3 10.0.0.2:8001 id 3 agent-check agent-addr 10.0.0.2 agent-port 9001",
+      "    server r4 [fd00::3]:8001 id 4",
     ]);
     assert.match(fleet, /^ {4}bind 0\.0\.0\.0:8000$/m);
-    assert.match(fleet, /^ {4}server r4 \[fd00::3\]:8001 track by_program\/r4$/m);
+    assert.match(fleet, /^ {4}server r4 \[fd00::3\]:8001 id 4 track by_program\/r4$/m);
   });
 
   test("the fleet view and streamed requests go to a live supervisor, which sends streams back to a frontend routing as the first", () => {
@@ -118,6 +148,7 @@ describe("haproxyConfig", () => {
     assert.deepEqual(uses, [
       "    use_backend supervisor if fleet_view supervisor_up",
       "    use_backend supervisor if { var(txn.stream) -m bool } supervisor_up",
+      "    use_backend by_response if { var(txn.response) -m found }",
       "    use_backend by_program if { var(txn.program) -m found }",
       "    default_backend least_loaded",
     ]);

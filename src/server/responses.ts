@@ -42,6 +42,12 @@ export const REPLAYABLE_RESPONSES = 64;
 /** Response header listing the request's tool types that were dropped (comma-separated). */
 export const DROPPED_TOOLS_HEADER = "X-Continuum-Dropped-Tools";
 
+/**
+ * Response header naming a kept response: a balancer in front of several replicas (`continuum cluster`)
+ * remembers which one answered, so that its `previous_response_id`, `GET`, `cancel` and `DELETE` find it.
+ */
+export const RESPONSE_ID_HEADER = "X-Continuum-Response-Id";
+
 type Handler = (c: Context<AppEnv>) => Promise<Response>;
 
 /** `text.format` as chat completions' `response_format` (its schema's fields under `json_schema`). */
@@ -263,6 +269,14 @@ export function responsesApi(
     const grammar = responseFormatGrammar(responseFormatOf(body.text?.format), "text.format.schema");
     const structured = grammar === null ? {} : { formatGrammar: { grammar, param: "text.format" } };
     const dropped = request.droppedTools.join(",");
+    const headersFor = (meta: ResponseMeta): Record<string, string> => ({
+      ...(dropped ? { [DROPPED_TOOLS_HEADER]: dropped } : {}),
+      ...(body.store ? { [RESPONSE_ID_HEADER]: meta.id } : {}),
+    });
+    const withHeaders = (response: Response, meta: ResponseMeta): Response => {
+      for (const [name, value] of Object.entries(headersFor(meta))) response.headers.set(name, value);
+      return response;
+    };
 
     if (body.background) {
       // in flight until the run ends, not with this exchange; its generation answers to no client signal
@@ -296,12 +310,12 @@ export function responsesApi(
       run.start();
       if (body.stream) {
         // the client going away leaves the run going: its events can be picked up again with GET
-        const response = sseResponse(run.events(-1), () => {});
-        if (dropped) response.headers.set(DROPPED_TOOLS_HEADER, dropped);
-        return response;
+        return withHeaders(
+          sseResponse(run.events(-1), () => {}),
+          meta,
+        );
       }
-      if (dropped) c.header(DROPPED_TOOLS_HEADER, dropped);
-      return c.json(run.response);
+      return c.json(run.response, 200, headersFor(meta));
     }
 
     let started: ChatGeneration;
@@ -321,9 +335,10 @@ export function responsesApi(
       store.set(tenant, meta.id, { conversation, response, inputItems: inputItems() });
     };
     if (body.stream) {
-      const response = sseResponse(responseEventStream(started, meta, keep), () => generation.abort());
-      if (dropped) response.headers.set(DROPPED_TOOLS_HEADER, dropped);
-      return response;
+      return withHeaders(
+        sseResponse(responseEventStream(started, meta, keep), () => generation.abort()),
+        meta,
+      );
     }
     const done = await generation.done();
     if (done === null) throw new Error("the engine ended the request without a result");
@@ -345,8 +360,7 @@ export function responsesApi(
     );
     const response = responseObject(meta, status, output, done.usage);
     keep(response);
-    if (dropped) c.header(DROPPED_TOOLS_HEADER, dropped);
-    return c.json(response);
+    return c.json(response, 200, headersFor(meta));
   };
   return { create, retrieve, remove, cancel, inputItems };
 }
