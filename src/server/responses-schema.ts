@@ -71,6 +71,10 @@ export const responsesSchema = chatCompletionSchema
     // run detached from the connection: polled with GET, cancelled with POST .../cancel (responses-background.ts)
     background: z.boolean().nullish(),
     previous_response_id: z.string().min(1).nullish(),
+    // state this server does not keep: refused by name rather than dropped, which would lose the history
+    // or the instructions they stand for (responses.ts)
+    conversation: z.unknown().optional(),
+    prompt: z.unknown().optional(),
     metadata: z.record(z.string(), z.string()).nullish(),
     // Where Codex names its conversation (see responses-program.ts)
     prompt_cache_key: z.string().nullish(),

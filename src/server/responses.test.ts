@@ -249,6 +249,22 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.equal(((await notStored.json()) as Json).error.code, "previous_response_not_found");
   });
 
+  test("state kept at OpenAI that this server does not keep (conversation, prompt) is refused by name, never dropped", async () => {
+    const { post, engine } = server({ reply: () => "Hello." });
+    for (const [param, value] of [
+      ["conversation", "conv_68a1"],
+      ["conversation", { id: "conv_68a1" }],
+      ["prompt", { id: "pmpt_123", variables: { city: "Paris" } }],
+    ] as const) {
+      const refused = await post({ input: "And then?", [param]: value });
+      assert.equal(refused.status, 400, param);
+      const error = ((await refused.json()) as Json).error;
+      assert.deepEqual([error.code, error.param], ["unsupported_parameter", param]);
+    }
+    assert.equal(engine.requests.length, 0, "nothing reached the engine without the history it asked for");
+    assert.equal((await post({ input: "Hi.", conversation: null })).status, 200);
+  });
+
   test("a stored response comes back from GET /v1/responses/{id} as it was returned, to its tenant, until DELETE", async () => {
     const { post, call } = server({ reply: () => "Hello Ada." }, ["key-a", "key-b"]);
     const asA = { Authorization: "Bearer key-a" };

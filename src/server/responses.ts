@@ -216,6 +216,24 @@ export function responsesApi(
 
   const create: Handler = async (c) => {
     const parsed = responsesSchema.parse(await readJsonBody(c));
+    if (parsed.conversation != null) {
+      throw new ApiError(
+        400,
+        "conversation (OpenAI's Conversations API) is not served here: continue a response with previous_response_id, or send the whole conversation as input.",
+        "invalid_request_error",
+        "unsupported_parameter",
+        "conversation",
+      );
+    }
+    if (parsed.prompt != null) {
+      throw new ApiError(
+        400,
+        "prompt (a prompt template stored at OpenAI) is not served here: send its text as instructions and input.",
+        "invalid_request_error",
+        "unsupported_parameter",
+        "prompt",
+      );
+    }
     if (parsed.background && parsed.store === false) {
       throw new ApiError(
         400,
