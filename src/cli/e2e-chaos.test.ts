@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Rng } from "../core/rng.js";
+import { ensureBuiltinModel } from "../engine/gguf/index.js";
 import { llamaSkip } from "../engine/test-support/llama-skip.js";
 import { type LlamaServer, sleep, startLlamaServer } from "./test-support/llama-server.js";
 
@@ -155,52 +156,56 @@ async function poolState(s: LlamaServer): Promise<PoolState> {
 }
 
 describe("misbehaving clients against the llama.cpp engine (tiny model)", { skip: llamaSkip }, () => {
-  test("every API at once, streams dropped, background responses cancelled: idle afterwards, no KV held, still serving", async () => {
-    const s = await startLlamaServer(["--kv-cache-tokens", "4096"]);
-    try {
-      const rng = new Rng(2026);
-      const tally: Tally = { statuses: [], dropped: 0, cancelled: 0, deleted: 0 };
-      await Promise.all(
-        Array.from({ length: CLIENTS }, async (_, client) => {
-          const own = new Rng(rng.int(0, 2 ** 30));
-          for (let p = 0; p < PROGRAMS_PER_CLIENT; p++) await program(s, own, `chaos-${client}-${p}`, tally);
-        }),
-      );
-      assert.ok(tally.dropped >= 5 && tally.cancelled >= 2 && tally.deleted >= 2, JSON.stringify(tally));
-      assert.deepEqual(
-        tally.statuses.filter((status) => status !== 200),
-        [],
-        "every request was answered (a dropped stream counts by its status line)",
-      );
+  for (const tokenizer of ["spm", "bpe"] as const)
+    test(`every API at once, streams dropped, background responses cancelled: idle afterwards, no KV held, still serving (${tokenizer} tokenizer)`, async () => {
+      const model =
+        tokenizer === "spm" ? [] : ["--model", await ensureBuiltinModel({ preset: "tiny", tokenizer })];
+      const s = await startLlamaServer(["--kv-cache-tokens", "4096", ...model]);
+      try {
+        const rng = new Rng(2026);
+        const tally: Tally = { statuses: [], dropped: 0, cancelled: 0, deleted: 0 };
+        await Promise.all(
+          Array.from({ length: CLIENTS }, async (_, client) => {
+            const own = new Rng(rng.int(0, 2 ** 30));
+            for (let p = 0; p < PROGRAMS_PER_CLIENT; p++)
+              await program(s, own, `chaos-${client}-${p}`, tally);
+          }),
+        );
+        assert.ok(tally.dropped >= 5 && tally.cancelled >= 2 && tally.deleted >= 2, JSON.stringify(tally));
+        assert.deepEqual(
+          tally.statuses.filter((status) => status !== 200),
+          [],
+          "every request was answered (a dropped stream counts by its status line)",
+        );
 
-      let state = await poolState(s);
-      for (let i = 0; i < 100 && (state.running > 0 || state.waiting > 0); i++) {
-        await sleep(100);
+        let state = await poolState(s);
+        for (let i = 0; i < 100 && (state.running > 0 || state.waiting > 0); i++) {
+          await sleep(100);
+          state = await poolState(s);
+        }
+        assert.equal(state.running, 0);
+        assert.equal(state.waiting, 0);
+        assert.equal(state.pool.runningBlocks, 0, "no request still holds KV");
+        const { totalBlocks, pinnedBlocks, cachedBlocks, freeBlocks } = state.pool;
+        assert.equal(pinnedBlocks + cachedBlocks + freeBlocks, totalBlocks);
+
+        for (const { id } of state.programs) {
+          await (
+            await fetch(`${s.server.url}/v1/programs/${encodeURIComponent(id)}`, { method: "DELETE" })
+          ).arrayBuffer();
+        }
         state = await poolState(s);
-      }
-      assert.equal(state.running, 0);
-      assert.equal(state.waiting, 0);
-      assert.equal(state.pool.runningBlocks, 0, "no request still holds KV");
-      const { totalBlocks, pinnedBlocks, cachedBlocks, freeBlocks } = state.pool;
-      assert.equal(pinnedBlocks + cachedBlocks + freeBlocks, totalBlocks);
+        assert.equal(state.pool.pinnedBlocks, 0, "a deleted program's pin is gone");
+        assert.equal(state.numPrograms, 0);
 
-      for (const { id } of state.programs) {
-        await (
-          await fetch(`${s.server.url}/v1/programs/${encodeURIComponent(id)}`, { method: "DELETE" })
-        ).arrayBuffer();
+        const after = await s.openai.chat.completions.create({
+          model: s.model,
+          messages: [{ role: "user", content: "are you still there?" }],
+          max_tokens: 4,
+        });
+        assert.equal(after.choices[0]?.finish_reason, "length");
+      } finally {
+        await s.close();
       }
-      state = await poolState(s);
-      assert.equal(state.pool.pinnedBlocks, 0, "a deleted program's pin is gone");
-      assert.equal(state.numPrograms, 0);
-
-      const after = await s.openai.chat.completions.create({
-        model: s.model,
-        messages: [{ role: "user", content: "are you still there?" }],
-        max_tokens: 4,
-      });
-      assert.equal(after.choices[0]?.finish_reason, "length");
-    } finally {
-      await s.close();
-    }
-  });
+    });
 });
