@@ -148,11 +148,11 @@ async function printStats(path: string, o: { json: boolean; top: number }): Prom
 export function traceCommand(): Command {
   const importCommand = new Command("import")
     .description(
-      `SWE-agent .traj and mini-swe-agent .traj.json trajectories (token counts estimated at ${CHARS_PER_TOKEN} characters per token), Claude Code and Codex session logs (their recorded token counts) as a trace, one program per trajectory or session`,
+      `SWE-agent .traj and mini-swe-agent .traj.json trajectories (token counts estimated at ${CHARS_PER_TOKEN} characters per token), Claude Code, Codex and Qwen Code session logs (their recorded token counts) as a trace, one program per trajectory or session`,
     )
     .argument(
       "<paths...>",
-      "trajectory or session files, or directories searched for .traj, .traj.json, other JSON and .jsonl (e.g. ~/.claude/projects, ~/.codex/sessions)",
+      "trajectory or session files, or directories searched for .traj, .traj.json, other JSON and .jsonl (e.g. ~/.claude/projects, ~/.codex/sessions, ~/.qwen/projects)",
     )
     .option("-o, --out <file.jsonl>", "write the trace here instead of stdout")
     .option("--source <label>", "every program's `source` (default: the agent and its version)")

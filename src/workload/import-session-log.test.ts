@@ -146,11 +146,52 @@ describe("Codex rollout import", () => {
   });
 });
 
+describe("Qwen Code session import", () => {
+  it("makes one turn per assistant line with usage, timed by the api_response telemetry that matches it", () => {
+    const result = imported("qwen-code-session.jsonl", read("qwen-code-session.jsonl"));
+    assert.deepEqual(result, {
+      programs: [
+        {
+          id: "qwen-session-1",
+          source: "qwen-code 9.9.9",
+          turns: [
+            // thinking counts as output; the request started 3.5 s before its telemetry's end, and the
+            // tool ran until the next matched request started (11.0 - 1.5 s)
+            turn(12000, 0, 100, "run_shell_command", 5.5),
+            // the memory subagent's request (3000 tokens) answers no assistant line: left out; without
+            // telemetry the next request starts at the tool's functionResponse
+            turn(12200, 12096, 60, "edit", 0.5),
+            last(12300, 12256, 5),
+          ],
+        },
+      ],
+      responsesWithoutUsage: 0,
+      sessionsWithoutResponse: 0,
+    });
+  });
+
+  it("tells a Qwen Code log (Gemini parts) from a Claude Code one (Anthropic content)", () => {
+    const qwen = { type: "user", sessionId: "s", message: { role: "user", parts: [{ text: "hi" }] } };
+    const claude = { type: "user", sessionId: "s", message: { role: "user", content: "hi" } };
+    const answer = {
+      type: "assistant",
+      sessionId: "s",
+      message: { role: "model", parts: [{ text: "ok" }] },
+      usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 2 },
+    };
+    const asQwen = imported("q.jsonl", [qwen, answer].map((l) => JSON.stringify(l)).join("\n"));
+    assert.equal(asQwen.programs[0]?.source, "qwen-code");
+    const asClaude = imported("c.jsonl", JSON.stringify(claude));
+    assert.deepEqual(asClaude.programs, []);
+    assert.equal(asClaude.sessionsWithoutResponse, 1);
+  });
+});
+
 describe("session log detection", () => {
   it("leaves other JSON Lines found in a directory alone, and names a file given by name", () => {
-    const qwenLike = JSON.stringify({ type: "user", sessionId: "s", message: { role: "user", parts: [] } });
+    const chatLog = JSON.stringify({ role: "user", content: "hi", sessionId: "s" });
     const record = JSON.stringify({ event: "arrival", program: "p", request: "r", t: 0 });
-    for (const text of [qwenLike, record]) {
+    for (const text of [chatLog, record]) {
       assert.equal(importSessionLog("x.jsonl", text, false), null);
       assert.throws(() => importSessionLog("x.jsonl", text, true), /x\.jsonl: not a SWE-agent/);
     }
@@ -161,12 +202,15 @@ describe("session log detection", () => {
     readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
       e.isDirectory()
         ? logsUnder(join(dir, e.name))
-        : e.name.endsWith(".jsonl") && /\/(\.claude\/projects|\.codex\/sessions)\//.test(join(dir, e.name))
+        : e.name.endsWith(".jsonl") &&
+            /\/(\.claude\/projects|\.codex\/sessions|\.qwen\/projects\/[^/]+\/chats)\//.test(
+              join(dir, e.name),
+            )
           ? [join(dir, e.name)]
           : [],
     );
   const real = existsSync(HARNESS) ? logsUnder(HARNESS) : [];
-  it("converts the harness check's real Claude Code and Codex logs", {
+  it("converts the harness check's real Claude Code, Codex and Qwen Code logs", {
     skip:
       real.length === 0 ? `no harness-check session logs under ${HARNESS} (local only, not in CI)` : false,
   }, () => {
@@ -175,7 +219,7 @@ describe("session log detection", () => {
     for (const path of real) {
       const result = imported(path, readFileSync(path, "utf8"));
       assert.ok(result.programs.length + result.sessionsWithoutResponse > 0, path);
-      for (const program of result.programs) assert.match(program.source!, /^(claude-code|codex) /);
+      for (const program of result.programs) assert.match(program.source!, /^(claude-code|codex|qwen-code) /);
       programs += result.programs.length;
     }
     assert.ok(programs > 0, "no real session converted");

@@ -4,16 +4,17 @@ import type { ImportOptions } from "./conversation.js";
 import { importClaudeCodeSession, isClaudeCodeLine } from "./import-claude-code.js";
 import { importCodexRollout, isCodexMarkerLine } from "./import-codex.js";
 import { importMiniSweAgentTraj } from "./import-mini-swe-agent.js";
+import { importQwenCodeSession, isQwenCodeLine } from "./import-qwen-code.js";
 import { importSweAgentTraj } from "./import-swe-agent.js";
 import { type LogLine, parseJsonLines, requireWholeLines, type SessionImport } from "./session-log.js";
 import type { TraceProgram } from "./trace.js";
 
 export type TrajectoryFormat = "swe-agent" | "mini-swe-agent";
-export type SessionLogFormat = "claude-code" | "codex";
+export type SessionLogFormat = "claude-code" | "codex" | "qwen-code";
 
 /** What `trace import` reads, for its messages. */
 export const IMPORTED_FORMATS =
-  "a SWE-agent or mini-swe-agent trajectory, nor a Claude Code or Codex session log";
+  "a SWE-agent or mini-swe-agent trajectory, nor a Claude Code, Codex or Qwen Code session log";
 
 /** `.traj.json` is mini-swe-agent, `.traj` SWE-agent; other names are told apart by their keys. */
 export function detectTrajectoryFormat(fileName: string, data: unknown): TrajectoryFormat | null {
@@ -50,15 +51,27 @@ export async function importTrajectoryFile(path: string, options: ImportOptions 
   return importTrajectory(path, await readTrajectoryJson(path), options);
 }
 
-/** Told by content: a Codex rollout has `session_meta` or `token_count` lines, Claude Code user/assistant lines. */
+/**
+ * Told by content: a Codex rollout has `session_meta` or `token_count` lines; Claude Code and Qwen Code
+ * user/assistant lines, with Anthropic and Gemini-style messages.
+ */
 export function detectSessionLogFormat(lines: readonly LogLine[]): SessionLogFormat | null {
   if (lines.some(isCodexMarkerLine)) return "codex";
   if (lines.some(isClaudeCodeLine)) return "claude-code";
+  if (lines.some(isQwenCodeLine)) return "qwen-code";
   return null;
 }
 
+const SESSION_IMPORTERS: Readonly<
+  Record<SessionLogFormat, (path: string, lines: readonly LogLine[], options: ImportOptions) => SessionImport>
+> = {
+  codex: importCodexRollout,
+  "claude-code": importClaudeCodeSession,
+  "qwen-code": importQwenCodeSession,
+};
+
 /**
- * The programs of a JSON Lines session log's text; null when it is no Claude Code or Codex log and
+ * The programs of a JSON Lines session log's text; null when it is no Claude Code, Codex or Qwen Code log and
  * `named` is false (a file found in a directory), else throws. Errors name the file.
  */
 export function importSessionLog(
@@ -76,9 +89,7 @@ export function importSessionLog(
   }
   try {
     requireWholeLines(log);
-    return format === "codex"
-      ? importCodexRollout(path, lines, options)
-      : importClaudeCodeSession(path, lines, options);
+    return SESSION_IMPORTERS[format](path, lines, options);
   } catch (err) {
     throw new Error(`${path}: ${(err as Error).message}`);
   }
