@@ -50,6 +50,17 @@ export const RESPONSE_ID_HEADER = "X-Continuum-Response-Id";
 
 type Handler = (c: Context<AppEnv>) => Promise<Response>;
 
+/**
+ * State kept at OpenAI that this server does not keep: refused by name, since dropping it would run the
+ * turn without the history or instructions it stands for.
+ */
+const UNSERVED_STATE = {
+  conversation:
+    "conversation (OpenAI's Conversations API) is not served here: continue a response with previous_response_id, or send the whole conversation as input.",
+  prompt:
+    "prompt (a prompt template stored at OpenAI) is not served here: send its text as instructions and input.",
+} as const;
+
 /** `text.format` as chat completions' `response_format` (its schema's fields under `json_schema`). */
 function responseFormatOf(format: TextFormat | null | undefined): ResponseFormatInput | null {
   if (format?.type !== "json_schema") return format ?? null;
@@ -216,23 +227,9 @@ export function responsesApi(
 
   const create: Handler = async (c) => {
     const parsed = responsesSchema.parse(await readJsonBody(c));
-    if (parsed.conversation != null) {
-      throw new ApiError(
-        400,
-        "conversation (OpenAI's Conversations API) is not served here: continue a response with previous_response_id, or send the whole conversation as input.",
-        "invalid_request_error",
-        "unsupported_parameter",
-        "conversation",
-      );
-    }
-    if (parsed.prompt != null) {
-      throw new ApiError(
-        400,
-        "prompt (a prompt template stored at OpenAI) is not served here: send its text as instructions and input.",
-        "invalid_request_error",
-        "unsupported_parameter",
-        "prompt",
-      );
+    for (const [param, message] of Object.entries(UNSERVED_STATE)) {
+      if (parsed[param as keyof typeof UNSERVED_STATE] != null)
+        throw new ApiError(400, message, "invalid_request_error", "unsupported_parameter", param);
     }
     if (parsed.background && parsed.store === false) {
       throw new ApiError(
