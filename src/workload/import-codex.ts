@@ -1,4 +1,3 @@
-import { basename } from "node:path";
 import { z } from "zod";
 import { isRecord } from "../core/tools/json-objects.js";
 import type { ImportOptions } from "./conversation.js";
@@ -6,9 +5,9 @@ import {
   type LogLine,
   laterMs,
   type ResponseUsage,
-  responsesToProgram,
   type SessionImport,
   type SessionResponse,
+  singleSessionImport,
   stringOr,
   timestampMs,
 } from "./session-log.js";
@@ -113,12 +112,5 @@ export function importCodexRollout(
       answering = false;
     }
   }
-  const id = options.id ?? sessionId ?? basename(path).replace(/\.jsonl$/, "");
-  const source = options.source ?? (version ? `codex ${version}` : "codex");
-  const { program, withoutUsage } = responsesToProgram(id, source, responses);
-  return {
-    programs: program === null ? [] : [program],
-    responsesWithoutUsage: withoutUsage,
-    sessionsWithoutResponse: program === null ? 1 : 0,
-  };
+  return singleSessionImport(path, options, { id: sessionId, agent: "codex", version }, responses);
 }

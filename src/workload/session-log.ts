@@ -1,4 +1,6 @@
+import { basename } from "node:path";
 import { isRecord } from "../core/tools/json-objects.js";
+import type { ImportOptions } from "./conversation.js";
 import { roundToolS, type TraceProgram, type TraceTurn } from "./trace.js";
 
 /** A JSON object of a session log line. */
@@ -115,4 +117,24 @@ export function responsesToProgram(
     });
   });
   return { program: { id, ...(source === undefined ? {} : { source }), turns }, withoutUsage };
+}
+
+/**
+ * The import of a log holding one session: its program (id: the options', else the session id the log
+ * names, else the file's name; source: the options', else `<agent> <version>`), or none.
+ */
+export function singleSessionImport(
+  path: string,
+  options: ImportOptions,
+  session: { readonly id: string | undefined; readonly agent: string; readonly version: string | undefined },
+  responses: readonly SessionResponse[],
+): SessionImport {
+  const id = options.id ?? session.id ?? basename(path).replace(/\.jsonl$/, "");
+  const source = options.source ?? (session.version ? `${session.agent} ${session.version}` : session.agent);
+  const { program, withoutUsage } = responsesToProgram(id, source, responses);
+  return {
+    programs: program === null ? [] : [program],
+    responsesWithoutUsage: withoutUsage,
+    sessionsWithoutResponse: program === null ? 1 : 0,
+  };
 }
