@@ -114,10 +114,5 @@ export function importQwenCodeSession(
     telemetry = [];
     inputMs = Number.NaN;
   }
-  return singleSessionImport(
-    path,
-    options,
-    { id: sessionId, agent: "qwen-code", version },
-    responses,
-  );
+  return singleSessionImport(path, options, { id: sessionId, agent: "qwen-code", version }, responses);
 }
