@@ -3,6 +3,7 @@ import type { GenerateUsage } from "../engine/engine-api.js";
 import { checkModel, type RequestContext, readJsonBody } from "./chat-completions.js";
 import { IndexedRequestIds, startChoiceGroup } from "./choice-group.js";
 import { type CompletionPrompt, completionPrompts } from "./completion-prompts.js";
+import { ContextOverflow } from "./context-overflow.js";
 import { ApiError, errorBody, toApiError } from "./errors.js";
 import {
   type AppEnv,
@@ -198,7 +199,7 @@ async function startAll(
     }
   } catch (error) {
     for (const s of started) s.generation.abort();
-    throw error;
+    throw error instanceof ContextOverflow ? error.completionsError() : error;
   }
   return started;
 }

@@ -55,6 +55,23 @@ describe("a prompt over the context", () => {
     });
   });
 
+  test("/v1/completions: the same refusal, naming the prompt", async () => {
+    await withServer({ maxContextTokens: CONTEXT }, {}, async (t) => {
+      for (const stream of [false, true]) {
+        const body = await expectJson(
+          await t.post("/v1/completions", { prompt: "word ".repeat(80), stream }),
+          400,
+        );
+        assert.equal(body.error.code, "context_length_exceeded");
+        assert.equal(body.error.param, "prompt");
+        assert.match(
+          body.error.message,
+          /^This model's maximum context length is 50 tokens\. However, your prompt resulted in \d+ tokens\. Please reduce the length of the prompt\.$/,
+        );
+      }
+    });
+  });
+
   test("/v1/messages: 400 invalid_request_error `prompt is too long: N tokens > M maximum`, streamed or not", async () => {
     await withServer({ maxContextTokens: CONTEXT }, {}, async (t) => {
       const expected = {

@@ -36,6 +36,17 @@ export class ContextOverflow extends ApiError {
     return `prompt is too long: ${this.promptTokens} tokens > ${this.maxContextTokens - 1} maximum`;
   }
 
+  /** The same refusal for `/v1/completions`, whose input is a prompt, not messages. */
+  completionsError(): ApiError {
+    return new ApiError(
+      400,
+      this.message.replaceAll("messages", "prompt"),
+      "invalid_request_error",
+      "context_length_exceeded",
+      "prompt",
+    );
+  }
+
   /** The same refusal as the Responses API answers a request that is not streamed. */
   responsesError(): ApiError {
     return new ApiError(
