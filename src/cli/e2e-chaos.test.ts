@@ -1,6 +1,6 @@
 /**
  * Clients misbehaving together against the real engine (built-in tiny model): agent programs over the
- * Chat Completions, Messages and Responses APIs at once, streams dropped after a few events, background
+ * Chat Completions (two choices at times), Messages and Responses APIs at once, streams dropped after a few events, background
  * responses cancelled, programs deleted between turns. Afterwards the server must be idle with no KV held
  * for a request, every pin gone with its program, and still answer. The KV pool's invariants are property
  * tests in core; this is the same promise where a user sees it, through HTTP.
@@ -98,6 +98,9 @@ async function program(s: LlamaServer, rng: Rng, id: string, tally: Tally): Prom
             tools: TOOLS,
             job_id: id,
             is_last_step: last,
+            // sibling choices share the prompt's KV, and go when the client does
+            n: rng.int(1, 2),
+            logprobs: rng.next() < 0.3,
           },
           dropAfter,
         ),
