@@ -1,9 +1,9 @@
 /**
  * Clients misbehaving together against the real engine (built-in tiny model): agent programs over the
- * Chat Completions (two choices at times), Messages and Responses APIs at once, streams dropped after a few events, background
- * responses cancelled, programs deleted between turns. Afterwards the server must be idle with no KV held
- * for a request, every pin gone with its program, and still answer. The KV pool's invariants are property
- * tests in core; this is the same promise where a user sees it, through HTTP.
+ * Chat Completions (two choices at times), Messages and Responses APIs at once, streams dropped after a
+ * few events, background responses cancelled, programs deleted between turns. Afterwards the server must
+ * be idle with no KV held for a request, every pin gone with its program, and still answer. The KV pool's
+ * invariants are property tests in core; this is the same promise where a user sees it, through HTTP.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
