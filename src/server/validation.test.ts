@@ -134,7 +134,7 @@ describe("robustness", () => {
       assert.equal(huge.error.code, "context_length_exceeded");
       assert.match(
         huge.error.message,
-        /maximum context length is 1000 tokens\. However, your messages resulted in at least 1875 tokens/,
+        /maximum context length is 1000 tokens\. However, your prompt resulted in at least 1875 tokens/,
       );
       assert.equal(counted, 0);
       const fits = await t.post("/v1/completions", { prompt: "ab ".repeat(100) });
