@@ -55,8 +55,9 @@ export function buildBpeVocab(size: number): BpeVocab {
   const hit = cache.get(size);
   if (hit) return hit;
   const symbols = byteSymbols();
-  const byteLevel = (spmPiece: string) =>
-    Array.from(encoder.encode(spmPiece.replaceAll(SPACE_MARK, " ")), (b) => symbols[b] as string).join("");
+  /** Text written with SPACE_MARK for a space, as the stand-ins of its UTF-8 bytes. */
+  const byteSymbolsOf = (spmText: string) =>
+    Array.from(encoder.encode(spmText.replaceAll(SPACE_MARK, " ")), (b) => symbols[b] as string);
 
   const tokens: string[] = [];
   const types: TokenType[] = [];
@@ -75,7 +76,7 @@ export function buildBpeVocab(size: number): BpeVocab {
   };
   /** A character's piece; one of several bytes is merged from them first, left to right. */
   const character = (ch: string): string => {
-    const bytes = Array.from(encoder.encode(ch.replaceAll(SPACE_MARK, " ")), (b) => symbols[b] as string);
+    const bytes = byteSymbolsOf(ch);
     let piece = bytes[0] as string;
     for (const next of bytes.slice(1)) {
       merge(piece, next);
@@ -84,7 +85,7 @@ export function buildBpeVocab(size: number): BpeVocab {
     return piece;
   };
   const piece = (spmPiece: string): string => {
-    const converted = byteLevel(spmPiece);
+    const converted = byteSymbolsOf(spmPiece).join("");
     if (ids.has(converted)) return converted;
     if ([...spmPiece].length === 1) return character(spmPiece);
     throw new Error(`internal: BPE merge of ${JSON.stringify(spmPiece)}, which is no piece yet`);
