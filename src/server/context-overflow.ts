@@ -11,6 +11,19 @@ import { ApiError } from "./errors.js";
 export const RESPONSES_OVERFLOW_MESSAGE =
   "Your input exceeds the context window of this model. Please adjust your input and try again.";
 
+/** OpenAI's words for it, about the request's `messages` or (legacy completions) its `prompt`. */
+function overflowMessage(
+  promptTokens: number,
+  maxContextTokens: number,
+  atLeast: boolean,
+  input: string,
+): string {
+  return (
+    `This model's maximum context length is ${maxContextTokens} tokens. However, your ${input} resulted in ` +
+    `${atLeast ? "at least " : ""}${promptTokens} tokens. Please reduce the length of the ${input}.`
+  );
+}
+
 export class ContextOverflow extends ApiError {
   /**
    * `atLeast`: `promptTokens` is a lower bound (a prompt refused by its size in bytes, never tokenized).
@@ -18,12 +31,11 @@ export class ContextOverflow extends ApiError {
   constructor(
     readonly promptTokens: number,
     readonly maxContextTokens: number,
-    atLeast = false,
+    readonly atLeast = false,
   ) {
     super(
       400,
-      `This model's maximum context length is ${maxContextTokens} tokens. However, your messages resulted in ` +
-        `${atLeast ? "at least " : ""}${promptTokens} tokens. Please reduce the length of the messages.`,
+      overflowMessage(promptTokens, maxContextTokens, atLeast, "messages"),
       "invalid_request_error",
       "context_length_exceeded",
       "messages",
@@ -40,7 +52,7 @@ export class ContextOverflow extends ApiError {
   completionsError(): ApiError {
     return new ApiError(
       400,
-      this.message.replaceAll("messages", "prompt"),
+      overflowMessage(this.promptTokens, this.maxContextTokens, this.atLeast, "prompt"),
       "invalid_request_error",
       "context_length_exceeded",
       "prompt",
