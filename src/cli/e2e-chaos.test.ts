@@ -77,6 +77,21 @@ async function program(s: LlamaServer, rng: Rng, id: string, tally: Tally): Prom
   const api = rng.int(0, 2);
   const history: { role: string; content: string }[] = [];
   let previousResponse: string | undefined;
+  /** Creates a response to the last user message; its id. */
+  const respond = async (fields: Record<string, unknown>): Promise<string> => {
+    const response = await fetch(`${base}/v1/responses`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({
+        model: s.model,
+        input: history.at(-1)?.content,
+        max_output_tokens: 12,
+        ...fields,
+      }),
+    });
+    statuses.push(response.status);
+    return ((await response.json()) as { id: string }).id;
+  };
   for (let turn = 0; turn < TURNS; turn++) {
     history.push({
       role: "user",
@@ -114,35 +129,13 @@ async function program(s: LlamaServer, rng: Rng, id: string, tally: Tally): Prom
         ),
       );
     } else if (rng.next() < 0.3) {
-      const created = await fetch(`${base}/v1/responses`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({
-          model: s.model,
-          input: history.at(-1)?.content,
-          max_output_tokens: 12,
-          background: true,
-        }),
-      });
-      const { id: responseId } = (await created.json()) as { id: string };
-      statuses.push(created.status);
+      const responseId = await respond({ background: true });
       const cancelled = await fetch(`${base}/v1/responses/${responseId}/cancel`, { method: "POST" });
       await cancelled.arrayBuffer();
       statuses.push(cancelled.status);
       tally.cancelled++;
     } else {
-      const response = await fetch(`${base}/v1/responses`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({
-          model: s.model,
-          input: history.at(-1)?.content,
-          max_output_tokens: 12,
-          previous_response_id: previousResponse,
-        }),
-      });
-      statuses.push(response.status);
-      previousResponse = ((await response.json()) as { id: string }).id;
+      previousResponse = await respond({ previous_response_id: previousResponse });
     }
     history.push({ role: "assistant", content: "running the tests" });
     if (rng.next() < 0.15) {
