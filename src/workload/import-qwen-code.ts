@@ -31,17 +31,20 @@ const usageSchema = z.looseObject({
   cachedContentTokenCount: count.nullish(),
 });
 
-/** An assistant line's `usageMetadata`; null when it is not whole. Thinking is output (Gemini counts it apart). */
-function usageOf(value: unknown): (ResponseUsage & { candidates: number }) | null {
+/**
+ * An assistant line's `usageMetadata` (thinking is output: Gemini counts it apart) and its candidate
+ * tokens alone, as the telemetry counts output; null when it is not whole.
+ */
+function usageOf(value: unknown): { usage: ResponseUsage; candidates: number } | null {
   const parsed = usageSchema.safeParse(value);
   if (!parsed.success) return null;
   const u = parsed.data;
-  return {
+  const usage = {
     input: u.promptTokenCount,
     cacheRead: u.cachedContentTokenCount ?? 0,
     output: u.candidatesTokenCount + (u.thoughtsTokenCount ?? 0),
-    candidates: u.candidatesTokenCount,
   };
+  return { usage, candidates: u.candidatesTokenCount };
 }
 
 /** The name of the first function the parts call, if any. */
@@ -101,12 +104,9 @@ export function importQwenCodeSession(
       continue;
     }
     const counted = usageOf(line.usageMetadata);
-    const event = telemetry.find((t) => t.input === counted?.input && t.output === counted.candidates);
+    const event = telemetry.find((t) => t.input === counted?.usage.input && t.output === counted.candidates);
     responses.push({
-      usage:
-        counted === null
-          ? null
-          : { input: counted.input, cacheRead: counted.cacheRead, output: counted.output },
+      usage: counted?.usage ?? null,
       tool: firstCall((line.message as { parts: unknown[] }).parts),
       startMs: event?.startMs ?? inputMs,
       endMs: event?.endMs ?? ms,
