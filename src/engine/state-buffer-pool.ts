@@ -1,11 +1,11 @@
+/** A spare buffer is reused only for a state at least 1 / this of its size. */
+const MAX_REUSE_OVERSIZE = 2;
+
 /**
  * Buffers for saved sequence states, handed back when the state they held is dropped and reused by later
  * saves. A state is megabytes: a fresh Buffer per save costs page faults on first touch, and V8 counts it
  * as external memory, whose growth forces an old-space collection every few saves.
  */
-/** A spare buffer is reused only for a state at least 1 / this of its size. */
-const MAX_REUSE_OVERSIZE = 2;
-
 export class StateBufferPool {
   private readonly free: Buffer[] = [];
   /** the pool's own allocations: only these may be reused (a Buffer from elsewhere may share its memory) */
