@@ -35,6 +35,7 @@ export const GgmlType = {
   Q5_0: 6,
   Q5_1: 7,
   Q8_0: 8,
+  BF16: 30,
 } as const;
 export type GgmlType = (typeof GgmlType)[keyof typeof GgmlType];
 
@@ -47,6 +48,7 @@ const TYPE_LAYOUT: Record<number, { name: string; blockSize: number; typeSize: n
   [GgmlType.Q5_0]: { name: "Q5_0", blockSize: 32, typeSize: 22 },
   [GgmlType.Q5_1]: { name: "Q5_1", blockSize: 32, typeSize: 24 },
   [GgmlType.Q8_0]: { name: "Q8_0", blockSize: 32, typeSize: 34 },
+  [GgmlType.BF16]: { name: "BF16", blockSize: 1, typeSize: 2 },
 };
 
 export function ggmlTypeName(type: number): string {
@@ -75,6 +77,7 @@ export const LlamaFileType = {
   ALL_F32: 0,
   MOSTLY_F16: 1,
   MOSTLY_Q8_0: 7,
+  MOSTLY_BF16: 32,
 } as const;
 export type LlamaFileType = (typeof LlamaFileType)[keyof typeof LlamaFileType];
 

@@ -5,7 +5,12 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { metaArray, metaNumber, metaString, parseGgufHeader, readGgufInfo } from "./gguf-reader.js";
 import { GgmlType, GgufValueType, tensorByteSize } from "./gguf-types.js";
-import { float16BitsToFloat32, float32ToFloat16Bits, GgufWriter } from "./gguf-writer.js";
+import {
+  float16BitsToFloat32,
+  float32ToBfloat16Bits,
+  float32ToFloat16Bits,
+  GgufWriter,
+} from "./gguf-writer.js";
 
 let dir: string;
 before(async () => {
@@ -43,6 +48,23 @@ describe("float16 conversion", () => {
       const back = float16BitsToFloat32(float32ToFloat16Bits(v));
       assert.ok(Math.abs(back - v) <= Math.max(Math.abs(v) * 2 ** -11, 2 ** -25), `${v} -> ${back}`);
     }
+  });
+});
+
+describe("bfloat16 conversion", () => {
+  it("keeps binary32's exponent, rounds the mantissa to nearest even, keeps NaN a NaN", () => {
+    assert.equal(float32ToBfloat16Bits(0), 0);
+    assert.equal(float32ToBfloat16Bits(-0), 0x8000);
+    assert.equal(float32ToBfloat16Bits(1), 0x3f80);
+    assert.equal(float32ToBfloat16Bits(-2), 0xc000);
+    assert.equal(float32ToBfloat16Bits(1e30), 0x714a); // 0x7149f2ca rounds up; far past f16's range
+    assert.equal(float32ToBfloat16Bits(Number.NEGATIVE_INFINITY), 0xff80);
+    assert.equal(float32ToBfloat16Bits(Number.NaN) & 0x7f80, 0x7f80);
+    assert.ok((float32ToBfloat16Bits(Number.NaN) & 0x7f) !== 0);
+    // 1 + 2^-8 is exactly between 1 and 1 + 2^-7: ties to even (1); 1 + 3 * 2^-8 ties up to 1 + 2^-6
+    assert.equal(float32ToBfloat16Bits(1 + 2 ** -8), 0x3f80);
+    assert.equal(float32ToBfloat16Bits(1 + 3 * 2 ** -8), 0x3f82);
+    assert.equal(float32ToBfloat16Bits(3.4028234663852886e38), 0x7f80); // the largest float rounds to infinity
   });
 });
 

@@ -27,7 +27,7 @@ interface TensorShape {
   name: string;
   /** GGUF dimension order: dims[0] is the contiguous (innermost) dimension, i.e. the row length. */
   dims: readonly number[];
-  /** F32, F16 or Q8_0. */
+  /** F32, F16, BF16 or Q8_0. */
   type: GgmlType;
 }
 
@@ -79,7 +79,7 @@ export interface GgufLayout {
   fileSize: number;
 }
 
-const WRITABLE_TYPES = new Set<number>([GgmlType.F32, GgmlType.F16, GgmlType.Q8_0]);
+const WRITABLE_TYPES = new Set<number>([GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q8_0]);
 /** Elements generated per fill call (a multiple of the Q8_0 block size). */
 const CHUNK_ELEMENTS = 1 << 16;
 /** Elements per fillEncoded call: up to 8 MiB (F32), one staging buffer of the file writer. */
@@ -250,6 +250,18 @@ function halfFromFloatBits(x: number): number {
   return sign | half;
 }
 
+/** bfloat16 bits (the top half of binary32) from binary32 bits, rounding to nearest even; NaN stays NaN. */
+function bfloat16FromFloatBits(x: number): number {
+  if ((x & 0x7fffffff) > 0x7f800000) return ((x >>> 16) | 0x40) & 0xffff;
+  return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+/** bfloat16 bits of a float, rounding to nearest even (like ggml's FP32->BF16). */
+export function float32ToBfloat16Bits(value: number): number {
+  f32Scratch[0] = value;
+  return bfloat16FromFloatBits(u32Scratch[0]!);
+}
+
 /** IEEE binary16 bits of a float, rounding to nearest even (like ggml's FP32->FP16). */
 export function float32ToFloat16Bits(value: number): number {
   f32Scratch[0] = value;
@@ -272,13 +284,14 @@ export function encodeTensorChunk(type: GgmlType, src: Float32Array, out: Buffer
     Buffer.from(src.buffer, src.byteOffset, src.byteLength).copy(out);
     return;
   }
-  if (type === GgmlType.F16) {
+  if (type === GgmlType.F16 || type === GgmlType.BF16) {
+    const convert = type === GgmlType.F16 ? halfFromFloatBits : bfloat16FromFloatBits;
     const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
     if (LITTLE_ENDIAN && out.byteOffset % 2 === 0) {
       const dst = new Uint16Array(out.buffer, out.byteOffset, src.length);
-      for (let i = 0; i < bits.length; i++) dst[i] = halfFromFloatBits(bits[i]!);
+      for (let i = 0; i < bits.length; i++) dst[i] = convert(bits[i]!);
     } else {
-      for (let i = 0; i < bits.length; i++) out.writeUInt16LE(halfFromFloatBits(bits[i]!), i * 2);
+      for (let i = 0; i < bits.length; i++) out.writeUInt16LE(convert(bits[i]!), i * 2);
     }
     return;
   }

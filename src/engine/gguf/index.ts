@@ -59,8 +59,10 @@ export type BuiltinPreset =
   | "small"
   | "medium"
   | "llama-3.1-8b-f16"
+  | "llama-3.1-8b-bf16"
   | "llama-3.1-8b-q8_0"
   | "qwen3-8b-f16"
+  | "qwen3-8b-bf16"
   | "qwen3-8b-q8_0";
 
 /** Everything that fixes a preset's bytes, but the seed. */
@@ -164,11 +166,13 @@ export const BUILTIN_PRESETS: Readonly<Record<BuiltinPreset, BuiltinPresetInfo>>
     },
     "q8_0",
   ),
-  // 8.03B params: 16.1 GB, 8.5 GB
+  // 8.03B params: 16.1 GB (f16 and bf16, the type Meta ships), 8.5 GB
   "llama-3.1-8b-f16": preset({ ...LLAMA_3_1_8B, weightType: "f16" }),
+  "llama-3.1-8b-bf16": preset({ ...LLAMA_3_1_8B, weightType: "bf16" }),
   "llama-3.1-8b-q8_0": preset({ ...LLAMA_3_1_8B, weightType: "q8_0" }),
-  // 8.19B params: 16.4 GB, 8.7 GB
+  // 8.19B params: 16.4 GB (f16 and bf16, the type Qwen ships), 8.7 GB
   "qwen3-8b-f16": preset({ ...QWEN3_8B, weightType: "f16" }),
+  "qwen3-8b-bf16": preset({ ...QWEN3_8B, weightType: "bf16" }),
   "qwen3-8b-q8_0": preset({ ...QWEN3_8B, weightType: "q8_0" }),
 };
 

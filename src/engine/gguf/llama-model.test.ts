@@ -178,10 +178,11 @@ describe("generateLlamaGguf", () => {
     assert.equal(ha, TINY_SHA256);
   });
 
-  it("writes q8_0 and f32 variants", async () => {
+  it("writes q8_0, bf16 and f32 variants", async () => {
     const shape = { ...TINY, blockCount: 1, vocabSize: 4096 };
     for (const [weightType, type, fileType] of [
       ["q8_0", GgmlType.Q8_0, LlamaFileType.MOSTLY_Q8_0],
+      ["bf16", GgmlType.BF16, LlamaFileType.MOSTLY_BF16],
       ["f32", GgmlType.F32, LlamaFileType.ALL_F32],
     ] as const) {
       const path = join(dir, `${weightType}.gguf`);

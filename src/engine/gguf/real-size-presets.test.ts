@@ -99,7 +99,7 @@ function reduced(preset: BuiltinPreset): LlamaSpec {
   };
 }
 
-for (const preset of ["llama-3.1-8b-q8_0", "qwen3-8b-f16"] as const) {
+for (const preset of ["llama-3.1-8b-q8_0", "llama-3.1-8b-bf16", "qwen3-8b-f16"] as const) {
   describe(`${preset}, reduced in width`, () => {
     let path: string;
     before(async () => {
