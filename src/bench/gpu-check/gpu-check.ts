@@ -33,7 +33,9 @@ const { values: args } = parseArgs({
     "out-dir": { type: "string" },
     reference: { type: "string" },
     "serve-model": { type: "string", default: "llama-3.1-8b-q8_0" },
-    "steps-model": { type: "string", default: "llama-3.1-8b-f16" },
+    // bf16, as the reference's PyTorch weights are: llama.cpp multiplies f16 with f16 output and converts
+    // it after each product: f16 took 1.02-1.15x bf16's model time at prefill on an H100 (docs/gpu.md)
+    "steps-model": { type: "string", default: "llama-3.1-8b-bf16" },
     "skip-build": { type: "boolean", default: false },
     rehearsal: { type: "boolean", default: false },
     "kv-cache-tokens": { type: "string", default: "16384" },

@@ -51,6 +51,9 @@ describe("real-size built-in presets", () => {
     const f16 = llamaGgufLayout({ ...BUILTIN_PRESETS["llama-3.1-8b-f16"], seed: 1 }).fileSize;
     assert.ok(q8 > 8.5e9 && q8 < 8.6e9, `q8_0: ${q8} bytes`);
     assert.ok(f16 > 16.0e9 && f16 < 16.1e9, `f16: ${f16} bytes`);
+    const bf16 = llamaGgufLayout({ ...BUILTIN_PRESETS["llama-3.1-8b-bf16"], seed: 1 }).fileSize;
+    assert.equal(bf16, f16);
+    assert.equal(dimsByName("llama-3.1-8b-bf16").get("blk.0.ffn_down.weight")?.type, GgmlType.BF16);
   });
 
   it("qwen3-8b has Qwen3-8B's tensors (per-head query/key norms), parameter count and file sizes", () => {
