@@ -11,6 +11,7 @@ import type { EngineService } from "../engine/engine-api.js";
 import { chatCompletions, type RequestContext } from "./chat-completions.js";
 import { serverChatTemplate, serverToolUseTemplate } from "./chat-template.js";
 import { completions } from "./completions.js";
+import { conversationsApi } from "./conversations.js";
 import { allowedOriginsCors } from "./cors-policy.js";
 import { DASHBOARD_ASSET_PREFIX, registerDashboard } from "./dashboard.js";
 import { DashboardHistory } from "./dashboard-history.js";
@@ -268,7 +269,18 @@ export function createApp(options: AppOptions): ContinuumApp {
   app.post("/v1/completions", (c) => completions(c, ctx));
   app.post("/v1/messages", (c) => messages(c, ctx));
   app.post("/v1/messages/count_tokens", (c) => countMessageTokens(c, ctx));
-  const responses = responsesApi(ctx, logError, inflight);
+  const conversations = conversationsApi((tenant, id) =>
+    engine.endProgram(scopeToTenant(tenant, id, null).programId as string),
+  );
+  app.post("/v1/conversations", conversations.create);
+  app.get("/v1/conversations/:id", conversations.retrieve);
+  app.post("/v1/conversations/:id", conversations.update);
+  app.delete("/v1/conversations/:id", conversations.remove);
+  app.post("/v1/conversations/:id/items", conversations.addItems);
+  app.get("/v1/conversations/:id/items", conversations.listItems);
+  app.get("/v1/conversations/:id/items/:item_id", conversations.retrieveItem);
+  app.delete("/v1/conversations/:id/items/:item_id", conversations.removeItem);
+  const responses = responsesApi(ctx, logError, inflight, conversations);
   app.post("/v1/responses", responses.create);
   app.get("/v1/responses/:id", responses.retrieve);
   app.delete("/v1/responses/:id", responses.remove);

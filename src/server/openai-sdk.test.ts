@@ -213,4 +213,34 @@ describe("openai SDK", () => {
       assert.deepEqual(t.engine.aborted, [t.engine.requests[0]!.requestId]);
     });
   });
+
+  test("a conversation through the SDK: created, answered on with responses.create, its items paged", async () => {
+    let turn = 0;
+    await withServer({ reply: () => `Reply ${++turn}.` }, {}, async (t) => {
+      const openai = client(t.url);
+      const conversation = await openai.conversations.create({
+        items: [{ type: "message", role: "user", content: "I am Ada." }],
+        metadata: { app: "test" },
+      });
+      assert.equal(conversation.object, "conversation");
+      for (const input of ["Hi.", "Who am I?", "Bye."]) {
+        const response = await openai.responses.create({
+          model: "fake-model",
+          input,
+          conversation: conversation.id,
+        });
+        assert.equal(response.conversation?.id, conversation.id);
+      }
+      assert.ok(/I am Ada\.[\s\S]*Reply 2\.[\s\S]*Bye\./.test(t.engine.requests[2]!.prompt));
+      // the SDK's pager follows has_more / last_id over pages of 2
+      const texts: string[] = [];
+      for await (const item of openai.conversations.items.list(conversation.id, { limit: 2, order: "asc" })) {
+        if (item.type === "message") texts.push((item.content[0] as { text: string }).text);
+      }
+      assert.deepEqual(texts, ["I am Ada.", "Hi.", "Reply 1.", "Who am I?", "Reply 2.", "Bye.", "Reply 3."]);
+      const deleted = await openai.conversations.delete(conversation.id);
+      assert.equal(deleted.deleted, true);
+      await assert.rejects(openai.conversations.retrieve(conversation.id), OpenAI.NotFoundError);
+    });
+  });
 });

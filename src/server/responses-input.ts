@@ -78,7 +78,7 @@ function reasoningText(item: Record<string, unknown>): string | null {
  * Input items as chat messages; consecutive function calls join the assistant turn before them, and a
  * reasoning item's text goes with the assistant turn that follows it (the model's template places it).
  */
-export function inputMessages(input: ResponsesBody["input"]): ChatMessageInput[] {
+export function inputMessages(input: ResponsesBody["input"], field = "input"): ChatMessageInput[] {
   if (typeof input === "string") return [{ role: "user", content: input }];
   const messages: ChatMessageInput[] = [];
   const callNames = new Map<string, string>();
@@ -90,7 +90,7 @@ export function inputMessages(input: ResponsesBody["input"]): ChatMessageInput[]
     return fields;
   };
   for (const [i, item] of input.entries()) {
-    const param = `input[${i}]`;
+    const param = `${field}[${i}]`;
     const type = item.type ?? "message";
     if (type === "reasoning") {
       reasoning = reasoningText(item) ?? reasoning;

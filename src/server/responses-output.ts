@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
 import { type DoneEvent, unixSeconds } from "./generation.js";
 import { entriesWithin, responsesLogprobs } from "./logprobs.js";
-import type { FunctionTool, ResponsesBody } from "./responses-schema.js";
+import { conversationIdOf, type FunctionTool, type ResponsesBody } from "./responses-schema.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
@@ -203,6 +203,7 @@ export function responseObject(
     output,
     parallel_tool_calls: body.parallel_tool_calls ?? true,
     previous_response_id: body.previous_response_id ?? null,
+    conversation: body.conversation == null ? null : { id: conversationIdOf(body.conversation) },
     reasoning: { effort: body.reasoning?.effort ?? null, summary: null },
     store: body.store ?? true,
     background: body.background ?? false,

@@ -71,9 +71,10 @@ export const responsesSchema = chatCompletionSchema
     // run detached from the connection: polled with GET, cancelled with POST .../cancel (responses-background.ts)
     background: z.boolean().nullish(),
     previous_response_id: z.string().min(1).nullish(),
-    // state this server does not keep: refused by name rather than dropped, which would lose the history
-    // or the instructions they stand for (responses.ts)
-    conversation: z.unknown().optional(),
+    // a conversation of the Conversations API (conversations.ts): its id, alone or as `{ id }`
+    conversation: z.union([z.string().min(1), z.object({ id: z.string().min(1) }).passthrough()]).nullish(),
+    // a prompt template kept at OpenAI: refused by name rather than dropped, which would lose the
+    // instructions it stands for (responses.ts)
     prompt: z.unknown().optional(),
     metadata: z.record(z.string(), z.string()).nullish(),
     // Where Codex names its conversation (see responses-program.ts)
@@ -124,3 +125,9 @@ export const functionCallOutputItemSchema = z.object({
   call_id: z.string().min(1),
   output: itemContent,
 });
+
+/** A response request's `conversation`: its id, given alone or as `{ id }`; null when none. */
+export function conversationIdOf(ref: ResponsesBody["conversation"]): string | null {
+  if (ref === null || ref === undefined) return null;
+  return typeof ref === "string" ? ref : ref.id;
+}

@@ -249,17 +249,19 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.equal(((await notStored.json()) as Json).error.code, "previous_response_not_found");
   });
 
-  test("state kept at OpenAI that this server does not keep (conversation, prompt) is refused by name, never dropped", async () => {
+  test("a prompt template kept at OpenAI is refused by name, never dropped; an unknown conversation is a 404", async () => {
     const { post, engine } = server({ reply: () => "Hello." });
-    for (const [param, value] of [
-      ["conversation", "conv_68a1"],
-      ["conversation", { id: "conv_68a1" }],
-      ["prompt", { id: "pmpt_123", variables: { city: "Paris" } }],
-    ] as const) {
-      const refused = await post({ input: "And then?", [param]: value });
-      assert.equal(refused.status, 400, param);
-      const error = ((await refused.json()) as Json).error;
-      assert.deepEqual([error.code, error.param], ["unsupported_parameter", param]);
+    const refused = await post({
+      input: "And then?",
+      prompt: { id: "pmpt_123", variables: { city: "Paris" } },
+    });
+    assert.equal(refused.status, 400);
+    const error = ((await refused.json()) as Json).error;
+    assert.deepEqual([error.code, error.param], ["unsupported_parameter", "prompt"]);
+    for (const conversation of ["conv_68a1", { id: "conv_68a1" }]) {
+      const unknown = await post({ input: "And then?", conversation });
+      assert.equal(unknown.status, 404);
+      assert.equal(((await unknown.json()) as Json).error.param, "conversation");
     }
     assert.equal(engine.requests.length, 0, "nothing reached the engine without the history it asked for");
     assert.equal((await post({ input: "Hi.", conversation: null })).status, 200);

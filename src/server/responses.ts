@@ -10,11 +10,18 @@ import type { Context } from "hono";
 import { checkModel, type RequestContext, readJsonBody, startChat } from "./chat-completions.js";
 import { type ChatGeneration, readOutput } from "./chat-output.js";
 import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "./context-overflow.js";
+import { CONVERSATION_ID_HEADER, type ConversationsApi } from "./conversations.js";
 import { ApiError } from "./errors.js";
-import { type AppEnv, type InflightRequests, sseResponse, unixSeconds } from "./generation.js";
+import {
+  type AppEnv,
+  type DoneEvent,
+  type InflightRequests,
+  sseResponse,
+  unixSeconds,
+} from "./generation.js";
 import { entriesFrom } from "./logprobs.js";
 import { BackgroundRun, detachedContext } from "./responses-background.js";
-import { chatRequestOf } from "./responses-input.js";
+import { chatRequestOf, inputMessages } from "./responses-input.js";
 import { inputItemsOf, type ListedItem, listItems } from "./responses-items.js";
 import {
   assistantTurn,
@@ -24,8 +31,13 @@ import {
   responseObject,
   responseStatus,
 } from "./responses-output.js";
-import { withCodexProgramId } from "./responses-program.js";
-import { type ResponsesBody, responsesSchema, type TextFormat } from "./responses-schema.js";
+import { withConversationProgramId } from "./responses-program.js";
+import {
+  conversationIdOf,
+  type ResponsesBody,
+  responsesSchema,
+  type TextFormat,
+} from "./responses-schema.js";
 import { ResponseStore, type StoredResponse } from "./responses-store.js";
 import { failedResponseEvents, responseEventStream } from "./responses-stream.js";
 import { responseFormatGrammar } from "./sampling.js";
@@ -52,11 +64,9 @@ type Handler = (c: Context<AppEnv>) => Promise<Response>;
 
 /**
  * State kept at OpenAI that this server does not keep: refused by name, since dropping it would run the
- * turn without the history or instructions it stands for.
+ * turn without the instructions it stands for.
  */
 const UNSERVED_STATE = {
-  conversation:
-    "conversation (OpenAI's Conversations API) is not served here: continue a response with previous_response_id, or send the whole conversation as input.",
   prompt:
     "prompt (a prompt template stored at OpenAI) is not served here: send its text as instructions and input.",
 } as const;
@@ -145,12 +155,15 @@ export interface ResponsesRoutes {
  * The routes of the Responses API: create (`POST /v1/responses`), retrieve (`GET`, also as a background
  * response's events), delete, cancel a background response, and list a stored response's input items.
  * `inflight`: what a background response counts in until it ends, so that a graceful stop waits for it
- * and a forced one aborts it (it ends `failed` then).
+ * and a forced one aborts it (it ends `failed` then). `conversations`: where a response with
+ * `conversation` finds the items before its input, and adds its input and output once it has ended
+ * (completed or incomplete; a failed or cancelled one adds nothing).
  */
 export function responsesApi(
   ctx: RequestContext,
   log: (message: string) => void,
   inflight: InflightRequests,
+  conversations: ConversationsApi,
 ): ResponsesRoutes {
   const store = new ResponseStore<BackgroundRun>(STORED_RESPONSES, STORED_RESPONSE_BYTES);
   const announcedDrops = new Set<string>();
@@ -261,19 +274,42 @@ export function responsesApi(
         "previous_response_id",
       );
     }
+    const conversationId = conversationIdOf(body.conversation);
+    if (conversationId !== null && previousId) {
+      throw ApiError.badRequest(
+        "Mutually exclusive parameters: give either previous_response_id or conversation, not both.",
+        "conversation",
+      );
+    }
+    const conversation = conversationId === null ? null : conversations.find(tenant, conversationId);
+    // the conversation's items as they are now: a response ending meanwhile replaces the list, not this one
+    const conversationItems = conversation?.items ?? [];
     const given = withReferencedItems(body, store, tenant);
-    const request = chatRequestOf(given, previous?.conversation ?? []);
-    // what the model sees before its output: the previous response's items and output, then this input
+    const request = chatRequestOf(
+      given,
+      previous?.conversation ??
+        inputMessages(conversationItems as unknown as ResponsesBody["input"], "conversation.items"),
+    );
+    const newItems = inputItemsOf(given.input);
+    // what the model sees before its output: the previous response's items and output, or the
+    // conversation's items, then this input
     const inputItems = (): ListedItem[] => [
       ...(previous ? [...previous.inputItems, ...previous.response.output] : []),
-      ...inputItemsOf(given.input),
+      ...conversationItems,
+      ...newItems,
     ];
+    /** Adds this input and the output of `response` to the conversation, unless the response was stopped. */
+    const extendConversation = (response: ResponseObject, done: DoneEvent | null) => {
+      if (conversationId === null || done?.finishReason === "abort") return;
+      if (response.status !== "completed" && response.status !== "incomplete") return;
+      conversations.append(tenant, conversationId, [...newItems, ...response.output]);
+    };
     for (const type of request.droppedTools) {
       if (announcedDrops.has(type)) continue;
       announcedDrops.add(type);
       log(`continuum server: /v1/responses drops tools of type "${type}" (only function tools run here)`);
     }
-    const chat = withCodexProgramId(request.chat, body, (name) => c.req.header(name));
+    const chat = withConversationProgramId(request.chat, body, (name) => c.req.header(name));
     const metaOf = (requestId: string): ResponseMeta => ({
       id: `resp_${requestId}`,
       created_at: unixSeconds(),
@@ -287,6 +323,7 @@ export function responsesApi(
     const headersFor = (meta: ResponseMeta): Record<string, string> => ({
       ...(dropped ? { [DROPPED_TOOLS_HEADER]: dropped } : {}),
       ...(body.store ? { [RESPONSE_ID_HEADER]: meta.id } : {}),
+      ...(conversationId === null ? {} : { [CONVERSATION_ID_HEADER]: conversationId }),
     });
     const withHeaders = (response: Response, meta: ResponseMeta): Response => {
       for (const [name, value] of Object.entries(headersFor(meta))) response.headers.set(name, value);
@@ -319,6 +356,7 @@ export function responsesApi(
         onEnd: (ended) => {
           inflight.end(exchange);
           keepEvents(ended);
+          extendConversation(ended.response, null);
         },
       });
       store.set(tenant, meta.id, run.record);
@@ -344,7 +382,8 @@ export function responsesApi(
     }
     const { requestId, generation } = started;
     const meta = metaOf(requestId);
-    const keep = (response: ResponseObject) => {
+    const keep = (response: ResponseObject, done: DoneEvent) => {
+      extendConversation(response, done);
       if (!body.store) return;
       const conversation = [...request.conversation, assistantTurn(response.output)];
       store.set(tenant, meta.id, { conversation, response, inputItems: inputItems() });
@@ -374,7 +413,7 @@ export function responsesApi(
       status,
     );
     const response = responseObject(meta, status, output, done.usage);
-    keep(response);
+    keep(response, done);
     return c.json(response, 200, headersFor(meta));
   };
   return { create, retrieve, remove, cancel, inputItems };
