@@ -144,6 +144,49 @@ async function respondedConversations(cluster: RunningCluster): Promise<void> {
   );
 }
 
+/**
+ * Conversations of the Conversations API, created on whichever replica is least loaded: each later request
+ * (responses naming the conversation by id and as `{ id }`, its items, its delete) finds it there, and the
+ * conversation holds every turn.
+ */
+async function keptConversations(cluster: RunningCluster): Promise<void> {
+  const call = async (method: string, path: string, body?: object) => {
+    const response = await fetch(`${cluster.url}${path}`, {
+      method,
+      headers: { "content-type": "application/json" },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: response.status, body: (await response.json()) as { id: string; data: unknown[] } };
+  };
+  const statuses: number[] = [];
+  const itemCounts = await Promise.all(
+    [0, 1, 2, 3, 4, 5].map(async (c) => {
+      const created = await call("POST", "/v1/conversations", { metadata: { c: String(c) } });
+      statuses.push(created.status);
+      const { id } = created.body;
+      for (let t = 0; t < 3; t++) {
+        const turn = await call("POST", "/v1/responses", {
+          model: "continuum-tiny",
+          input: `Conversation ${c}, step ${t}.`,
+          max_output_tokens: 4,
+          conversation: t % 2 === 0 ? id : { id },
+        });
+        statuses.push(turn.status);
+      }
+      const items = await call("GET", `/v1/conversations/${id}/items?limit=100`);
+      statuses.push(items.status);
+      statuses.push((await call("DELETE", `/v1/conversations/${id}`)).status);
+      return items.body.data?.length;
+    }),
+  );
+  assert.deepEqual(
+    statuses.filter((status) => status !== 200),
+    [],
+    "every request found its conversation",
+  );
+  assert.deepEqual(itemCounts, [6, 6, 6, 6, 6, 6], "each conversation holds its three inputs and outputs");
+}
+
 describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip }, () => {
   test("program-sticky turns, failover when a replica dies, exactly one answer each, clean stop", async () => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
@@ -195,11 +238,12 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
     }
   });
 
-  test("Responses API conversations naming no program find their responses on the replica that kept them", async () => {
+  test("Responses API chains and conversations naming no program find their state on the replica that kept it", async () => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
     const cluster = await threeReplicas(PORT + 16, dir, []);
     try {
       await respondedConversations(cluster);
+      await keptConversations(cluster);
     } finally {
       await cluster.stop();
       await rm(dir, { recursive: true, force: true });

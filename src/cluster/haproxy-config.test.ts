@@ -69,30 +69,36 @@ describe("haproxyConfig", () => {
     }
   });
 
-  test("a request naming a kept response goes to the replica that answered it, whichever backend that was", () => {
+  test("a request naming a kept response or conversation goes to the replica that keeps it, whichever backend answered", () => {
     for (const text of [config, fleet]) {
       const front = section(text, "frontend continuum");
-      assert.ok(
-        front.includes(
-          "    http-request set-var(txn.response) path,field(4,/) if { path_beg /v1/responses/ }",
-        ),
-      );
-      assert.ok(
-        front.includes(
-          "    http-request set-var(txn.response) req.body,json_query('$.previous_response_id') if { path /v1/responses } !{ var(txn.response) -m found }",
-        ),
-      );
+      for (const prefix of ["/v1/responses/", "/v1/conversations/"]) {
+        assert.ok(
+          front.includes(`    http-request set-var(txn.response) path,field(4,/) if { path_beg ${prefix} }`),
+          prefix,
+        );
+      }
+      for (const field of ["$.previous_response_id", "$.conversation", "$.conversation.id"]) {
+        assert.ok(
+          front.includes(
+            `    http-request set-var(txn.response) req.body,json_query('${field}') if { path /v1/responses } !{ var(txn.response) -m found }`,
+          ),
+          field,
+        );
+      }
       const uses = front.filter((l) => l.includes("by_response") || l.includes("by_program"));
       assert.match(uses[0] ?? "", /use_backend by_response/, "before program affinity");
       const byResponse = section(text, "backend by_response");
       assert.ok(byResponse.includes("    stick match var(txn.response)"));
       for (const backend of ["by_program", "least_loaded", "by_response"]) {
-        assert.ok(
-          section(text, `backend ${backend}`).includes(
-            "    stick store-response res.hdr(x-continuum-response-id) table by_response",
-          ),
-          backend,
-        );
+        for (const header of ["x-continuum-response-id", "x-continuum-conversation-id"]) {
+          assert.ok(
+            section(text, `backend ${backend}`).includes(
+              `    stick store-response res.hdr(${header}) table by_response`,
+            ),
+            `${backend} ${header}`,
+          );
+        }
       }
     }
     const streams = section(fleet, "frontend streams");

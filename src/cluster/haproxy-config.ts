@@ -3,7 +3,8 @@
  * naming a program in its path (`DELETE /v1/programs/{id}`), goes to the replica holding its KV
  * (consistent hashing on the program id, read where clients put it, then a stick table), requests
  * without a program id go to the least-loaded replica, a request naming a kept Responses API response (by
- * path or `previous_response_id`) goes to the replica that answered it, health checks take a dead replica out, a draining
+ * path or `previous_response_id`) goes to the replica that answered it, and one naming a conversation (by path
+ * or a response's `conversation`) to the replica that keeps it, health checks take a dead replica out, a draining
  * replica (its agent says "drain") gets no new program but keeps its own, and a request that met a dead
  * or draining replica is retried on another one (it was never answered, so it is answered exactly once).
  * Replicas may be on other hosts. With a supervisor, the fleet view (/metrics, /dashboard, /replicas/)
@@ -13,6 +14,7 @@
  * Without a live supervisor (the file reused alone) those requests are routed directly.
  */
 
+import { CONVERSATION_ID_HEADER } from "../server/conversations.js";
 import { RESPONSE_ID_HEADER } from "../server/responses.js";
 
 export interface HaproxyReplica {
@@ -83,16 +85,27 @@ function programReads(): string[] {
 }
 
 /**
- * The frontend lines that name a kept Responses API response a request reads: in its path (`GET`,
- * `DELETE`, `cancel`, `input_items`) or as the `previous_response_id` it continues.
+ * The frontend lines that name the kept state a request reads, a Responses API response or a conversation
+ * (their ids never collide: `resp_...`, `conv_...`): in its path (`GET`, `DELETE`, `cancel`, `input_items`;
+ * a conversation's own endpoints and its items) or as the `previous_response_id` or `conversation` (an id,
+ * or `{ id }`) a response goes on from.
  */
 const RESPONSE_READS = [
   "    http-request set-var(txn.response) path,field(4,/) if { path_beg /v1/responses/ }",
-  `    http-request set-var(txn.response) req.body,json_query('$.previous_response_id') if ${RESPONSES} !{ var(txn.response) -m found }`,
+  "    http-request set-var(txn.response) path,field(4,/) if { path_beg /v1/conversations/ }",
+  ...["$.previous_response_id", "$.conversation", "$.conversation.id"].map(
+    (field) =>
+      `    http-request set-var(txn.response) req.body,json_query('${field}') if ${RESPONSES} !{ var(txn.response) -m found }`,
+  ),
 ];
 
-/** Every backend remembers which replica kept a response it answered, in by_response's table. */
-const REMEMBER_RESPONSE = `    stick store-response res.hdr(${RESPONSE_ID_HEADER.toLowerCase()}) table by_response`;
+/**
+ * Every backend remembers which replica kept a response or a conversation it answered (the replica names
+ * them in headers), in by_response's table.
+ */
+const REMEMBER_RESPONSE = [RESPONSE_ID_HEADER, CONVERSATION_ID_HEADER].map(
+  (header) => `    stick store-response res.hdr(${header.toLowerCase()}) table by_response`,
+);
 
 const PROGRAM_BACKENDS = [
   "    use_backend by_response if { var(txn.response) -m found }",
@@ -181,7 +194,7 @@ export function haproxyConfig(o: HaproxyOptions): string {
     // a program placed on a replica stays there, also while that replica drains (weight 0)
     "    stick-table type string len 256 size 1m expire 2h",
     "    stick on var(txn.program)",
-    REMEMBER_RESPONSE,
+    ...REMEMBER_RESPONSE,
     "    option httpchk GET /health",
     // 503 is a draining replica: alive, serving its programs; its agent says drain
     "    http-check expect rstatus ^(200|503)$",
@@ -191,15 +204,16 @@ export function haproxyConfig(o: HaproxyOptions): string {
     "",
     "backend least_loaded",
     "    balance leastconn",
-    REMEMBER_RESPONSE,
+    ...REMEMBER_RESPONSE,
     ...tracked,
     "",
-    "# A kept response (Responses API) is on the replica that answered it: a request naming one goes there.",
+    "# A kept response (Responses API) or conversation is on the replica that answered it: a request naming",
+    "# one goes there.",
     "backend by_response",
     "    balance leastconn",
     "    stick-table type string len 64 size 1m expire 24h",
     "    stick match var(txn.response)",
-    REMEMBER_RESPONSE,
+    ...REMEMBER_RESPONSE,
     ...tracked,
     "",
   ].join("\n");
