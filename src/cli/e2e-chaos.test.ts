@@ -1,7 +1,8 @@
 /**
  * Clients misbehaving together against the real engine (built-in tiny model): agent programs over the
- * Chat Completions (two choices at times), Messages and Responses APIs at once, streams dropped after a
- * few events, background responses cancelled, programs deleted between turns. Afterwards the server must
+ * Chat Completions (two choices at times), Messages and Responses APIs at once (chained responses and
+ * conversations), streams dropped after a few events, background responses cancelled, programs and
+ * conversations deleted between turns. Afterwards the server must
  * be idle with no KV held for a request, every pin gone with its program, and still answer. The KV pool's
  * invariants are property tests in core; this is the same promise where a user sees it, through HTTP.
  */
@@ -69,14 +70,18 @@ interface Tally {
   dropped: number;
   cancelled: number;
   deleted: number;
+  /** responses on a conversation, and conversations deleted while their program went on */
+  conversationTurns: number;
+  conversationsDeleted: number;
 }
 
 async function program(s: LlamaServer, rng: Rng, id: string, tally: Tally): Promise<void> {
   const { statuses } = tally;
   const base = s.server.url;
-  const api = rng.int(0, 2);
+  const api = rng.int(0, 3);
   const history: { role: string; content: string }[] = [];
   let previousResponse: string | undefined;
+  let conversation: string | undefined;
   /** Creates a response to the last user message; its id. */
   const respond = async (fields: Record<string, unknown>): Promise<string> => {
     const response = await fetch(`${base}/v1/responses`, {
@@ -128,6 +133,23 @@ async function program(s: LlamaServer, rng: Rng, id: string, tally: Tally): Prom
           dropAfter,
         ),
       );
+    } else if (api === 3) {
+      if (conversation === undefined) {
+        const created = await fetch(`${base}/v1/conversations`, { method: "POST" });
+        statuses.push(created.status);
+        conversation = ((await created.json()) as { id: string }).id;
+      }
+      const input = history.at(-1)?.content;
+      const body = { model: s.model, input, max_output_tokens: 12, stream, conversation };
+      statuses.push(await send(`${base}/v1/responses`, body, dropAfter));
+      tally.conversationTurns++;
+      if (rng.next() < 0.3) {
+        const deleted = await fetch(`${base}/v1/conversations/${conversation}`, { method: "DELETE" });
+        statuses.push(deleted.status);
+        await deleted.arrayBuffer();
+        tally.conversationsDeleted++;
+        conversation = undefined;
+      }
     } else if (rng.next() < 0.3) {
       const responseId = await respond({ background: true });
       const cancelled = await fetch(`${base}/v1/responses/${responseId}/cancel`, { method: "POST" });
@@ -159,7 +181,14 @@ describe("misbehaving clients against the llama.cpp engine (tiny model)", { skip
       const s = await startLlamaServer(["--kv-cache-tokens", "4096", ...model]);
       try {
         const rng = new Rng(2026);
-        const tally: Tally = { statuses: [], dropped: 0, cancelled: 0, deleted: 0 };
+        const tally: Tally = {
+          statuses: [],
+          dropped: 0,
+          cancelled: 0,
+          deleted: 0,
+          conversationTurns: 0,
+          conversationsDeleted: 0,
+        };
         await Promise.all(
           Array.from({ length: CLIENTS }, async (_, client) => {
             const own = new Rng(rng.int(0, 2 ** 30));
@@ -167,7 +196,14 @@ describe("misbehaving clients against the llama.cpp engine (tiny model)", { skip
               await program(s, own, `chaos-${client}-${p}`, tally);
           }),
         );
-        assert.ok(tally.dropped >= 5 && tally.cancelled >= 2 && tally.deleted >= 2, JSON.stringify(tally));
+        assert.ok(
+          tally.dropped >= 5 &&
+            tally.cancelled >= 2 &&
+            tally.deleted >= 2 &&
+            tally.conversationTurns >= 6 &&
+            tally.conversationsDeleted >= 1,
+          JSON.stringify({ ...tally, statuses: tally.statuses.length }),
+        );
         assert.deepEqual(
           tally.statuses.filter((status) => status !== 200),
           [],

@@ -55,4 +55,37 @@ describe("the model's own output is cache next turn (real engine, tiny model)", 
         await s.close();
       }
     });
+
+  test("a conversation of the Conversations API reuses each turn's prompt and reply the same way", async () => {
+    const s = await startLlamaServer(["--scheduling-policy", "cachettl", "--cpu-offload-gb", "0"]);
+    try {
+      const conversation = await s.openai.conversations.create({
+        items: [
+          { type: "message", role: "system", content: "You are a careful agent working in a repository." },
+        ],
+      });
+      let previous: { prompt: number; completion: number } | null = null;
+      for (let turn = 0; turn < 4; turn++) {
+        const response = await s.openai.responses.create({
+          model: s.model,
+          conversation: conversation.id,
+          input: turn === 0 ? "List the files." : `Observation ${turn}: 3 files changed, 1 test failed.`,
+          max_output_tokens: 40,
+          temperature: 0,
+        });
+        const usage = response.usage!;
+        if (previous) {
+          const reusable = Math.floor((previous.prompt + previous.completion - 1) / BLOCK) * BLOCK;
+          const cached = usage.input_tokens_details.cached_tokens;
+          assert.ok(
+            cached >= reusable,
+            `turn ${turn}: ${cached} cached of ${usage.input_tokens}; the previous turn held ${previous.prompt} + ${previous.completion}`,
+          );
+        }
+        previous = { prompt: usage.input_tokens, completion: usage.output_tokens };
+      }
+    } finally {
+      await s.close();
+    }
+  });
 });

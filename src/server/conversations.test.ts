@@ -106,7 +106,8 @@ describe("Conversations API (fake engine)", () => {
 
   test("streamed and background responses add their turn; a cancelled one adds nothing", async () => {
     const { request, json } = server({ reply: () => ["Hello", " there."], delayMs: 20 });
-    const { id } = await json("POST", "/v1/conversations", {});
+    // a POST without a body, as curl -X POST sends it
+    const { id } = await json("POST", "/v1/conversations");
     const itemTexts = async () =>
       ((await json("GET", `/v1/conversations/${id}/items?order=asc`)).data as Json[]).map(
         (item) => item.content[0].text,

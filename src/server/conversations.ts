@@ -111,7 +111,9 @@ export function conversationsApi(
 
   return {
     async create(c) {
-      const body = createSchema.parse(await readJsonBody(c));
+      // every field is optional: an empty POST creates an empty conversation
+      const empty = (await c.req.text()).trim() === "";
+      const body = createSchema.parse(empty ? {} : await readJsonBody(c));
       const conversation: StoredConversation = {
         id: newConversationId(),
         created_at: unixSeconds(),
