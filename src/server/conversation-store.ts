@@ -33,11 +33,6 @@ export class ConversationStore {
     readonly maxBytes: number,
   ) {}
 
-  /** Bytes of the kept conversations' items, as JSON text. */
-  get storedBytes(): number {
-    return this.bytes;
-  }
-
   private static key(tenant: string | null, id: string): string {
     return `${tenant ?? ""}\u0000${id}`;
   }
