@@ -228,15 +228,15 @@ describe("Conversations API (fake engine)", () => {
       metadata: {},
       items: [{ id: `msg_${id}`, type: "message", role: "user", content: [{ type: "input_text", text }] }],
     });
-    store.set(null, conversation("a"));
-    store.set(null, conversation("b"));
+    store.set(null, "a", conversation("a"));
+    store.set(null, "b", conversation("b"));
     assert.ok(store.get(null, "a"));
-    store.set(null, conversation("c"));
+    store.set(null, "c", conversation("c"));
     assert.deepEqual(
       ["a", "b", "c"].map((id) => store.get(null, id) !== undefined),
       [true, false, true],
     );
-    store.set(null, conversation("d", "y".repeat(20_000)));
+    store.set(null, "d", conversation("d", "y".repeat(20_000)));
     assert.ok(store.get(null, "d"), "the one just stored stays, even alone over the bytes");
     assert.equal(store.get(null, "a"), undefined);
     assert.equal(store.get("tenant", "d"), undefined);

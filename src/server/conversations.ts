@@ -120,7 +120,7 @@ export function conversationsApi(
         metadata: body.metadata ?? {},
         items: listedItems(body.items ?? []),
       };
-      store.set(tenantOf(c), conversation);
+      store.set(tenantOf(c), conversation.id, conversation);
       return c.json(conversationObject(conversation), 200, named(conversation));
     },
     async retrieve(c) {
@@ -130,7 +130,7 @@ export function conversationsApi(
     async update(c) {
       const conversation = found(c);
       conversation.metadata = updateSchema.parse(await readJsonBody(c)).metadata ?? {};
-      store.set(tenantOf(c), conversation);
+      store.set(tenantOf(c), conversation.id, conversation);
       return c.json(conversationObject(conversation), 200, named(conversation));
     },
     async remove(c) {
@@ -143,7 +143,7 @@ export function conversationsApi(
       const conversation = found(c);
       const added = listedItems(addItemsSchema.parse(await readJsonBody(c)).items);
       conversation.items = [...conversation.items, ...added];
-      store.set(tenantOf(c), conversation);
+      store.set(tenantOf(c), conversation.id, conversation);
       return c.json(
         {
           object: "list",
@@ -175,7 +175,7 @@ export function conversationsApi(
       const conversation = found(c);
       const index = itemOf(c, conversation);
       conversation.items = conversation.items.filter((_, i) => i !== index);
-      store.set(tenantOf(c), conversation);
+      store.set(tenantOf(c), conversation.id, conversation);
       return c.json(conversationObject(conversation), 200, named(conversation));
     },
     find(tenant, id) {
@@ -190,7 +190,7 @@ export function conversationsApi(
       const conversation = store.get(tenant, id);
       if (conversation === undefined) return;
       conversation.items = [...conversation.items, ...items];
-      store.set(tenant, conversation);
+      store.set(tenant, conversation.id, conversation);
     },
   };
 }

@@ -1,6 +1,7 @@
 import type { ListedItem } from "./responses-items.js";
 import type { ResponseObject } from "./responses-output.js";
 import type { ChatMessageInput } from "./schemas.js";
+import { TenantStore } from "./tenant-store.js";
 
 /** What the store asks of a background response's run (responses-background.ts). */
 export interface LiveRun {
@@ -32,48 +33,15 @@ export interface StoredResponse<Run extends LiveRun = LiveRun> {
  * each found only by the tenant that stored it. A background response still running is never the one
  * forgotten (it could not be cancelled or polled then), nor the one just stored.
  */
-export class ResponseStore<Run extends LiveRun> {
-  private readonly stored = new Map<string, StoredResponse<Run>>();
-  private readonly sizes = new Map<string, number>();
-  private bytes = 0;
-
-  constructor(
-    readonly capacity: number,
-    readonly maxBytes: number = Number.POSITIVE_INFINITY,
-  ) {}
-
-  /** Bytes of the kept responses, as JSON text when each was stored. */
-  get storedBytes(): number {
-    return this.bytes;
-  }
-
-  private static key(tenant: string | null, id: string): string {
-    return `${tenant ?? ""}\u0000${id}`;
-  }
-
-  get(tenant: string | null, id: string): StoredResponse<Run> | undefined {
-    const key = ResponseStore.key(tenant, id);
-    const found = this.stored.get(key);
-    if (found !== undefined) {
-      this.stored.delete(key);
-      this.stored.set(key, found);
-    }
-    return found;
-  }
-
-  set(tenant: string | null, id: string, response: StoredResponse<Run>): void {
-    const key = ResponseStore.key(tenant, id);
-    this.forget(key);
-    const { conversation, response: object, inputItems } = response;
-    const size = JSON.stringify({ conversation, object, inputItems }).length;
-    this.stored.set(key, response);
-    this.sizes.set(key, size);
-    this.bytes += size;
-    for (const [oldest, entry] of this.stored) {
-      if (this.stored.size <= this.capacity && this.bytes <= this.maxBytes) break;
-      if (entry.run?.live || oldest === key) continue;
-      this.forget(oldest);
-    }
+export class ResponseStore<Run extends LiveRun> extends TenantStore<StoredResponse<Run>> {
+  constructor(capacity: number, maxBytes: number = Number.POSITIVE_INFINITY) {
+    super(
+      capacity,
+      maxBytes,
+      ({ conversation, response, inputItems }) =>
+        JSON.stringify({ conversation, object: response, inputItems }).length,
+      (stored) => stored.run?.live === true,
+    );
   }
 
   /**
@@ -81,25 +49,12 @@ export class ResponseStore<Run extends LiveRun> {
    * `item_reference` names); undefined when none is kept.
    */
   findItem(tenant: string | null, id: string): { readonly id?: unknown } | undefined {
-    const prefix = ResponseStore.key(tenant, "");
-    for (const [key, { inputItems, response }] of this.stored) {
-      if (!key.startsWith(prefix)) continue;
+    for (const { inputItems, response } of this.values(tenant)) {
       const found =
         inputItems.find((item) => item.id === id) ??
         (response.output as readonly { readonly id?: unknown }[]).find((item) => item.id === id);
       if (found !== undefined) return found;
     }
     return undefined;
-  }
-
-  /** Whether there was such a response. */
-  delete(tenant: string | null, id: string): boolean {
-    return this.forget(ResponseStore.key(tenant, id));
-  }
-
-  private forget(key: string): boolean {
-    this.bytes -= this.sizes.get(key) ?? 0;
-    this.sizes.delete(key);
-    return this.stored.delete(key);
   }
 }
