@@ -168,6 +168,10 @@ export class LlamaModelRunner implements ModelRunner {
         threadsBatch: options.threadsBatch ?? threads,
         flashAttn: options.flashAttn ?? true,
         kvUnified: !streams,
+        // A sliding-window layer's cache keeps only the last window of a sequence, overwritten as it grows;
+        // the engine reuses any cached prefix (another program's, or a shorter one of its own), whose last
+        // window may be gone by then. Full-size caches keep every position, as the pool assumes.
+        swaFull: model.info.nSwa > 0,
         ...(options.kvCacheType ? { typeK: options.kvCacheType, typeV: options.kvCacheType } : {}),
       });
       const name = options.modelId ?? model.meta("general.name") ?? basename(options.modelPath, ".gguf");

@@ -66,7 +66,7 @@ export type BuiltinPreset =
   | "qwen3-8b-q8_0";
 
 /** Everything that fixes a preset's bytes, but the seed. */
-export type PresetSpec = Required<Omit<LlamaShape, "ropeScaling">> &
+export type PresetSpec = Required<Omit<LlamaShape, "ropeScaling" | "slidingWindow">> &
   Pick<LlamaShape, "ropeScaling"> &
   Required<Pick<LlamaSpec, "weightType" | "weights" | "ropeFreqBase" | "rmsEps">>;
 

@@ -106,6 +106,16 @@ describe("llama tensor plan", () => {
     assert.throws(() => planLlamaTensors({ ...TINY, headCountKv: 3 }), /headCountKv/);
     assert.throws(() => planLlamaTensors({ ...TINY, feedForwardLength: 100 }, "q8_0"), /q8_0/);
     assert.throws(() => planLlamaTensors({ ...TINY, blockCount: 0 }), /blockCount/);
+    assert.throws(() => planLlamaTensors({ ...TINY, slidingWindow: 32 }), /slidingWindow/);
+    assert.throws(() => planLlamaTensors({ ...TINY, arch: "gemma3", slidingWindow: 0 }), /slidingWindow/);
+  });
+
+  it("gemma3 adds per-head query and key norms and a norm after attention and after the MLP", () => {
+    const names = planLlamaTensors({ ...TINY, arch: "gemma3", blockCount: 1 }).map((t) => t.name);
+    for (const norm of ["attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm"]) {
+      assert.ok(names.includes(`blk.0.${norm}.weight`), norm);
+    }
+    assert.equal(names.length, 3 + 13);
   });
 });
 

@@ -1,5 +1,5 @@
 /**
- * Generates a llama-family GGUF model (llama.cpp's `llama` or `qwen3` architecture) with seeded random
+ * Generates a llama-family GGUF model (llama.cpp's `llama`, `qwen3` or `gemma3` architecture) with seeded random
  * weights and the built-in tokenizer: something real llama.cpp loads and runs, with the shapes (and
  * so the compute and memory costs) of a real model, but no trained knowledge.
  */
@@ -17,8 +17,12 @@ export const GENERATOR_VERSION = 1;
 
 export type WeightType = "f32" | "f16" | "bf16" | "q8_0";
 
-/** llama.cpp architectures generated here; qwen3 is llama plus an RMS norm of each query and key head. */
-export type ModelArch = "llama" | "qwen3";
+/**
+ * llama.cpp architectures generated here: qwen3 is llama plus an RMS norm of each query and key head;
+ * gemma3 is qwen3 plus a norm after attention and after the MLP, with sliding-window attention in five
+ * layers of six when `slidingWindow` is set (llama.cpp's interleaved SWA cache).
+ */
+export type ModelArch = "llama" | "qwen3" | "gemma3";
 
 /**
  * How matrix weights are drawn: "gaussian" draws each one (slow, tens of MB/s); "pooled" streams
@@ -52,6 +56,8 @@ export interface LlamaShape {
   vocabSize?: number;
   /** Llama 3.1 RoPE scaling, written as the rope_freqs.weight tensor (llama arch only). */
   ropeScaling?: Llama3RopeScaling;
+  /** Tokens a sliding-window layer attends to (gemma3 arch only); none: every layer attends to all. */
+  slidingWindow?: number;
 }
 
 export interface LlamaSpec extends LlamaShape {
@@ -119,8 +125,14 @@ export function validateShape(s: LlamaShape): void {
   if ((s.embeddingLength / s.headCount) % 2 !== 0)
     throw new Error("llama spec: head size must be even (RoPE)");
   const arch = s.arch ?? "llama";
-  if (arch !== "llama" && arch !== "qwen3") throw new Error(`llama spec: unknown arch ${String(arch)}`);
+  if (arch !== "llama" && arch !== "qwen3" && arch !== "gemma3")
+    throw new Error(`llama spec: unknown arch ${String(arch)}`);
   if (s.ropeScaling && arch !== "llama") throw new Error("llama spec: ropeScaling is for the llama arch");
+  if (
+    s.slidingWindow !== undefined &&
+    (arch !== "gemma3" || !Number.isInteger(s.slidingWindow) || s.slidingWindow < 1)
+  )
+    throw new Error("llama spec: slidingWindow is a positive integer, for the gemma3 arch");
 }
 
 /** The tensors of a llama model with this shape, in file order. */
@@ -142,7 +154,8 @@ export function planLlamaTensors(s: LlamaShape, weightType: WeightType = "f16"):
     { name: "output.weight", dims: [d, vocab], type: w },
   ];
   if (s.ropeScaling) plan.push({ name: "rope_freqs.weight", dims: [headDim / 2], type: GgmlType.F32 });
-  const qkNorms = s.arch === "qwen3";
+  const qkNorms = s.arch === "qwen3" || s.arch === "gemma3";
+  const postNorms = s.arch === "gemma3";
   for (let i = 0; i < s.blockCount; i++) {
     plan.push(
       { name: `blk.${i}.attn_norm.weight`, dims: [d], type: GgmlType.F32 },
@@ -156,13 +169,15 @@ export function planLlamaTensors(s: LlamaShape, weightType: WeightType = "f16"):
         { name: `blk.${i}.attn_k_norm.weight`, dims: [headDim], type: GgmlType.F32 },
       );
     }
+    plan.push({ name: `blk.${i}.attn_output.weight`, dims: [qDim, d], type: w });
+    if (postNorms) plan.push({ name: `blk.${i}.post_attention_norm.weight`, dims: [d], type: GgmlType.F32 });
     plan.push(
-      { name: `blk.${i}.attn_output.weight`, dims: [qDim, d], type: w },
       { name: `blk.${i}.ffn_norm.weight`, dims: [d], type: GgmlType.F32 },
       { name: `blk.${i}.ffn_gate.weight`, dims: [d, ff], type: w },
       { name: `blk.${i}.ffn_up.weight`, dims: [d, ff], type: w },
       { name: `blk.${i}.ffn_down.weight`, dims: [ff, d], type: w },
     );
+    if (postNorms) plan.push({ name: `blk.${i}.post_ffw_norm.weight`, dims: [d], type: GgmlType.F32 });
   }
   return plan;
 }
@@ -383,6 +398,7 @@ function llamaWriter(spec: LlamaSpec): GgufWriter {
   w.setFloat32(`${arch}.attention.layer_norm_rms_epsilon`, spec.rmsEps ?? 1e-5);
   w.setFloat32(`${arch}.rope.freq_base`, spec.ropeFreqBase ?? 10000);
   w.setUint32(`${arch}.vocab_size`, vocabSize);
+  if (spec.slidingWindow !== undefined) w.setUint32(`${arch}.attention.sliding_window`, spec.slidingWindow);
   const muted =
     (spec.tokenizer ?? "spm") === "bpe"
       ? writeBpeTokenizer(w, spec, vocabSize)
