@@ -70,6 +70,21 @@ export interface LlamaRunnerOptions {
 const GPU_MAX_UBATCH = 2048;
 const CPU_MAX_UBATCH = 512;
 
+/**
+ * Why a model with recurrent (state-space) layers is not served: such a layer keeps one state per sequence,
+ * the sum of everything before it, which can be neither shared with another sequence by prefix nor cut back
+ * to a shorter prefix, and the engine's KV reuse does both (llama.cpp refuses the decode that follows).
+ */
+function recurrentRefusal(path: string, model: LlamaModel): string {
+  const arch = model.meta("general.architecture") ?? "unknown";
+  const kind = model.info.isHybrid ? "a hybrid (attention + recurrent)" : "a recurrent";
+  return (
+    `${basename(path)} is ${kind} model (architecture ${arch}): its recurrent layers keep one state per ` +
+    "sequence, which cannot be shared by prefix or cut back to one, as Continuum's KV reuse needs. Serve " +
+    "an attention-only model (Llama, Qwen 2/3, Gemma, Mistral, gpt-oss, ...), or this one with llama-server."
+  );
+}
+
 /** Default thread count: leave one core to Node's own event loop. */
 export function defaultThreads(): number {
   return Math.max(1, availableParallelism() - 1);
@@ -144,6 +159,8 @@ export class LlamaModelRunner implements ModelRunner {
   static async open(options: LlamaRunnerOptions): Promise<LlamaModelRunner> {
     const model = await loadModel(options.modelPath, { gpuLayers: options.gpuLayers ?? "auto" });
     try {
+      if (model.info.isRecurrent || model.info.isHybrid)
+        throw new Error(recurrentRefusal(options.modelPath, model));
       const batchTokens = options.batchTokens ?? 512;
       const device = deviceInfoOf(devices(), model.info.nLayer, model.gpuLayers);
       const kvOnGpu = device.kvCache !== "cpu";
