@@ -79,6 +79,8 @@ export interface FakeModelOptions {
   /** longest sequence (default kvCells; with streams at most kvCells / maxSeqs) */
   readonly maxContextTokens?: number;
   readonly kvBytesPerToken?: number;
+  /** sliding-window layers' window (default 0: none), for the slot rules such a model needs */
+  readonly slidingWindow?: number;
   /** ms every execute() takes (default 0) */
   readonly stepDelayMs?: number;
   /** extra ms per batch row (default 0) */
@@ -131,6 +133,7 @@ export class FakeModelRunner implements ModelRunner {
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  readonly slidingWindow: number;
   /** every code point is a token */
   readonly vocabSize = FAKE_EOS + 1;
   readonly chatTemplate: ModelChatTemplate = NO_CHAT_TEMPLATE;
@@ -158,6 +161,7 @@ export class FakeModelRunner implements ModelRunner {
     const slotCells = this.kvLayout === "unified" ? this.kvCells : Math.floor(this.kvCells / this.maxSeqs);
     this.maxContextTokens = Math.min(options.maxContextTokens ?? this.kvCells, slotCells);
     this.kvBytesPerToken = options.kvBytesPerToken ?? 1024;
+    this.slidingWindow = options.slidingWindow ?? 0;
     this.modelId = options.modelId ?? "continuum-fake";
     this.reply = options.reply ?? defaultFakeReply;
     this.stepDelayMs = options.stepDelayMs ?? 0;

@@ -412,3 +412,23 @@ test("the pool follower passes every event on and forgets a removal the pool cac
   assert.equal(follower.needsTokenIds, true, "it asks for tokens only for a publisher that needs them");
   assert.equal(new PoolFollower().needsTokenIds, false);
 });
+
+describe("KvSlots with a sliding-window model (llama.cpp keeps only each sequence's last window)", () => {
+  test("a prefix is never shared from another slot, and a slot cut back by more than one position empties", async () => {
+    const runner = new FakeModelRunner({ kvCells: 512, maxSeqs: 4, slidingWindow: 8 });
+    const kv = new KvSlots(runner, null, 16);
+    const a = fakeRequest("a", seq(100));
+    await admit(kv, a, 0);
+    await compute(runner, kv, a, 100);
+    const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
+    const shared = await kv.admit(b, 64);
+    assert.deepEqual([shared.slot.length, shared.recomputedTokens], [0, 64], "B computes its prefix again");
+    assert.equal(kv.stats.sharedTokens, 0);
+
+    const slotA = kv.slotOf(a)!;
+    kv.truncate(slotA, 99);
+    assert.equal(slotA.length, 99, "one position back: the window before it is still there");
+    kv.truncate(slotA, 97);
+    assert.equal(slotA.length, 0, "two back: the window before it may be gone");
+  });
+});

@@ -124,7 +124,7 @@ export class KvSlots {
       slot = source;
       this.cells.truncate(slot, tokens);
       this.owners.unpin(slot);
-      this.stats.takenOverTokens += tokens;
+      this.stats.takenOverTokens += slot.length;
     } else {
       slot = await this.freshSlot(source);
       if (source !== null) await this.sharePrefix(source, slot, tokens);

@@ -118,6 +118,7 @@ export class LlamaModelRunner implements ModelRunner {
   readonly maxSeqs: number;
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  readonly slidingWindow: number;
   readonly weightBytes: number;
   readonly vocabSize: number;
   readonly chatTemplate: ModelChatTemplate;
@@ -148,6 +149,7 @@ export class LlamaModelRunner implements ModelRunner {
       info.nCtxSeq,
     );
     this.kvBytesPerToken = info.kvBytesPerToken ?? model.info.kvBytesPerTokenF16 ?? 0;
+    this.slidingWindow = model.info.nSwa;
     this.weightBytes = model.info.sizeBytes;
     this.decodeBatch = new DecodeBatch(info.nBatch);
     this.vocabSize = model.info.nVocab;
@@ -185,10 +187,6 @@ export class LlamaModelRunner implements ModelRunner {
         threadsBatch: options.threadsBatch ?? threads,
         flashAttn: options.flashAttn ?? true,
         kvUnified: !streams,
-        // A sliding-window layer's cache keeps only the last window of a sequence, overwritten as it grows;
-        // the engine reuses any cached prefix (another program's, or a shorter one of its own), whose last
-        // window may be gone by then. Full-size caches keep every position, as the pool assumes.
-        swaFull: model.info.nSwa > 0,
         ...(options.kvCacheType ? { typeK: options.kvCacheType, typeV: options.kvCacheType } : {}),
       });
       const name = options.modelId ?? model.meta("general.name") ?? basename(options.modelPath, ".gguf");

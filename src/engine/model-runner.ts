@@ -179,6 +179,12 @@ export interface ModelRunner {
   /** longest sequence one slot may hold (the model's context window; with streams, also the slot's stream) */
   readonly maxContextTokens: number;
   readonly kvBytesPerToken: number;
+  /**
+   * Tokens a sliding-window layer attends to (0: no such layers). llama.cpp keeps only each sequence's last
+   * window of those layers: older cells may be overwritten by any other sequence, and a saved state leaves
+   * them out, so such a model's slot is continued whole or not at all (slot-cells.ts).
+   */
+  readonly slidingWindow: number;
   /** the model's weights in bytes (where they live: `device`) */
   readonly weightBytes: number;
   /** token ids are 0..vocabSize-1 */

@@ -1,24 +1,28 @@
 /**
- * Models with sliding-window attention layers (Gemma 2/3, gpt-oss, Cohere 2): llama.cpp's cache for those
- * layers keeps only a sequence's last window unless told to keep everything. The engine reuses any cached
- * prefix (another request's, or a shorter one of a program's own), so a prefix whose last window had been
- * overwritten would run on missing keys: the test below read 0.42 nats off at the first token (-2.38
- * against -2.79) before the runner asked llama.cpp for full-size caches.
+ * Models with sliding-window attention layers (Gemma 2/3, gpt-oss, Cohere 2): llama.cpp keeps, for those
+ * layers, only each sequence's last window (older cells are taken by any sequence that needs room, even with
+ * full-size caches, and a saved state leaves them out). A prefix reused from another request's longer
+ * sequence, or restored from the tier and cut back, attended over keys that were gone: the first test read
+ * 0.42 nats off a fresh run at its first token (-2.38 against -2.79), the second the same. Such a slot is now
+ * continued whole or recomputed (slot-cells.ts), and the cached tokens reported are the ones not recomputed.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import type { SchedulingPolicy } from "../core/policy.js";
 import { Engine } from "./engine.js";
 import type { OutputLogprob } from "./engine-api.js";
+import type { EngineTierOptions } from "./engine-setup.js";
 import { generateLlamaGguf } from "./gguf/llama-model.js";
 import { LlamaModelRunner } from "./llama-model-runner.js";
 import { isNativeAvailable } from "./native/llama-native.js";
-import { request, run } from "./test-support/engine-helpers.js";
+import { type DoneEvent, fixedTtlPolicy, request, run, sleep } from "./test-support/engine-helpers.js";
 
 const supported = process.platform === "linux" && process.arch === "x64" && isNativeAvailable();
 const WINDOW = 32;
+const BLOCK = 16;
 
 describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
   skip: supported ? false : "no llama.cpp addon",
@@ -46,7 +50,10 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function engine(): Promise<Engine> {
+  async function engine(
+    policy: string | SchedulingPolicy = "vllm",
+    tiers: EngineTierOptions = {},
+  ): Promise<Engine> {
     const runner = await LlamaModelRunner.open({
       modelPath,
       kvCells: 4096,
@@ -54,38 +61,81 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
       batchTokens: 256,
       threads: 1,
     });
-    return new Engine({ runner, policy: "vllm", maxNumSeqs: 4, maxNumBatchedTokens: 256 });
+    return new Engine({ runner, policy, maxNumSeqs: 4, maxNumBatchedTokens: 256, tiers });
   }
 
-  test("a prefix cached by a longer request runs as it would from scratch", async () => {
-    const words = Array.from({ length: 700 }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
-    const long = `${words} and the first request goes on past its shared part`;
-    const shared = `${words.slice(0, Math.floor(words.length * 0.5))} then the second one diverges`;
-    const sampling = { maxTokens: 6, logprobs: 2 };
+  const words = Array.from({ length: 700 }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
+  const long = `${words} and the first request goes on past its shared part`;
+  const shared = `${words.slice(0, Math.floor(words.length * 0.5))} then the second one diverges`;
+  const sampling = { maxTokens: 6, logprobs: 2 };
+
+  /** Two greedy runs agree to float rounding: top logprobs within 0.01, up to the first near tie. */
+  function assertSameRun(a: DoneEvent, b: DoneEvent): void {
+    const [x, y] = [a.logprobs ?? [], b.logprobs ?? []];
+    assert.equal(x.length, 6);
+    for (let i = 0; i < x.length; i++) {
+      const [a0, a1] = (x[i] as OutputLogprob).top;
+      const [b0, b1] = (y[i] as OutputLogprob).top;
+      assert.ok(a0 && a1 && b0 && b1);
+      assert.ok(Math.abs(a0.logprob - b0.logprob) < 0.01, `token ${i}: ${a0.logprob} vs ${b0.logprob}`);
+      // past a near tie the two runs may take different tokens
+      if (a0.logprob - a1.logprob < 0.01 || b0.logprob - b1.logprob < 0.01) break;
+    }
+  }
+
+  test("a prefix of another request's longer sequence is recomputed, and runs as it would from scratch", async () => {
     const warm = await engine();
     const fresh = await engine();
     try {
-      assert.equal((warm.runner as LlamaModelRunner).model.info.nSwa, WINDOW);
-      const first = await run(warm, request("long", long, { sampling: { maxTokens: 2 } }));
+      assert.equal((warm.runner as LlamaModelRunner).slidingWindow, WINDOW);
+      await run(warm, request("long", long, { sampling: { maxTokens: 2 } }));
       const reused = await run(warm, request("shared", shared, { sampling }));
-      const scratch = await run(fresh, request("scratch", shared, { sampling }));
-      const cached = reused.done.usage.cachedTokens;
-      assert.ok(
-        cached > 16 * WINDOW && first.done.usage.promptTokens - cached > 16 * WINDOW,
-        `the shared prefix (${cached} tokens) ends windows before the cached sequence (${first.done.usage.promptTokens})`,
-      );
-      const [x, y] = [reused.done.logprobs ?? [], scratch.done.logprobs ?? []];
-      assert.equal(x.length, 6);
-      for (let i = 0; i < x.length; i++) {
-        const [a0, a1] = (x[i] as OutputLogprob).top;
-        const [b0, b1] = (y[i] as OutputLogprob).top;
-        assert.ok(a0 && a1 && b0 && b1);
-        assert.ok(Math.abs(a0.logprob - b0.logprob) < 0.01, `token ${i}: ${a0.logprob} vs ${b0.logprob}`);
-        // past a near tie the two runs may take different tokens
-        if (a0.logprob - a1.logprob < 0.01 || b0.logprob - b1.logprob < 0.01) break;
-      }
+      assert.equal(reused.done.usage.cachedTokens, 0, "nothing reported cached that was computed again");
+      assertSameRun(reused.done, (await run(fresh, request("scratch", shared, { sampling }))).done);
     } finally {
       await Promise.all([warm.shutdown(), fresh.shutdown()]);
+    }
+  });
+
+  test("the same prefix restored from the CPU tier is recomputed, and runs as it would from scratch", async () => {
+    const tiered = await engine(fixedTtlPolicy(0.02), { cpuBytes: 256 << 20 });
+    const fresh = await engine();
+    try {
+      await run(tiered, request("long", long, { programId: "job", sampling: { maxTokens: 2 } }));
+      await sleep(40);
+      // evict every resident sequence (as pool pressure would): each is saved to the tier first
+      await tiered.kv.ensureFree(Number.POSITIVE_INFINITY, [], true);
+      assert.equal(tiered.kvStats().savedToTier, 1);
+      const restored = await run(tiered, request("shared", shared, { sampling }));
+      assert.equal(restored.done.usage.cachedTokens, 0);
+      assertSameRun(restored.done, (await run(fresh, request("scratch", shared, { sampling }))).done);
+    } finally {
+      await Promise.all([tiered.shutdown(), fresh.shutdown()]);
+    }
+  });
+
+  test("a program's turn that goes on from its whole sequence reuses it, and runs as it would from scratch", async () => {
+    const pinned = await engine(fixedTtlPolicy(30));
+    const fresh = await engine();
+    try {
+      // a first prompt of whole blocks, so that the next turn's cached prefix is the whole sequence
+      let words = 300;
+      const text = (n: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
+      while (pinned.runner.tokenize(text(words)).length % BLOCK !== 0) words++;
+      const first = [...pinned.runner.tokenize(text(words))];
+      await run(pinned, request("t1", text(words), { programId: "job", sampling: { maxTokens: 1 } }));
+      const next = [
+        ...first,
+        ...pinned.runner.tokenizeContinuation(" and then the tool said: 3 tests failed"),
+      ];
+      const turn2 = request("t2", "", { programId: "job", promptTokenIds: next, sampling });
+      const continued = await run(pinned, turn2);
+      assert.equal(continued.done.usage.cachedTokens, first.length, "the whole first turn is reused");
+      const scratch = await run(fresh, { ...turn2, requestId: "scratch" });
+      assert.equal(scratch.done.usage.cachedTokens, 0);
+      assertSameRun(continued.done, scratch.done);
+    } finally {
+      await Promise.all([pinned.shutdown(), fresh.shutdown()]);
     }
   });
 });

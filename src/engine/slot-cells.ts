@@ -8,10 +8,17 @@ import type { StateBufferPool } from "./state-buffer-pool.js";
  * A slot's KV in the runner's pool, changed in step with the cell ledger and the hash index: positions
  * dropped, computed, or taken from another slot (its cells shared in one unified pool, its data copied into
  * the slot's own stream with the streams layout).
+ *
+ * A model with sliding-window layers (`runner.slidingWindow`) keeps, for those layers, only each sequence's
+ * last window: continuing a slot at position p needs the window before p, which is gone unless p is the
+ * slot's end or one before it. Such a slot is therefore never shared or copied by prefix, and cutting it
+ * back by more than one position empties it (the request recomputes, and is counted so).
  */
 export class SlotCells {
   /** unified pool: slots share a prefix's cells (copySeq); streams: each slot holds its own copy */
   readonly sharesCells: boolean;
+  /** the model has sliding-window layers: slots are continued whole or not at all (above) */
+  readonly windowed: boolean;
 
   constructor(
     readonly runner: ModelRunner,
@@ -22,11 +29,13 @@ export class SlotCells {
     private readonly buffers: StateBufferPool | null,
   ) {
     this.sharesCells = runner.kvLayout === "unified";
+    this.windowed = runner.slidingWindow > 0;
   }
 
-  /** Drops positions >= length of a slot. */
-  truncate(slot: KvSlot, length: number): void {
-    if (slot.length <= length) return;
+  /** Drops positions >= length of a slot (every position, for a windowed model cut back by more than one). */
+  truncate(slot: KvSlot, keep: number): void {
+    if (slot.length <= keep) return;
+    const length = this.windowed && keep < slot.length - 1 ? 0 : keep;
     this.runner.removeSeq(slot.seqId, length, -1);
     this.ledger.release(slot.cells, length);
     if (length === 0) slot.content = null;
@@ -45,6 +54,7 @@ export class SlotCells {
    * request then recomputes).
    */
   async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
+    if (this.windowed) return;
     if (this.sharesCells) {
       this.runner.copySeq(source.seqId, slot.seqId, tokens);
       this.ledger.sharePrefix(source.cells, slot.cells, tokens);

@@ -80,11 +80,11 @@ export class SlotTiering {
     // indexed by the admitted request's hashes only now: the entry's tail past `tokens` is another sequence's
     if (slot.length > 0) slot.content = content;
     cells.index.sync(slot);
-    // with streams nothing is shared: the slot keeps its own copy
-    const swapped = shared && cells.sharesCells ? Math.min(sharedTokens, slot.length) : 0;
-    if (shared && sharedTokens > 0 && slot.length >= sharedTokens && cells.sharesCells) {
+    // with streams nothing is shared: the slot keeps its own copy; nor for a windowed model (slot-cells.ts)
+    const swaps = shared !== null && cells.sharesCells && !cells.windowed;
+    const swapped = swaps ? Math.min(sharedTokens, slot.length) : 0;
+    if (swaps && sharedTokens > 0 && slot.length >= sharedTokens)
       cells.swapPrefix(slot, shared, sharedTokens);
-    }
     this.cells.stats.restoredTokens += slot.length - swapped;
   }
 }
