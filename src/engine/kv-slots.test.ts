@@ -120,8 +120,8 @@ describe("KvSlots", () => {
     const turn2 = fakeRequest("t2", [...seq(90), ...seq(30, 9000)]);
     const s2 = await admit(kv, turn2, 80);
     assert.equal(s2, s1, "taken over: less than a block beyond the hit");
-    assert.equal(s2.length, 80);
-    assert.equal(kv.stats.takenOverTokens, 80);
+    assert.equal(s2.length, 90, "with the 10 positions past the hit, which hold turn 2's tokens too");
+    assert.equal(kv.stats.takenOverTokens, 90);
     await compute(runner, kv, turn2, 120);
     release(kv, turn2);
     // an unrelated request needing most of the pool evicts the cached sequence
@@ -411,6 +411,27 @@ test("the pool follower passes every event on and forgets a removal the pool cac
   assert.deepEqual(heard, ["removed 1,2,3", "stored 2"]);
   assert.equal(follower.needsTokenIds, true, "it asks for tokens only for a publisher that needs them");
   assert.equal(new PoolFollower().needsTokenIds, false);
+});
+
+describe("KvSlots keeps what a taken-over slot holds of the next turn past the matched blocks", () => {
+  test("up to the first token that differs, never the turn's last token, and nothing past a match of no blocks", async () => {
+    const cases: [string, number[], number, number][] = [
+      ["differs at 85", [...seq(85), 1, ...seq(30, 9000)], 80, 85],
+      ["ends at 88", seq(88), 80, 87],
+      ["no matched block", [...seq(90), ...seq(30, 9000)], 0, 0],
+    ];
+    for (const [name, tokens, hit, held] of cases) {
+      const runner = new FakeModelRunner({ kvCells: 256, maxSeqs: 3 });
+      const kv = new KvSlots(runner, null, 16);
+      const turn1 = fakeRequest("t1", seq(90));
+      await admit(kv, turn1, 0);
+      await compute(runner, kv, turn1, 90);
+      release(kv, turn1);
+      const turn2 = fakeRequest("t2", tokens);
+      const { slot, recomputedTokens } = await kv.admit(turn2, hit);
+      assert.deepEqual([slot.length, recomputedTokens], [held, 0], name);
+    }
+  });
 });
 
 describe("KvSlots with a sliding-window model (llama.cpp keeps only each sequence's last window)", () => {

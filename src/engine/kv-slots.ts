@@ -20,6 +20,22 @@ import { SlotTiering } from "./slot-tiering.js";
 export { KvSlot, type KvSlotStats } from "./kv-slot.js";
 
 /**
+ * How much of a slot a request taking it over keeps: the blocks it matched, and past them the slot's own
+ * positions while they hold the request's tokens (up to, not with, its last token, computed for its logits).
+ * The executor goes on from there rather than computing them again; for a sliding-window model this is what
+ * lets a program's next turn continue its sequence whole (slot-cells.ts). Nothing past a match of no blocks:
+ * a match is what says the slot's tokens are this tenant's.
+ */
+function heldFrom(slot: KvSlot, content: TokenIdContent, matched: number): number {
+  const previous = slot.content;
+  if (matched === 0 || previous === null) return matched;
+  const end = Math.min(slot.length, content.length - 1);
+  let held = matched;
+  while (held < end && previous.tokenAt(held) === content.tokenAt(held)) held++;
+  return held;
+}
+
+/**
  * Maps the scheduler's requests and pins onto the runner's sequence slots (docs/engine.md, "KV mapping onto
  * llama.cpp"), following the scheduler: a plan's pins keep a finished request's slot, its releases make a
  * slot cache, and the pool handing a cached block to new content cuts it from the cache slots holding it.
@@ -122,7 +138,7 @@ export class KvSlots {
     ) {
       // a cache slot the request covers to within a block (a returning turn): taken over, no copy
       slot = source;
-      this.cells.truncate(slot, tokens);
+      this.cells.truncate(slot, heldFrom(slot, content, tokens));
       this.owners.unpin(slot);
       this.stats.takenOverTokens += slot.length;
     } else {

@@ -171,9 +171,12 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         if (request.status !== "running" || failed.has(request.id)) continue;
         const slot = kv.slotOf(request);
         if (!slot) throw new Error(`running request ${request.id} has no sequence slot`);
-        if (slot.length > chunk.startToken) kv.truncate(slot, chunk.startToken);
-        const from = slot.length;
         const end = chunk.startToken + chunk.numTokens;
+        // positions past the chunk's start that the slot holds are this request's own, kept at admission
+        // (kv-slots.ts, heldFrom): not computed again, but for the row whose logits the chunk samples
+        if (slot.content !== request.content) kv.truncate(slot, Math.min(slot.length, chunk.startToken));
+        else if (chunk.samples && slot.length >= end) kv.truncate(slot, end - 1);
+        const from = Math.min(slot.length, end);
         const content = request.content as TokenIdContent;
         // a prompt scored for its logprobs: each of its rows against the prompt's next token
         const scoreTop = this.deps.active.get(request.id)?.spec.sampling.promptLogprobs ?? null;

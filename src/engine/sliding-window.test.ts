@@ -114,26 +114,35 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
     }
   });
 
-  test("a program's turn that goes on from its whole sequence reuses it, and runs as it would from scratch", async () => {
+  test("a program's next turn goes on from its whole sequence, and runs as it would from scratch", async () => {
     const pinned = await engine(fixedTtlPolicy(30));
     const fresh = await engine();
     try {
-      // a first prompt of whole blocks, so that the next turn's cached prefix is the whole sequence
-      let words = 300;
-      const text = (n: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
-      while (pinned.runner.tokenize(text(words)).length % BLOCK !== 0) words++;
-      const first = [...pinned.runner.tokenize(text(words))];
-      await run(pinned, request("t1", text(words), { programId: "job", sampling: { maxTokens: 1 } }));
+      // a first turn that ends mid-block (prompt and 9 generated tokens): 8 positions past its last block
+      const words = (n: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
+      let n = 300;
+      while ((pinned.runner.tokenize(words(n)).length + 9) % BLOCK !== 8) n++;
+      const sampling9 = { maxTokens: 9, ignoreEos: true };
+      const first = await run(
+        pinned,
+        request("t1", words(n), { programId: "job", sampling: sampling9, returnTokenIds: true }),
+      );
+      // the model's own tokens go on: the prompt's, the generated ones, then the tool's answer
+      const said = [...(first.done.tokenIds?.prompt ?? []), ...(first.done.tokenIds?.output ?? [])];
+      assert.equal(said.length % BLOCK > 1, true, "the sequence does not end on a block");
       const next = [
-        ...first,
+        ...said,
         ...pinned.runner.tokenizeContinuation(" and then the tool said: 3 tests failed"),
       ];
       const turn2 = request("t2", "", { programId: "job", promptTokenIds: next, sampling });
       const continued = await run(pinned, turn2);
-      assert.equal(continued.done.usage.cachedTokens, first.length, "the whole first turn is reused");
+      // reported: the scheduler's whole blocks; what lies past them in the slot is not computed again either
+      const blocks = Math.floor((said.length - 1) / BLOCK) * BLOCK;
+      assert.equal(continued.done.usage.cachedTokens, blocks);
       const scratch = await run(fresh, { ...turn2, requestId: "scratch" });
       assert.equal(scratch.done.usage.cachedTokens, 0);
       assertSameRun(continued.done, scratch.done);
+      assert.ok(pinned.kvStats().recomputedTokens === 0, "the slot was continued, not recomputed");
     } finally {
       await Promise.all([pinned.shutdown(), fresh.shutdown()]);
     }
