@@ -244,8 +244,8 @@ export function initStds(
   };
 }
 
-/** The SentencePiece-style vocabulary's metadata; the output rows to mute. */
-function writeSpmTokenizer(w: GgufWriter, spec: LlamaSpec, vocabSize: number): number[] {
+/** The built-in SentencePiece-style vocabulary's metadata (llama.cpp's "llama" model); the output rows to mute. */
+export function writeSpmTokenizer(w: GgufWriter, vocabSize: number, addBos = true): number[] {
   const vocab = buildVocab({ size: vocabSize });
   w.setString("tokenizer.ggml.model", "llama");
   w.setStringArray("tokenizer.ggml.tokens", vocab.tokens);
@@ -254,7 +254,7 @@ function writeSpmTokenizer(w: GgufWriter, spec: LlamaSpec, vocabSize: number): n
   w.setUint32("tokenizer.ggml.bos_token_id", vocab.bosId);
   w.setUint32("tokenizer.ggml.eos_token_id", vocab.imEndId);
   w.setUint32("tokenizer.ggml.unknown_token_id", vocab.unkId);
-  w.setBool("tokenizer.ggml.add_bos_token", spec.addBos ?? true);
+  w.setBool("tokenizer.ggml.add_bos_token", addBos);
   w.setBool("tokenizer.ggml.add_eos_token", false);
   w.setBool("tokenizer.ggml.add_space_prefix", true);
   return mutedOutputRows(vocab, vocab.imEndId);
@@ -402,7 +402,7 @@ function llamaWriter(spec: LlamaSpec): GgufWriter {
   const muted =
     (spec.tokenizer ?? "spm") === "bpe"
       ? writeBpeTokenizer(w, spec, vocabSize)
-      : writeSpmTokenizer(w, spec, vocabSize);
+      : writeSpmTokenizer(w, vocabSize, spec.addBos ?? true);
   w.setString("tokenizer.chat_template", spec.chatTemplate ?? CHATML_TEMPLATE);
   w.setString("continuum.generator", "continuum-gguf");
   w.setUint32("continuum.generator_version", GENERATOR_VERSION);

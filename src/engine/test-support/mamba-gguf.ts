@@ -2,7 +2,9 @@
 import { Rng } from "../../core/rng.js";
 import { GgmlType } from "../gguf/gguf-types.js";
 import { GgufWriter } from "../gguf/gguf-writer.js";
-import { buildVocab } from "../gguf/vocab.js";
+import { writeSpmTokenizer } from "../gguf/llama-model.js";
+
+const VOCAB = 4096;
 
 /** Writes a 2-layer Mamba model llama.cpp loads (expansion factor 2, as it requires) to `path`. */
 export async function writeTinyMambaGguf(path: string): Promise<void> {
@@ -12,7 +14,6 @@ export async function writeTinyMambaGguf(path: string): Promise<void> {
   const conv = 4;
   const dtRank = 4;
   const layers = 2;
-  const vocab = buildVocab({ size: 4096 });
   const w = new GgufWriter();
   w.setString("general.architecture", "mamba");
   w.setString("general.name", "tiny-mamba");
@@ -26,13 +27,7 @@ export async function writeTinyMambaGguf(path: string): Promise<void> {
   w.setUint32("mamba.ssm.inner_size", inner);
   w.setUint32("mamba.ssm.state_size", state);
   w.setUint32("mamba.ssm.time_step_rank", dtRank);
-  w.setString("tokenizer.ggml.model", "llama");
-  w.setStringArray("tokenizer.ggml.tokens", vocab.tokens);
-  w.setFloat32Array("tokenizer.ggml.scores", vocab.scores);
-  w.setInt32Array("tokenizer.ggml.token_type", vocab.types);
-  w.setUint32("tokenizer.ggml.bos_token_id", vocab.bosId);
-  w.setUint32("tokenizer.ggml.eos_token_id", vocab.imEndId);
-  w.setUint32("tokenizer.ggml.unknown_token_id", vocab.unkId);
+  writeSpmTokenizer(w, VOCAB);
   const rng = new Rng(3);
   const uniform = (scale: number) => (out: Float32Array) => {
     for (let i = 0; i < out.length; i++) out[i] = (rng.next() - 0.5) * scale;
@@ -40,7 +35,7 @@ export async function writeTinyMambaGguf(path: string): Promise<void> {
   const ones = (out: Float32Array) => out.fill(1);
   const tensor = (name: string, dims: number[], fill: (out: Float32Array) => void) =>
     w.addTensor({ name, dims, type: GgmlType.F32, fill });
-  tensor("token_embd.weight", [d, vocab.tokens.length], uniform(0.1));
+  tensor("token_embd.weight", [d, VOCAB], uniform(0.1));
   tensor("output_norm.weight", [d], ones);
   for (let i = 0; i < layers; i++) {
     tensor(`blk.${i}.attn_norm.weight`, [d], ones);
