@@ -142,8 +142,8 @@ describe("KvSlots", () => {
     release(kv, b);
     const a2 = fakeRequest("a2", [...COMMON, ...seq(100, 300), ...seq(10, 50)]);
     const slot = await admit(kv, a2, 144);
-    assert.equal(slot.length, 144);
-    assert.equal(kv.stats.restoredTokens, 96);
+    assert.equal(slot.length, 148, "the hit's 144, and the 4 saved positions past it that a2 goes on from");
+    assert.equal(kv.stats.restoredTokens, 100);
     assert.equal(kv.ledger.numUsed, runner.usedCells);
     await compute(runner, kv, a2, 158);
     assert.equal(kv.ledger.numUsed, runner.usedCells);
@@ -168,8 +168,8 @@ describe("KvSlots", () => {
     assert.equal(tiers.usage.entries, 1);
     const turn2 = fakeRequest("t2", [...seq(90), ...seq(30, 9000)]);
     const slot = await admit(kv, turn2, 80);
-    assert.equal(slot.length, 80);
-    assert.equal(kv.stats.restoredTokens, 80);
+    assert.equal(slot.length, 90, "the whole saved turn, which turn 2 goes on from");
+    assert.equal(kv.stats.restoredTokens, 90);
     assert.equal(kv.stats.recomputedTokens, 0);
   });
 
@@ -212,7 +212,7 @@ describe("KvSlots", () => {
     assert.equal(tiers.usage.entries, 2, "p's older state went, q's stayed");
     assert.equal(tiers.buffers.reused, 1, "p's new state went into the memory of its old one");
     const p3 = fakeRequest("p3", [...elided, ...seq(20, 8000)], "p");
-    assert.equal((await admit(kv, p3, 96)).length, 96, "p's next turn finds its history in the tier");
+    assert.equal((await admit(kv, p3, 96)).length, 98, "p's next turn finds its whole history in the tier");
   });
 
   test("without a tier, cache KV stays resident as the prefix cache", async () => {
@@ -249,10 +249,10 @@ describe("KvSlots", () => {
     assert.equal(kv.stats.pinnedEvictions, 0, "the pinned KV was saved, not dropped");
     const turn2 = fakeRequest("t2", [...seq(90), ...seq(30, 9000)]);
     const slot = await admit(kv, turn2, 80);
-    assert.equal(slot.length, 80);
-    assert.equal(kv.stats.restoredTokens, 80);
+    assert.equal(slot.length, 90);
+    assert.equal(kv.stats.restoredTokens, 90);
     assert.equal(kv.stats.recomputedTokens, 0);
-    assert.equal(runner.usedCells, 80, "the other program's finished turn left for the tier");
+    assert.equal(runner.usedCells, 90, "the other program's finished turn left for the tier");
     assert.equal(kv.ledger.numUsed, runner.usedCells);
   });
 
@@ -273,8 +273,8 @@ describe("KvSlots", () => {
     const { kv } = await finishedThenCommonPrefix(runner, true);
     const a2 = fakeRequest("a2", [...COMMON, ...seq(100, 300), ...seq(10, 50)]);
     const slot = await admit(kv, a2, 144);
-    assert.equal(slot.length, 144);
-    assert.equal(kv.stats.restoredTokens, 48 + 144, "b's prefix, then a2's whole prefix");
+    assert.equal(slot.length, 148);
+    assert.equal(kv.stats.restoredTokens, 48 + 148, "b's prefix, then a2's whole saved sequence");
     assert.equal(kv.stats.sharedTokens, 0);
     assert.equal(kv.ledger.numUsed, runner.usedCells);
     await compute(runner, kv, a2, 158);
@@ -342,8 +342,8 @@ describe("KvSlots follows the scheduler's pool", () => {
     assert.equal(kv.stats.savedToTier, 1);
     assert.equal(runner.usedCells, 40, "only the pinned KV is left in the pool");
     const next = fakeRequest("n", [...seq(90), ...seq(20, 7000)]);
-    assert.equal((await admit(kv, next, 80)).length, 80);
-    assert.equal(kv.stats.restoredTokens, 80);
+    assert.equal((await admit(kv, next, 80)).length, 90);
+    assert.equal(kv.stats.restoredTokens, 90);
   });
 
   test("the one exception: llama.cpp runs out of sequence slots or of cells where the pool freed nothing", async () => {

@@ -12,28 +12,12 @@ import {
 } from "./kv-slot.js";
 import type { KvTierStore } from "./kv-tier-store.js";
 import type { ModelRunner } from "./model-runner.js";
-import { SlotCells } from "./slot-cells.js";
+import { heldPast, SlotCells } from "./slot-cells.js";
 import { SlotHashIndex } from "./slot-hash-index.js";
 import { SlotOwners } from "./slot-owners.js";
 import { SlotTiering } from "./slot-tiering.js";
 
 export { KvSlot, type KvSlotStats } from "./kv-slot.js";
-
-/**
- * How much of a slot a request taking it over keeps: the blocks it matched, and past them the slot's own
- * positions while they hold the request's tokens (up to, not with, its last token, computed for its logits).
- * The executor goes on from there rather than computing them again; for a sliding-window model this is what
- * lets a program's next turn continue its sequence whole (slot-cells.ts). Nothing past a match of no blocks:
- * a match is what says the slot's tokens are this tenant's.
- */
-function heldFrom(slot: KvSlot, content: TokenIdContent, matched: number): number {
-  const previous = slot.content;
-  if (matched === 0 || previous === null) return matched;
-  const end = Math.min(slot.length, content.length - 1);
-  let held = matched;
-  while (held < end && previous.tokenAt(held) === content.tokenAt(held)) held++;
-  return held;
-}
 
 /**
  * Maps the scheduler's requests and pins onto the runner's sequence slots (docs/engine.md, "KV mapping onto
@@ -138,7 +122,7 @@ export class KvSlots {
     ) {
       // a cache slot the request covers to within a block (a returning turn): taken over, no copy
       slot = source;
-      this.cells.truncate(slot, heldFrom(slot, content, tokens));
+      this.cells.truncate(slot, heldPast(slot.content, slot.length, content, tokens));
       this.owners.unpin(slot);
       this.stats.takenOverTokens += slot.length;
     } else {

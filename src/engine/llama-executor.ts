@@ -173,7 +173,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         if (!slot) throw new Error(`running request ${request.id} has no sequence slot`);
         const end = chunk.startToken + chunk.numTokens;
         // positions past the chunk's start that the slot holds are this request's own, kept at admission
-        // (kv-slots.ts, heldFrom): not computed again, but for the row whose logits the chunk samples
+        // (slot-cells.ts, heldPast): not computed again, but for the row whose logits the chunk samples
         if (slot.content !== request.content) kv.truncate(slot, Math.min(slot.length, chunk.startToken));
         else if (chunk.samples && slot.length >= end) kv.truncate(slot, end - 1);
         const from = Math.min(slot.length, end);

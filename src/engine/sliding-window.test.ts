@@ -114,37 +114,44 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
     }
   });
 
-  test("a program's next turn goes on from its whole sequence, and runs as it would from scratch", async () => {
-    const pinned = await engine(fixedTtlPolicy(30));
-    const fresh = await engine();
-    try {
-      // a first turn that ends mid-block (prompt and 9 generated tokens): 8 positions past its last block
-      const words = (n: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
-      let n = 300;
-      while ((pinned.runner.tokenize(words(n)).length + 9) % BLOCK !== 8) n++;
-      const sampling9 = { maxTokens: 9, ignoreEos: true };
-      const first = await run(
-        pinned,
-        request("t1", words(n), { programId: "job", sampling: sampling9, returnTokenIds: true }),
-      );
-      // the model's own tokens go on: the prompt's, the generated ones, then the tool's answer
-      const said = [...(first.done.tokenIds?.prompt ?? []), ...(first.done.tokenIds?.output ?? [])];
-      assert.equal(said.length % BLOCK > 1, true, "the sequence does not end on a block");
-      const next = [
-        ...said,
-        ...pinned.runner.tokenizeContinuation(" and then the tool said: 3 tests failed"),
-      ];
-      const turn2 = request("t2", "", { programId: "job", promptTokenIds: next, sampling });
-      const continued = await run(pinned, turn2);
-      // reported: the scheduler's whole blocks; what lies past them in the slot is not computed again either
-      const blocks = Math.floor((said.length - 1) / BLOCK) * BLOCK;
-      assert.equal(continued.done.usage.cachedTokens, blocks);
-      const scratch = await run(fresh, { ...turn2, requestId: "scratch" });
-      assert.equal(scratch.done.usage.cachedTokens, 0);
-      assertSameRun(continued.done, scratch.done);
-      assert.ok(pinned.kvStats().recomputedTokens === 0, "the slot was continued, not recomputed");
-    } finally {
-      await Promise.all([pinned.shutdown(), fresh.shutdown()]);
-    }
-  });
+  /** A first turn ending 8 positions past its last block (prompt and 9 generated tokens), and the next turn's ids. */
+  async function twoTurns(e: Engine) {
+    const words = (n: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
+    let n = 300;
+    while ((e.runner.tokenize(words(n)).length + 9) % BLOCK !== 8) n++;
+    const sampling9 = { maxTokens: 9, ignoreEos: true };
+    const first = await run(
+      e,
+      request("t1", words(n), { programId: "job", sampling: sampling9, returnTokenIds: true }),
+    );
+    // the model's own tokens go on: the prompt's, the generated ones, then the tool's answer
+    const said = [...(first.done.tokenIds?.prompt ?? []), ...(first.done.tokenIds?.output ?? [])];
+    assert.equal(said.length % BLOCK, 8);
+    const next = [...said, ...e.runner.tokenizeContinuation(" and then the tool said: 3 tests failed")];
+    return { turn2: request("t2", "", { programId: "job", promptTokenIds: next, sampling }), said };
+  }
+
+  for (const via of ["its pinned slot", "the CPU tier"] as const)
+    test(`a program's next turn goes on from its whole sequence (from ${via}), and runs as it would from scratch`, async () => {
+      const tiered = via === "the CPU tier";
+      const pinned = await engine(fixedTtlPolicy(tiered ? 0.02 : 30), tiered ? { cpuBytes: 256 << 20 } : {});
+      const fresh = await engine();
+      try {
+        const { turn2, said } = await twoTurns(pinned);
+        if (tiered) {
+          await sleep(40);
+          await pinned.kv.ensureFree(Number.POSITIVE_INFINITY, [], true);
+          assert.equal(pinned.kvStats().savedToTier, 1);
+        }
+        const continued = await run(pinned, turn2);
+        // reported: the scheduler's whole blocks; what lies past them in the slot is not computed again either
+        assert.equal(continued.done.usage.cachedTokens, Math.floor(said.length / BLOCK) * BLOCK);
+        assert.equal(pinned.kvStats().recomputedTokens, 0, "the sequence was continued, not recomputed");
+        const scratch = await run(fresh, { ...turn2, requestId: "scratch" });
+        assert.equal(scratch.done.usage.cachedTokens, 0);
+        assertSameRun(continued.done, scratch.done);
+      } finally {
+        await Promise.all([pinned.shutdown(), fresh.shutdown()]);
+      }
+    });
 });

@@ -1,8 +1,29 @@
+import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { CellLedger } from "./cell-ledger.js";
 import type { KvSlot, KvSlotStats } from "./kv-slot.js";
 import type { ModelRunner } from "./model-runner.js";
 import type { SlotHashIndex } from "./slot-hash-index.js";
 import type { StateBufferPool } from "./state-buffer-pool.js";
+
+/**
+ * How much of a sequence a request going on from it keeps: the blocks it matched, and past them the
+ * sequence's positions while they hold the request's tokens (up to, not with, its last token, computed for
+ * its logits). The executor goes on from there rather than computing them again; for a sliding-window model
+ * this is what lets a program's next turn continue its sequence whole (below). Nothing past a match of no
+ * blocks: a match is what says the sequence's tokens are this tenant's.
+ */
+export function heldPast(
+  previous: TokenIdContent | null,
+  length: number,
+  content: TokenIdContent,
+  matched: number,
+): number {
+  if (matched === 0 || previous === null) return matched;
+  const end = Math.min(length, content.length - 1);
+  let held = matched;
+  while (held < end && previous.tokenAt(held) === content.tokenAt(held)) held++;
+  return held;
+}
 
 /**
  * A slot's KV in the runner's pool, changed in step with the cell ledger and the hash index: positions

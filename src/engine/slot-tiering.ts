@@ -1,7 +1,7 @@
 import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { KvSlot, RestoreListener } from "./kv-slot.js";
 import type { KvTierStore, TierEntry } from "./kv-tier-store.js";
-import type { SlotCells } from "./slot-cells.js";
+import { heldPast, type SlotCells } from "./slot-cells.js";
 
 /** Frees `cells` cells for a restore, never evicting `protect`; false when it cannot. */
 export type MakeRoom = (cells: number, protect: readonly KvSlot[]) => Promise<boolean>;
@@ -76,8 +76,8 @@ export class SlotTiering {
     }
     this.onRestore?.(tier, held, (performance.now() - t0) / 1000);
     cells.extend(slot, held);
-    cells.truncate(slot, tokens);
-    // indexed by the admitted request's hashes only now: the entry's tail past `tokens` is another sequence's
+    cells.truncate(slot, heldPast(entry.content, slot.length, content, tokens));
+    // indexed by the admitted request's hashes only now: what the entry held past its tokens is cut
     if (slot.length > 0) slot.content = content;
     cells.index.sync(slot);
     // with streams nothing is shared: the slot keeps its own copy; nor for a windowed model (slot-cells.ts)
