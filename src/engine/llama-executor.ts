@@ -174,7 +174,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         const end = chunk.startToken + chunk.numTokens;
         // positions past the chunk's start that the slot holds are this request's own, kept at admission
         // (slot-cells.ts, heldPast): not computed again, but for the row whose logits the chunk samples
-        if (slot.content !== request.content) kv.truncate(slot, Math.min(slot.length, chunk.startToken));
+        if (slot.content !== request.content) kv.truncate(slot, chunk.startToken);
         else if (chunk.samples && slot.length >= end) kv.truncate(slot, end - 1);
         const from = Math.min(slot.length, end);
         const content = request.content as TokenIdContent;
