@@ -17,7 +17,7 @@ import {
 import { ApiError } from "./errors.js";
 import { type AppEnv, unixSeconds } from "./generation.js";
 import { inputMessages } from "./responses-input.js";
-import { inputItemsOf, type ListedItem, listItems } from "./responses-items.js";
+import { inputItemsOf, itemList, type ListedItem, listItems } from "./responses-items.js";
 import type { ResponsesBody } from "./responses-schema.js";
 
 /** How many conversations are kept (least recently used first out)... */
@@ -55,12 +55,14 @@ function listedItems(items: ResponsesBody["input"]): ListedItem[] {
   return inputItemsOf(items);
 }
 
-function conversationNotFound(id: string): ApiError {
+/** `param`: the request field that named it, when not its path. */
+function conversationNotFound(id: string, param: string | null = null): ApiError {
   return new ApiError(
     404,
     `Conversation with id '${id}' not found (conversations are kept in this server's memory, at most the ${STORED_CONVERSATIONS} most recently used).`,
     "invalid_request_error",
     "not_found",
+    param,
   );
 }
 
@@ -95,6 +97,10 @@ export function conversationsApi(
     return conversation;
   };
   const named = (conversation: StoredConversation) => ({ [CONVERSATION_ID_HEADER]: conversation.id });
+  const extend = (tenant: string | null, conversation: StoredConversation, items: readonly ListedItem[]) => {
+    conversation.items = [...conversation.items, ...items];
+    store.set(tenant, conversation.id, conversation);
+  };
   const itemOf = (c: Context<AppEnv>, conversation: StoredConversation): number => {
     const itemId = c.req.param("item_id") as string;
     const index = conversation.items.findIndex((item) => item.id === itemId);
@@ -142,30 +148,12 @@ export function conversationsApi(
     async addItems(c) {
       const conversation = found(c);
       const added = listedItems(addItemsSchema.parse(await readJsonBody(c)).items);
-      conversation.items = [...conversation.items, ...added];
-      store.set(tenantOf(c), conversation.id, conversation);
-      return c.json(
-        {
-          object: "list",
-          data: added,
-          first_id: added[0]?.id ?? null,
-          last_id: added.at(-1)?.id ?? null,
-          has_more: false,
-        },
-        200,
-        named(conversation),
-      );
+      extend(tenantOf(c), conversation, added);
+      return c.json(itemList(added, false), 200, named(conversation));
     },
     async listItems(c) {
       const conversation = found(c);
-      const query = (name: "limit" | "order" | "after" | "before") => c.req.query(name);
-      const page = listItems(conversation.items, {
-        limit: query("limit"),
-        order: query("order"),
-        after: query("after"),
-        before: query("before"),
-      });
-      return c.json(page, 200, named(conversation));
+      return c.json(listItems(conversation.items, c.req.query()), 200, named(conversation));
     },
     async retrieveItem(c) {
       const conversation = found(c);
@@ -180,17 +168,12 @@ export function conversationsApi(
     },
     find(tenant, id) {
       const conversation = store.get(tenant, id);
-      if (conversation === undefined) {
-        const error = conversationNotFound(id);
-        throw new ApiError(404, error.message, "invalid_request_error", "not_found", "conversation");
-      }
+      if (conversation === undefined) throw conversationNotFound(id, "conversation");
       return conversation;
     },
     append(tenant, id, items) {
       const conversation = store.get(tenant, id);
-      if (conversation === undefined) return;
-      conversation.items = [...conversation.items, ...items];
-      store.set(tenant, conversation.id, conversation);
+      if (conversation !== undefined) extend(tenant, conversation, items);
     },
   };
 }

@@ -67,7 +67,7 @@ const listQuerySchema = z.object({
   after: z.string().min(1).optional(),
   before: z.string().min(1).optional(),
 });
-/** The query parameters of a listing, as given. */
+/** The query parameters of a listing, as given (others, such as `include`, are ignored). */
 export type ListQuery = Partial<Record<"limit" | "order" | "after" | "before", string>>;
 
 /** A page of items: OpenAI's list object. */
@@ -94,11 +94,16 @@ export function listItems(items: readonly ListedItem[], query: ListQuery): ItemL
   const start = after === undefined ? 0 : indexOf(after, "after") + 1;
   const end = before === undefined ? ordered.length : indexOf(before, "before");
   const data = ordered.slice(start, Math.max(start, end)).slice(0, limit);
+  return itemList(data, start + data.length < end);
+}
+
+/** OpenAI's list object over `data`, which `hasMore` says is not the last page. */
+export function itemList(data: readonly ListedItem[], hasMore: boolean): ItemList {
   return {
     object: "list",
     data,
     first_id: data[0]?.id ?? null,
     last_id: data.at(-1)?.id ?? null,
-    has_more: start + data.length < end,
+    has_more: hasMore,
   };
 }

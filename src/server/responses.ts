@@ -228,14 +228,7 @@ export function responsesApi(
 
   const inputItems: Handler = async (c) => {
     const { inputItems: items } = storedOrNotFound(store, c);
-    const query = (name: "limit" | "order" | "after" | "before") => c.req.query(name);
-    const page = listItems(items, {
-      limit: query("limit"),
-      order: query("order"),
-      after: query("after"),
-      before: query("before"),
-    });
-    return c.json(page);
+    return c.json(listItems(items, c.req.query()));
   };
 
   const create: Handler = async (c) => {
