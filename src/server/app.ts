@@ -269,9 +269,10 @@ export function createApp(options: AppOptions): ContinuumApp {
   app.post("/v1/completions", (c) => completions(c, ctx));
   app.post("/v1/messages", (c) => messages(c, ctx));
   app.post("/v1/messages/count_tokens", (c) => countMessageTokens(c, ctx));
-  const conversations = conversationsApi((tenant, id) =>
-    engine.endProgram(scopeToTenant(tenant, id, null).programId as string),
-  );
+  /** Releases a program's pinned KV now; false when it holds none. */
+  const endProgram = (tenant: string | null, id: string) =>
+    engine.endProgram(scopeToTenant(tenant, id, null).programId as string);
+  const conversations = conversationsApi(endProgram);
   app.post("/v1/conversations", conversations.create);
   app.get("/v1/conversations/:id", conversations.retrieve);
   app.post("/v1/conversations/:id", conversations.update);
@@ -315,8 +316,7 @@ export function createApp(options: AppOptions): ContinuumApp {
   // A router's finish-session: the program's pinned KV is released now, not when its TTL runs out.
   app.delete("/v1/programs/:id", (c) => {
     const id = c.req.param("id");
-    const scoped = scopeToTenant(c.get("tenant") ?? null, id, null).programId as string;
-    if (!engine.endProgram(scoped)) {
+    if (!endProgram(c.get("tenant") ?? null, id)) {
       throw new ApiError(404, `no live program ${JSON.stringify(id)}`, "invalid_request_error", "not_found");
     }
     return c.json({ id, object: "program", deleted: true });
