@@ -123,6 +123,26 @@ describe("openai SDK responses.create against continuum serve (real engine, tiny
     );
   });
 
+  test("a tool of a namespace (how Codex sends MCP tools) is called with its own name and its namespace", async () => {
+    const { strict, ...runShell } = RUN_SHELL;
+    const response = await s.openai.responses.create({
+      model: s.model,
+      input: "Fix the failing test in this repo.",
+      tools: [{ type: "namespace", name: "mcp__repo", description: "The repo's tools.", tools: [runShell] }],
+      tool_choice: { type: "function", name: "mcp__repo__run_shell" },
+      temperature: 0,
+      max_output_tokens: CALL_TOKENS,
+    });
+    const call = response.output.find((item) => item.type === "function_call");
+    assert.ok(call?.type === "function_call", JSON.stringify(response.output));
+    assert.deepEqual([call.name, call.namespace], ["run_shell", "mcp__repo"]);
+    assert.ok(COMMANDS.includes(JSON.parse(call.arguments).command), call.arguments);
+    assert.deepEqual(
+      response.tools.map((tool) => tool.type),
+      ["namespace"],
+    );
+  });
+
   test("a web_search tool alone (auto) is dropped without an error", async () => {
     const response = await s.openai.responses.create({
       model: s.model,

@@ -1,20 +1,20 @@
 /**
  * A Responses API request as the chat-completions request the server generates from: input items become
- * chat messages (`developer` turns system ones), flat function tools become chat tools, and the tools the
- * server cannot run (hosted ones such as `web_search` and `file_search`, Codex's `namespace`, `custom`,
- * ...) are dropped.
+ * chat messages (`developer` turns system ones), function tools, also those in a namespace, become chat
+ * tools (responses-tools.ts), and the tools the server cannot run (hosted ones such as `web_search` and
+ * `file_search`, `custom`, ...) are dropped.
  */
 import type { z } from "zod";
 import { ApiError } from "./errors.js";
 import {
-  type FunctionTool,
   functionCallItemSchema,
   functionCallOutputItemSchema,
-  functionToolSchema,
   messageItemSchema,
+  parseItem,
   type ResponsesBody,
   wantsTextLogprobs,
 } from "./responses-schema.js";
+import { chatNameOf, OfferedTools } from "./responses-tools.js";
 import {
   type ChatCompletionBody,
   type ChatMessageInput,
@@ -26,24 +26,14 @@ export interface ChatRequest {
   readonly chat: ChatCompletionBody;
   /** the messages without the instructions: what a stored response is continued from */
   readonly conversation: readonly ChatMessageInput[];
-  /** the function tools offered, as the response lists them */
-  readonly tools: readonly FunctionTool[];
-  /** the types of the tools dropped, each once */
-  readonly droppedTools: readonly string[];
+  /** the tools offered and dropped */
+  readonly tools: OfferedTools;
 }
 
 type AssistantMessage = Extract<ChatMessageInput, { role: "assistant" }>;
 type ItemContent = z.infer<typeof messageItemSchema>["content"];
 
 const TEXT_PARTS = new Set(["input_text", "output_text", "text"]);
-
-function parseItem<T extends z.ZodType>(schema: T, item: unknown, param: string): z.infer<T> {
-  const parsed = schema.safeParse(item);
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  const where = [param, ...issue.path.map(String)].join(".");
-  throw ApiError.badRequest(`${where}: ${issue.message}`, where, "invalid_value");
-}
 
 function contentText(content: ItemContent, param: string): string {
   if (typeof content === "string") return content;
@@ -103,7 +93,8 @@ export function inputMessages(input: ResponsesBody["input"], field = "input"): C
       messages.push(role === "assistant" ? { role, content, ...thought() } : { role, content });
     } else if (type === "function_call") {
       const call = parseItem(functionCallItemSchema, item, param);
-      callNames.set(call.call_id, call.name);
+      const name = chatNameOf(call);
+      callNames.set(call.call_id, name);
       const last = messages.at(-1);
       const turn: AssistantMessage =
         last?.role === "assistant" && reasoning === null
@@ -112,7 +103,7 @@ export function inputMessages(input: ResponsesBody["input"], field = "input"): C
       if (turn !== last) messages.push(turn);
       turn.tool_calls = [
         ...(turn.tool_calls ?? []),
-        { id: call.call_id, type: "function", function: { name: call.name, arguments: call.arguments } },
+        { id: call.call_id, type: "function", function: { name, arguments: call.arguments } },
       ];
     } else if (type === "function_call_output") {
       const output = parseItem(functionCallOutputItemSchema, item, param);
@@ -134,16 +125,6 @@ export function inputMessages(input: ResponsesBody["input"], field = "input"): C
   return messages;
 }
 
-function offeredTools(tools: ResponsesBody["tools"]): { offered: FunctionTool[]; dropped: string[] } {
-  const offered: FunctionTool[] = [];
-  const dropped = new Set<string>();
-  for (const [i, tool] of (tools ?? []).entries()) {
-    if (tool.type === "function") offered.push(parseItem(functionToolSchema, tool, `tools[${i}]`));
-    else dropped.add(tool.type ?? "unknown");
-  }
-  return { offered, dropped: [...dropped] };
-}
-
 function chatToolChoice(
   choice: ResponsesBody["tool_choice"],
   hasTools: boolean,
@@ -151,9 +132,9 @@ function chatToolChoice(
   if (!hasTools || choice === null || choice === undefined) return undefined;
   if (typeof choice === "string") return choice;
   if (choice.type !== "function") return "auto"; // a hosted tool, which was dropped
-  if (!choice.name)
-    throw ApiError.badRequest("tool_choice of type function needs a name", "tool_choice.name");
-  return { type: "function", function: { name: choice.name } };
+  const { name, namespace } = choice;
+  if (!name) throw ApiError.badRequest("tool_choice of type function needs a name", "tool_choice.name");
+  return { type: "function", function: { name: chatNameOf({ name, namespace }) } };
 }
 
 /** The chat request for `body`; `previous`: the conversation of the response it continues, if any. */
@@ -179,16 +160,16 @@ export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessag
   } = body;
   const conversation = [...previous, ...inputMessages(input)];
   if (conversation.length === 0) throw ApiError.badRequest("input has no items", "input");
-  const { offered, dropped } = offeredTools(tools);
+  const offered = OfferedTools.of(tools);
   const system: ChatMessageInput[] = instructions ? [{ role: "system", content: instructions }] : [];
   const chat = chatCompletionSchema.parse({
     ...common,
     messages: [...system, ...conversation],
-    tools: offered.map(({ type, ...fn }) => ({ type, function: fn })),
-    tool_choice: chatToolChoice(tool_choice, offered.length > 0),
+    tools: offered.chatTools.map(({ type, ...fn }) => ({ type, function: fn })),
+    tool_choice: chatToolChoice(tool_choice, offered.chatTools.length > 0),
     max_completion_tokens: max_output_tokens,
     reasoning_effort: reasoning?.effort,
     ...(wantsTextLogprobs({ include }) ? { logprobs: true, top_logprobs: top_logprobs ?? 0 } : {}),
   });
-  return { chat, conversation, tools: offered, droppedTools: dropped };
+  return { chat, conversation, tools: offered };
 }

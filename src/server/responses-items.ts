@@ -43,9 +43,10 @@ function listedItem(item: InputItemBody): ListedItem {
     return { id: itemId(item, "msg"), type, role, status: "completed", content: parts } as ListedItem;
   }
   if (type === "function_call") {
-    const { call_id, name, arguments: args } = functionCallItemSchema.parse(item);
+    const { call_id, name, namespace, arguments: args } = functionCallItemSchema.parse(item);
     const id = itemId(item, "fc");
-    return { id, type, call_id, name, arguments: args, status: "completed" } as ListedItem;
+    const called: { name: string; namespace?: string } = namespace ? { name, namespace } : { name };
+    return { id, type, call_id, ...called, arguments: args, status: "completed" } as ListedItem;
   }
   if (type === "function_call_output") {
     const { call_id, output } = functionCallOutputItemSchema.parse(item);

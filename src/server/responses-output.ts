@@ -4,6 +4,7 @@ import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
 import { type DoneEvent, unixSeconds } from "./generation.js";
 import { entriesWithin, responsesLogprobs } from "./logprobs.js";
 import { conversationIdOf, type FunctionTool, type ResponsesBody } from "./responses-schema.js";
+import { chatNameOf, type OfferedTool, type OfferedTools } from "./responses-tools.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
@@ -29,6 +30,8 @@ export interface FunctionCallItem {
   readonly id: string;
   readonly call_id: string;
   readonly name: string;
+  /** the namespace of a tool offered in one */
+  readonly namespace?: string;
   readonly arguments: string;
   readonly status: ResponseStatus;
 }
@@ -48,7 +51,7 @@ export interface ResponseMeta {
   readonly id: string;
   readonly created_at: number;
   readonly model: string;
-  readonly tools: readonly FunctionTool[];
+  readonly tools: OfferedTools;
   readonly body: ResponsesBody;
 }
 
@@ -84,12 +87,15 @@ export function reasoningItem(id: string, text: string): ReasoningItem {
   return { type: "reasoning", id, summary: [], content: text ? [reasoningText(text)] : [] };
 }
 
+/** A generated call as an item: named as its tool was offered (`tools`), in a namespace or not. */
 export function functionCallItem(
   id: string,
   call: Pick<ParsedToolCall, "id" | "name" | "arguments">,
   status: ResponseStatus,
+  tools: OfferedTools,
 ): FunctionCallItem {
-  return { type: "function_call", id, call_id: call.id, name: call.name, arguments: call.arguments, status };
+  const name = tools.callName(call.name);
+  return { type: "function_call", id, call_id: call.id, ...name, arguments: call.arguments, status };
 }
 
 /** What a finished generation's output items are made of (its answer split as chat completions split it). */
@@ -106,13 +112,18 @@ export interface GeneratedOutput {
  * The output items of a finished generation: its thinking (if any) as a reasoning item, its text (if any)
  * as a message, with the logprobs of its tokens when the generation has them, then its calls.
  */
-export function outputItems(output: GeneratedOutput, status: ResponseStatus): OutputItem[] {
+export function outputItems(
+  output: GeneratedOutput,
+  status: ResponseStatus,
+  tools: OfferedTools,
+): OutputItem[] {
   const { reasoning, content, calls, answerLogprobs } = output;
   const thinking = reasoning ? [reasoningItem(newItemId("rs"), reasoning)] : [];
   const textLogprobs =
     content && answerLogprobs ? entriesWithin(answerLogprobs, Buffer.byteLength(content)) : undefined;
   const message = content ? [messageItem(newItemId("msg"), content, status, textLogprobs)] : [];
-  return [...thinking, ...message, ...calls.map((call) => functionCallItem(newItemId("fc"), call, status))];
+  const callItems = calls.map((call) => functionCallItem(newItemId("fc"), call, status, tools));
+  return [...thinking, ...message, ...callItems];
 }
 
 /** The turn a stored response adds to its conversation. */
@@ -124,7 +135,7 @@ export function assistantTurn(items: readonly OutputItem[]): ChatMessageInput {
           {
             id: item.call_id,
             type: "function" as const,
-            function: { name: item.name, arguments: item.arguments },
+            function: { name: chatNameOf(item), arguments: item.arguments },
           },
         ]
       : [],
@@ -147,7 +158,7 @@ export function responsesUsage(usage: GenerateUsage) {
 }
 
 /** A function tool as the response lists it: every field present (`null` where the request left it out). */
-export function responseTool(tool: FunctionTool) {
+function responseFunctionTool(tool: FunctionTool) {
   return {
     type: tool.type,
     name: tool.name,
@@ -155,6 +166,13 @@ export function responseTool(tool: FunctionTool) {
     parameters: tool.parameters ?? null,
     strict: tool.strict ?? null,
   };
+}
+
+/** A tool as the response lists it: a namespace with the function tools it offered. */
+export function responseTool(tool: OfferedTool) {
+  if (tool.type === "function") return responseFunctionTool(tool);
+  const { type, name, description } = tool;
+  return { type, name, description: description ?? null, tools: tool.tools.map(responseFunctionTool) };
 }
 
 /**
@@ -219,7 +237,7 @@ export function responseObject(
       body.tool_choice && typeof body.tool_choice === "object" && body.tool_choice.type !== "function"
         ? "auto"
         : (body.tool_choice ?? "auto"),
-    tools: meta.tools.map(responseTool),
+    tools: meta.tools.listed.map(responseTool),
     truncation: "disabled",
     usage: usage === null ? null : responsesUsage(usage),
     user: body.user ?? null,

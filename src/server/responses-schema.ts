@@ -5,6 +5,7 @@
  * endpoints.
  */
 import { z } from "zod";
+import { ApiError } from "./errors.js";
 import { chatCompletionSchema } from "./schemas.js";
 
 const typedObject = z.object({ type: z.string().optional() }).passthrough();
@@ -53,7 +54,7 @@ export const responsesSchema = chatCompletionSchema
     tool_choice: z
       .union([
         z.enum(["none", "auto", "required"]),
-        z.object({ type: z.string(), name: z.string().optional() }),
+        z.object({ type: z.string(), name: z.string().optional(), namespace: z.string().optional() }),
       ])
       .nullish(),
     max_output_tokens: z.number().int().min(1).nullish(),
@@ -104,6 +105,14 @@ export const functionToolSchema = z.object({
 });
 export type FunctionTool = z.infer<typeof functionToolSchema>;
 
+/** A group of tools (`tools` of any type: those that are not functions are dropped where it is read). */
+export const namespaceToolSchema = z.object({
+  type: z.literal("namespace"),
+  name: z.string().min(1),
+  description: z.string().nullish(),
+  tools: z.array(typedObject),
+});
+
 const textPart = z.object({ type: z.string(), text: z.string().optional() }).passthrough();
 const itemContent = z.union([z.string(), z.array(textPart)]);
 
@@ -117,6 +126,8 @@ export const functionCallItemSchema = z.object({
   type: z.literal("function_call"),
   call_id: z.string().min(1),
   name: z.string().min(1),
+  // the namespace of a tool offered in one (responses-tools.ts)
+  namespace: z.string().min(1).nullish(),
   arguments: z.string(),
 });
 
@@ -130,4 +141,13 @@ export const functionCallOutputItemSchema = z.object({
 export function conversationIdOf(ref: ResponsesBody["conversation"]): string | null {
   if (ref === null || ref === undefined) return null;
   return typeof ref === "string" ? ref : ref.id;
+}
+
+/** `item` read by `schema`; what does not fit is a 400 naming the field (`param` and the path within). */
+export function parseItem<T extends z.ZodType>(schema: T, item: unknown, param: string): z.infer<T> {
+  const parsed = schema.safeParse(item);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const where = [param, ...issue.path.map(String)].join(".");
+  throw ApiError.badRequest(`${where}: ${issue.message}`, where, "invalid_value");
 }

@@ -30,6 +30,7 @@ import {
   responseStatus,
 } from "./responses-output.js";
 import { wantsTextLogprobs } from "./responses-schema.js";
+import type { OfferedTools } from "./responses-tools.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
 /** One event of a response as its `event:` and `data:` lines; `sequence`: its `sequence_number`. */
@@ -49,8 +50,14 @@ class ResponseEvents {
     heldWhitespace: string;
   } | null = null;
 
-  /** `withLogprobs`: the request included "message.output_text.logprobs" */
-  constructor(private readonly withLogprobs: boolean) {}
+  /**
+   * `withLogprobs`: the request included "message.output_text.logprobs"; `tools`: what it offered, by
+   * which its calls are named
+   */
+  constructor(
+    private readonly withLogprobs: boolean,
+    private readonly tools: OfferedTools,
+  ) {}
   private call: { id: string; index: number; callId: string; name: string } | null = null;
 
   frame(type: string, fields: Record<string, unknown>): string {
@@ -152,7 +159,7 @@ class ResponseEvents {
     const id = newItemId("fc");
     const index = this.items.length;
     this.call = { id, index, callId, name };
-    const added = functionCallItem(id, { id: callId, name, arguments: "" }, "in_progress");
+    const added = functionCallItem(id, { id: callId, name, arguments: "" }, "in_progress", this.tools);
     this.items.push(added);
     frames.push(this.frame("response.output_item.added", { output_index: index, item: added }));
     return frames;
@@ -171,13 +178,18 @@ class ResponseEvents {
     if (this.call === null) return [];
     const { id, index, callId, name } = this.call;
     this.call = null;
-    const item: FunctionCallItem = functionCallItem(id, { id: callId, name, arguments: args }, status);
+    const item: FunctionCallItem = functionCallItem(
+      id,
+      { id: callId, name, arguments: args },
+      status,
+      this.tools,
+    );
     this.items[index] = item;
     return [
       this.frame("response.function_call_arguments.done", {
         item_id: id,
         output_index: index,
-        name,
+        name: item.name,
         arguments: args,
       }),
       this.frame("response.output_item.done", { output_index: index, item }),
@@ -218,7 +230,7 @@ export async function* responseEventStream(
   background?: BackgroundHooks,
 ): AsyncGenerator<string> {
   const { generation } = choice;
-  const events = new ResponseEvents(wantsTextLogprobs(meta.body));
+  const events = new ResponseEvents(wantsTextLogprobs(meta.body), meta.tools);
   const inProgress = { response: responseObject(meta, "in_progress", [], null) };
   if (background === undefined) {
     yield events.frame("response.created", inProgress);
@@ -305,7 +317,7 @@ export async function* failedResponseEvents(
   meta: ResponseMeta,
   error: { code: string; message: string },
 ): AsyncGenerator<string> {
-  const events = new ResponseEvents(false);
+  const events = new ResponseEvents(false, meta.tools);
   yield events.frame("response.created", { response: responseObject(meta, "in_progress", [], null) });
   yield events.frame("response.failed", { response: responseObject(meta, "failed", [], null, error) });
 }

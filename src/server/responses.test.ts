@@ -22,6 +22,21 @@ const RUN_SHELL = {
   parameters: { type: "object", properties: { command: { type: "string" } } },
 };
 
+const LOOKUP = {
+  type: "function",
+  name: "lookup",
+  parameters: { type: "object", properties: { city: { type: "string" } } },
+};
+/** Codex sends each MCP server's tools as one namespace. */
+const NAMESPACE = {
+  type: "namespace",
+  name: "mcp__fixture",
+  description: "Tools of the fixture MCP server.",
+  tools: [LOOKUP, { type: "custom", name: "freeform" }],
+};
+const LOOKUP_CALL =
+  '<tool_call>\n{"name": "mcp__fixture__lookup", "arguments": {"city": "Oslo"}}\n</tool_call>';
+
 function server(
   engineOptions: FakeEngineOptions = {},
   apiKeys: string[] = [],
@@ -93,23 +108,55 @@ describe("Responses input as chat messages", () => {
     const body = responsesSchema.parse({
       instructions: "You are Codex.",
       input: "hi",
-      tools: [RUN_SHELL, { type: "web_search" }, { type: "namespace", name: "mcp" }, { type: "web_search" }],
+      tools: [
+        RUN_SHELL,
+        { type: "web_search" },
+        { type: "custom", name: "apply_patch" },
+        { type: "web_search" },
+      ],
       tool_choice: { type: "web_search" },
       reasoning: { effort: "high" },
       include: ["reasoning.encrypted_content"],
       store: false,
     });
-    const { chat, droppedTools, tools } = chatRequestOf(body, []);
+    const { chat, tools } = chatRequestOf(body, []);
     assert.deepEqual(chat.messages, [
       { role: "system", content: "You are Codex." },
       { role: "user", content: "hi" },
     ]);
-    assert.deepEqual(droppedTools, ["web_search", "namespace"]);
+    assert.deepEqual(tools.dropped, ["web_search", "custom"]);
     assert.deepEqual(
-      tools.map((t) => t.name),
+      tools.chatTools.map((t) => t.name),
       ["run_shell"],
     );
     assert.equal(chat.tool_choice, "auto");
+  });
+
+  test("a call of a namespaced tool is named <namespace>__<name> in chat; a forced one is too", () => {
+    const body = responsesSchema.parse({
+      input: [
+        { type: "message", role: "user", content: "Weather in Oslo?" },
+        { type: "function_call", call_id: "c1", name: "lookup", namespace: "mcp__fixture", arguments: "{}" },
+        { type: "function_call_output", call_id: "c1", output: "rain" },
+      ],
+      tools: [NAMESPACE],
+      tool_choice: { type: "function", name: "lookup", namespace: "mcp__fixture" },
+    });
+    const { chat, tools } = chatRequestOf(body, []);
+    assert.deepEqual(chat.messages.slice(1), [
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "c1", type: "function", function: { name: "mcp__fixture__lookup", arguments: "{}" } },
+        ],
+      },
+      { role: "tool", content: "rain", tool_call_id: "c1", name: "mcp__fixture__lookup" },
+    ]);
+    assert.deepEqual(chat.tool_choice, { type: "function", function: { name: "mcp__fixture__lookup" } });
+    assert.deepEqual(tools.dropped, ["custom"]);
+    assert.deepEqual(tools.callName("mcp__fixture__lookup"), { name: "lookup", namespace: "mcp__fixture" });
+    assert.deepEqual(tools.callName("run_shell"), { name: "run_shell" });
   });
 
   test("an image part or an unknown item type is a 400 naming it", async () => {
@@ -151,6 +198,61 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.ok(!engine.requests[0]!.prompt.includes("web_search"));
     await post(body);
     assert.equal(logged.filter((line) => line.includes('"web_search"')).length, 1);
+  });
+
+  test("a namespace's tools are offered; their calls come back with the namespace and continue the conversation", async () => {
+    const { post, call: request, engine } = server({ reply: () => LOOKUP_CALL });
+    const tools = [RUN_SHELL, NAMESPACE];
+    const res = await post({ input: "Weather in Oslo?", tools });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("x-continuum-dropped-tools"), "custom");
+    const response = (await res.json()) as Json;
+    assert.ok(engine.requests[0]!.prompt.includes('"name":"mcp__fixture__lookup"'));
+    assert.ok(engine.requests[0]!.prompt.includes('"name":"run_shell"'));
+    // the response lists the namespace with the tools it offered (its custom tool was dropped)
+    assert.deepEqual(response.tools[1], {
+      type: "namespace",
+      name: "mcp__fixture",
+      description: "Tools of the fixture MCP server.",
+      tools: [{ ...LOOKUP, description: null, strict: null }],
+    });
+    const call = response.output[0];
+    assert.equal(call.type, "function_call");
+    assert.equal(call.name, "lookup");
+    assert.equal(call.namespace, "mcp__fixture");
+    assert.deepEqual(JSON.parse(call.arguments), { city: "Oslo" });
+
+    // the next turn sends the call back with its namespace: the model sees the name it wrote
+    const next = await post({
+      previous_response_id: response.id,
+      input: [{ type: "function_call_output", call_id: call.call_id, output: "rain" }],
+      tools,
+    });
+    assert.equal(next.status, 200);
+    const history = engine.requests[1]!.prompt;
+    assert.ok(history.includes('"name": "mcp__fixture__lookup"'), history);
+    const listed = (await (
+      await request("GET", `/v1/responses/${((await next.json()) as Json).id}/input_items?order=asc`)
+    ).json()) as Json;
+    const listedCall = listed.data.find((item: Json) => item.type === "function_call");
+    assert.deepEqual([listedCall.name, listedCall.namespace], ["lookup", "mcp__fixture"]);
+
+    const stream = await post({ input: "Weather in Oslo?", tools, stream: true });
+    const events = sseEvents(await stream.text());
+    const added = events.find((e) => e.event === "response.output_item.added")!.data.item;
+    assert.deepEqual([added.name, added.namespace], ["lookup", "mcp__fixture"]);
+    const argsDone = events.find((e) => e.event === "response.function_call_arguments.done")!.data;
+    assert.equal(argsDone.name, "lookup");
+    const done = events.at(-1)!.data.response.output[0];
+    assert.deepEqual([done.name, done.namespace], ["lookup", "mcp__fixture"]);
+  });
+
+  test("a namespaced tool whose name is another tool's is a 400 naming it", async () => {
+    const { post } = server();
+    const clash = { type: "function", name: "mcp__fixture__lookup", parameters: { type: "object" } };
+    const res = await post({ input: "hi", tools: [clash, NAMESPACE] });
+    assert.equal(res.status, 400);
+    assert.equal(((await res.json()) as Json).error.param, "tools[1].tools[0]");
   });
 
   test("max_output_tokens cuts the output: status incomplete, with the reason", async () => {

@@ -297,10 +297,12 @@ export function responsesApi(
       if (response.status !== "completed" && response.status !== "incomplete") return;
       conversations.append(tenant, conversationId, [...newItems, ...response.output]);
     };
-    for (const type of request.droppedTools) {
+    for (const type of request.tools.dropped) {
       if (announcedDrops.has(type)) continue;
       announcedDrops.add(type);
-      log(`continuum server: /v1/responses drops tools of type "${type}" (only function tools run here)`);
+      log(
+        `continuum server: /v1/responses drops tools of type "${type}" (only function tools run here, also those in a namespace)`,
+      );
     }
     const chat = withConversationProgramId(request.chat, body, (name) => c.req.header(name));
     const metaOf = (requestId: string): ResponseMeta => ({
@@ -312,7 +314,7 @@ export function responsesApi(
     });
     const grammar = responseFormatGrammar(responseFormatOf(body.text?.format), "text.format.schema");
     const structured = grammar === null ? {} : { formatGrammar: { grammar, param: "text.format" } };
-    const dropped = request.droppedTools.join(",");
+    const dropped = request.tools.dropped.join(",");
     const headersFor = (meta: ResponseMeta): Record<string, string> => ({
       ...(dropped ? { [DROPPED_TOOLS_HEADER]: dropped } : {}),
       ...(body.store ? { [RESPONSE_ID_HEADER]: meta.id } : {}),
@@ -404,6 +406,7 @@ export function responsesApi(
         ...(done.logprobs ? { answerLogprobs: entriesFrom(done.logprobs, answerBytes) } : {}),
       },
       status,
+      meta.tools,
     );
     const response = responseObject(meta, status, output, done.usage);
     keep(response, done);
