@@ -51,7 +51,13 @@ function usageOf(value: unknown): ResponseUsage | null {
 
 /** Response items the model produces; the rest (tool outputs, user and developer messages) are input. */
 const TOOL_CALLS: Readonly<Record<string, (p: Record<string, unknown>) => string | undefined>> = {
-  function_call: (p) => stringOr(p.name),
+  // a tool of a namespace (an MCP server's) as the model saw it: `<namespace>__<name>`
+  function_call: (p) => {
+    const name = stringOr(p.name);
+    return name !== undefined && typeof p.namespace === "string" && p.namespace.length > 0
+      ? `${p.namespace}__${name}`
+      : name;
+  },
   custom_tool_call: (p) => stringOr(p.name),
   local_shell_call: () => "local_shell",
 };

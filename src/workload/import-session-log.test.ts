@@ -134,8 +134,9 @@ describe("Codex rollout import", () => {
           // output_tokens already count reasoning; the repeated count is one response
           turn(1000, 0, 60, "shell", 1.2),
           // parallel calls: the first names the tool; the request waits for the last output; the
-          // response without usage is left out, its time in this tool time
-          turn(1100, 1024, 40, "read_file", 6.5),
+          // response without usage is left out, its time in this tool time; a tool of a namespace (an MCP
+          // server's) is named as the model saw it
+          turn(1100, 1024, 40, "mcp__fs__read_file", 6.5),
           // reasoning apart from output (total = input + output + reasoning) is added; cached bounded
           // by the previous prompt + output; no tool call, then the user typed
           turn(1300, 1140, 40, "user", 44.5),
