@@ -31,9 +31,11 @@ export function heldPast(
  * the slot's own stream with the streams layout).
  *
  * A model with sliding-window layers (`runner.slidingWindow`) keeps, for those layers, only each sequence's
- * last window: continuing a slot at position p needs the window before p, which is gone unless p is the
- * slot's end or one before it. Such a slot is therefore never shared or copied by prefix, and cutting it
- * back by more than one position empties it (the request recomputes, and is counted so).
+ * last window: llama.cpp hands a cell to any sequence needing room once the next position of the one
+ * sequence holding it no longer attends to it, so a slot continued at position p needs the window before p,
+ * and only its end has it for sure (one position back needs one cell more than its end kept). Such a slot
+ * is therefore never shared or copied by prefix, and cutting it back at all empties it (the request
+ * recomputes, and is counted so).
  */
 export class SlotCells {
   /** unified pool: slots share a prefix's cells (copySeq); streams: each slot holds its own copy */
@@ -53,10 +55,10 @@ export class SlotCells {
     this.windowed = runner.slidingWindow > 0;
   }
 
-  /** Drops positions >= length of a slot (every position, for a windowed model cut back by more than one). */
+  /** Drops positions >= length of a slot (every position, for a windowed model). */
   truncate(slot: KvSlot, keep: number): void {
     if (slot.length <= keep) return;
-    const length = this.windowed && keep < slot.length - 1 ? 0 : keep;
+    const length = this.windowed ? 0 : keep;
     this.runner.removeSeq(slot.seqId, length, -1);
     this.ledger.release(slot.cells, length);
     if (length === 0) slot.content = null;
