@@ -1,7 +1,17 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { schedulingPolicyOf } from "./cluster-command.js";
+import { replicaDevices, schedulingPolicyOf } from "./cluster-command.js";
 import { runContinuum } from "./test-support/run-cli.js";
+
+describe("continuum cluster --devices", () => {
+  it("gives each replica its GPUs: one each, or several joined by +", () => {
+    assert.deepEqual(replicaDevices("0,1,2"), ["0", "1", "2"]);
+    assert.deepEqual(replicaDevices("0+1, 2+3"), ["0,1", "2,3"]);
+    assert.deepEqual(replicaDevices("GPU-8f2a+GPU-77c1"), ["GPU-8f2a,GPU-77c1"]);
+    assert.throws(() => replicaDevices("0,,1"), /one entry per replica/);
+    assert.throws(() => replicaDevices("0;1"), /one entry per replica/);
+  });
+});
 
 describe("continuum cluster with a policy module", () => {
   it("finds the policy among the serve flags, in either form, the last one winning", () => {

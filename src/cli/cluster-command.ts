@@ -11,7 +11,7 @@ interface ClusterCliOptions {
   host: string;
   haproxy: string;
   configDir: string;
-  devices?: string;
+  devices?: string[];
   maxConnections: number;
 }
 
@@ -34,6 +34,23 @@ function remoteReplica(value: string, previous: RemoteReplica[] | undefined): Re
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message);
   }
+}
+
+/**
+ * `--devices`: each replica's GPUs (its CUDA_VISIBLE_DEVICES), comma separated, one entry per replica; `+`
+ * joins the GPUs of a replica that spans several (`0+1,2+3`: a model too large for one GPU, which llama.cpp
+ * then splits by layers over the GPUs it sees).
+ */
+export function replicaDevices(value: string): string[] {
+  return value.split(",").map((entry) => {
+    const gpus = entry.split("+").map((gpu) => gpu.trim());
+    if (gpus.some((gpu) => !/^[\w-]+$/.test(gpu))) {
+      throw new InvalidArgumentError(
+        `expected GPUs such as 0,1 or 0+1,2+3 (one entry per replica), got "${value}"`,
+      );
+    }
+    return gpus.join(",");
+  });
 }
 
 /** The policy a `serve` flag list names with --scheduling-policy (the last one given), or null. */
@@ -70,7 +87,11 @@ export function clusterCommand(): Command {
     .option("--host <host>", "where the balancer listens", "127.0.0.1")
     .option("--haproxy <path>", "the haproxy binary", "haproxy")
     .option("--config-dir <dir>", "where the generated haproxy.cfg is written", "continuum-cluster")
-    .option("--devices <list>", "GPU per replica, comma separated (sets CUDA_VISIBLE_DEVICES), e.g. 0,1,2")
+    .option(
+      "--devices <list>",
+      "GPUs per replica, comma separated, + joining one replica's (sets CUDA_VISIBLE_DEVICES), e.g. 0,1,2 or 0+1,2+3",
+      replicaDevices,
+    )
     .option(
       "--max-connections <n>",
       "connections HAProxy holds at once (each takes up to 2 MiB of buffers; see docs/scale-out.md)",
@@ -108,7 +129,7 @@ export function clusterCommand(): Command {
         serveArgs,
         haproxy: o.haproxy,
         configDir: o.configDir,
-        devices: o.devices ? o.devices.split(",").map((d) => d.trim()) : [],
+        devices: o.devices ?? [],
         command: [process.execPath, ...process.execArgv, process.argv[1] as string],
         log,
         maxConnections: o.maxConnections,
