@@ -148,7 +148,7 @@ async function printStats(path: string, o: { json: boolean; top: number }): Prom
 export function traceCommand(): Command {
   const importCommand = new Command("import")
     .description(
-      `SWE-agent .traj and mini-swe-agent .traj.json trajectories (token counts estimated at ${CHARS_PER_TOKEN} characters per token), Claude Code, Codex and Qwen Code session logs (their recorded token counts) as a trace, one program per trajectory or session`,
+      `SWE-agent .traj and mini-swe-agent .traj.json trajectories (token counts estimated at ${CHARS_PER_TOKEN} characters per token), Claude Code, Codex and Qwen Code session logs and opencode exports (\`opencode export <session-id>\`; their recorded token counts) as a trace, one program per trajectory or session`,
     )
     .argument(
       "<paths...>",

@@ -1,6 +1,7 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { ImportOptions } from "./conversation.js";
+import { importOpencodeExport, isOpencodeExport } from "./import-opencode.js";
 import {
   detectTrajectoryFormat,
   importSessionLog,
@@ -53,9 +54,9 @@ export async function findTrajectoryFiles(paths: readonly string[]): Promise<Tra
 }
 
 /**
- * The programs of a trajectory file or session log (`.jsonl`); null for a file found in a directory that
- * is neither (a run's `preds.json` beside its trajectories, other JSON Lines logs). Throws, naming the
- * file, when it cannot be imported.
+ * The programs of a trajectory file, an opencode export or a session log (`.jsonl`); null for a file found
+ * in a directory that is none of them (a run's `preds.json` beside its trajectories, other JSON Lines logs).
+ * Throws, naming the file, when it cannot be imported.
  */
 export async function importFoundTrajectory(
   file: TrajectoryFile,
@@ -71,6 +72,13 @@ export async function importFoundTrajectory(
     return importSessionLog(file.path, text, file.named, options);
   }
   const data = await readTrajectoryJson(file.path);
+  if (isOpencodeExport(data)) {
+    try {
+      return importOpencodeExport(file.path, data, options);
+    } catch (err) {
+      throw new Error(`${file.path}: ${(err as Error).message}`);
+    }
+  }
   if (!file.named && detectTrajectoryFormat(file.path, data) === null) return null;
   const program = importTrajectory(file.path, data, options);
   return { programs: [program], responsesWithoutUsage: 0, sessionsWithoutResponse: 0 };
