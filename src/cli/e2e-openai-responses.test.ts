@@ -143,6 +143,22 @@ describe("openai SDK responses.create against continuum serve (real engine, tiny
     );
   });
 
+  test("a forced custom tool gives a custom_tool_call with its input as text", async () => {
+    const response = await s.openai.responses.create({
+      model: s.model,
+      input: "Write a note.",
+      tools: [{ type: "custom", name: "note", description: "Keep a note." }],
+      tool_choice: { type: "custom", name: "note" },
+      temperature: 0,
+      max_output_tokens: CALL_TOKENS,
+    });
+    const call = response.output.find((item) => item.type === "custom_tool_call");
+    assert.ok(call?.type === "custom_tool_call", JSON.stringify(response.output));
+    assert.equal(call.name, "note");
+    assert.equal(typeof call.input, "string");
+    assert.ok(!call.input.startsWith('{"input"'), "the text itself, not the arguments around it");
+  });
+
   test("a web_search tool alone (auto) is dropped without an error", async () => {
     const response = await s.openai.responses.create({
       model: s.model,

@@ -1,12 +1,14 @@
 /**
  * A Responses API request as the chat-completions request the server generates from: input items become
- * chat messages (`developer` turns system ones), function tools, also those in a namespace, become chat
- * tools (responses-tools.ts), and the tools the server cannot run (hosted ones such as `web_search` and
- * `file_search`, `custom`, ...) are dropped.
+ * chat messages (`developer` turns system ones), function and custom tools, also those in a namespace,
+ * become chat tools (responses-tools.ts), and the tools the server cannot run (hosted ones such as
+ * `web_search` and `file_search`, `local_shell`, ...) are dropped.
  */
 import type { z } from "zod";
 import { ApiError } from "./errors.js";
 import {
+  customToolCallItemSchema,
+  customToolCallOutputItemSchema,
   functionCallItemSchema,
   functionCallOutputItemSchema,
   messageItemSchema,
@@ -14,7 +16,7 @@ import {
   type ResponsesBody,
   wantsTextLogprobs,
 } from "./responses-schema.js";
-import { chatNameOf, OfferedTools } from "./responses-tools.js";
+import { chatNameOf, customArguments, OfferedTools } from "./responses-tools.js";
 import {
   type ChatCompletionBody,
   type ChatMessageInput,
@@ -91,9 +93,14 @@ export function inputMessages(input: ResponsesBody["input"], field = "input"): C
       const role = message.role === "developer" ? "system" : message.role;
       const content = contentText(message.content, param);
       messages.push(role === "assistant" ? { role, content, ...thought() } : { role, content });
-    } else if (type === "function_call") {
-      const call = parseItem(functionCallItemSchema, item, param);
+    } else if (type === "function_call" || type === "custom_tool_call") {
+      // a custom tool's call is the function call of its one string argument (responses-tools.ts)
+      const call =
+        type === "function_call"
+          ? parseItem(functionCallItemSchema, item, param)
+          : parseItem(customToolCallItemSchema, item, param);
       const name = chatNameOf(call);
+      const args = call.type === "function_call" ? call.arguments : customArguments(call.input);
       callNames.set(call.call_id, name);
       const last = messages.at(-1);
       const turn: AssistantMessage =
@@ -103,10 +110,13 @@ export function inputMessages(input: ResponsesBody["input"], field = "input"): C
       if (turn !== last) messages.push(turn);
       turn.tool_calls = [
         ...(turn.tool_calls ?? []),
-        { id: call.call_id, type: "function", function: { name, arguments: call.arguments } },
+        { id: call.call_id, type: "function", function: { name, arguments: args } },
       ];
-    } else if (type === "function_call_output") {
-      const output = parseItem(functionCallOutputItemSchema, item, param);
+    } else if (type === "function_call_output" || type === "custom_tool_call_output") {
+      const output =
+        type === "function_call_output"
+          ? parseItem(functionCallOutputItemSchema, item, param)
+          : parseItem(customToolCallOutputItemSchema, item, param);
       const name = callNames.get(output.call_id);
       messages.push({
         role: "tool",
@@ -131,9 +141,9 @@ function chatToolChoice(
 ): ToolChoiceInput | undefined {
   if (!hasTools || choice === null || choice === undefined) return undefined;
   if (typeof choice === "string") return choice;
-  if (choice.type !== "function") return "auto"; // a hosted tool, which was dropped
+  if (choice.type !== "function" && choice.type !== "custom") return "auto"; // a hosted tool, which was dropped
   const { name, namespace } = choice;
-  if (!name) throw ApiError.badRequest("tool_choice of type function needs a name", "tool_choice.name");
+  if (!name) throw ApiError.badRequest(`tool_choice of type ${choice.type} needs a name`, "tool_choice.name");
   return { type: "function", function: { name: chatNameOf({ name, namespace }) } };
 }
 

@@ -7,6 +7,8 @@ import { z } from "zod";
 import { ApiError } from "./errors.js";
 import { newItemId, outputText } from "./responses-output.js";
 import {
+  customToolCallItemSchema,
+  customToolCallOutputItemSchema,
   functionCallItemSchema,
   functionCallOutputItemSchema,
   messageItemSchema,
@@ -34,6 +36,14 @@ function contentParts(content: MessageContent, assistant: boolean) {
   return texts.map((text) => (assistant ? outputText(text) : { type: "input_text" as const, text }));
 }
 
+/** A call's tool name, with its namespace when it has one. */
+function calledName(
+  name: string,
+  namespace: string | null | undefined,
+): { name: string; namespace?: string } {
+  return namespace ? { name, namespace } : { name };
+}
+
 /** One input item with its id, as OpenAI lists it (the request was checked before: every item is known). */
 function listedItem(item: InputItemBody): ListedItem {
   const type = item.type ?? "message";
@@ -45,12 +55,27 @@ function listedItem(item: InputItemBody): ListedItem {
   if (type === "function_call") {
     const { call_id, name, namespace, arguments: args } = functionCallItemSchema.parse(item);
     const id = itemId(item, "fc");
-    const called: { name: string; namespace?: string } = namespace ? { name, namespace } : { name };
-    return { id, type, call_id, ...called, arguments: args, status: "completed" } as ListedItem;
+    return {
+      id,
+      type,
+      call_id,
+      ...calledName(name, namespace),
+      arguments: args,
+      status: "completed",
+    } as ListedItem;
   }
   if (type === "function_call_output") {
     const { call_id, output } = functionCallOutputItemSchema.parse(item);
     return { id: itemId(item, "fco"), type, call_id, output, status: "completed" } as ListedItem;
+  }
+  if (type === "custom_tool_call") {
+    const { call_id, name, namespace, input } = customToolCallItemSchema.parse(item);
+    const id = itemId(item, "ctc");
+    return { id, type, call_id, ...calledName(name, namespace), input, status: "completed" } as ListedItem;
+  }
+  if (type === "custom_tool_call_output") {
+    const { call_id, output } = customToolCallOutputItemSchema.parse(item);
+    return { id: itemId(item, "ctco"), type, call_id, output } as ListedItem;
   }
   // a reasoning item, as it was given
   return { summary: [], ...item, id: itemId(item, "rs"), type } as ListedItem;

@@ -3,8 +3,19 @@ import { randomUUID } from "node:crypto";
 import type { GenerateUsage, OutputLogprob } from "../engine/engine-api.js";
 import { type DoneEvent, unixSeconds } from "./generation.js";
 import { entriesWithin, responsesLogprobs } from "./logprobs.js";
-import { conversationIdOf, type FunctionTool, type ResponsesBody } from "./responses-schema.js";
-import { chatNameOf, type OfferedTool, type OfferedTools } from "./responses-tools.js";
+import {
+  type CustomTool,
+  conversationIdOf,
+  type FunctionTool,
+  type ResponsesBody,
+} from "./responses-schema.js";
+import {
+  chatNameOf,
+  customArguments,
+  customInput,
+  type OfferedTool,
+  type OfferedTools,
+} from "./responses-tools.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
@@ -36,6 +47,18 @@ export interface FunctionCallItem {
   readonly status: ResponseStatus;
 }
 
+/** A call of a custom tool: its input as text. */
+export interface CustomToolCallItem {
+  readonly type: "custom_tool_call";
+  readonly id: string;
+  readonly call_id: string;
+  readonly name: string;
+  /** the namespace of a tool offered in one */
+  readonly namespace?: string;
+  readonly input: string;
+  readonly status: ResponseStatus;
+}
+
 /** A reasoning model's thinking, whole (the raw text as `reasoning_text`; no summary is written). */
 export interface ReasoningItem {
   readonly type: "reasoning";
@@ -44,7 +67,8 @@ export interface ReasoningItem {
   readonly content: { type: "reasoning_text"; text: string }[];
 }
 
-export type OutputItem = ReasoningItem | MessageItem | FunctionCallItem;
+export type CallItem = FunctionCallItem | CustomToolCallItem;
+export type OutputItem = ReasoningItem | MessageItem | CallItem;
 
 /** What every response object of one request repeats from the request. */
 export interface ResponseMeta {
@@ -55,7 +79,7 @@ export interface ResponseMeta {
   readonly body: ResponsesBody;
 }
 
-export function newItemId(prefix: "rs" | "msg" | "fc" | "fco"): string {
+export function newItemId(prefix: "rs" | "msg" | "fc" | "fco" | "ctc" | "ctco"): string {
   return `${prefix}_${randomUUID().replace(/-/g, "")}`;
 }
 
@@ -87,15 +111,29 @@ export function reasoningItem(id: string, text: string): ReasoningItem {
   return { type: "reasoning", id, summary: [], content: text ? [reasoningText(text)] : [] };
 }
 
-/** A generated call as an item: named as its tool was offered (`tools`), in a namespace or not. */
-export function functionCallItem(
-  id: string,
+/**
+ * A generated call as an item, as its tool was offered (`tools`): a function call with its arguments or a
+ * custom tool's call with its input, in a namespace or not. `id`: the item's, else a new one.
+ */
+export function callItem(
   call: Pick<ParsedToolCall, "id" | "name" | "arguments">,
   status: ResponseStatus,
   tools: OfferedTools,
-): FunctionCallItem {
-  const name = tools.callName(call.name);
-  return { type: "function_call", id, call_id: call.id, ...name, arguments: call.arguments, status };
+  id?: string,
+): CallItem {
+  const { type, ...name } = tools.callOf(call.name);
+  if (type === "custom") {
+    const input = customInput(call.arguments);
+    return { type: "custom_tool_call", id: id ?? newItemId("ctc"), call_id: call.id, ...name, input, status };
+  }
+  return {
+    type: "function_call",
+    id: id ?? newItemId("fc"),
+    call_id: call.id,
+    ...name,
+    arguments: call.arguments,
+    status,
+  };
 }
 
 /** What a finished generation's output items are made of (its answer split as chat completions split it). */
@@ -122,7 +160,7 @@ export function outputItems(
   const textLogprobs =
     content && answerLogprobs ? entriesWithin(answerLogprobs, Buffer.byteLength(content)) : undefined;
   const message = content ? [messageItem(newItemId("msg"), content, status, textLogprobs)] : [];
-  const callItems = calls.map((call) => functionCallItem(newItemId("fc"), call, status, tools));
+  const callItems = calls.map((call) => callItem(call, status, tools));
   return [...thinking, ...message, ...callItems];
 }
 
@@ -130,12 +168,15 @@ export function outputItems(
 export function assistantTurn(items: readonly OutputItem[]): ChatMessageInput {
   const text = items.flatMap((item) => (item.type === "message" ? item.content.map((c) => c.text) : []));
   const calls = items.flatMap((item) =>
-    item.type === "function_call"
+    item.type === "function_call" || item.type === "custom_tool_call"
       ? [
           {
             id: item.call_id,
             type: "function" as const,
-            function: { name: chatNameOf(item), arguments: item.arguments },
+            function: {
+              name: chatNameOf(item),
+              arguments: item.type === "function_call" ? item.arguments : customArguments(item.input),
+            },
           },
         ]
       : [],
@@ -168,11 +209,21 @@ function responseFunctionTool(tool: FunctionTool) {
   };
 }
 
-/** A tool as the response lists it: a namespace with the function tools it offered. */
+/** A custom tool as the response lists it: its format `text` where the request gave none. */
+function responseCustomTool(tool: CustomTool) {
+  const { type, name, description, format } = tool;
+  return { type, name, description: description ?? null, format: format ?? { type: "text" as const } };
+}
+
+function responseRunnableTool(tool: FunctionTool | CustomTool) {
+  return tool.type === "function" ? responseFunctionTool(tool) : responseCustomTool(tool);
+}
+
+/** A tool as the response lists it: a namespace with the tools it offered. */
 export function responseTool(tool: OfferedTool) {
-  if (tool.type === "function") return responseFunctionTool(tool);
+  if (tool.type !== "namespace") return responseRunnableTool(tool);
   const { type, name, description } = tool;
-  return { type, name, description: description ?? null, tools: tool.tools.map(responseFunctionTool) };
+  return { type, name, description: description ?? null, tools: tool.tools.map(responseRunnableTool) };
 }
 
 /**
@@ -234,7 +285,10 @@ export function responseObject(
     text: responseText(body.text),
     // A hosted tool's choice ran as "auto" (its tool was dropped)
     tool_choice:
-      body.tool_choice && typeof body.tool_choice === "object" && body.tool_choice.type !== "function"
+      body.tool_choice &&
+      typeof body.tool_choice === "object" &&
+      body.tool_choice.type !== "function" &&
+      body.tool_choice.type !== "custom"
         ? "auto"
         : (body.tool_choice ?? "auto"),
     tools: meta.tools.listed.map(responseTool),

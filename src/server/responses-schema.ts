@@ -105,7 +105,21 @@ export const functionToolSchema = z.object({
 });
 export type FunctionTool = z.infer<typeof functionToolSchema>;
 
-/** A group of tools (`tools` of any type: those that are not functions are dropped where it is read). */
+/** A tool whose input is free text, or text in a grammar (OpenAI's custom tools: GPT-5's apply_patch). */
+export const customToolSchema = z.object({
+  type: z.literal("custom"),
+  name: z.string().min(1),
+  description: z.string().nullish(),
+  format: z
+    .discriminatedUnion("type", [
+      z.object({ type: z.literal("text") }),
+      z.object({ type: z.literal("grammar"), syntax: z.enum(["lark", "regex"]), definition: z.string() }),
+    ])
+    .nullish(),
+});
+export type CustomTool = z.infer<typeof customToolSchema>;
+
+/** A group of tools (`tools` of any type: those that are neither functions nor custom are dropped). */
 export const namespaceToolSchema = z.object({
   type: z.literal("namespace"),
   name: z.string().min(1),
@@ -133,6 +147,20 @@ export const functionCallItemSchema = z.object({
 
 export const functionCallOutputItemSchema = z.object({
   type: z.literal("function_call_output"),
+  call_id: z.string().min(1),
+  output: itemContent,
+});
+
+export const customToolCallItemSchema = z.object({
+  type: z.literal("custom_tool_call"),
+  call_id: z.string().min(1),
+  name: z.string().min(1),
+  namespace: z.string().min(1).nullish(),
+  input: z.string(),
+});
+
+export const customToolCallOutputItemSchema = z.object({
+  type: z.literal("custom_tool_call_output"),
   call_id: z.string().min(1),
   output: itemContent,
 });

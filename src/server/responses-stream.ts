@@ -14,8 +14,7 @@ import { type ApiError, errorBody, toApiError } from "./errors.js";
 import type { DoneEvent } from "./generation.js";
 import { responsesLogprobs } from "./logprobs.js";
 import {
-  type FunctionCallItem,
-  functionCallItem,
+  callItem,
   type MessageItem,
   messageItem,
   newItemId,
@@ -58,7 +57,7 @@ class ResponseEvents {
     private readonly withLogprobs: boolean,
     private readonly tools: OfferedTools,
   ) {}
-  private call: { id: string; index: number; callId: string; name: string } | null = null;
+  private call: { id: string; index: number; callId: string; name: string; custom: boolean } | null = null;
 
   frame(type: string, fields: Record<string, unknown>): string {
     return responseFrame(type, this.sequence++, fields);
@@ -156,17 +155,17 @@ class ResponseEvents {
 
   startCall(callId: string, name: string): string[] {
     const frames = [...this.endThinking(), ...this.endText("completed")];
-    const id = newItemId("fc");
+    const added = callItem({ id: callId, name, arguments: "" }, "in_progress", this.tools);
     const index = this.items.length;
-    this.call = { id, index, callId, name };
-    const added = functionCallItem(id, { id: callId, name, arguments: "" }, "in_progress", this.tools);
+    this.call = { id: added.id, index, callId, name, custom: added.type === "custom_tool_call" };
     this.items.push(added);
     frames.push(this.frame("response.output_item.added", { output_index: index, item: added }));
     return frames;
   }
 
+  /** The open call's arguments as the model writes them; a custom tool's input comes whole at its end. */
   callArguments(delta: string): string[] {
-    if (this.call === null || delta.length === 0) return [];
+    if (this.call === null || this.call.custom || delta.length === 0) return [];
     const { id, index } = this.call;
     return [
       this.frame("response.function_call_arguments.delta", { item_id: id, output_index: index, delta }),
@@ -178,22 +177,17 @@ class ResponseEvents {
     if (this.call === null) return [];
     const { id, index, callId, name } = this.call;
     this.call = null;
-    const item: FunctionCallItem = functionCallItem(
-      id,
-      { id: callId, name, arguments: args },
-      status,
-      this.tools,
-    );
+    const item = callItem({ id: callId, name, arguments: args }, status, this.tools, id);
     this.items[index] = item;
-    return [
-      this.frame("response.function_call_arguments.done", {
-        item_id: id,
-        output_index: index,
-        name: item.name,
-        arguments: args,
-      }),
-      this.frame("response.output_item.done", { output_index: index, item }),
-    ];
+    const at = { item_id: id, output_index: index };
+    const done =
+      item.type === "custom_tool_call"
+        ? [
+            this.frame("response.custom_tool_call_input.delta", { ...at, delta: item.input }),
+            this.frame("response.custom_tool_call_input.done", { ...at, input: item.input }),
+          ]
+        : [this.frame("response.function_call_arguments.done", { ...at, name: item.name, arguments: args })];
+    return [...done, this.frame("response.output_item.done", { output_index: index, item })];
   }
 
   wholeCall(call: ParsedToolCall, status: ResponseStatus): string[] {

@@ -1,14 +1,20 @@
 /**
  * The tools of a Responses request as a chat request offers them, and the names of their calls back.
  *
- * Function tools pass as they are. A `namespace` tool groups function tools (Codex sends each MCP server's
- * tools and its sub-agent tools so, the Agents SDK's `toolNamespace` too): each of them is offered as
- * `<namespace>__<name>`, the one name Codex itself shows a model for such a tool (and Claude Code's for MCP
- * tools), and a call of that name comes back as the tool's own `name` with its `namespace`, by which Codex
- * routes it. Every other tool (hosted ones, `custom`, ...) is dropped: the server cannot run it.
+ * Function tools pass as they are. A `custom` tool (input as free text, or text in a grammar: GPT-5's
+ * apply_patch) is offered as a function of one string, `input`, its format described to the model (a Lark
+ * grammar cannot be enforced here), and its call comes back as a `custom_tool_call` with that text. A
+ * `namespace` tool groups such tools (Codex sends each MCP server's tools and its sub-agent tools so, the
+ * Agents SDK's `toolNamespace` too): each is offered as `<namespace>__<name>`, the one name Codex itself
+ * shows a model for such a tool (and Claude Code's for MCP tools), and its call comes back as the tool's own
+ * `name` with its `namespace`, by which Codex routes it. Every other tool (hosted ones, `local_shell`, ...)
+ * is dropped: the server cannot run it.
  */
+import { isRecord } from "../core/tools/json-objects.js";
 import { ApiError } from "./errors.js";
 import {
+  type CustomTool,
+  customToolSchema,
   type FunctionTool,
   functionToolSchema,
   namespaceToolSchema,
@@ -16,18 +22,19 @@ import {
   type ResponsesBody,
 } from "./responses-schema.js";
 
-/** A namespace as offered: its function tools only. */
+/** A namespace as offered: its function and custom tools only. */
 export interface NamespaceTool {
   readonly type: "namespace";
   readonly name: string;
   readonly description?: string | null | undefined;
-  readonly tools: readonly FunctionTool[];
+  readonly tools: readonly (FunctionTool | CustomTool)[];
 }
 
-export type OfferedTool = FunctionTool | NamespaceTool;
+export type OfferedTool = FunctionTool | CustomTool | NamespaceTool;
 
-/** A call's name as the Responses API writes it: a namespaced tool's own name and its namespace. */
-export interface CallName {
+/** A call as the Responses API writes it: of a function or a custom tool, in a namespace or not. */
+export interface CalledTool {
+  readonly type: "function" | "custom";
   readonly name: string;
   readonly namespace?: string;
 }
@@ -37,10 +44,47 @@ export function namespacedName(namespace: string, name: string): string {
   return `${namespace}__${name}`;
 }
 
+/** What a custom tool's `input` property tells the model of its format. */
+function inputDescription(format: CustomTool["format"]): string {
+  if (!format || format.type === "text") return "The tool's input, as free text.";
+  return `The tool's input, as text in this ${format.syntax === "lark" ? "Lark" : "regular expression"} grammar:\n${format.definition}`;
+}
+
+/** A custom tool as the function the chat request offers: one string argument, `input`. */
+function customAsFunction(tool: CustomTool): FunctionTool {
+  return {
+    type: "function",
+    name: tool.name,
+    description: tool.description,
+    parameters: {
+      type: "object",
+      properties: { input: { type: "string", description: inputDescription(tool.format) } },
+      required: ["input"],
+      additionalProperties: false,
+    },
+  };
+}
+
+/** A custom tool call's text from the arguments the model wrote: their `input`, else the arguments as they are. */
+export function customInput(args: string): string {
+  try {
+    const parsed: unknown = JSON.parse(args);
+    if (isRecord(parsed) && typeof parsed.input === "string") return parsed.input;
+  } catch {
+    // not JSON: the text itself
+  }
+  return args;
+}
+
+/** The arguments a chat message gives a custom tool call that carried `input`. */
+export function customArguments(input: string): string {
+  return JSON.stringify({ input });
+}
+
 /** The tools a request offers: as the response lists them, as the chat request offers them, and back. */
 export class OfferedTools {
-  /** tool names the model sees, of the tools in a namespace */
-  private readonly inNamespace = new Map<string, CallName>();
+  /** tool names the model sees, of the tools that are not plain functions */
+  private readonly called = new Map<string, CalledTool>();
   readonly chatTools: FunctionTool[] = [];
 
   private constructor(
@@ -49,24 +93,22 @@ export class OfferedTools {
     readonly dropped: readonly string[],
   ) {
     const names = new Set<string>();
-    const offer = (tool: FunctionTool, param: string, called?: CallName) => {
-      // a namespaced tool's name must be its own: its calls could not be told apart otherwise
-      if (this.inNamespace.has(tool.name) || (called && names.has(tool.name))) {
-        throw ApiError.badRequest(`two tools are offered as '${tool.name}'`, param, "invalid_value");
+    const offer = (tool: FunctionTool | CustomTool, param: string, namespace?: string) => {
+      const name = namespace === undefined ? tool.name : namespacedName(namespace, tool.name);
+      const plain = tool.type === "function" && namespace === undefined;
+      // a custom or namespaced tool's name must be its own: its calls could not be told apart otherwise
+      if (this.called.has(name) || (!plain && names.has(name))) {
+        throw ApiError.badRequest(`two tools are offered as '${name}'`, param, "invalid_value");
       }
-      names.add(tool.name);
-      if (called) this.inNamespace.set(tool.name, called);
-      this.chatTools.push(tool);
+      names.add(name);
+      const called = { type: tool.type, name: tool.name, ...(namespace === undefined ? {} : { namespace }) };
+      if (!plain) this.called.set(name, called);
+      const offered = tool.type === "custom" ? customAsFunction(tool) : tool;
+      this.chatTools.push({ ...offered, name });
     };
     for (const [i, tool] of listed.entries()) {
-      if (tool.type === "function") {
-        offer(tool, `tools[${i}]`);
-        continue;
-      }
-      for (const [j, inner] of tool.tools.entries()) {
-        const called = { name: inner.name, namespace: tool.name };
-        offer({ ...inner, name: namespacedName(tool.name, inner.name) }, `tools[${i}].tools[${j}]`, called);
-      }
+      if (tool.type !== "namespace") offer(tool, `tools[${i}]`);
+      else for (const [j, inner] of tool.tools.entries()) offer(inner, `tools[${i}].tools[${j}]`, tool.name);
     }
   }
 
@@ -74,32 +116,35 @@ export class OfferedTools {
     return new OfferedTools([], []);
   }
 
-  /** The tools of a request; a function tool that is not well formed is a 400 naming it. */
+  /** The tools of a request; a tool that is not well formed is a 400 naming it. */
   static of(tools: ResponsesBody["tools"]): OfferedTools {
     const listed: OfferedTool[] = [];
     const dropped = new Set<string>();
+    const runnable = (
+      tool: { type?: string | undefined },
+      param: string,
+    ): FunctionTool | CustomTool | null => {
+      if (tool.type === "function") return parseItem(functionToolSchema, tool, param);
+      if (tool.type === "custom") return parseItem(customToolSchema, tool, param);
+      dropped.add(tool.type ?? "unknown");
+      return null;
+    };
     for (const [i, tool] of (tools ?? []).entries()) {
-      if (tool.type === "function") {
-        listed.push(parseItem(functionToolSchema, tool, `tools[${i}]`));
-      } else if (tool.type === "namespace") {
-        const namespace = parseItem(namespaceToolSchema, tool, `tools[${i}]`);
-        const functions = namespace.tools.flatMap((inner, j) => {
-          if (inner.type === "function")
-            return [parseItem(functionToolSchema, inner, `tools[${i}].tools[${j}]`)];
-          dropped.add(inner.type ?? "unknown");
-          return [];
-        });
-        if (functions.length > 0) listed.push({ ...namespace, tools: functions });
-      } else {
-        dropped.add(tool.type ?? "unknown");
+      if (tool.type !== "namespace") {
+        const offered = runnable(tool, `tools[${i}]`);
+        if (offered) listed.push(offered);
+        continue;
       }
+      const namespace = parseItem(namespaceToolSchema, tool, `tools[${i}]`);
+      const inner = namespace.tools.flatMap((t, j) => runnable(t, `tools[${i}].tools[${j}]`) ?? []);
+      if (inner.length > 0) listed.push({ ...namespace, tools: inner });
     }
     return new OfferedTools(listed, [...dropped]);
   }
 
-  /** A generated call's name as its function_call item carries it. */
-  callName(chatName: string): CallName {
-    return this.inNamespace.get(chatName) ?? { name: chatName };
+  /** A generated call's tool, by the name the model wrote. */
+  callOf(chatName: string): CalledTool {
+    return this.called.get(chatName) ?? { type: "function", name: chatName };
   }
 }
 

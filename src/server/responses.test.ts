@@ -32,8 +32,20 @@ const NAMESPACE = {
   type: "namespace",
   name: "mcp__fixture",
   description: "Tools of the fixture MCP server.",
-  tools: [LOOKUP, { type: "custom", name: "freeform" }],
+  tools: [LOOKUP, { type: "local_shell" }],
 };
+/** Codex's freeform apply_patch, as GPT-5 gets it. */
+const APPLY_PATCH = {
+  type: "custom",
+  name: "apply_patch",
+  description: "Edit files with a patch.",
+  format: {
+    type: "grammar",
+    syntax: "lark",
+    definition: 'start: begin_patch hunk+ end_patch\nbegin_patch: "*** Begin Patch" LF',
+  },
+};
+const FREE_NOTE = { type: "custom", name: "note" };
 const LOOKUP_CALL =
   '<tool_call>\n{"name": "mcp__fixture__lookup", "arguments": {"city": "Oslo"}}\n</tool_call>';
 
@@ -108,12 +120,7 @@ describe("Responses input as chat messages", () => {
     const body = responsesSchema.parse({
       instructions: "You are Codex.",
       input: "hi",
-      tools: [
-        RUN_SHELL,
-        { type: "web_search" },
-        { type: "custom", name: "apply_patch" },
-        { type: "web_search" },
-      ],
+      tools: [RUN_SHELL, { type: "web_search" }, { type: "local_shell" }, { type: "web_search" }],
       tool_choice: { type: "web_search" },
       reasoning: { effort: "high" },
       include: ["reasoning.encrypted_content"],
@@ -124,7 +131,7 @@ describe("Responses input as chat messages", () => {
       { role: "system", content: "You are Codex." },
       { role: "user", content: "hi" },
     ]);
-    assert.deepEqual(tools.dropped, ["web_search", "custom"]);
+    assert.deepEqual(tools.dropped, ["web_search", "local_shell"]);
     assert.deepEqual(
       tools.chatTools.map((t) => t.name),
       ["run_shell"],
@@ -154,9 +161,13 @@ describe("Responses input as chat messages", () => {
       { role: "tool", content: "rain", tool_call_id: "c1", name: "mcp__fixture__lookup" },
     ]);
     assert.deepEqual(chat.tool_choice, { type: "function", function: { name: "mcp__fixture__lookup" } });
-    assert.deepEqual(tools.dropped, ["custom"]);
-    assert.deepEqual(tools.callName("mcp__fixture__lookup"), { name: "lookup", namespace: "mcp__fixture" });
-    assert.deepEqual(tools.callName("run_shell"), { name: "run_shell" });
+    assert.deepEqual(tools.dropped, ["local_shell"]);
+    assert.deepEqual(tools.callOf("mcp__fixture__lookup"), {
+      type: "function",
+      name: "lookup",
+      namespace: "mcp__fixture",
+    });
+    assert.deepEqual(tools.callOf("run_shell"), { type: "function", name: "run_shell" });
   });
 
   test("an image part or an unknown item type is a 400 naming it", async () => {
@@ -205,11 +216,11 @@ describe("POST /v1/responses (fake engine)", () => {
     const tools = [RUN_SHELL, NAMESPACE];
     const res = await post({ input: "Weather in Oslo?", tools });
     assert.equal(res.status, 200);
-    assert.equal(res.headers.get("x-continuum-dropped-tools"), "custom");
+    assert.equal(res.headers.get("x-continuum-dropped-tools"), "local_shell");
     const response = (await res.json()) as Json;
     assert.ok(engine.requests[0]!.prompt.includes('"name":"mcp__fixture__lookup"'));
     assert.ok(engine.requests[0]!.prompt.includes('"name":"run_shell"'));
-    // the response lists the namespace with the tools it offered (its custom tool was dropped)
+    // the response lists the namespace with the tools it offered (its local_shell was dropped)
     assert.deepEqual(response.tools[1], {
       type: "namespace",
       name: "mcp__fixture",
@@ -245,6 +256,84 @@ describe("POST /v1/responses (fake engine)", () => {
     assert.equal(argsDone.name, "lookup");
     const done = events.at(-1)!.data.response.output[0];
     assert.deepEqual([done.name, done.namespace], ["lookup", "mcp__fixture"]);
+  });
+
+  test("a custom tool is a function of one string; its call comes back as a custom_tool_call with that text", async () => {
+    const patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n*** End Patch";
+    const call = `<tool_call>\n${JSON.stringify({ name: "apply_patch", arguments: { input: patch } })}\n</tool_call>`;
+    const { post, call: request, engine } = server({ reply: () => call });
+    const tools = [
+      APPLY_PATCH,
+      { type: "namespace", name: "mcp__fs", description: "Files.", tools: [FREE_NOTE] },
+    ];
+    const response = (await (await post({ input: "Set x to 2.", tools })).json()) as Json;
+    // the model is told the input's format, and the grammar itself
+    const prompt = engine.requests[0]!.prompt;
+    assert.ok(prompt.includes('"name":"apply_patch"') && prompt.includes("Lark grammar"), prompt);
+    assert.ok(prompt.includes("begin_patch"), "the grammar's text");
+    assert.ok(prompt.includes('"name":"mcp__fs__note"'));
+    assert.deepEqual(response.tools, [
+      { ...APPLY_PATCH, description: "Edit files with a patch." },
+      {
+        type: "namespace",
+        name: "mcp__fs",
+        description: "Files.",
+        tools: [{ ...FREE_NOTE, description: null, format: { type: "text" } }],
+      },
+    ]);
+    const item = response.output[0];
+    assert.equal(item.type, "custom_tool_call");
+    assert.match(item.id, /^ctc_/);
+    assert.equal(item.name, "apply_patch");
+    assert.equal(item.input, patch);
+
+    // sent back with its output, it is the call the model wrote: the next prompt repeats it
+    const next = await post({
+      previous_response_id: response.id,
+      input: [{ type: "custom_tool_call_output", call_id: item.call_id, output: "Done." }],
+      tools,
+    });
+    assert.equal(next.status, 200);
+    assert.ok(engine.requests[1]!.prompt.includes(JSON.stringify(patch).slice(1, 40)));
+    const listed = (await (
+      await request("GET", `/v1/responses/${((await next.json()) as Json).id}/input_items?order=asc`)
+    ).json()) as Json;
+    assert.deepEqual(
+      listed.data.map((i: Json) => i.type),
+      ["message", "custom_tool_call", "custom_tool_call_output"],
+    );
+
+    const stream = await post({ input: "Set x to 2.", tools, stream: true });
+    const events = sseEvents(await stream.text());
+    assert.ok(!events.some((e) => e.event === "response.function_call_arguments.delta"));
+    const added = events.find((e) => e.event === "response.output_item.added")!.data.item;
+    assert.deepEqual([added.type, added.input], ["custom_tool_call", ""]);
+    const deltas = events.filter((e) => e.event === "response.custom_tool_call_input.delta");
+    assert.equal(deltas.map((e) => e.data.delta).join(""), patch);
+    const done = events.find((e) => e.event === "response.custom_tool_call_input.done")!.data;
+    assert.equal(done.input, patch);
+    assert.equal(events.at(-1)!.data.response.output[0].input, patch);
+  });
+
+  test("a custom tool call given as input is a call of its one string argument", () => {
+    const messages = inputMessages([
+      { type: "custom_tool_call", call_id: "c1", name: "note", namespace: "mcp__fs", input: "buy milk" },
+      { type: "custom_tool_call_output", call_id: "c1", output: "noted" },
+    ]);
+    assert.deepEqual(messages, [
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "c1",
+            type: "function",
+            function: { name: "mcp__fs__note", arguments: '{"input":"buy milk"}' },
+          },
+        ],
+      },
+      { role: "tool", content: "noted", tool_call_id: "c1", name: "mcp__fs__note" },
+    ]);
   });
 
   test("a namespaced tool whose name is another tool's is a 400 naming it", async () => {

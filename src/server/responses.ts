@@ -301,7 +301,7 @@ export function responsesApi(
       if (announcedDrops.has(type)) continue;
       announcedDrops.add(type);
       log(
-        `continuum server: /v1/responses drops tools of type "${type}" (only function tools run here, also those in a namespace)`,
+        `continuum server: /v1/responses drops tools of type "${type}" (function and custom tools run here, also those in a namespace)`,
       );
     }
     const chat = withConversationProgramId(request.chat, body, (name) => c.req.header(name));

@@ -1,11 +1,15 @@
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { copyFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { isOpencodeExport } from "./import-opencode.js";
 import { importSessionLog } from "./import-trajectory.js";
 import type { SessionImport } from "./session-log.js";
 import { parseTraceJsonl, serializeTraceJsonl, type TraceTurn } from "./trace.js";
+import { findTrajectoryFiles, importFoundTrajectory } from "./trajectory-files.js";
 
 const FIXTURES = fileURLToPath(new URL("./test-support/", import.meta.url));
 const read = (name: string) => readFileSync(join(FIXTURES, name), "utf8");
@@ -22,6 +26,7 @@ function imported(name: string, text: string): SessionImport {
   return result;
 }
 
+const OPENCODE_EXPORT = join(FIXTURES, "opencode-export.json");
 const SESSION = "11111111-2222-4333-8444-555555555555";
 
 describe("Claude Code session import", () => {
@@ -224,5 +229,55 @@ describe("session log detection", () => {
       programs += result.programs.length;
     }
     assert.ok(programs > 0, "no real session converted");
+  });
+});
+
+describe("opencode export import (`opencode export <session-id>`)", () => {
+  it("makes one turn per step of an assistant message, with its tokens and tool times", async () => {
+    const result = await importFoundTrajectory({ path: OPENCODE_EXPORT, named: true });
+    assert.ok(result !== null);
+    assert.deepEqual(parseTraceJsonl(serializeTraceJsonl(result.programs)), result.programs);
+    // the aborted last message's step has no tokens: left out
+    assert.equal(result.responsesWithoutUsage, 1);
+    assert.deepEqual(result.programs, [
+      {
+        id: "ses_0f1e2d3c4b5aTestSessionId",
+        source: "opencode 9.9.9",
+        turns: [
+          // reasoning counts as output; parallel bash and read: the first names the tool, the next step's
+          // request waits for the last to end (3.7 s) from when the first started running (1.3 s)
+          turn(1000, 0, 60, "bash", 2.4),
+          // the prompt is opencode's input and its cache read: 30 + 1060
+          turn(1090, 1060, 20, "edit", 0.5),
+          // no tool: the message ends (completed at 6.5 s) and the person writes the next one
+          turn(1165, 1110, 15, "user", 23.6),
+          turn(1240, 1180, 5, null, null),
+        ],
+      },
+    ]);
+  });
+
+  it("is told from a mini-swe-agent trajectory, which also has messages", () => {
+    const mini = { info: { exit_status: "Submitted" }, messages: [{ role: "user", content: "Fix it." }] };
+    assert.equal(isOpencodeExport(mini), false);
+    assert.equal(isOpencodeExport({ ...mini, info: { id: "ses_1" } }), false);
+    assert.equal(isOpencodeExport({ info: { id: "ses_1" }, messages: [{ info: {}, parts: [] }] }), true);
+  });
+
+  it("is found in a directory beside other JSON", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-opencode-"));
+    try {
+      await copyFile(OPENCODE_EXPORT, join(dir, "session.json"));
+      await writeFile(join(dir, "preds.json"), JSON.stringify({ instance: { model_patch: "" } }));
+      const files = await findTrajectoryFiles([dir]);
+      const imported = await Promise.all(files.map((file) => importFoundTrajectory(file)));
+      const programs = imported.flatMap((i) => i?.programs ?? []);
+      assert.deepEqual(
+        programs.map((p) => p.source),
+        ["opencode 9.9.9"],
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
