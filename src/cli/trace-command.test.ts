@@ -242,7 +242,7 @@ describe("continuum trace import", () => {
     assert.equal(none.code, 1);
     assert.match(
       none.stderr,
-      /skipped .*bad\.json: not a SWE-agent or mini-swe-agent trajectory, nor a Claude Code, Codex or Qwen Code session log/,
+      /skipped .*bad\.json: not a SWE-agent or mini-swe-agent trajectory, nor a Claude Code, Codex or Qwen Code session log or an opencode export/,
     );
     assert.match(none.stderr, /no trajectory converted \(1 file; 1 skipped\)/);
     const missing = await runContinuum(["trace", "import", join(dir, "absent")]);

@@ -14,7 +14,7 @@ export type SessionLogFormat = "claude-code" | "codex" | "qwen-code";
 
 /** What `trace import` reads, for its messages. */
 export const IMPORTED_FORMATS =
-  "a SWE-agent or mini-swe-agent trajectory, an opencode export, nor a Claude Code, Codex or Qwen Code session log";
+  "a SWE-agent or mini-swe-agent trajectory, nor a Claude Code, Codex or Qwen Code session log or an opencode export";
 
 /** `.traj.json` is mini-swe-agent, `.traj` SWE-agent; other names are told apart by their keys. */
 export function detectTrajectoryFormat(fileName: string, data: unknown): TrajectoryFormat | null {
