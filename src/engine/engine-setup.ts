@@ -137,6 +137,15 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
       : []),
     ...(cpuBytes > 0 ? [`RAM tier ${gib(cpuBytes)}`] : []),
     ...(diskBytes > 0 ? [`disk tier ${gib(diskBytes)}`] : []),
+    ...(runner.slidingWindow > 0
+      ? [
+          `sliding window of ${runner.slidingWindow}: ${
+            runner.kvLayout === "streams"
+              ? "a prefix programs share is kept as a checkpoint"
+              : "programs share no prefix in one unified pool (--kv-layout streams keeps checkpoints, docs/engine.md)"
+          }`,
+        ]
+      : []),
   ].join(", ");
   const tierStore =
     tiers.length > 0

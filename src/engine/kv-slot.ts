@@ -12,6 +12,11 @@ export class KvSlot {
   owner: Request | null = null;
   /** the program whose pin holds this slot's KV (a finished request's sequence), until the pin goes */
   pinnedFor: string | null = null;
+  /**
+   * a sliding-window model's checkpoint: a prefix two requests computed, kept ending exactly where it ends
+   * so later requests can copy it (slot-cells.ts); cache, never taken over, until it is emptied
+   */
+  holdsPrefix = false;
   /** the request (and program) whose sequence this is, for the event log */
   requestId = "";
   programId = "";
@@ -59,6 +64,11 @@ export type EvictionListener = (slot: KvSlot, savedTo: "cpu" | "disk" | null) =>
 export interface SlotAdmission {
   readonly slot: KvSlot;
   readonly recomputedTokens: number;
+  /**
+   * a sliding-window model's prefix found resident but not copyable, computed again: once the slot holds
+   * exactly this many positions, `checkpoint` keeps them for the requests after it
+   */
+  readonly checkpointAt?: number;
 }
 
 /** A tier entry of `tokens` tokens was brought back into the pool in `seconds` (loading and restoring). */
@@ -75,6 +85,8 @@ export interface KvSlotStats {
   restoredTokens: number;
   /** admitted prefix tokens (the scheduler's hits and reloads) the engine no longer held, recomputed */
   recomputedTokens: number;
+  /** prefix tokens a sliding-window model's checkpoints keep for later requests (counted when made) */
+  checkpointTokens: number;
   /** resident slots dropped (the pool reused their first block, a spill, or the fallback) */
   evictions: number;
   /** of which pinned ones dropped without a copy in a tier (the scheduler still counts them; their program will recompute) */
@@ -97,6 +109,7 @@ export function emptyKvSlotStats(): KvSlotStats {
     takenOverTokens: 0,
     restoredTokens: 0,
     recomputedTokens: 0,
+    checkpointTokens: 0,
     evictions: 0,
     pinnedEvictions: 0,
     savedToTier: 0,

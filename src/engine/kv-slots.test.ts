@@ -445,6 +445,7 @@ describe("KvSlots with a sliding-window model (llama.cpp keeps only each sequenc
     const shared = await kv.admit(b, 64);
     assert.deepEqual([shared.slot.length, shared.recomputedTokens], [0, 64], "B computes its prefix again");
     assert.equal(kv.stats.sharedTokens, 0);
+    assert.equal(shared.checkpointAt, undefined, "no checkpoint in one unified pool (slot-cells.ts)");
 
     const slotA = kv.slotOf(a)!;
     kv.truncate(slotA, 100);
@@ -452,5 +453,33 @@ describe("KvSlots with a sliding-window model (llama.cpp keeps only each sequenc
     // position 99 attends back to 92 (window 8); llama.cpp frees 92 once position 100 no longer attends to it
     kv.truncate(slotA, 99);
     assert.equal(slotA.length, 0, "one back: the window before it may be gone");
+  });
+
+  test("with streams, a recomputed prefix is kept as a checkpoint: later requests copy it, none takes it over", async () => {
+    const runner = new FakeModelRunner({ kvCells: 1024, maxSeqs: 4, kvLayout: "streams", slidingWindow: 8 });
+    const kv = new KvSlots(runner, null, 16);
+    const a = fakeRequest("a", seq(100));
+    await admit(kv, a, 0);
+    await compute(runner, kv, a, 100);
+    const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
+    const second = await kv.admit(b, 64);
+    assert.deepEqual([second.slot.length, second.recomputedTokens, second.checkpointAt], [0, 64, 64]);
+    assert.equal(await kv.checkpoint(second.slot, 64), false, "only once the slot ends there");
+    await compute(runner, kv, b, 64);
+    assert.equal(await kv.checkpoint(second.slot, 64), true);
+    assert.equal(await kv.checkpoint(second.slot, 64), false, "one checkpoint per prefix");
+    assert.equal(kv.stats.checkpointTokens, 64);
+    await compute(runner, kv, b, 120);
+    release(kv, b);
+
+    for (const id of ["c", "d"]) {
+      const next = fakeRequest(id, [...seq(64), ...seq(30, 9000)]);
+      const { slot, recomputedTokens, checkpointAt } = await kv.admit(next, 64);
+      assert.deepEqual([slot.length, recomputedTokens, checkpointAt], [64, 0, undefined], id);
+      assert.ok(!slot.holdsPrefix, `${id} runs in a slot of its own`);
+      await compute(runner, kv, next, 94);
+      release(kv, next);
+    }
+    assert.equal(kv.stats.copiedTokens, 128);
   });
 });

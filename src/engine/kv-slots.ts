@@ -105,8 +105,10 @@ export class KvSlots {
     const b = this.blockSizeTokens;
     const content = request.content as TokenIdContent;
     const limitBlocks = Math.floor(needTokens / b);
-    const { slot: source, blocks } = limitBlocks > 0 ? this.index.longest(content, limitBlocks) : NO_SOURCE;
+    const longest = limitBlocks > 0 ? this.index.longest(content, limitBlocks) : NO_SOURCE;
+    const { blocks } = longest;
     const tokens = blocks * b;
+    const source = longest.slot && this.copyableSource(longest.slot, content, tokens);
     const tierMatch = limitBlocks > 0 ? (this.tiering?.best(content, needTokens, limitBlocks) ?? null) : null;
     let slot: KvSlot;
     if (this.tiering && tierMatch && tierMatch.blocks > blocks) {
@@ -118,6 +120,7 @@ export class KvSlots {
     } else if (
       source !== null &&
       !source.referenced &&
+      !source.holdsPrefix &&
       (source.length - tokens < b || !this.hasEmptySlot())
     ) {
       // a cache slot the request covers to within a block (a returning turn): taken over, no copy
@@ -134,7 +137,35 @@ export class KvSlots {
     this.index.sync(slot);
     const recomputedTokens = Math.max(0, needTokens - slot.length);
     this.stats.recomputedTokens += recomputedTokens;
-    return { slot, recomputedTokens };
+    // a windowed model's prefix another slot holds, computed again: kept for the next request when it can be
+    const checkpointAt =
+      this.keepsCheckpoints && source !== null && slot.length < tokens ? tokens : undefined;
+    return { slot, recomputedTokens, ...(checkpointAt === undefined ? {} : { checkpointAt }) };
+  }
+
+  /**
+   * A sliding-window model's checkpoint (per-sequence streams only, slot-cells.ts): an empty slot takes a copy
+   * of `slot`, which holds exactly `tokens` positions now (its end has the window before it), and keeps it for
+   * later requests with that prefix. Made only into a slot nobody uses (it evicts nothing) and where no
+   * checkpoint holds that prefix yet. Whether one was made.
+   */
+  async checkpoint(slot: KvSlot, tokens: number): Promise<boolean> {
+    const content = slot.content;
+    if (!this.keepsCheckpoints || content === null || slot.length !== tokens || tokens === 0) return false;
+    if (this.checkpointOf(content, tokens) !== null) return false;
+    const holder = this.slots.find((s) => s.owner === null && s.length === 0);
+    if (!holder) return false;
+    holder.content = content;
+    await this.cells.sharePrefix(slot, holder, tokens, true);
+    if (holder.length === 0) {
+      holder.content = null;
+      return false;
+    }
+    holder.holdsPrefix = true;
+    holder.requestId = slot.requestId;
+    holder.programId = "";
+    this.owners.touch(holder);
+    return true;
   }
 
   /** Drops positions >= length of a slot. */
@@ -195,6 +226,28 @@ export class KvSlots {
   private sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
     this.owners.touch(source);
     return this.cells.sharePrefix(source, slot, tokens);
+  }
+
+  /** Checkpoints are kept for a sliding-window model with per-sequence streams (slot-cells.ts). */
+  private get keepsCheckpoints(): boolean {
+    return this.cells.windowed && !this.cells.sharesCells;
+  }
+
+  /** The checkpoint ending exactly at `tokens` of this content, if one is resident. */
+  private checkpointOf(content: TokenIdContent, tokens: number): KvSlot | null {
+    const blocks = tokens / this.blockSizeTokens;
+    if (!Number.isInteger(blocks) || blocks === 0) return null;
+    const holders = this.index.holders(content.blockHash(blocks - 1))?.slots ?? [];
+    return holders.find((h) => h.holdsPrefix && h.length === tokens) ?? null;
+  }
+
+  /**
+   * The slot to take a prefix of `tokens` from: `found` (the longest match), or for a sliding-window model,
+   * which copies only a slot ending where the prefix ends, a checkpoint of that prefix.
+   */
+  private copyableSource(found: KvSlot, content: TokenIdContent, tokens: number): KvSlot {
+    if (this.cells.canShare(found, tokens)) return found;
+    return this.checkpointOf(content, tokens) ?? found;
   }
 
   private hasEmptySlot(): boolean {

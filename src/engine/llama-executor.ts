@@ -11,7 +11,7 @@ import {
   type PromptLogprob,
   type SamplingParams,
 } from "./engine-api.js";
-import type { KvSlots } from "./kv-slots.js";
+import type { KvSlot, KvSlots } from "./kv-slots.js";
 import {
   type ModelRunner,
   RunnerBatch,
@@ -118,6 +118,14 @@ function outputLogprob(
   };
 }
 
+/** Positions [from, to) of a chunk's request, computed into its slot in one batch. */
+interface RowRange {
+  readonly chunk: ScheduledChunk;
+  readonly slot: KvSlot;
+  readonly from: number;
+  readonly to: number;
+}
+
 /** Whether the runner's sampler keeps state from the output so far (a grammar's position, penalty counts). */
 function samplerFollowsOutput(s: SamplingParams): boolean {
   return s.grammar !== null || penalized(s);
@@ -162,10 +170,12 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     const inBatch: { chunk: ScheduledChunk; rows: number }[] = [];
     try {
       await kv.followPool();
-      await this.admit(plan, recomputed, failed);
+      const checkpoints = await this.admit(plan, recomputed, failed);
       await kv.spillCache();
-      const batch = this.batch;
-      batch.clear();
+      // the rows of one batch, or of two where a sliding-window model's request is to leave a checkpoint of
+      // the prefix it computed again (kv-slots.ts): its rows past that point run after it is made
+      const rows: RowRange[] = [];
+      const afterCheckpoints: RowRange[] = [];
       for (const chunk of plan.chunks) {
         const request = chunk.request;
         if (request.status !== "running" || failed.has(request.id)) continue;
@@ -177,31 +187,21 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         if (slot.content !== request.content) kv.truncate(slot, chunk.startToken);
         else if (chunk.samples && slot.length >= end) kv.truncate(slot, end - 1);
         const from = Math.min(slot.length, end);
-        const content = request.content as TokenIdContent;
-        // a prompt scored for its logprobs: each of its rows against the prompt's next token
-        const scoreTop = this.deps.active.get(request.id)?.spec.sampling.promptLogprobs ?? null;
-        for (let pos = from; pos < end; pos++) {
-          const score =
-            scoreTop !== null && pos + 1 < request.promptTokens
-              ? { target: content.tokenAt(pos + 1), top: scoreTop }
-              : null;
-          batch.add(content.tokenAt(pos), pos, slot.seqId, chunk.samples && pos === end - 1, score);
+        const at = checkpoints.get(request);
+        if (at !== undefined && from < at && at < end) {
+          rows.push({ chunk, slot, from, to: at });
+          afterCheckpoints.push({ chunk, slot, from: at, to: end });
+        } else if (from < end) {
+          rows.push({ chunk, slot, from, to: end });
         }
         inBatch.push({ chunk, rows: end - from });
       }
-      if (batch.length > 0) {
-        await kv.ensureFree(batch.length);
-        const result = await runner.execute(batch);
-        computeS = result.computeS;
-        sampleS = result.sampleS;
-        for (const { chunk, rows } of inBatch) {
-          const slot = kv.slotOf(chunk.request);
-          if (slot) kv.extend(slot, rows);
-        }
-        for (const out of result.outputs) this.onSample(out, sampled, failed);
-        for (const score of result.scores ?? []) this.onScore(score);
-        this.stats.batchedTokens += batch.length;
-        this.stats.sampledTokens += result.outputs.length;
+      if (rows.length > 0) ({ computeS, sampleS } = await this.runRows(rows, sampled, failed));
+      for (const [request, at] of checkpoints) await this.checkpoint(request, at);
+      if (afterCheckpoints.length > 0) {
+        const times = await this.runRows(afterCheckpoints, sampled, failed);
+        computeS += times.computeS;
+        sampleS += times.sampleS;
       }
     } catch (error) {
       sampled.clear();
@@ -226,9 +226,56 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     return { durationS, sampled, recomputed, ...(failed.size > 0 ? { failed } : {}) };
   }
 
-  /** Slots for newly admitted requests, their prefix materialised, their sampler set. */
-  private async admit(plan: StepPlan, recomputed: Map<string, number>, failed: Set<string>): Promise<void> {
-    if (plan.admitted.length === 0) return;
+  /** One batch of these rows: computed, their slots extended, their samples and scores taken. */
+  private async runRows(
+    rows: readonly RowRange[],
+    sampled: Map<string, SampledToken>,
+    failed: Set<string>,
+  ): Promise<{ computeS: number; sampleS: number }> {
+    const { kv, runner } = this.deps;
+    const batch = this.batch;
+    batch.clear();
+    for (const { chunk, slot, from, to } of rows) {
+      const request = chunk.request;
+      const content = request.content as TokenIdContent;
+      const end = chunk.startToken + chunk.numTokens;
+      // a prompt scored for its logprobs: each of its rows against the prompt's next token
+      const scoreTop = this.deps.active.get(request.id)?.spec.sampling.promptLogprobs ?? null;
+      for (let pos = from; pos < to; pos++) {
+        const score =
+          scoreTop !== null && pos + 1 < request.promptTokens
+            ? { target: content.tokenAt(pos + 1), top: scoreTop }
+            : null;
+        batch.add(content.tokenAt(pos), pos, slot.seqId, chunk.samples && pos === end - 1, score);
+      }
+    }
+    await kv.ensureFree(batch.length);
+    const result = await runner.execute(batch);
+    for (const { slot, from, to } of rows) kv.extend(slot, to - from);
+    for (const out of result.outputs) this.onSample(out, sampled, failed);
+    for (const score of result.scores ?? []) this.onScore(score);
+    this.stats.batchedTokens += batch.length;
+    this.stats.sampledTokens += result.outputs.length;
+    return { computeS: result.computeS, sampleS: result.sampleS };
+  }
+
+  /** A windowed model's checkpoint of a request's recomputed prefix, once its slot ends there (kv-slots.ts). */
+  private async checkpoint(request: Request, at: number): Promise<void> {
+    const slot = this.deps.kv.slotOf(request);
+    if (slot) await this.deps.kv.checkpoint(slot, at);
+  }
+
+  /**
+   * Slots for newly admitted requests, their prefix materialised, their sampler set. Returns the admitted
+   * requests that are to leave a checkpoint, and where.
+   */
+  private async admit(
+    plan: StepPlan,
+    recomputed: Map<string, number>,
+    failed: Set<string>,
+  ): Promise<Map<Request, number>> {
+    const checkpoints = new Map<Request, number>();
+    if (plan.admitted.length === 0) return checkpoints;
     const { kv, active: table } = this.deps;
     const startOf = new Map<Request, number>();
     for (const chunk of plan.chunks)
@@ -236,11 +283,12 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     for (const request of plan.admitted) {
       if (request.status !== "running") continue;
       const active = table.get(request.id);
-      const { slot, recomputedTokens } = await kv.admit(
+      const { slot, recomputedTokens, checkpointAt } = await kv.admit(
         request,
         startOf.get(request) ?? request.numComputedTokens,
       );
       if (recomputedTokens > 0) recomputed.set(request.id, recomputedTokens);
+      if (checkpointAt !== undefined) checkpoints.set(request, checkpointAt);
       if (!active || active.request !== request) continue;
       active.firstAdmittedS ??= request.admittedS;
       try {
@@ -254,6 +302,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         );
       }
     }
+    return checkpoints;
   }
 
   /**

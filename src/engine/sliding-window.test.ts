@@ -53,10 +53,13 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
   async function engine(
     policy: string | SchedulingPolicy = "vllm",
     tiers: EngineTierOptions = {},
+    kvLayout: "unified" | "streams" = "unified",
   ): Promise<Engine> {
     const runner = await LlamaModelRunner.open({
       modelPath,
-      kvCells: 4096,
+      // streams: each of the 8 sequences gets kvCells / 8 cells, as many as the unified pool holds in all
+      kvCells: kvLayout === "streams" ? 8 * 4096 : 4096,
+      kvLayout,
       maxSeqs: 8,
       batchTokens: 256,
       threads: 1,
@@ -88,10 +91,31 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
     const fresh = await engine();
     try {
       assert.equal((warm.runner as LlamaModelRunner).slidingWindow, WINDOW);
+      assert.match(warm.kvSummary, /sliding window of 32: programs share no prefix in one unified pool/);
       await run(warm, request("long", long, { sampling: { maxTokens: 2 } }));
       const reused = await run(warm, request("shared", shared, { sampling }));
       assert.equal(reused.done.usage.cachedTokens, 0, "nothing reported cached that was computed again");
       assertSameRun(reused.done, (await run(fresh, request("scratch", shared, { sampling }))).done);
+    } finally {
+      await Promise.all([warm.shutdown(), fresh.shutdown()]);
+    }
+  });
+
+  test("with per-sequence streams, the second request's recomputed prefix is kept whole for the third", async () => {
+    const warm = await engine("vllm", {}, "streams");
+    const fresh = await engine("vllm", {}, "streams");
+    try {
+      const third = `${words.slice(0, Math.floor(words.length * 0.5))} so a third one goes its own way`;
+      await run(warm, request("long", long, { sampling: { maxTokens: 2 } }));
+      const second = await run(warm, request("shared", shared, { sampling }));
+      assert.match(warm.kvSummary, /sliding window of 32: a prefix programs share is kept as a checkpoint$/);
+      assert.equal(second.done.usage.cachedTokens, 0, "the second computes the prefix again");
+      const kept = warm.kvStats().checkpointTokens;
+      assert.ok(kept >= 256, `a checkpoint of the shared prefix: ${kept} tokens`);
+      const reused = await run(warm, request("third", third, { sampling }));
+      assert.equal(reused.done.usage.cachedTokens, kept, "the third takes it whole");
+      assert.equal(warm.kvStats().copiedTokens, kept);
+      assertSameRun(reused.done, (await run(fresh, request("scratch", third, { sampling }))).done);
     } finally {
       await Promise.all([warm.shutdown(), fresh.shutdown()]);
     }

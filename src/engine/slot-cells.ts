@@ -33,9 +33,12 @@ export function heldPast(
  * A model with sliding-window layers (`runner.slidingWindow`) keeps, for those layers, only each sequence's
  * last window: llama.cpp hands a cell to any sequence needing room once the next position of the one
  * sequence holding it no longer attends to it, so a slot continued at position p needs the window before p,
- * and only its end has it for sure (one position back needs one cell more than its end kept). Such a slot
- * is therefore never shared or copied by prefix, and cutting it back at all empties it (the request
- * recomputes, and is counted so).
+ * and only its end has it for sure (one position back needs one cell more than its end kept). Cutting such
+ * a slot back at all empties it (the request recomputes, and is counted so), and its prefix is never shared:
+ * in one unified pool `seq_cp` would also share the sliding-window cache's older cells, which a cell held by
+ * two sequences never gives back, and that cache is sized for windows only. With per-sequence streams a
+ * slot ending exactly where the prefix ends (a checkpoint, kv-slots.ts) is copied by its saved state, which
+ * holds just the window.
  */
 export class SlotCells {
   /** unified pool: slots share a prefix's cells (copySeq); streams: each slot holds its own copy */
@@ -61,7 +64,10 @@ export class SlotCells {
     const length = this.windowed ? 0 : keep;
     this.runner.removeSeq(slot.seqId, length, -1);
     this.ledger.release(slot.cells, length);
-    if (length === 0) slot.content = null;
+    if (length === 0) {
+      slot.content = null;
+      slot.holdsPrefix = false;
+    }
     this.index.sync(slot);
   }
 
@@ -71,13 +77,19 @@ export class SlotCells {
     this.index.sync(slot);
   }
 
+  /** Whether `sharePrefix` can give another slot the first `tokens` positions of `source`. */
+  canShare(source: KvSlot, tokens: number): boolean {
+    return !this.windowed || (!this.sharesCells && source.length === tokens);
+  }
+
   /**
    * The empty `slot` takes the first `tokens` positions of `source`: their cells, in one unified pool; a copy
-   * of their data into its own stream, with streams. A copy that finds no room leaves the slot empty (the
-   * request then recomputes).
+   * of their data into its own stream, with streams. A copy that finds no room, or a source that cannot give
+   * them (`canShare`), leaves the slot empty (the request then recomputes). `checkpoint`: the copy is a
+   * checkpoint's, not a request's prefix (counted apart).
    */
-  async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
-    if (this.windowed) return;
+  async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number, checkpoint = false): Promise<void> {
+    if (!this.canShare(source, tokens)) return;
     if (this.sharesCells) {
       this.runner.copySeq(source.seqId, slot.seqId, tokens);
       this.ledger.sharePrefix(source.cells, slot.cells, tokens);
@@ -101,7 +113,8 @@ export class SlotCells {
     }
     this.extend(slot, held);
     this.truncate(slot, tokens);
-    this.stats.copiedTokens += slot.length;
+    if (checkpoint) this.stats.checkpointTokens += slot.length;
+    else this.stats.copiedTokens += slot.length;
   }
 
   /** In one unified pool, the slot's first `tokens` positions (its own copy) become `shared`'s cells. */
