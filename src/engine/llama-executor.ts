@@ -157,7 +157,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
   }
 
   async execute(plan: StepPlan): Promise<StepResult> {
-    const { kv, runner } = this.deps;
+    const { kv } = this.deps;
     const t0 = performance.now();
     const startS = this.deps.clock.nowS();
     const restoredBefore = kv.stats.restoredTokens;
