@@ -4,7 +4,7 @@
  * request the scheduler runs, and no request owns two slots; a slot kept for a pin belongs to a program the
  * scheduler has pinned, and every pinned program's KV is in a slot unless the engine had to drop it (counted
  * as a pinned eviction: the one place llama.cpp's per-sequence memory makes the two differ). When all is
- * done no slot is owned, and after shutdown no cell is held. A turn that asked for logprobs has one entry
+ * done no slot is owned, and after shutdown no cell is held (with a sliding-window model's checkpoints too). A turn that asked for logprobs has one entry
  * per sampled token, streamed and in its done event alike, however often it was preempted.
  */
 import assert from "node:assert/strict";
@@ -47,7 +47,8 @@ const scenarioArb = fc.record({
     { minLength: 2, maxLength: 6 },
   ),
   policy: fc.constantFrom("vllm", "cachettl-adaptive", "pin-20ms"),
-  layout: fc.constantFrom("unified", "streams"),
+  // streams-windowed: a sliding-window model, whose shared prefixes are kept as checkpoints (kv-slots.ts)
+  layout: fc.constantFrom("unified", "streams", "streams-windowed"),
 });
 
 class KvCheckingRunner extends FakeModelRunner {
@@ -144,12 +145,18 @@ async function turnOf(
 describe("engine KV against the scheduler's, under random arrivals, aborts and disconnects", () => {
   test("before every batch and at the end, no leaked, stray or double-owned KV", async () => {
     let batchesChecked = 0;
+    let checkpointsMade = 0;
     await fc.assert(
       fc.asyncProperty(scenarioArb, async ({ programs, policy, layout }) => {
         const runner = new KvCheckingRunner(
           layout === "unified"
             ? { kvCells: 640, maxSeqs: 8 }
-            : { kvLayout: "streams", kvCells: 4 * 768, maxSeqs: 4 },
+            : {
+                kvLayout: "streams",
+                kvCells: 4 * 768,
+                maxSeqs: 4,
+                ...(layout === "streams-windowed" ? { slidingWindow: 8 } : {}),
+              },
         );
         const engine = new Engine({
           runner,
@@ -162,7 +169,8 @@ describe("engine KV against the scheduler's, under random arrivals, aborts and d
           await Promise.all(
             programs.map(async ({ startMs, turns }, p) => {
               await sleep(startMs);
-              let prompt = `An agent, program ${p}: `;
+              // every program's prompt opens with the same instructions, as an agent harness's do
+              let prompt = `${"You are an agent; call tools. ".repeat(2)}Program ${p}: `;
               for (const [t, turn] of turns.entries()) {
                 prompt += `${"klmnopqrst".repeat(10).slice(0, turn.newChars)}#${t}`;
                 const out = await turnOf(
@@ -188,6 +196,7 @@ describe("engine KV against the scheduler's, under random arrivals, aborts and d
           );
           assert.equal(engine.kv.ledger.numUsed, runner.usedCells);
           batchesChecked += runner.executeCalls;
+          checkpointsMade += engine.kvStats().checkpointTokens;
         } finally {
           await engine.shutdown();
         }
@@ -197,5 +206,6 @@ describe("engine KV against the scheduler's, under random arrivals, aborts and d
       { numRuns: 25, includeErrorInReport: true },
     );
     assert.ok(batchesChecked > 100, `${batchesChecked} batches checked`);
+    assert.ok(checkpointsMade > 0, "no scenario kept a checkpoint");
   });
 });
