@@ -1,9 +1,9 @@
 /**
  * Programs that open with the same long instructions (an agent harness's system prompt and tools, an RL
- * rollout's task) on a sliding-window model, one after another, in both KV layouts side by side: in one
- * unified pool such a model shares no prefix (docs/engine.md), with per-sequence streams the second program
- * leaves a checkpoint of the prefix that the later ones copy. Prints per layout the prompt tokens, those
- * reported cached, those computed again, and the wall time (a generated gemma3-arch model on the CPU).
+ * rollout's task) on a sliding-window model, one after another, in both KV layouts side by side: the second
+ * program computes the prefix again and leaves a checkpoint of it, which the later ones copy
+ * (docs/engine.md). Prints per layout the prompt tokens, those reported cached, those computed again, what
+ * the checkpoints keep, and the wall time (a generated gemma3-arch model on the CPU).
  *
  * Usage: node --import tsx src/bench/shared-prefix-bench.ts [--programs 8] [--prefix-words 1400]
  *        [--window 128] [--threads 2]

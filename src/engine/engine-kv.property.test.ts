@@ -47,7 +47,8 @@ const scenarioArb = fc.record({
     { minLength: 2, maxLength: 6 },
   ),
   policy: fc.constantFrom("vllm", "cachettl-adaptive", "pin-20ms"),
-  // streams-windowed: a sliding-window model, whose shared prefixes are kept as checkpoints (kv-slots.ts)
+  // streams-windowed: a sliding-window model, whose shared prefixes are kept as checkpoints (kv-slots.ts);
+  // not with one unified pool, where it finds a step with no free cell (docs/engine.md, "Known issue")
   layout: fc.constantFrom("unified", "streams", "streams-windowed"),
 });
 
@@ -148,15 +149,11 @@ describe("engine KV against the scheduler's, under random arrivals, aborts and d
     let checkpointsMade = 0;
     await fc.assert(
       fc.asyncProperty(scenarioArb, async ({ programs, policy, layout }) => {
+        const window = layout.endsWith("-windowed") ? { slidingWindow: 8 } : {};
         const runner = new KvCheckingRunner(
-          layout === "unified"
-            ? { kvCells: 640, maxSeqs: 8 }
-            : {
-                kvLayout: "streams",
-                kvCells: 4 * 768,
-                maxSeqs: 4,
-                ...(layout === "streams-windowed" ? { slidingWindow: 8 } : {}),
-              },
+          layout.startsWith("unified")
+            ? { kvCells: 640, maxSeqs: 8, ...window }
+            : { kvLayout: "streams", kvCells: 4 * 768, maxSeqs: 4, ...window },
         );
         const engine = new Engine({
           runner,

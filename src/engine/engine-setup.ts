@@ -139,11 +139,7 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
     ...(diskBytes > 0 ? [`disk tier ${gib(diskBytes)}`] : []),
     ...(runner.slidingWindow > 0
       ? [
-          `sliding window of ${runner.slidingWindow}: ${
-            runner.kvLayout === "streams"
-              ? "a prefix programs share is kept as a checkpoint"
-              : "programs share no prefix in one unified pool (--kv-layout streams keeps checkpoints, docs/engine.md)"
-          }`,
+          `sliding window of ${runner.slidingWindow}: a prefix programs share is kept as a checkpoint and copied`,
         ]
       : []),
   ].join(", ");

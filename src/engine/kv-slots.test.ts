@@ -435,7 +435,7 @@ describe("KvSlots keeps what a taken-over slot holds of the next turn past the m
 });
 
 describe("KvSlots with a sliding-window model (llama.cpp keeps only each sequence's last window)", () => {
-  test("a prefix is never shared from another slot, and a slot cut back at all empties", async () => {
+  test("a prefix is not taken from a longer slot, and a slot cut back at all empties", async () => {
     const runner = new FakeModelRunner({ kvCells: 512, maxSeqs: 4, slidingWindow: 8 });
     const kv = new KvSlots(runner, null, 16);
     const a = fakeRequest("a", seq(100));
@@ -445,7 +445,7 @@ describe("KvSlots with a sliding-window model (llama.cpp keeps only each sequenc
     const shared = await kv.admit(b, 64);
     assert.deepEqual([shared.slot.length, shared.recomputedTokens], [0, 64], "B computes its prefix again");
     assert.equal(kv.stats.sharedTokens, 0);
-    assert.equal(shared.checkpointAt, undefined, "no checkpoint in one unified pool (slot-cells.ts)");
+    assert.equal(shared.checkpointAt, 64, "kept once computed (below)");
 
     const slotA = kv.slotOf(a)!;
     kv.truncate(slotA, 100);
@@ -455,31 +455,32 @@ describe("KvSlots with a sliding-window model (llama.cpp keeps only each sequenc
     assert.equal(slotA.length, 0, "one back: the window before it may be gone");
   });
 
-  test("with streams, a recomputed prefix is kept as a checkpoint: later requests copy it, none takes it over", async () => {
-    const runner = new FakeModelRunner({ kvCells: 1024, maxSeqs: 4, kvLayout: "streams", slidingWindow: 8 });
-    const kv = new KvSlots(runner, null, 16);
-    const a = fakeRequest("a", seq(100));
-    await admit(kv, a, 0);
-    await compute(runner, kv, a, 100);
-    const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
-    const second = await kv.admit(b, 64);
-    assert.deepEqual([second.slot.length, second.recomputedTokens, second.checkpointAt], [0, 64, 64]);
-    assert.equal(await kv.checkpoint(second.slot, 64), false, "only once the slot ends there");
-    await compute(runner, kv, b, 64);
-    assert.equal(await kv.checkpoint(second.slot, 64), true);
-    assert.equal(await kv.checkpoint(second.slot, 64), false, "one checkpoint per prefix");
-    assert.equal(kv.stats.checkpointTokens, 64);
-    await compute(runner, kv, b, 120);
-    release(kv, b);
+  for (const kvLayout of ["unified", "streams"] as const)
+    test(`a recomputed prefix is kept as a checkpoint (${kvLayout}): later requests copy it, none takes it over`, async () => {
+      const runner = new FakeModelRunner({ kvCells: 1024, maxSeqs: 4, kvLayout, slidingWindow: 8 });
+      const kv = new KvSlots(runner, null, 16);
+      const a = fakeRequest("a", seq(100));
+      await admit(kv, a, 0);
+      await compute(runner, kv, a, 100);
+      const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
+      const second = await kv.admit(b, 64);
+      assert.deepEqual([second.slot.length, second.recomputedTokens, second.checkpointAt], [0, 64, 64]);
+      assert.equal(await kv.checkpoint(second.slot, 64), false, "only once the slot ends there");
+      await compute(runner, kv, b, 64);
+      assert.equal(await kv.checkpoint(second.slot, 64), true);
+      assert.equal(await kv.checkpoint(second.slot, 64), false, "one checkpoint per prefix");
+      assert.equal(kv.stats.checkpointTokens, 64);
+      await compute(runner, kv, b, 120);
+      release(kv, b);
 
-    for (const id of ["c", "d"]) {
-      const next = fakeRequest(id, [...seq(64), ...seq(30, 9000)]);
-      const { slot, recomputedTokens, checkpointAt } = await kv.admit(next, 64);
-      assert.deepEqual([slot.length, recomputedTokens, checkpointAt], [64, 0, undefined], id);
-      assert.ok(!slot.holdsPrefix, `${id} runs in a slot of its own`);
-      await compute(runner, kv, next, 94);
-      release(kv, next);
-    }
-    assert.equal(kv.stats.copiedTokens, 128);
-  });
+      for (const id of ["c", "d"]) {
+        const next = fakeRequest(id, [...seq(64), ...seq(30, 9000)]);
+        const { slot, recomputedTokens, checkpointAt } = await kv.admit(next, 64);
+        assert.deepEqual([slot.length, recomputedTokens, checkpointAt], [64, 0, undefined], id);
+        assert.ok(!slot.holdsPrefix, `${id} runs in a slot of its own`);
+        await compute(runner, kv, next, 94);
+        release(kv, next);
+      }
+      assert.equal(kv.stats.copiedTokens, 128);
+    });
 });

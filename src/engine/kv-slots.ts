@@ -144,9 +144,9 @@ export class KvSlots {
   }
 
   /**
-   * A sliding-window model's checkpoint (per-sequence streams only, slot-cells.ts): an empty slot takes a copy
-   * of `slot`, which holds exactly `tokens` positions now (its end has the window before it), and keeps it for
-   * later requests with that prefix. Made only into a slot nobody uses (it evicts nothing) and where no
+   * A sliding-window model's checkpoint (slot-cells.ts): an empty slot takes a copy of `slot`, which holds
+   * exactly `tokens` positions now (its end has the window before it), and keeps it for later requests with
+   * that prefix. Made only into a slot nobody uses and cells already free (it evicts nothing), and where no
    * checkpoint holds that prefix yet. Whether one was made.
    */
   async checkpoint(slot: KvSlot, tokens: number): Promise<boolean> {
@@ -154,7 +154,8 @@ export class KvSlots {
     if (!this.keepsCheckpoints || content === null || slot.length !== tokens || tokens === 0) return false;
     if (this.checkpointOf(content, tokens) !== null) return false;
     const holder = this.slots.find((s) => s.owner === null && s.length === 0);
-    if (!holder) return false;
+    // in one unified pool only into cells already free: a checkpoint is worth no other sequence's KV
+    if (!holder || (this.cells.sharesCells && this.ledger.numFree < tokens)) return false;
     holder.content = content;
     await this.cells.sharePrefix(slot, holder, tokens, true);
     if (holder.length === 0) {
@@ -223,14 +224,21 @@ export class KvSlots {
     for (const slot of this.slots) this.drop(slot);
   }
 
-  private sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
+  private async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
     this.owners.touch(source);
-    return this.cells.sharePrefix(source, slot, tokens);
+    if (!this.cells.canShare(source, tokens) || !(await this.roomToCopy(tokens, [source, slot]))) return;
+    await this.cells.sharePrefix(source, slot, tokens);
   }
 
-  /** Checkpoints are kept for a sliding-window model with per-sequence streams (slot-cells.ts). */
+  /** Checkpoints are kept for a sliding-window model (slot-cells.ts). */
   private get keepsCheckpoints(): boolean {
-    return this.cells.windowed && !this.cells.sharesCells;
+    return this.cells.windowed;
+  }
+
+  /** A copy into one unified pool needs the cells first (`reclaim` where the pool lacks them). */
+  private async roomToCopy(tokens: number, keep: readonly KvSlot[]): Promise<boolean> {
+    if (!this.cells.copiesPrefixes || !this.cells.sharesCells) return true;
+    return this.ensureFree(tokens, keep, true);
   }
 
   /** The checkpoint ending exactly at `tokens` of this content, if one is resident. */

@@ -34,11 +34,10 @@ export function heldPast(
  * last window: llama.cpp hands a cell to any sequence needing room once the next position of the one
  * sequence holding it no longer attends to it, so a slot continued at position p needs the window before p,
  * and only its end has it for sure (one position back needs one cell more than its end kept). Cutting such
- * a slot back at all empties it (the request recomputes, and is counted so), and its prefix is never shared:
- * in one unified pool `seq_cp` would also share the sliding-window cache's older cells, which a cell held by
- * two sequences never gives back, and that cache is sized for windows only. With per-sequence streams a
- * slot ending exactly where the prefix ends (a checkpoint, kv-slots.ts) is copied by its saved state, which
- * holds just the window.
+ * a slot back at all empties it (the request recomputes, and is counted so), and only a slot ending exactly
+ * where a prefix ends (a checkpoint, kv-slots.ts) gives that prefix to another, as a copy by its saved state,
+ * which holds just the window: `seq_cp` would also share the sliding-window cache's older cells, which a
+ * cell held by two sequences never gives back, and that cache is sized for windows only.
  */
 export class SlotCells {
   /** unified pool: slots share a prefix's cells (copySeq); streams: each slot holds its own copy */
@@ -79,25 +78,31 @@ export class SlotCells {
 
   /** Whether `sharePrefix` can give another slot the first `tokens` positions of `source`. */
   canShare(source: KvSlot, tokens: number): boolean {
-    return !this.windowed || (!this.sharesCells && source.length === tokens);
+    return !this.windowed || source.length === tokens;
+  }
+
+  /** A prefix taken from another slot is a copy of its data (cells of its own), not the same cells. */
+  get copiesPrefixes(): boolean {
+    return !this.sharesCells || this.windowed;
   }
 
   /**
    * The empty `slot` takes the first `tokens` positions of `source`: their cells, in one unified pool; a copy
-   * of their data into its own stream, with streams. A copy that finds no room, or a source that cannot give
-   * them (`canShare`), leaves the slot empty (the request then recomputes). `checkpoint`: the copy is a
-   * checkpoint's, not a request's prefix (counted apart).
+   * of their data (`copiesPrefixes`: into its own stream with streams, into cells of its own for a windowed
+   * model). A copy that finds no room, or a source that cannot give them (`canShare`), leaves the slot empty
+   * (the request then recomputes). `checkpoint`: the copy is a checkpoint's, not a request's prefix (counted
+   * apart).
    */
   async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number, checkpoint = false): Promise<void> {
     if (!this.canShare(source, tokens)) return;
-    if (this.sharesCells) {
+    if (!this.copiesPrefixes) {
       this.runner.copySeq(source.seqId, slot.seqId, tokens);
       this.ledger.sharePrefix(source.cells, slot.cells, tokens);
       this.index.sync(slot);
       this.stats.sharedTokens += tokens;
       return;
     }
-    // the copy lands in the empty slot's own stream, which holds any sequence
+    // the copy lands in the empty slot's own stream, or in free cells of the one pool
     const buffers = this.buffers;
     let held: number;
     try {
