@@ -16,7 +16,7 @@ import {
   type ResponsesBody,
   wantsTextLogprobs,
 } from "./responses-schema.js";
-import { chatNameOf, customArguments, OfferedTools } from "./responses-tools.js";
+import { chatNameOf, customArguments, OfferedTools, runsHere } from "./responses-tools.js";
 import {
   type ChatCompletionBody,
   type ChatMessageInput,
@@ -141,7 +141,7 @@ function chatToolChoice(
 ): ToolChoiceInput | undefined {
   if (!hasTools || choice === null || choice === undefined) return undefined;
   if (typeof choice === "string") return choice;
-  if (choice.type !== "function" && choice.type !== "custom") return "auto"; // a hosted tool, which was dropped
+  if (!runsHere(choice.type)) return "auto"; // a hosted tool, which was dropped
   const { name, namespace } = choice;
   if (!name) throw ApiError.badRequest(`tool_choice of type ${choice.type} needs a name`, "tool_choice.name");
   return { type: "function", function: { name: chatNameOf({ name, namespace }) } };

@@ -15,6 +15,7 @@ import {
   customInput,
   type OfferedTool,
   type OfferedTools,
+  runsHere,
 } from "./responses-tools.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
@@ -285,10 +286,7 @@ export function responseObject(
     text: responseText(body.text),
     // A hosted tool's choice ran as "auto" (its tool was dropped)
     tool_choice:
-      body.tool_choice &&
-      typeof body.tool_choice === "object" &&
-      body.tool_choice.type !== "function" &&
-      body.tool_choice.type !== "custom"
+      body.tool_choice && typeof body.tool_choice === "object" && !runsHere(body.tool_choice.type)
         ? "auto"
         : (body.tool_choice ?? "auto"),
     tools: meta.tools.listed.map(responseTool),

@@ -39,6 +39,11 @@ export interface CalledTool {
   readonly namespace?: string;
 }
 
+/** Whether tools of this type run here (function and custom ones); every other type is dropped. */
+export function runsHere(type: string | undefined): type is "function" | "custom" {
+  return type === "function" || type === "custom";
+}
+
 /** The name the model sees for tool `name` of `namespace`. */
 export function namespacedName(namespace: string, name: string): string {
   return `${namespace}__${name}`;
