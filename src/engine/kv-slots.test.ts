@@ -465,10 +465,10 @@ describe("KvSlots with a sliding-window model (llama.cpp keeps only each sequenc
       const b = fakeRequest("b", [...seq(70), ...seq(50, 5000)]);
       const second = await kv.admit(b, 64);
       assert.deepEqual([second.slot.length, second.recomputedTokens, second.checkpointAt], [0, 64, 64]);
-      assert.equal(await kv.checkpoint(second.slot, 64), false, "only once the slot ends there");
+      assert.equal(await kv.checkpoint(b, 64), false, "only once the slot ends there");
       await compute(runner, kv, b, 64);
-      assert.equal(await kv.checkpoint(second.slot, 64), true);
-      assert.equal(await kv.checkpoint(second.slot, 64), false, "one checkpoint per prefix");
+      assert.equal(await kv.checkpoint(b, 64), true);
+      assert.equal(await kv.checkpoint(b, 64), false, "one checkpoint per prefix");
       assert.equal(kv.stats.checkpointTokens, 64);
       await compute(runner, kv, b, 120);
       release(kv, b);

@@ -45,9 +45,10 @@ export class KvSlots {
     this.slots = Array.from({ length: runner.maxSeqs }, (_, i) => new KvSlot(i));
     this.ledger = new CellLedger(runner.kvCells);
     this.index = new SlotHashIndex(runner.maxSeqs, blockSizeTokens);
-    this.cells = new SlotCells(runner, this.ledger, this.index, this.stats, tiers?.buffers ?? null);
     const makeRoom = (n: number, keep: readonly KvSlot[]) => this.ensureFree(n, keep, true);
-    this.tiering = tiers ? new SlotTiering(tiers, this.cells, options.onRestore ?? null, makeRoom) : null;
+    const buffers = tiers?.buffers ?? null;
+    this.cells = new SlotCells(runner, this.ledger, this.index, this.stats, buffers, makeRoom);
+    this.tiering = tiers ? new SlotTiering(tiers, this.cells, options.onRestore ?? null) : null;
   }
 
   slotOf(request: Request): KvSlot | undefined {
@@ -144,14 +145,16 @@ export class KvSlots {
   }
 
   /**
-   * A sliding-window model's checkpoint (slot-cells.ts): an empty slot takes a copy of `slot`, which holds
-   * exactly `tokens` positions now (its end has the window before it), and keeps it for later requests with
+   * A sliding-window model's checkpoint (slot-cells.ts): an empty slot takes a copy of the request's slot,
+   * which holds exactly `tokens` positions now (its end has the window before it), and keeps it for later requests with
    * that prefix. Made only into a slot nobody uses and cells already free (it evicts nothing), and where no
    * checkpoint holds that prefix yet. Whether one was made.
    */
-  async checkpoint(slot: KvSlot, tokens: number): Promise<boolean> {
-    const content = slot.content;
-    if (!this.keepsCheckpoints || content === null || slot.length !== tokens || tokens === 0) return false;
+  async checkpoint(request: Request, tokens: number): Promise<boolean> {
+    const slot = this.slotOf(request);
+    const content = slot?.content ?? null;
+    if (!slot || !this.keepsCheckpoints || content === null || slot.length !== tokens || tokens === 0)
+      return false;
     if (this.checkpointOf(content, tokens) !== null) return false;
     const holder = this.slots.find((s) => s.owner === null && s.length === 0);
     // in one unified pool only into cells already free: a checkpoint is worth no other sequence's KV
@@ -224,21 +227,14 @@ export class KvSlots {
     for (const slot of this.slots) this.drop(slot);
   }
 
-  private async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
+  private sharePrefix(source: KvSlot, slot: KvSlot, tokens: number): Promise<void> {
     this.owners.touch(source);
-    if (!this.cells.canShare(source, tokens) || !(await this.roomToCopy(tokens, [source, slot]))) return;
-    await this.cells.sharePrefix(source, slot, tokens);
+    return this.cells.sharePrefix(source, slot, tokens);
   }
 
   /** Checkpoints are kept for a sliding-window model (slot-cells.ts). */
   private get keepsCheckpoints(): boolean {
     return this.cells.windowed;
-  }
-
-  /** A copy into one unified pool needs the cells first (`reclaim` where the pool lacks them). */
-  private async roomToCopy(tokens: number, keep: readonly KvSlot[]): Promise<boolean> {
-    if (!this.cells.copiesPrefixes || !this.cells.sharesCells) return true;
-    return this.ensureFree(tokens, keep, true);
   }
 
   /** The checkpoint ending exactly at `tokens` of this content, if one is resident. */

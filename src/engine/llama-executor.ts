@@ -197,7 +197,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         inBatch.push({ chunk, rows: end - from });
       }
       if (rows.length > 0) ({ computeS, sampleS } = await this.runRows(rows, sampled, failed));
-      for (const [request, at] of checkpoints) await this.checkpoint(request, at);
+      for (const [request, at] of checkpoints) await kv.checkpoint(request, at);
       if (afterCheckpoints.length > 0) {
         const times = await this.runRows(afterCheckpoints, sampled, failed);
         computeS += times.computeS;
@@ -257,12 +257,6 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     this.stats.batchedTokens += batch.length;
     this.stats.sampledTokens += result.outputs.length;
     return { computeS: result.computeS, sampleS: result.sampleS };
-  }
-
-  /** A windowed model's checkpoint of a request's recomputed prefix, once its slot ends there (kv-slots.ts). */
-  private async checkpoint(request: Request, at: number): Promise<void> {
-    const slot = this.deps.kv.slotOf(request);
-    if (slot) await this.deps.kv.checkpoint(slot, at);
   }
 
   /**

@@ -5,6 +5,9 @@ import type { ModelRunner } from "./model-runner.js";
 import type { SlotHashIndex } from "./slot-hash-index.js";
 import type { StateBufferPool } from "./state-buffer-pool.js";
 
+/** Frees `cells` cells for a copy or a restore, never evicting `protect`; false when it cannot. */
+export type MakeRoom = (cells: number, protect: readonly KvSlot[]) => Promise<boolean>;
+
 /**
  * How much of a sequence a request going on from it keeps: the blocks it matched, and past them the
  * sequence's positions while they hold the request's tokens (up to, not with, its last token, computed for
@@ -52,6 +55,8 @@ export class SlotCells {
     readonly stats: KvSlotStats,
     /** saved states' reusable buffers (the tier store's), for copies between streams */
     private readonly buffers: StateBufferPool | null,
+    /** room in one unified pool for a state restored into it (the tier's, a windowed model's copy) */
+    readonly makeRoom: MakeRoom,
   ) {
     this.sharesCells = runner.kvLayout === "unified";
     this.windowed = runner.slidingWindow > 0;
@@ -89,9 +94,9 @@ export class SlotCells {
   /**
    * The empty `slot` takes the first `tokens` positions of `source`: their cells, in one unified pool; a copy
    * of their data (`copiesPrefixes`: into its own stream with streams, into cells of its own for a windowed
-   * model). A copy that finds no room, or a source that cannot give them (`canShare`), leaves the slot empty
-   * (the request then recomputes). `checkpoint`: the copy is a checkpoint's, not a request's prefix (counted
-   * apart).
+   * model). A copy that finds no room (in one pool, after `makeRoom`), or a source that cannot give them
+   * (`canShare`), leaves the slot empty (the request then recomputes). `checkpoint`: the copy is a
+   * checkpoint's, not a request's prefix (counted apart).
    */
   async sharePrefix(source: KvSlot, slot: KvSlot, tokens: number, checkpoint = false): Promise<void> {
     if (!this.canShare(source, tokens)) return;
@@ -103,6 +108,7 @@ export class SlotCells {
       return;
     }
     // the copy lands in the empty slot's own stream, or in free cells of the one pool
+    if (this.sharesCells && !(await this.makeRoom(tokens, [source, slot]))) return;
     const buffers = this.buffers;
     let held: number;
     try {

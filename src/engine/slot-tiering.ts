@@ -3,9 +3,6 @@ import type { KvSlot, RestoreListener } from "./kv-slot.js";
 import type { KvTierStore, TierEntry } from "./kv-tier-store.js";
 import { heldPast, type SlotCells } from "./slot-cells.js";
 
-/** Frees `cells` cells for a restore, never evicting `protect`; false when it cannot. */
-export type MakeRoom = (cells: number, protect: readonly KvSlot[]) => Promise<boolean>;
-
 /**
  * Slots' KV to and from the RAM/disk tier store: a slot's state saved before the engine drops it (unless
  * another slot or a saved state already holds all its blocks), and a saved state restored into an empty slot.
@@ -15,7 +12,6 @@ export class SlotTiering {
     private readonly tiers: KvTierStore,
     private readonly cells: SlotCells,
     private readonly onRestore: RestoreListener | null,
-    private readonly makeRoom: MakeRoom,
   ) {}
 
   get enabled(): boolean {
@@ -63,7 +59,7 @@ export class SlotTiering {
   ): Promise<void> {
     const { cells } = this;
     // with streams the entry lands in the empty slot's own stream
-    if (cells.sharesCells && !(await this.makeRoom(entry.length, shared ? [slot, shared] : [slot]))) return;
+    if (cells.sharesCells && !(await cells.makeRoom(entry.length, shared ? [slot, shared] : [slot]))) return;
     let held: number;
     const tier = entry.tier;
     const t0 = performance.now();
