@@ -14,7 +14,13 @@ export const CHECK_BLOCK_TOKENS = 16;
  */
 export function checkScheduler(
   policy: SchedulingPolicy,
-  options: { numBlocks: number; maxNumBatchedTokens?: number; maxNumSeqs?: number; tiers?: TierConfig[] },
+  options: {
+    numBlocks: number;
+    maxNumBatchedTokens?: number;
+    maxNumSeqs?: number;
+    tiers?: TierConfig[];
+    copiesHeldPrefixes?: boolean;
+  },
 ): { scheduler: Scheduler; clock: VirtualClock } {
   const clock = new VirtualClock();
   const scheduler = new Scheduler(
@@ -25,6 +31,7 @@ export function checkScheduler(
       maxNumSeqs: options.maxNumSeqs ?? 16,
       kvBytesPerToken: 1024,
       tiers: options.tiers,
+      copiesHeldPrefixes: options.copiesHeldPrefixes ?? false,
       costs: quadraticCostModel({
         prefillQuadratic: { a: 0, b: 1e-4, c: 0 },
         kvBytesPerToken: 1024,

@@ -44,6 +44,8 @@ export interface SchedulerConfig {
   readonly programIdleTimeoutS?: number;
   /** programs the scheduler keeps at most; beyond, idle ones are forgotten early, then new ones refused */
   readonly maxPrograms?: number;
+  /** the executor keeps one copy of a prefix per sequence: hits on held blocks take copies (KvCacheManager) */
+  readonly copiesHeldPrefixes?: boolean;
 }
 
 export interface SchedulerDeps {
@@ -148,7 +150,7 @@ export class Scheduler {
       config.tiers && config.tiers.length > 0
         ? new OffloadTiers(config.tiers, config.kvBytesPerToken * blockSizeTokens)
         : null;
-    this.kv = new KvCacheManager(pool, tiers, config.kvBytesPerToken);
+    this.kv = new KvCacheManager(pool, tiers, config.kvBytesPerToken, config.copiesHeldPrefixes ?? false);
     this.ttl = new TtlEstimator(config.ttl);
     this.policy = deps.policy;
     this.clock = deps.clock;
@@ -495,6 +497,8 @@ export class Scheduler {
           `block ${b}: ref count ${pool.refCount(b)} but ${holders[b]} holders (leak or double free)`,
         );
       }
+      if (this.kv.copiesHeldPrefixes && (holders[b] as number) > 1)
+        throw new Error(`block ${b} has ${holders[b]} holders, but held prefixes are copied`);
     }
     if (this.running.length > this.maxNumSeqs) throw new Error("more running requests than maxNumSeqs");
     let previous: Request | undefined;
@@ -586,10 +590,17 @@ export class Scheduler {
 
   private admissionFits(head: Request, match: PrefixMatch, firstChunkTokens: number): boolean {
     const known = this.knownTokens(match);
+    const ownPin = head.program.pin?.blockIds;
     if (!this.policy.admitsWholePrompts) {
-      return this.kv.admissionCostBlocks(match, known + firstChunkTokens) <= this.kv.pool.numFreeBlocks;
+      return (
+        this.kv.admissionCostBlocks(match, known + firstChunkTokens, ownPin) <= this.kv.pool.numFreeBlocks
+      );
     }
-    const needed = this.kv.admissionCostBlocks(match, Math.max(head.numTokens, known + firstChunkTokens));
+    const needed = this.kv.admissionCostBlocks(
+      match,
+      Math.max(head.numTokens, known + firstChunkTokens),
+      ownPin,
+    );
     return needed + this.blocksOwedToRunning() <= this.kv.pool.numFreeBlocks;
   }
 
@@ -672,11 +683,12 @@ export class Scheduler {
     this.waiting.shift();
     program.numWaiting--;
     program.numRunning++;
-    this.kv.admit(request, match);
+    // the pin goes first: its blocks the turn hits are taken back, not copied (KvCacheManager.copiesHeldPrefixes)
     if (program.pin) {
       this.stats.pinsReused++;
       this.pins.release(program, "reused", nowS);
     }
+    this.kv.admit(request, match);
     const wasPreempted = request.preempted;
     request.status = "running";
     request.preempted = false;

@@ -167,6 +167,8 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
       costs,
       ...(options.ttl ? { ttl: options.ttl } : {}),
       ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
+      // a sliding-window model's sequences never share cells in one pool (slot-cells.ts): each holds its copy
+      copiesHeldPrefixes: runner.slidingWindow > 0 && runner.kvLayout === "unified",
     },
     {
       clock,

@@ -144,14 +144,21 @@ type Op =
   | { kind: "step"; dt: number; stop: number | null }
   | { kind: "advance"; dt: number };
 
+/** Uniform in [0, 1] (fc.double spreads over the floats' bit patterns: most of its draws are near 0). */
+const fraction = fc.integer({ min: 0, max: 1000 }).map((n) => n / 1000);
+
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.record({
       kind: fc.constant("add" as const),
       program: fc.option(fc.nat({ max: 3 }), { freq: 6 }),
-      reuse: fc.double({ min: 0, max: 1, noNaN: true }),
-      size: fc.double({ min: 0, max: 1, noNaN: true }),
+      reuse: fraction,
+      // half of them small, so that several programs fit and hit a prefix another still holds
+      size: fc.oneof(
+        fraction.map((f) => f / 10),
+        fraction,
+      ),
       output: fc.integer({ min: 1, max: 30 }),
       last: fc.boolean(),
       tool: fc.constantFrom(null, ...TOOLS),
@@ -176,6 +183,9 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
 );
 
+/** What every program's first turn may open with (reuse > 0), as an agent harness's instructions: 2 blocks. */
+const SHARED_PREAMBLE = Array.from({ length: 32 }, (_, i) => 10_000_000 + i);
+
 /**
  * Random public-API sessions: arrivals of overlapping turns of a few programs (prefix sharing, no program
  * id, duplicate ids, oversized prompts), aborts, steps with executor stops, idle time. After each step:
@@ -188,6 +198,7 @@ function runOps(
   maxNumSeqs: number,
   queueingS: number,
   ops: readonly Op[],
+  copiesHeldPrefixes: boolean,
 ): void {
   const start = performance.now();
   const policy = createPolicy(policyName);
@@ -199,6 +210,7 @@ function runOps(
     maxNumBatchedTokens: budget,
     maxNumSeqs,
     tiers,
+    copiesHeldPrefixes,
   });
   // A history of long queueing delays (T) makes CacheTTL and static-ttl pin for ln(T + ...) s.
   if (queueingS > 0) scheduler.ttl.queueing.observe(queueingS);
@@ -232,7 +244,7 @@ function runOps(
 
   for (const o of ops) {
     if (o.kind === "add") {
-      const transcript = o.program === null ? [] : (transcripts.get(o.program) ?? []);
+      const transcript = o.program === null ? [] : (transcripts.get(o.program) ?? SHARED_PREAMBLE);
       const reused = transcript.slice(0, Math.floor(transcript.length * o.reuse));
       const newTokens = Math.max(1, Math.floor(o.size * capacity));
       const fresh = Array.from({ length: newTokens + o.output }, () => nextToken++);
@@ -295,7 +307,7 @@ function runOps(
 }
 
 /** Regression: a head blocked while its own program's other turn ran, which then pinned (deadlock). */
-const blockedBehindOwnPin: [string, number, number, number, number, Op[]] = [
+const blockedBehindOwnPin: [string, number, number, number, number, Op[], boolean] = [
   "continuum-heuristic",
   8,
   256,
@@ -325,10 +337,11 @@ const blockedBehindOwnPin: [string, number, number, number, number, Op[]] = [
     },
     ...Array.from({ length: 5 }, () => ({ kind: "step" as const, dt: 0.01, stop: null })),
   ],
+  false,
 ];
 
 /** Regression: a turn cut for kv_capacity inside schedule() pinned with a TTL (5e-324 s) that could not move the clock. */
-const pinExpiredAtBirth: [string, number, number, number, number, Op[]] = [
+const pinExpiredAtBirth: [string, number, number, number, number, Op[], boolean] = [
   "cachettl-adaptive:p90-pins",
   8,
   16,
@@ -350,6 +363,7 @@ const pinExpiredAtBirth: [string, number, number, number, number, Op[]] = [
       duplicate: false,
     },
   ],
+  false,
 ];
 
 describe("scheduler properties through the public API (overlapping programs, duplicates, stops)", () => {
@@ -362,6 +376,8 @@ describe("scheduler properties through the public API (overlapping programs, dup
         fc.constantFrom(1, 3, 8),
         fc.constantFrom(0, 3, 30),
         fc.array(op, { minLength: 20, maxLength: 300 }),
+        // an executor that keeps one copy of a prefix per sequence (a sliding-window model in one pool)
+        fc.boolean(),
         runOps,
       ),
       { numRuns: 500, examples: [blockedBehindOwnPin, pinExpiredAtBirth] },

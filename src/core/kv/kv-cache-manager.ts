@@ -17,6 +17,11 @@ const NO_MATCH: PrefixMatch = { gpuBlockIds: [], gpuTokens: 0, tierTokens: 0, ti
 /**
  * Per-request view of the block pool: prefix lookup, slot allocation, caching of full blocks, and freeing
  * (write-through to the offload tiers when they exist). The scheduler never touches the pool directly.
+ *
+ * With `copiesHeldPrefixes`, no two holders share a block: a prefix hit on blocks a running request or a pin
+ * holds takes copies of them (fresh blocks the request counts as known, not computed), because the executor
+ * behind the pool keeps one copy per sequence (a sliding-window model in llama.cpp's one unified pool, whose
+ * prefixes are copied by saved state: docs/engine.md). Free cached blocks are taken back as usual.
  */
 export class KvCacheManager {
   readonly blockSizeTokens: number;
@@ -26,6 +31,7 @@ export class KvCacheManager {
     readonly pool: BlockPool,
     readonly tiers: OffloadTiers | null,
     kvBytesPerToken: number,
+    readonly copiesHeldPrefixes = false,
   ) {
     this.blockSizeTokens = pool.blockSizeTokens;
     this.kvBytesPerToken = kvBytesPerToken;
@@ -56,17 +62,25 @@ export class KvCacheManager {
     return { gpuBlockIds, gpuTokens, tierTokens: found.numBlocks * this.blockSizeTokens, tier: found.tier };
   }
 
-  /** Blocks admission would take from the free queue: new ones plus free cached hits it revives. */
-  admissionCostBlocks(match: PrefixMatch, tokensAfterStep: number): number {
+  /**
+   * Blocks admission would take from the free queue: new ones plus free cached hits it revives. With
+   * `copiesHeldPrefixes` every hit takes one (revived or copied), less the blocks `ownPin` gives back: the
+   * admitted request's program's pin, released before its turn takes the prefix (Scheduler.admit).
+   */
+  admissionCostBlocks(match: PrefixMatch, tokensAfterStep: number, ownPin: readonly number[] = []): number {
+    if (this.copiesHeldPrefixes) {
+      let givenBack = 0;
+      for (const blockId of ownPin) if (this.pool.refCount(blockId) === 1) givenBack++;
+      return this.blocksFor(tokensAfterStep) - givenBack;
+    }
     let revived = 0;
     for (const blockId of match.gpuBlockIds) if (this.pool.refCount(blockId) === 0) revived++;
     return revived + this.blocksFor(tokensAfterStep) - match.gpuBlockIds.length;
   }
 
-  /** Takes the matched prefix for the request: hits are shared, tier blocks get fresh slots. */
+  /** Takes the matched prefix for the request (hits shared or copied), tier blocks get fresh slots. */
   admit(request: Request, match: PrefixMatch): void {
-    this.pool.touch(match.gpuBlockIds);
-    request.blockIds = match.gpuBlockIds.slice();
+    request.blockIds = this.takePrefix(match.gpuBlockIds);
     request.numComputedTokens = match.gpuTokens;
     request.numCachedBlocks = match.gpuBlockIds.length;
     request.numStoredBlocks = (match.gpuTokens + match.tierTokens) / this.blockSizeTokens;
@@ -118,6 +132,24 @@ export class KvCacheManager {
     this.freeBlocks(request.blockIds);
     request.blockIds = [];
     request.numCachedBlocks = 0;
+  }
+
+  /**
+   * The request's blocks for a matched prefix: the matched blocks themselves, their counts raised, except,
+   * with `copiesHeldPrefixes`, fresh blocks in place of those another holder still holds.
+   */
+  private takePrefix(matched: readonly number[]): number[] {
+    if (!this.copiesHeldPrefixes) {
+      this.pool.touch(matched);
+      return matched.slice();
+    }
+    const held = matched.filter((blockId) => this.pool.refCount(blockId) > 0);
+    // revived before the copies are allocated, which could otherwise hand out a free block this prefix hits
+    this.pool.touch(matched.filter((blockId) => this.pool.refCount(blockId) === 0));
+    const copies = this.pool.allocate(held.length);
+    if (copies === null) throw new Error("admission was not checked for space");
+    const copyOf = new Map(held.map((blockId, i) => [blockId, copies[i] as number]));
+    return matched.map((blockId) => copyOf.get(blockId) ?? blockId);
   }
 
   /** Frees blocks held outside a request (a pin), tail first. */
