@@ -56,11 +56,17 @@ after(() => {
   }
 });
 
+/** Uniform in [0, 1] (fc.double spreads over the floats' bit patterns: most of its draws are near 0). */
+const fraction = fc.integer({ min: 0, max: 1000 }).map((n) => n / 1000);
+
+/** Uniform seconds in [0, max]. */
+const seconds = (max: number) => fraction.map((f) => f * max);
+
 const toolTime = fc.oneof(
   { weight: 1, arbitrary: fc.constant(Number.POSITIVE_INFINITY) },
   { weight: 1, arbitrary: fc.constant(0) },
-  { weight: 4, arbitrary: fc.double({ min: 0, max: 0.2, noNaN: true }) },
-  { weight: 4, arbitrary: fc.double({ min: 0, max: 6, noNaN: true }) },
+  { weight: 4, arbitrary: seconds(0.2) },
+  { weight: 4, arbitrary: seconds(6) },
 );
 
 /** A random pool and workload; prompt sizes scale with the pool so that turns fit but crowd it. */
@@ -85,9 +91,9 @@ const simCase = fc
     });
     const program: fc.Arbitrary<ProgramDraft> = fc.record(
       {
-        arrivalS: fc.double({ min: 0, max: 3, noNaN: true }),
+        arrivalS: seconds(3),
         turns: fc.array(turn, { minLength: 1, maxLength: 6 }),
-        abort: fc.record({ turn: fc.nat({ max: 5 }), afterS: fc.double({ min: 0, max: 1.5, noNaN: true }) }),
+        abort: fc.record({ turn: fc.nat({ max: 5 }), afterS: seconds(1.5) }),
       },
       { requiredKeys: ["arrivalS", "turns"] },
     );
@@ -144,9 +150,6 @@ type Op =
   | { kind: "step"; dt: number; stop: number | null }
   | { kind: "advance"; dt: number };
 
-/** Uniform in [0, 1] (fc.double spreads over the floats' bit patterns: most of its draws are near 0). */
-const fraction = fc.integer({ min: 0, max: 1000 }).map((n) => n / 1000);
-
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 3,
@@ -170,7 +173,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     weight: 8,
     arbitrary: fc.record({
       kind: fc.constant("step" as const),
-      dt: fc.double({ min: 0, max: 1, noNaN: true }),
+      dt: seconds(1),
       stop: fc.option(fc.nat(), { freq: 3 }),
     }),
   },
@@ -178,7 +181,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     weight: 1,
     arbitrary: fc.record({
       kind: fc.constant("advance" as const),
-      dt: fc.double({ min: 0, max: 8, noNaN: true }),
+      dt: seconds(8),
     }),
   },
 );
@@ -380,7 +383,7 @@ describe("scheduler properties through the public API (overlapping programs, dup
         fc.boolean(),
         runOps,
       ),
-      { numRuns: 500, examples: [blockedBehindOwnPin, pinExpiredAtBirth] },
+      { numRuns: 1500, examples: [blockedBehindOwnPin, pinExpiredAtBirth] },
     );
   });
 });
