@@ -36,7 +36,7 @@ describe("continuum serve", () => {
     });
     const argv = [
       "--model /models/x.gguf --scheduling-policy vllm --max-num-seqs 8 --max-num-batched-tokens 512 --ubatch-size 256",
-      "--kv-cache-tokens 16384 --kv-layout streams --cpu-offload-gb 2 --disk-offload-dir /tmp/kv --disk-offload-gb 4 --port 0",
+      "--kv-cache-tokens 16384 --kv-layout streams --cpu-offload-gb 2 --disk-offload-dir /tmp/kv --disk-offload-gb 4 --disk-offload-persist --port 0",
       "--api-key k --record /tmp/rec.jsonl --threads 2 --served-model-name my-model --served-model-name alias",
       "--no-flash-attn --kv-cache-dtype q8_0 --gpu-layers all --max-waiting 50",
     ];
@@ -71,6 +71,7 @@ describe("continuum serve", () => {
         cpuOffloadGb: 2,
         diskOffloadDir: "/tmp/kv",
         diskOffloadGb: 4,
+        diskOffloadPersist: true,
         threads: 2,
         flashAttn: false,
         kvCacheType: "q8_0",

@@ -5,6 +5,7 @@ import type { EngineService } from "../engine/engine-api.js";
 import type { LlamaEngineOptions } from "../engine/engine-factory.js";
 import { BUILTIN_PRESETS, type BuiltinPreset } from "../engine/gguf/index.js";
 import { defaultKvEventsTopic } from "../engine/kv-event-wire.js";
+import { persistentTierDir } from "../engine/kv-tier-store.js";
 import { KV_LAYOUTS, type KvLayout } from "../engine/model-runner.js";
 import type { KvCacheType } from "../engine/native/llama-native.js";
 import { isPolicySpec, loadPolicyModules, POLICY_NAMES } from "../policies/index.js";
@@ -38,6 +39,7 @@ export interface ServeCliOptions {
   cpuOffloadGb?: number;
   diskOffloadDir?: string;
   diskOffloadGb?: number;
+  diskOffloadPersist?: boolean;
   host: string;
   port: number;
   apiKey: string[];
@@ -164,6 +166,7 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
     cpuOffloadGb: o.cpuOffloadGb,
     diskOffloadDir: o.diskOffloadDir,
     diskOffloadGb: o.diskOffloadGb,
+    diskOffloadPersist: o.diskOffloadPersist,
     threads: o.threads,
     threadsBatch: o.threadsBatch,
     flashAttn: o.flashAttn === false ? false : undefined,
@@ -296,7 +299,9 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       ? null
       : await startAgentCheck(o.host, o.agentPort, () => server.api.drainingPrograms || server.api.draining);
   if (agent) log(`  HAProxy agent check on ${o.host}:${agent.port}`);
-  if (run.handleSignals ?? true) installSignalHandlers(server, agent, o.drainTimeout, o.record ?? null, log);
+  const keptKv = o.diskOffloadPersist && o.diskOffloadDir ? persistentTierDir(o.diskOffloadDir) : null;
+  if (run.handleSignals ?? true)
+    installSignalHandlers(server, agent, o.drainTimeout, { record: o.record ?? null, keptKv }, log);
   return server;
 }
 
@@ -304,7 +309,7 @@ function installSignalHandlers(
   server: RunningServer,
   agent: AgentCheck | null,
   drainTimeoutS: number,
-  record: string | null,
+  { record, keptKv }: { record: string | null; keptKv: string | null },
   log: (line: string) => void,
 ): void {
   let stopping = false;
@@ -326,7 +331,9 @@ function installSignalHandlers(
     await agent?.close();
     server.close().then(
       () => {
-        log("continuum serve: stopped");
+        log(
+          `continuum serve: stopped${keptKv ? `; the KV it held is kept in ${keptKv} for the next start` : ""}`,
+        );
         process.exit(0);
       },
       (error: unknown) => {
@@ -405,6 +412,10 @@ export function serveCommand(): Command {
     )
     .option("--disk-offload-dir <dir>", "directory of the disk KV tier")
     .option("--disk-offload-gb <gb>", "disk KV tier size (GiB; needs --disk-offload-dir)", nonNegativeNumber)
+    .option(
+      "--disk-offload-persist",
+      "keep the disk KV tier across restarts: KV still held at shutdown goes to disk, and the next start with the same model and KV settings reloads it (one server per directory)",
+    )
     .option("--host <host>", "address to bind", "127.0.0.1")
     .option("--port <port>", "port to listen on", port, 8000)
     .option(

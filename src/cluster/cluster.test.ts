@@ -43,6 +43,15 @@ describe("replicaServeArgs (one KV events endpoint per started replica)", () => 
     assert.deepEqual(replicaServeArgs(["--kv-events-endpoint=tcp://[::]:6000"], 1), [
       "--kv-events-endpoint=tcp://[::]:6001",
     ]);
+  });
+
+  test("each replica's disk KV tier has a directory of its own, the same after a restart", () => {
+    assert.deepEqual(replicaServeArgs(["--disk-offload-dir", "/var/kv", "--disk-offload-persist"], 1), [
+      "--disk-offload-dir",
+      "/var/kv/r2",
+      "--disk-offload-persist",
+    ]);
+    assert.deepEqual(replicaServeArgs(["--disk-offload-dir=/var/kv"], 0), ["--disk-offload-dir=/var/kv/r1"]);
     assert.deepEqual(replicaServeArgs(["--kv-events-endpoint", "ipc:///tmp/kv"], 1), [
       "--kv-events-endpoint",
       "ipc:///tmp/kv_dp1",

@@ -130,6 +130,7 @@ export function parseReplicaUrl(text: string): RemoteReplica {
 }
 
 const KV_EVENTS_FLAG = "--kv-events-endpoint";
+const DISK_DIR_FLAG = "--disk-offload-dir";
 
 /**
  * Replica `index`'s (0 for r1) KV events endpoint, as vLLM offsets it by the data-parallel rank: an endpoint
@@ -149,12 +150,27 @@ export function replicaKvEventsEndpoint(endpoint: string, index: number): string
   return `${tcp[1]}:${port}`;
 }
 
-/** The serve flags of started replica `index` (0 for r1): `--kv-events-endpoint` made its own. */
+/**
+ * The disk tier's directory of started replica `index`: one of its own under the one given (a persistent
+ * tier takes a directory for one server, and a replica restarted finds its own KV again there).
+ */
+function replicaDiskDir(dir: string, index: number): string {
+  return join(dir, `r${index + 1}`);
+}
+
+/**
+ * The serve flags of started replica `index` (0 for r1): `--kv-events-endpoint` and `--disk-offload-dir`
+ * made its own.
+ */
 export function replicaServeArgs(serveArgs: readonly string[], index: number): string[] {
   return serveArgs.map((arg, i) => {
     if (serveArgs[i - 1] === KV_EVENTS_FLAG) return replicaKvEventsEndpoint(arg, index);
     if (arg.startsWith(`${KV_EVENTS_FLAG}=`)) {
       return `${KV_EVENTS_FLAG}=${replicaKvEventsEndpoint(arg.slice(KV_EVENTS_FLAG.length + 1), index)}`;
+    }
+    if (serveArgs[i - 1] === DISK_DIR_FLAG) return replicaDiskDir(arg, index);
+    if (arg.startsWith(`${DISK_DIR_FLAG}=`)) {
+      return `${DISK_DIR_FLAG}=${replicaDiskDir(arg.slice(DISK_DIR_FLAG.length + 1), index)}`;
     }
     return arg;
   });

@@ -7,13 +7,15 @@ import { Recorder } from "../core/recorder/recorder.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy, loadPolicyModules } from "../policies/index.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
+import { DEFAULT_BLOCK_SIZE_TOKENS } from "./engine-setup.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { setUpGpuBackend } from "./gpu/gpu-backend-setup.js";
 import type { KvEventPublisher } from "./kv-event-publisher.js";
 import { defaultKvEventsTopic } from "./kv-event-wire.js";
+import { kvStateIdentity } from "./kv-state-identity.js";
 import { LlamaModelRunner, type ModelKvShape } from "./llama-model-runner.js";
 import type { KvLayout } from "./model-runner.js";
-import type { KvCacheType } from "./native/llama-native.js";
+import { type KvCacheType, versionInfo } from "./native/llama-native.js";
 import { stepLogFile } from "./step-log.js";
 
 const CPU_ENGINE_DEFAULT_OFFLOAD_GB = 4;
@@ -61,6 +63,12 @@ export interface LlamaEngineOptions {
   readonly diskOffloadDir?: string;
   /** `--disk-offload-gb`: disk space of the disk KV tier (default 0; needs --disk-offload-dir). */
   readonly diskOffloadGb?: number;
+  /**
+   * `--disk-offload-persist`: keep the disk tier across restarts: at shutdown the KV still held (pinned,
+   * cached, in RAM) goes to disk with an index; the next start with the same model and KV settings reloads
+   * from it instead of computing again (kv-tier-persistence.ts).
+   */
+  readonly diskOffloadPersist?: boolean;
   /** `--threads`: CPU threads for decoding (default: cores - 1). */
   readonly threads?: number;
   /** `--threads-batch`: CPU threads for prompt batches (default: --threads). */
@@ -165,6 +173,8 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
   if (maxNumSeqs >= slots) throw new Error(`maxNumSeqs (${maxNumSeqs}) must be below maxSeqSlots (${slots})`);
   const diskGb = options.diskOffloadGb ?? 0;
   if (diskGb > 0 && !options.diskOffloadDir) throw new Error("--disk-offload-gb needs --disk-offload-dir");
+  if (options.diskOffloadPersist && !(diskGb > 0))
+    throw new Error("--disk-offload-persist needs a disk tier: --disk-offload-dir and --disk-offload-gb");
 
   const modelPath =
     options.modelPath ?? (await ensureBuiltinModel({ preset: options.builtinModel ?? "tiny" }));
@@ -197,10 +207,21 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
     // offload policies mean nothing without a tier: give them a modest RAM one
     if (policy.needsOffload && cpuGb <= 0 && diskGb <= 0) cpuGb = 2;
     const fromProfile = await profileCosts(options.profilePath, runner.kvBytesPerToken);
+    const persistIdentity = options.diskOffloadPersist
+      ? await kvStateIdentity({
+          modelPath,
+          llamaBuild: `${versionInfo().libLlamaVersion} ${versionInfo().libGgmlCommit}`,
+          kvCacheType: options.kvCacheType ?? "f16",
+          flashAttn: options.flashAttn ?? true,
+          kvLayout,
+          blockSizeTokens: DEFAULT_BLOCK_SIZE_TOKENS,
+        })
+      : undefined;
     const tiers: EngineTierOptions = {
       cpuBytes: Math.floor(cpuGb * GIB),
       diskBytes: Math.floor(diskGb * GIB),
       diskDir: options.diskOffloadDir ?? null,
+      ...(persistIdentity === undefined ? {} : { persistIdentity }),
       ...(fromProfile ? { cpuBandwidthBps: fromProfile.cpuBps, diskBandwidthBps: fromProfile.diskBps } : {}),
     };
     kvEvents = await openKvEvents(options, runner.modelId);

@@ -9,7 +9,7 @@ import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
 import type { KvEventPublisher } from "./kv-event-publisher.js";
 import { KvSlots } from "./kv-slots.js";
-import { KvTierStore } from "./kv-tier-store.js";
+import { KvTierStore, type RestoredTier } from "./kv-tier-store.js";
 import type { ModelRunner } from "./model-runner.js";
 import { PoolFollower } from "./pool-follower.js";
 import type { StepLogFile } from "./step-log.js";
@@ -19,6 +19,8 @@ export interface EngineTierOptions {
   readonly cpuBytes?: number;
   readonly diskBytes?: number;
   readonly diskDir?: string | null;
+  /** keep the disk tier across restarts, for states saved with this identity (KvTierStoreOptions) */
+  readonly persistIdentity?: string;
   /** transfer rates the scheduler's cost model assumes for reloads (bytes/s) */
   readonly cpuBandwidthBps?: number;
   readonly diskBandwidthBps?: number;
@@ -90,6 +92,24 @@ export interface EngineParts {
   readonly kvSummary: string;
 }
 
+function size(bytes: number): string {
+  return bytes >= GIB
+    ? `${Number((bytes / GIB).toFixed(2))} GiB`
+    : `${Number((bytes / 2 ** 20).toFixed(1))} MiB`;
+}
+
+/** The banner's words on a persistent disk tier: kept across restarts, and what this start found. */
+function persistence(restored: RestoredTier | null): string {
+  if (restored === null) return "";
+  const found =
+    restored.discarded !== null
+      ? `the states found were not used: ${restored.discarded}`
+      : restored.states === 0
+        ? "no states found"
+        : `${restored.states} state${restored.states === 1 ? "" : "s"} (${size(restored.bytes)}) restored`;
+  return ` kept across restarts (${found})`;
+}
+
 /** Tokens per KV block, as vLLM's default `--block-size` (also the KV events' `block_size`). */
 export const DEFAULT_BLOCK_SIZE_TOKENS = 16;
 
@@ -128,21 +148,6 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
     diskBandwidthBps: tierOpts.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
   });
   const gib = (bytes: number) => `${Number((bytes / GIB).toFixed(2))} GiB`;
-  const kvSummary = [
-    `${numBlocks * b} KV tokens`,
-    ...(runner.kvLayout === "streams"
-      ? [
-          `${runner.maxSeqs} streams of ${Math.floor(runner.kvCells / runner.maxSeqs)} (longest sequence ${maxContextTokens - 1} tokens)`,
-        ]
-      : []),
-    ...(cpuBytes > 0 ? [`RAM tier ${gib(cpuBytes)}`] : []),
-    ...(diskBytes > 0 ? [`disk tier ${gib(diskBytes)}`] : []),
-    ...(runner.slidingWindow > 0
-      ? [
-          `sliding window of ${runner.slidingWindow}: a prefix programs share is kept as a checkpoint and copied`,
-        ]
-      : []),
-  ].join(", ");
   const tierStore =
     tiers.length > 0
       ? new KvTierStore({
@@ -151,8 +156,25 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
           diskDir: tierOpts.diskDir ?? null,
           blockSizeTokens: b,
           ...(runner.allocateStateBuffer ? { allocateState: runner.allocateStateBuffer.bind(runner) } : {}),
+          ...(tierOpts.persistIdentity === undefined ? {} : { persistIdentity: tierOpts.persistIdentity }),
         })
       : null;
+
+  const kvSummary = [
+    `${numBlocks * b} KV tokens`,
+    ...(runner.kvLayout === "streams"
+      ? [
+          `${runner.maxSeqs} streams of ${Math.floor(runner.kvCells / runner.maxSeqs)} (longest sequence ${maxContextTokens - 1} tokens)`,
+        ]
+      : []),
+    ...(cpuBytes > 0 ? [`RAM tier ${gib(cpuBytes)}`] : []),
+    ...(diskBytes > 0 ? [`disk tier ${gib(diskBytes)}${persistence(tierStore?.restored ?? null)}`] : []),
+    ...(runner.slidingWindow > 0
+      ? [
+          `sliding window of ${runner.slidingWindow}: a prefix programs share is kept as a checkpoint and copied`,
+        ]
+      : []),
+  ].join(", ");
 
   const pool = new PoolFollower(options.kvEvents ?? null);
   const policy = typeof options.policy === "string" ? createPolicy(options.policy) : options.policy;
@@ -178,6 +200,11 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
       kvObserver: pool,
     },
   );
+  // the scheduler plans reloads from what its tiers hold: a persistent tier's states are there already
+  for (const entry of tierStore?.savedStates ?? []) {
+    const hashes = Array.from({ length: Math.floor(entry.length / b) }, (_, i) => entry.content.blockHash(i));
+    scheduler.kv.tiers?.store(hashes, "disk");
+  }
   const kv = new KvSlots(
     runner,
     tierStore,

@@ -428,6 +428,7 @@ export class Engine implements EngineService {
     this.stopping = true;
     this.wake();
     await this.loop;
+    if (this.tierStore?.persists) await this.kv.saveResident();
     this.kv.clear();
     await this.kvEvents?.close();
     await this.tierStore?.close();

@@ -217,6 +217,16 @@ export class KvSlots {
     }
   }
 
+  /**
+   * Saves every resident slot's KV to the tier store and drops it, least recently used first, so the store's
+   * order is theirs (a persistent tier's shutdown).
+   */
+  async saveResident(): Promise<void> {
+    if (!this.tiering?.enabled) return;
+    const resident = this.slots.filter((s) => s.resident).sort((a, b) => a.lastUse - b.lastUse);
+    for (const slot of resident) await this.evict(slot);
+  }
+
   /** The fraction of the runner's pool in use, cached KV included. */
   usage(): number {
     return this.ledger.numUsed / this.ledger.numCells;

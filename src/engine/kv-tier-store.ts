@@ -1,6 +1,16 @@
-import { mkdir, readFile, rm, unlink, writeFile } from "node:fs/promises";
-import { join } from "node:path";
-import type { TokenIdContent } from "../core/kv/token-content.js";
+import { rmSync } from "node:fs";
+import { mkdir, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
+import { basename, join } from "node:path";
+import { TokenIdContent } from "../core/kv/token-content.js";
+import {
+  decodeTokens,
+  encodeTokens,
+  lockTierDir,
+  type PersistedState,
+  takeIndex,
+  unlockTierDir,
+  writeIndex,
+} from "./kv-tier-persistence.js";
 import { StateBufferPool } from "./state-buffer-pool.js";
 
 export interface KvTierStoreOptions {
@@ -13,6 +23,24 @@ export interface KvTierStoreOptions {
   readonly blockSizeTokens: number;
   /** memory for saved states (default: ordinary Buffers); the runner's allocateStateBuffer */
   readonly allocateState?: (bytes: number) => Buffer;
+  /**
+   * Keep the disk tier across restarts (kv-tier-persistence.ts): what the states were saved with (model,
+   * llama.cpp build, KV type and layout); a start finding an index of the same identity takes its states.
+   */
+  readonly persistIdentity?: string;
+}
+
+/** The directory a persistent disk tier keeps its states in, under `--disk-offload-dir`. */
+export function persistentTierDir(diskDir: string): string {
+  return join(diskDir, "continuum-kv");
+}
+
+/** What a persistent tier found at start. */
+export interface RestoredTier {
+  readonly states: number;
+  readonly bytes: number;
+  /** why the states found were not used, if they were not */
+  readonly discarded: string | null;
 }
 
 /** One saved sequence: the KV of positions [0, length) of `content`, as a runner state blob. */
@@ -69,14 +97,30 @@ export class KvTierStore {
   private useCounter = 0;
   private fileCounter = 0;
   private dirReady = false;
+  private readonly dir: string | null;
   /** buffers of dropped states, for the next saves */
   readonly buffers: StateBufferPool;
+  /** a persistent tier's states found at start (null: not persistent) */
+  readonly restored: RestoredTier | null = null;
   saved = 0;
   reloaded = 0;
 
   constructor(private readonly options: KvTierStoreOptions) {
     if (options.diskBytes > 0 && !options.diskDir) throw new Error("a disk KV tier needs a directory");
     this.buffers = new StateBufferPool(SPARE_STATE_BUFFERS, options.allocateState);
+    const persists = options.persistIdentity !== undefined;
+    if (persists && !(options.diskBytes > 0)) throw new Error("a persistent KV tier needs disk space");
+    this.dir = options.diskDir
+      ? persists
+        ? persistentTierDir(options.diskDir)
+        : join(options.diskDir, `continuum-kv-${process.pid}`)
+      : null;
+    if (persists && this.dir) this.restored = this.restore(this.dir, options.persistIdentity as string);
+  }
+
+  /** Whether the disk tier is kept across restarts. */
+  get persists(): boolean {
+    return this.restored !== null;
   }
 
   get enabled(): boolean {
@@ -178,12 +222,79 @@ export class KvTierStore {
     return readFile(entry.path);
   }
 
-  /** Deletes every entry (and the disk tier's files). */
+  /**
+   * Deletes every entry and the disk tier's files; a persistent tier instead keeps the most recently used
+   * states that fit on disk (writing those in RAM there) and their index.
+   */
   async close(): Promise<void> {
-    while (this.entries.length > 0) await this.remove(this.entries.length - 1);
-    if (this.dirReady && this.options.diskDir) {
-      await rm(join(this.options.diskDir, `continuum-kv-${process.pid}`), { recursive: true, force: true });
+    if (this.persists && this.dir) {
+      await this.persist(this.dir, this.options.persistIdentity as string);
+      return;
     }
+    while (this.entries.length > 0) await this.remove(this.entries.length - 1);
+    if (this.dirReady && this.dir) await rm(this.dir, { recursive: true, force: true });
+  }
+
+  private restore(dir: string, identity: string): RestoredTier {
+    lockTierDir(dir);
+    this.dirReady = true;
+    const { states, discarded } = takeIndex(dir, identity);
+    // the most recently used first while they fit (the disk may be smaller than when they were saved)
+    const kept: PersistedState[] = [];
+    let bytes = 0;
+    for (const state of states.sort((a, b) => b.lastUse - a.lastUse)) {
+      if (bytes + state.bytes > this.options.diskBytes) rmSync(join(dir, state.file), { force: true });
+      else {
+        kept.push(state);
+        bytes += state.bytes;
+      }
+    }
+    for (const state of kept.reverse()) {
+      this.entries.push({
+        content: new TokenIdContent(decodeTokens(state.tokens), this.options.blockSizeTokens, state.rootHash),
+        length: state.length,
+        owner: state.owner,
+        bytes: state.bytes,
+        tier: "disk",
+        data: null,
+        path: join(dir, state.file),
+        lastUse: ++this.useCounter,
+      });
+      const number = Number.parseInt(state.file.replace(/\D/g, ""), 10);
+      if (number > this.fileCounter) this.fileCounter = number;
+    }
+    this.diskUsed = bytes;
+    return { states: kept.length, bytes, discarded };
+  }
+
+  private async persist(dir: string, identity: string): Promise<void> {
+    const newestFirst = [...this.entries].sort((a, b) => b.lastUse - a.lastUse);
+    let room = this.options.diskBytes;
+    const states: PersistedState[] = [];
+    for (const entry of newestFirst) {
+      if (entry.bytes > room) {
+        await this.remove(this.entries.indexOf(entry));
+        continue;
+      }
+      room -= entry.bytes;
+      if (entry.tier === "cpu") {
+        this.cpuUsed -= entry.bytes;
+        await this.toDisk(entry);
+      }
+      const path = entry.path as string;
+      states.push({
+        file: basename(path),
+        tokens: encodeTokens(entry.content.tokenIds(0, entry.length)),
+        rootHash: entry.content.rootHash,
+        length: entry.length,
+        owner: entry.owner,
+        bytes: entry.bytes,
+        fileBytes: (await stat(path)).size,
+        lastUse: entry.lastUse,
+      });
+    }
+    await writeIndex(dir, identity, states);
+    unlockTierDir(dir);
   }
 
   private lru(tier: "cpu" | "disk", except: TierEntry | null): TierEntry | null {
@@ -204,7 +315,7 @@ export class KvTierStore {
   }
 
   private async toDisk(entry: TierEntry): Promise<void> {
-    const dir = join(this.options.diskDir as string, `continuum-kv-${process.pid}`);
+    const dir = this.dir as string;
     if (!this.dirReady) {
       await mkdir(dir, { recursive: true });
       this.dirReady = true;

@@ -98,10 +98,16 @@ export class OffloadTiers {
     return found.config.reloadBandwidthBps;
   }
 
-  /** Stores these block hashes in the top tier, cascading LRU victims downwards. */
-  store(hashes: readonly number[]): void {
+  /**
+   * Stores these block hashes in the top tier (or `into`, for KV already there: a persistent disk tier's
+   * states at start), cascading LRU victims downwards.
+   */
+  store(hashes: readonly number[], into: TierName | null = null): void {
+    const first = into === null ? 0 : this.tiers.findIndex((t) => t.config.name === into);
+    if (first < 0) throw new Error(`no ${into} tier configured`);
     let incoming: readonly number[] = hashes;
-    for (const tier of this.tiers) {
+    for (let t = first; t < this.tiers.length; t++) {
+      const tier = this.tiers[t] as Tier;
       this.spill.length = 0;
       for (const hash of incoming) tier.put(hash, this.spill);
       if (this.spill.length === 0) return;

@@ -21,7 +21,7 @@ export class TokenIdContent implements TokenContent {
   constructor(
     promptTokenIds: readonly number[],
     private readonly blockSizeTokens: number,
-    private readonly rootHash: number = ROOT_HASH,
+    readonly rootHash: number = ROOT_HASH,
   ) {
     this.tokens = promptTokenIds.slice();
   }
