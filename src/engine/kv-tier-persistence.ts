@@ -63,7 +63,7 @@ function processAlive(pid: number): boolean {
 
 /** Claims the directory for this process; throws when another live process holds it. */
 export function lockTierDir(dir: string): void {
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = join(dir, LOCK_FILE);
   if (existsSync(lock)) {
     const pid = Number.parseInt(readFileSync(lock, "utf8"), 10);

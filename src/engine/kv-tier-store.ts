@@ -317,7 +317,7 @@ export class KvTierStore {
   private async toDisk(entry: TierEntry): Promise<void> {
     const dir = this.dir as string;
     if (!this.dirReady) {
-      await mkdir(dir, { recursive: true });
+      await mkdir(dir, { recursive: true, mode: 0o700 });
       this.dirReady = true;
     }
     const path = join(dir, `seq-${++this.fileCounter}.state`);
