@@ -276,11 +276,17 @@ export class KvTierStore {
         await this.remove(this.entries.indexOf(entry));
         continue;
       }
-      room -= entry.bytes;
       if (entry.tier === "cpu") {
+        try {
+          await this.toDisk(entry);
+        } catch {
+          // a disk that filled up keeps what was written (a partial file is an orphan the next start deletes)
+          await this.remove(this.entries.indexOf(entry));
+          continue;
+        }
         this.cpuUsed -= entry.bytes;
-        await this.toDisk(entry);
       }
+      room -= entry.bytes;
       const path = entry.path as string;
       states.push({
         file: basename(path),
