@@ -4,7 +4,8 @@
  * returning turn finds its program's KV on the replica that served the previous turn; then one replica
  * is killed while turns are in flight: its programs finish on the others, every request gets exactly
  * one answer, and the cluster stops cleanly. And Responses API conversations that name no program find their
- * responses on the replica that kept them.
+ * responses on the replica that kept them; a drained replica's programs find their KV after its restart
+ * with a persistent disk tier.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -55,7 +56,12 @@ async function turn(
   };
 }
 
-async function threeReplicas(port: number, dir: string, lines: string[]): Promise<RunningCluster> {
+async function threeReplicas(
+  port: number,
+  dir: string,
+  lines: string[],
+  extraServeArgs: readonly string[] = [],
+): Promise<RunningCluster> {
   return startCluster({
     replicas: 3,
     remote: [],
@@ -71,6 +77,7 @@ async function threeReplicas(port: number, dir: string, lines: string[]): Promis
       "0",
       "--drain-timeout",
       "60",
+      ...extraServeArgs,
     ],
     haproxy: "haproxy",
     configDir: dir,
@@ -300,6 +307,55 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
       }
       // its programs ended: the drained replica stops by itself, cleanly
       assert.equal(await drainedExited, 0, lines.filter((l) => l.startsWith("[r1]")).join("\n"));
+    } finally {
+      await cluster.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a replica restarted with a persistent disk tier reloads its programs' KV from disk", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
+    const lines: string[] = [];
+    const kvDir = join(dir, "kv");
+    const persistent = ["--disk-offload-dir", kvDir, "--disk-offload-gb", "1", "--disk-offload-persist"];
+    const cluster = await threeReplicas(PORT + 16, dir, lines, [...persistent, "--drain-timeout", "1"]);
+    try {
+      const conversations = Array.from({ length: 6 }, (_, p) => [
+        { role: "system", content: `You are agent ${p}. Reply with a bash block.` },
+        { role: "user", content: `Task ${p}: read the failing test of package ${p * 5}.` },
+      ]);
+      const first = await Promise.all(conversations.map((messages, p) => turn(cluster, p, messages, false)));
+      const restarted = cluster.started[0];
+      assert.ok(restarted);
+      assert.ok((await finishedOn(restarted.url)) > 0, "r1 serves some of the programs");
+      restarted.process.kill("SIGTERM");
+      // back, and up in HAProxy's view (its programs' turns go elsewhere while it is down)
+      for (let i = 0; i < 600 && !lines.some((l) => l.includes("by_program/r1 is UP")); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      assert.ok(
+        lines.some((l) =>
+          /^\[r1\].*disk tier 1 GiB kept across restarts \(\d+ states? \(.*\) restored\)/.test(l),
+        ),
+        lines.join("\n"),
+      );
+      const second = await Promise.all(
+        conversations.map((messages, p) =>
+          turn(
+            cluster,
+            p,
+            [
+              ...messages,
+              { role: "assistant", content: first[p]?.text },
+              { role: "user", content: "1 failed." },
+            ],
+            true,
+          ),
+        ),
+      );
+      for (const [p, answer] of second.entries()) {
+        assert.equal(answer.status, 200);
+        assert.ok(answer.cachedTokens > 0, `program ${p}: its KV was kept across r1's restart`);
+      }
     } finally {
       await cluster.stop();
       await rm(dir, { recursive: true, force: true });
