@@ -61,19 +61,29 @@ function processAlive(pid: number): boolean {
   }
 }
 
-/** Claims the directory for this process; throws when another live process holds it. */
+/**
+ * Claims the directory for this process; throws when another live process holds it. The lock file is
+ * created exclusively, so of two servers starting at once only one gets it; one left by a dead process is
+ * taken over.
+ */
 export function lockTierDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = join(dir, LOCK_FILE);
-  if (existsSync(lock)) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: "wx" });
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST" || attempt > 0) throw error;
+    }
     const pid = Number.parseInt(readFileSync(lock, "utf8"), 10);
     if (Number.isInteger(pid) && pid !== process.pid && processAlive(pid)) {
       throw new Error(
         `the disk KV tier ${dir} is in use by process ${pid}; give each server its own --disk-offload-dir`,
       );
     }
+    rmSync(lock, { force: true });
   }
-  writeFileSync(lock, String(process.pid));
 }
 
 export function unlockTierDir(dir: string): void {
