@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { CalibratedCostModel, type StepChunk, type StepPrice } from "./calibrated-cost-model.js";
 import { quadraticCostModel } from "./cost-model.js";
 import { Rng } from "./rng.js";
+import { anyDouble } from "./test-support/arbitraries.js";
 
 const PRIOR = quadraticCostModel({
   prefillQuadratic: { a: 0, b: 2e-4, c: 0.005 },
@@ -102,12 +103,12 @@ describe("CalibratedCostModel", () => {
     fc.assert(
       fc.property(
         fc.record({
-          perStepS: fc.double({ min: 0, max: 0.05, noNaN: true }),
-          perRowS: fc.double({ min: 0, max: 0.005, noNaN: true }),
-          perCellS: fc.double({ min: 0, max: 1e-7, noNaN: true }),
+          perStepS: anyDouble(0, 0.05),
+          perRowS: anyDouble(0, 0.005),
+          perCellS: anyDouble(0, 1e-7),
         }),
         fc.integer({ min: 1, max: 1000 }),
-        fc.double({ min: 0, max: 0.5, noNaN: true }),
+        anyDouble(0, 0.5),
         (price, seed, noise) => {
           const model = new CalibratedCostModel(PRIOR, CHUNK);
           observeServing(model, price, 12, new Rng(seed), noise);

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import { RequestRejectedError } from "../core/scheduler.js";
+import { uniformDouble } from "../core/test-support/arbitraries.js";
 import { contentOf } from "../core/test-support/drive.js";
 import { testScheduler } from "../core/test-support/harness.js";
 import { createPolicy, POLICY_NAMES } from "../policies/index.js";
@@ -56,11 +57,8 @@ after(() => {
   }
 });
 
-/** Uniform in [0, 1] (fc.double spreads over the floats' bit patterns: most of its draws are near 0). */
-const fraction = fc.integer({ min: 0, max: 1000 }).map((n) => n / 1000);
-
-/** Uniform seconds in [0, max]. */
-const seconds = (max: number) => fraction.map((f) => f * max);
+const fraction = uniformDouble(0, 1);
+const seconds = (max: number) => uniformDouble(0, max);
 
 const toolTime = fc.oneof(
   { weight: 1, arbitrary: fc.constant(Number.POSITIVE_INFINITY) },

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { Rng } from "../rng.js";
+import { anyDouble } from "../test-support/arbitraries.js";
 import { EmpiricalDurations } from "./empirical-durations.js";
 
 function withSamples(samples: readonly number[], capacity = 4096): EmpiricalDurations {
@@ -18,7 +19,7 @@ function bruteValue(samples: readonly number[], benefitS: number, tauS: number):
 
 const durationArb = fc.oneof(
   fc.integer({ min: 0, max: 40 }).map((q) => q / 4),
-  fc.double({ min: 0, max: 500, noNaN: true }),
+  anyDouble(0, 500),
 );
 
 describe("EmpiricalDurations", () => {
@@ -141,13 +142,7 @@ describe("EmpiricalDurations", () => {
       fc.property(
         fc.integer({ min: 1, max: 64 }),
         fc.array(durationArb, { maxLength: 150, size: "max" }),
-        fc.array(
-          fc.oneof(
-            fc.double({ min: -2, max: 30, noNaN: true }),
-            fc.double({ min: -10, max: 1000, noNaN: true }),
-          ),
-          { minLength: 1, maxLength: 4 },
-        ),
+        fc.array(fc.oneof(anyDouble(-2, 30), anyDouble(-10, 1000)), { minLength: 1, maxLength: 4 }),
         (capacity, adds, benefits) => {
           const d = withSamples(adds, capacity);
           const window = adds.slice(-capacity);

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import { anyDouble } from "../test-support/arbitraries.js";
 import { QueueingDelayWindow } from "./queueing-delay.js";
 
 describe("QueueingDelayWindow", () => {
@@ -23,7 +24,7 @@ describe("QueueingDelayWindow", () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 16 }),
-        fc.array(fc.double({ min: 0, max: 1e4, noNaN: true }), { maxLength: 300, size: "max" }),
+        fc.array(anyDouble(0, 1e4), { maxLength: 300, size: "max" }),
         (windowSize, delays) => {
           const w = new QueueingDelayWindow(windowSize);
           for (const d of delays) w.observe(d);

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import { anyDouble } from "../test-support/arbitraries.js";
 import { SortedDurations } from "./sorted-durations.js";
 
 /** Eq. 2's value of each candidate in {0} ∪ samples, straight from the definition over a sorted copy. */
@@ -22,7 +23,7 @@ function bruteBestValue(sorted: readonly number[], benefitS: number): number {
 
 const durationArb = fc.oneof(
   fc.integer({ min: 0, max: 20 }).map((q) => q / 2),
-  fc.double({ min: 0, max: 100, noNaN: true }),
+  anyDouble(0, 100),
 );
 
 describe("SortedDurations", () => {
@@ -96,7 +97,7 @@ describe("SortedDurations", () => {
           maxLength: 200,
           size: "max",
         }),
-        fc.array(fc.double({ min: -1, max: 150, noNaN: true }), { minLength: 1, maxLength: 3 }),
+        fc.array(anyDouble(-1, 150), { minLength: 1, maxLength: 3 }),
         (blockSize, initial, insertPercent, churn, benefits) => {
           const s = new SortedDurations(blockSize);
           const model: number[] = [];

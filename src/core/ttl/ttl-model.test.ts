@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { Rng } from "../rng.js";
+import { anyDouble } from "../test-support/arbitraries.js";
 import { COLD_START_SAMPLES, defaultTtlS, TtlEstimator } from "./ttl-model.js";
 
 function recordMany(est: TtlEstimator, tool: string, count: number, durationS: number): void {
@@ -19,14 +20,10 @@ describe("defaultTtlS", () => {
 
   it("maximises the expected net benefit under Exp(1) tool durations (property)", () => {
     fc.assert(
-      fc.property(
-        fc.double({ min: -5, max: 200, noNaN: true }),
-        fc.double({ min: 0, max: 10, noNaN: true }),
-        (b, tau) => {
-          const value = (t: number) => (1 - Math.exp(-t)) * b - t;
-          assert.ok(value(defaultTtlS(b)) >= value(tau) - 1e-9);
-        },
-      ),
+      fc.property(anyDouble(-5, 200), anyDouble(0, 10), (b, tau) => {
+        const value = (t: number) => (1 - Math.exp(-t)) * b - t;
+        assert.ok(value(defaultTtlS(b)) >= value(tau) - 1e-9);
+      }),
     );
   });
 });
