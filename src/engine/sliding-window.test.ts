@@ -178,4 +178,28 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
         await Promise.all([pinned.shutdown(), fresh.shutdown()]);
       }
     });
+
+  test("programs sharing a prefix run side by side in one unified pool, each copy counted (none runs out of cells)", async () => {
+    const e = await engine();
+    try {
+      const words = (n: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
+      let n = 300;
+      while (e.runner.tokenize(words(n)).length < 1100) n += 20;
+      const prefix = words(n);
+      // the first still decodes while the others arrive: they hit the prefix it holds
+      const first = run(
+        e,
+        request("p0", `${prefix} task 0`, { sampling: { maxTokens: 60, ignoreEos: true } }),
+      );
+      while (e.kvStats().poolCellsUsed < 1100) await sleep(5);
+      const others = [1, 2, 3].map((p) =>
+        run(e, request(`p${p}`, `${prefix} task ${p}`, { sampling: { maxTokens: 4, ignoreEos: true } })),
+      );
+      // four copies of 1100+ tokens do not fit 4096 cells at once: one waits, none fails
+      for (const { done } of await Promise.all([first, ...others]))
+        assert.equal(done.finishReason, "length", JSON.stringify(done));
+    } finally {
+      await e.shutdown();
+    }
+  });
 });
