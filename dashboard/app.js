@@ -109,6 +109,7 @@ function kvPlaces(p) {
     const tier = kv.tier === "cpu" ? "RAM tier" : "disk tier";
     places.push([kv.tier, `${tier} · ${formatTokens(kv.tierTokens)} tok · ${formatBytes(kv.tierBytes)}`]);
   }
+  if (places.length === 0 && p.turns === 0 && p.state !== "finished") places.push(["none", "none yet: first turn"]);
   if (places.length === 0) places.push(["gone", p.state === "finished" ? "gone" : "gone: recomputed next turn"]);
   return places;
 }
@@ -406,6 +407,7 @@ function App() {
         <section class="numbers" data-testid="queue">
           <div><b data-testid="running">${state.running}</b>requests running</div>
           <div><b data-testid="waiting">${state.waiting}</b>waiting</div>
+          <div><b data-testid="longest-wait">${state.waiting > 0 ? formatSeconds(state.longestWaitS) : "–"}</b>longest wait to start</div>
           <div><b>${state.numPrograms}</b>programs</div>
           <div><b data-testid="pins-created">${state.pins.created}</b>pins created</div>
           <div><b>${last ? formatNumber(last.generatedTokensPerS) : "0"}</b>tokens/s generated</div>

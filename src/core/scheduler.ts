@@ -200,6 +200,20 @@ export class Scheduler {
     return this.waiting.length;
   }
 
+  /**
+   * Seconds the request waiting longest to start has waited so far (0 when none waits): a request a policy
+   * holds back shows here while it waits, before any latency histogram sees it. Preempted requests, which
+   * have started, are not counted.
+   */
+  longestWaitS(): number {
+    const nowS = this.clock.nowS();
+    let longest = 0;
+    for (const request of this.waiting) {
+      if (request.numAdmissions === 0) longest = Math.max(longest, nowS - request.arrivalS);
+    }
+    return longest;
+  }
+
   get numRunning(): number {
     return this.running.length;
   }

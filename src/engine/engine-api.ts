@@ -226,6 +226,8 @@ export const NO_CHAT_TEMPLATE: ModelChatTemplate = {
 export interface EngineMetrics {
   readonly running: number;
   readonly waiting: number;
+  /** seconds the request waiting longest to start has waited so far (0: none waits) */
+  readonly longestWaitS: number;
   readonly pinnedPrograms: number;
   /** fraction of KV blocks in use (running + pinned) */
   readonly kvUsage: number;

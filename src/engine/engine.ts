@@ -301,6 +301,7 @@ export class Engine implements EngineService {
     return {
       running: s.numRunning,
       waiting: s.numWaiting + this.inbox.numRequests,
+      longestWaitS: s.longestWaitS(),
       pinnedPrograms: s.numPinnedPrograms,
       kvUsage: s.kvUsageFraction(),
       kvBlockSizeTokens: this.blockSizeTokens,

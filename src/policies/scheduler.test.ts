@@ -20,6 +20,20 @@ import { createVllmPolicy } from "./vllm.js";
 
 const vllm = () => createVllmPolicy({ offload: false });
 
+describe("Scheduler: the longest wait to start", () => {
+  it("grows while a request waits for its first admission, and is 0 once it runs", () => {
+    const { scheduler, clock } = testScheduler(vllm(), { numBlocks: 64, maxNumSeqs: 1 });
+    assert.equal(scheduler.longestWaitS(), 0);
+    addRequest(scheduler, "A", 32, { maxOutputTokens: 3 });
+    step(scheduler, clock);
+    addRequest(scheduler, "B", 20, { maxOutputTokens: 2 });
+    clock.advanceTo(clock.nowS() + 2);
+    assert.ok(Math.abs(scheduler.longestWaitS() - 2) < 1e-9, "B has waited 2 s behind A");
+    runUntilIdle(scheduler, clock);
+    assert.equal(scheduler.longestWaitS(), 0);
+  });
+});
+
 describe("Scheduler: batching", () => {
   it("continuous batching: a request arriving mid-run joins the running batch at the next step", () => {
     const { scheduler, clock } = testScheduler(vllm(), { numBlocks: 64 });

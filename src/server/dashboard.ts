@@ -130,6 +130,7 @@ export function registerDashboard(
       tiers: snapshot.tiers,
       running: snapshot.numRunning,
       waiting: snapshot.numWaiting,
+      longestWaitS: metrics.longestWaitS,
       numPrograms: snapshot.numPrograms,
       programs: programsOfTenant(programsOf(snapshot, engine.kvByProgram()), c.get("tenant") ?? null),
       pins: {

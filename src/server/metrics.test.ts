@@ -90,7 +90,16 @@ function parseExposition(text: string): Map<string, { labels: string; value: num
 describe("metrics", () => {
   test("the vllm: series routers scrape exist, parse, and agree with the continuum: ones", async () => {
     await withServer(
-      { metrics: { running: 3, waiting: 5, kvUsage: 0.375, prefixQueryTokens: 200, prefixHitTokens: 50 } },
+      {
+        metrics: {
+          running: 3,
+          waiting: 5,
+          longestWaitS: 12.5,
+          kvUsage: 0.375,
+          prefixQueryTokens: 200,
+          prefixHitTokens: 50,
+        },
+      },
       {},
       async (t) => {
         const samples = parseExposition(await (await fetch(`${t.url}/metrics`)).text());
@@ -110,6 +119,7 @@ describe("metrics", () => {
           assert.equal(one(vllm).value, one(ours).value, vllm);
         }
         assert.equal(one("vllm:num_requests_waiting").value, 5);
+        assert.equal(one("continuum:longest_queue_wait_seconds").value, 12.5);
         assert.equal(one("vllm:gpu_prefix_cache_hit_rate").value, 0.25);
         const info = one("vllm:cache_config_info");
         assert.equal(info.value, 1);

@@ -50,6 +50,11 @@ export class ServerMetrics {
     gauge("continuum:num_requests_running", "Requests in model execution batches.", () => m().running);
     gauge("continuum:num_requests_waiting", "Requests waiting to be processed.", () => m().waiting);
     gauge(
+      "continuum:longest_queue_wait_seconds",
+      "Seconds the request waiting longest to start has waited so far (0 when none waits).",
+      () => m().longestWaitS,
+    );
+    gauge(
       "continuum:num_pinned_programs",
       "Agent programs whose KV cache is pinned (TTL).",
       () => m().pinnedPrograms,

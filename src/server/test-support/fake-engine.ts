@@ -239,6 +239,7 @@ export class FakeEngine implements EngineService {
     return {
       running: this.running,
       waiting: 0,
+      longestWaitS: 0,
       pinnedPrograms: 0,
       kvUsage: 0,
       kvBlockSizeTokens: 16,
