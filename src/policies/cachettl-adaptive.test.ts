@@ -322,9 +322,9 @@ describe("cachettl-adaptive:pin-until-pressure", () => {
   });
 });
 
-describe("cachettl-adaptive:bounded-overtaking", () => {
+describe("cachettl-adaptive's queue order: program FCFS, :bounded-overtaking, :request-fcfs", () => {
   /** Program A starts at 0; at 10 s a newcomer N waits behind a running turn; A's next turn comes at 10 + returnS. */
-  function firstAdmittedAfterHog(order: "program-fcfs" | "bounded-overtaking", returnS: number): string {
+  function firstAdmittedAfterHog(order: AdaptiveOptions["order"], returnS: number): string {
     const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, order });
     const { scheduler, clock } = loggedScheduler(policy, { numBlocks: 64, maxNumSeqs: 1 });
     // tool calls of 1-20 s seen: A's own 25-35 s call, recorded when it returns, does not move the p99
@@ -348,5 +348,9 @@ describe("cachettl-adaptive:bounded-overtaking", () => {
     assert.equal(firstAdmittedAfterHog("program-fcfs", 25), "A1", "program FCFS: A started first");
     assert.equal(firstAdmittedAfterHog("bounded-overtaking", 5), "A1", "A is back 5 s after N came");
     assert.equal(firstAdmittedAfterHog("bounded-overtaking", 25), "N0", "N waited longer than 20 s ago");
+  });
+
+  it("with request-level FCFS (the ablation) a returning turn overtakes nobody who came before it", () => {
+    assert.equal(firstAdmittedAfterHog("request-fcfs", 5), "N0", "N came 5 s before A's turn");
   });
 });

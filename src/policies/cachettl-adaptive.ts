@@ -47,11 +47,12 @@ export interface AdaptiveOptions {
    */
   readonly ttl: "cachettl" | "tool-p90" | "until-pressure" | "none";
   /**
-   * waiting turns by their program's arrival (program-level FCFS), or with bounded overtaking: a turn
+   * waiting turns by their program's arrival (program-level FCFS), with bounded overtaking: a turn
    * ranks at max(program arrival, its own arrival - the longest tool call seen), so a returning turn goes
-   * ahead only of turns that arrived less than that long before it
+   * ahead only of turns that arrived less than that long before it, or by their own arrival (vLLM's FCFS);
+   * pinned programs' turns go first in each
    */
-  readonly order: "program-fcfs" | "bounded-overtaking";
+  readonly order: "program-fcfs" | "bounded-overtaking" | "request-fcfs";
   /**
    * which pins a turn short of memory may give up while other turns run: only later programs' (a later
    * program waits for memory rather than make an earlier one recompute its context), or any (the paper)
@@ -283,6 +284,7 @@ export function createCacheTtlAdaptivePolicy(
       pinnedThenProgramFcfs(request, program);
       const boundS = options.order === "bounded-overtaking" ? longestToolS(ctx) : null;
       if (boundS !== null) request.priority[2] = Math.max(program.firstArrivalS, request.arrivalS - boundS);
+      if (options.order === "request-fcfs") request.priority[2] = request.arrivalS;
       const workLeft = clairvoyance?.remainingWork(program);
       if (workLeft !== undefined && workLeft !== null) request.priority[2] = workLeft;
     },

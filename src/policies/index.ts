@@ -81,6 +81,12 @@ const FACTORIES = {
       "bounded-overtaking",
       "returning turns overtake only turns that arrived within the longest tool call",
     ),
+  "cachettl-adaptive:request-fcfs": () =>
+    adaptiveVariant(
+      { order: "request-fcfs" },
+      "request-fcfs",
+      "waiting turns by their own arrival (vLLM's FCFS), not their program's; pinned programs' turns still first",
+    ),
   "cachettl-adaptive:newcomer-forecast": () =>
     adaptiveVariant(
       { newcomer: "forecast" },
