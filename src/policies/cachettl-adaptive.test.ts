@@ -354,3 +354,31 @@ describe("cachettl-adaptive's queue order: program FCFS, :bounded-overtaking, :r
     assert.equal(firstAdmittedAfterHog("request-fcfs", 5), "N0", "N came 5 s before A's turn");
   });
 });
+
+describe("cachettl-adaptive:no-pinned-first", () => {
+  /** Program O, then Y, each ran a turn; only Y's is pinned. Both come back while H runs: who starts first. */
+  function firstBack(pinned: AdaptiveOptions["pinned"]): string {
+    const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, pinned });
+    const { scheduler, clock } = loggedScheduler(policy, { numBlocks: 64, maxNumSeqs: 1 });
+    addRequest(scheduler, "O0", 64, { programId: "O" });
+    step(scheduler, clock);
+    scheduler.ttl.queueing.observe(10); // from now on a turn ending in a tool call is pinned
+    addRequest(scheduler, "Y0", 64, { programId: "Y" });
+    step(scheduler, clock);
+    assert.equal(scheduler.numPinnedPrograms, 1, "Y is pinned, O is not");
+    addRequest(scheduler, "H0", 64, { programId: "H", maxOutputTokens: 4, isLastStep: true });
+    step(scheduler, clock);
+    addRequest(scheduler, "O1", 64, { programId: "O", isLastStep: true });
+    addRequest(scheduler, "Y1", 64, { programId: "Y", isLastStep: true });
+    for (let i = 0; i < 20; i++) {
+      const admitted = admittedIds(step(scheduler, clock));
+      if (admitted.length > 0) return admitted[0] as string;
+    }
+    throw new Error("nothing admitted");
+  }
+
+  it("the paper's tuple starts a pinned program's turn first; the ablation keeps program order", () => {
+    assert.equal(firstBack("first"), "Y1");
+    assert.equal(firstBack("in-order"), "O1");
+  });
+});

@@ -53,6 +53,8 @@ export interface AdaptiveOptions {
    * pinned programs' turns go first in each
    */
   readonly order: "program-fcfs" | "bounded-overtaking" | "request-fcfs";
+  /** pinned programs' turns first (the paper's tuple), or in the order above with the others */
+  readonly pinned: "first" | "in-order";
   /**
    * which pins a turn short of memory may give up while other turns run: only later programs' (a later
    * program waits for memory rather than make an earlier one recompute its context), or any (the paper)
@@ -87,6 +89,7 @@ export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   counts: "duty-weighted",
   ttl: "cachettl",
   order: "program-fcfs",
+  pinned: "first",
   sacrifice: "later-programs",
   room: "whole-prompt",
   newcomer: "prompt",
@@ -285,6 +288,7 @@ export function createCacheTtlAdaptivePolicy(
       const boundS = options.order === "bounded-overtaking" ? longestToolS(ctx) : null;
       if (boundS !== null) request.priority[2] = Math.max(program.firstArrivalS, request.arrivalS - boundS);
       if (options.order === "request-fcfs") request.priority[2] = request.arrivalS;
+      if (options.pinned === "in-order") request.priority[1] = 0;
       const workLeft = clairvoyance?.remainingWork(program);
       if (workLeft !== undefined && workLeft !== null) request.priority[2] = workLeft;
     },

@@ -87,6 +87,12 @@ const FACTORIES = {
       "request-fcfs",
       "waiting turns by their own arrival (vLLM's FCFS), not their program's; pinned programs' turns still first",
     ),
+  "cachettl-adaptive:no-pinned-first": () =>
+    adaptiveVariant(
+      { pinned: "in-order" },
+      "no-pinned-first",
+      "pinned programs' turns wait in program order with the others, not first",
+    ),
   "cachettl-adaptive:newcomer-forecast": () =>
     adaptiveVariant(
       { newcomer: "forecast" },
