@@ -71,6 +71,15 @@ const p90Pins = () => createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl: 
 
 const admittedIds = (outcome: ReturnType<typeof step>) => outcome.plan.admitted.map((r) => r.id);
 
+/** Steps until a waiting request starts; its id. */
+function firstAdmitted(scheduler: Scheduler, clock: VirtualClock): string {
+  for (let i = 0; i < 20; i++) {
+    const admitted = admittedIds(step(scheduler, clock));
+    if (admitted.length > 0) return admitted[0] as string;
+  }
+  throw new Error("nothing admitted");
+}
+
 describe("cachettl-adaptive admission", () => {
   it("holds a new program back while the programs holding KV need the memory", () => {
     const { scheduler, clock } = crowdedScheduler();
@@ -337,11 +346,7 @@ describe("cachettl-adaptive's queue order: program FCFS, :bounded-overtaking, :r
     addRequest(scheduler, "N0", 64, { programId: "N", isLastStep: true });
     clock.advanceTo(10 + returnS);
     addRequest(scheduler, "A1", 64, { programId: "A", isLastStep: true });
-    for (let i = 0; i < 20; i++) {
-      const admitted = admittedIds(step(scheduler, clock));
-      if (admitted.length > 0) return admitted[0] as string;
-    }
-    throw new Error("nothing admitted");
+    return firstAdmitted(scheduler, clock);
   }
 
   it("lets a returning turn overtake only turns that arrived less than the longest tool call before it", () => {
@@ -370,11 +375,7 @@ describe("cachettl-adaptive:no-pinned-first", () => {
     step(scheduler, clock);
     addRequest(scheduler, "O1", 64, { programId: "O", isLastStep: true });
     addRequest(scheduler, "Y1", 64, { programId: "Y", isLastStep: true });
-    for (let i = 0; i < 20; i++) {
-      const admitted = admittedIds(step(scheduler, clock));
-      if (admitted.length > 0) return admitted[0] as string;
-    }
-    throw new Error("nothing admitted");
+    return firstAdmitted(scheduler, clock);
   }
 
   it("the paper's tuple starts a pinned program's turn first; the ablation keeps program order", () => {
