@@ -9,7 +9,7 @@ import type { LlamaEngineOptions } from "../engine/engine-factory.js";
 import { H100_ALL_LAYERS } from "../engine/test-support/devices.js";
 import { FakeEngine } from "../server/test-support/fake-engine.js";
 import { llamaTemplate } from "../server/test-support/llama-templates.js";
-import { runServe, serveCommand } from "./serve-command.js";
+import { engineOptionsOf, runServe, serveCommand } from "./serve-command.js";
 
 /** The start-up banner of `serve` with these flags over `engine`, line by line (the server stopped again). */
 async function bannerOf(argv: readonly string[], engine = new FakeEngine()): Promise<string[]> {
@@ -28,6 +28,25 @@ async function bannerOf(argv: readonly string[], engine = new FakeEngine()): Pro
 }
 
 describe("continuum serve", () => {
+  test("a persistent KV tier is scoped to the API keys in order (they name the tenants that salt the cache)", async () => {
+    const scope = async (flags: string) => {
+      const command = serveCommand();
+      let parsed: Record<string, unknown> = {};
+      command.exitOverride().action((o: Record<string, unknown>) => {
+        parsed = o;
+      });
+      await command.parseAsync(
+        `--disk-offload-dir /tmp/kv --disk-offload-gb 1 --disk-offload-persist ${flags}`.split(" "),
+        { from: "user" },
+      );
+      return engineOptionsOf(parsed as never).kvPersistScope;
+    };
+    const ab = await scope("--api-key a --api-key b");
+    assert.equal(await scope("--api-key a --api-key b"), ab);
+    assert.notEqual(await scope("--api-key b --api-key a"), ab, "the same keys in another order");
+    assert.notEqual(await scope("--api-key a"), ab);
+  });
+
   test("flags parse vLLM-style and reach the engine factory; the banner names URL, model, device and policy", async () => {
     const command = serveCommand();
     let parsed: Record<string, unknown> = {};
@@ -58,7 +77,9 @@ describe("continuum serve", () => {
       handleSignals: false,
     });
     try {
-      assert.deepEqual(received, {
+      const { kvPersistScope, ...rest } = received as unknown as LlamaEngineOptions;
+      assert.match(kvPersistScope ?? "", /^[0-9a-f]{64}$/, "the persistent tier's scope: the keys' digest");
+      assert.deepEqual(rest, {
         modelPath: "/models/x.gguf",
         builtinModel: "small",
         servedModelName: "my-model",

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { describeDevice } from "../engine/device-info.js";
@@ -94,6 +95,15 @@ function gpuLayers(value: string): number | "all" | "auto" {
   return n;
 }
 
+/**
+ * A digest of the API keys in order: tenants are named by their key's place in the list and salt the KV
+ * cache, so a persistent KV tier is reused only under the same list (never the keys themselves on disk).
+ */
+function keyListDigest(keys: readonly string[]): string {
+  const digests = keys.map((key) => createHash("sha256").update(key).digest("hex"));
+  return createHash("sha256").update(digests.join("\n")).digest("hex");
+}
+
 /** Keys from --api-key, --api-keys-file, else CONTINUUM_API_KEY; none: an open server. */
 function apiKeysOf(o: ServeCliOptions): string[] {
   const keys = [...o.apiKey];
@@ -167,6 +177,7 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
     diskOffloadDir: o.diskOffloadDir,
     diskOffloadGb: o.diskOffloadGb,
     diskOffloadPersist: o.diskOffloadPersist,
+    kvPersistScope: o.diskOffloadPersist ? keyListDigest(apiKeysOf(o)) : undefined,
     threads: o.threads,
     threadsBatch: o.threadsBatch,
     flashAttn: o.flashAttn === false ? false : undefined,

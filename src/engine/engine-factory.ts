@@ -69,6 +69,11 @@ export interface LlamaEngineOptions {
    * from it instead of computing again (kv-tier-persistence.ts).
    */
   readonly diskOffloadPersist?: boolean;
+  /**
+   * What else a persisted state's reuse depends on: `serve` passes a digest of its API keys, whose order
+   * names the tenants that salt cached KV (another key list must not find another tenant's states).
+   */
+  readonly kvPersistScope?: string;
   /** `--threads`: CPU threads for decoding (default: cores - 1). */
   readonly threads?: number;
   /** `--threads-batch`: CPU threads for prompt batches (default: --threads). */
@@ -215,6 +220,7 @@ export async function createLlamaEngine(options: LlamaEngineOptions = {}): Promi
           flashAttn: options.flashAttn ?? true,
           kvLayout,
           blockSizeTokens: DEFAULT_BLOCK_SIZE_TOKENS,
+          scope: options.kvPersistScope ?? "",
         })
       : undefined;
     const tiers: EngineTierOptions = {

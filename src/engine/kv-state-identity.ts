@@ -10,6 +10,8 @@ export interface KvStateSettings {
   readonly flashAttn: boolean;
   readonly kvLayout: string;
   readonly blockSizeTokens: number;
+  /** anything else the states are valid for only (serve: its API keys, whose order names the tenants) */
+  readonly scope: string;
 }
 
 const SAMPLES = 16;
