@@ -163,14 +163,14 @@ function replicaDiskDir(dir: string, index: number): string {
  * made its own.
  */
 export function replicaServeArgs(serveArgs: readonly string[], index: number): string[] {
+  const perReplica: [string, (value: string) => string][] = [
+    [KV_EVENTS_FLAG, (endpoint) => replicaKvEventsEndpoint(endpoint, index)],
+    [DISK_DIR_FLAG, (dir) => replicaDiskDir(dir, index)],
+  ];
   return serveArgs.map((arg, i) => {
-    if (serveArgs[i - 1] === KV_EVENTS_FLAG) return replicaKvEventsEndpoint(arg, index);
-    if (arg.startsWith(`${KV_EVENTS_FLAG}=`)) {
-      return `${KV_EVENTS_FLAG}=${replicaKvEventsEndpoint(arg.slice(KV_EVENTS_FLAG.length + 1), index)}`;
-    }
-    if (serveArgs[i - 1] === DISK_DIR_FLAG) return replicaDiskDir(arg, index);
-    if (arg.startsWith(`${DISK_DIR_FLAG}=`)) {
-      return `${DISK_DIR_FLAG}=${replicaDiskDir(arg.slice(DISK_DIR_FLAG.length + 1), index)}`;
+    for (const [flag, own] of perReplica) {
+      if (serveArgs[i - 1] === flag) return own(arg);
+      if (arg.startsWith(`${flag}=`)) return `${flag}=${own(arg.slice(flag.length + 1))}`;
     }
     return arg;
   });

@@ -92,10 +92,12 @@ export interface EngineParts {
   readonly kvSummary: string;
 }
 
+function gib(bytes: number): string {
+  return `${Number((bytes / GIB).toFixed(2))} GiB`;
+}
+
 function size(bytes: number): string {
-  return bytes >= GIB
-    ? `${Number((bytes / GIB).toFixed(2))} GiB`
-    : `${Number((bytes / 2 ** 20).toFixed(1))} MiB`;
+  return bytes >= GIB ? gib(bytes) : `${Number((bytes / 2 ** 20).toFixed(1))} MiB`;
 }
 
 /** The banner's words on a persistent disk tier: kept across restarts, and what this start found. */
@@ -147,7 +149,6 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
     cpuBandwidthBps: tierOpts.cpuBandwidthBps ?? DEFAULT_CPU_BANDWIDTH_BPS,
     diskBandwidthBps: tierOpts.diskBandwidthBps ?? DEFAULT_DISK_BANDWIDTH_BPS,
   });
-  const gib = (bytes: number) => `${Number((bytes / GIB).toFixed(2))} GiB`;
   const tierStore =
     tiers.length > 0
       ? new KvTierStore({
