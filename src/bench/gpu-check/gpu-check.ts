@@ -19,12 +19,14 @@ import { type BuiltinPreset, ensureBuiltinModel } from "../../engine/gguf/index.
 import { compareSteps, type StepShapeResult } from "../../engine/profile/step-shapes.js";
 import { freePort, HOST, REPO_ROOT, runCommand, startServer, stopServer } from "../compare/processes.js";
 import { readStepLog } from "../step-log-analysis.js";
+import { restartCheck } from "./restart-check.js";
 import {
   type BenchFigures,
   type CheckFigures,
   formatVerdict,
   judge,
   parseDeviceInfoMetric,
+  type RestartFigures,
   type TierFigures,
 } from "./verdict.js";
 
@@ -110,13 +112,14 @@ function runLogged(cmd: string, argv: readonly string[], logFile: string): Promi
     const child = spawn(cmd, argv, { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
     child.stdout.pipe(file, { end: false });
     child.stderr.pipe(file, { end: false });
+    // 'close' comes after the child's output is read to its end ('exit' can come before: a write after end)
+    let failedToStart: Error | null = null;
     child.on("error", (e) => {
-      file.end(`\n${e.message}\n`);
-      res(127);
+      failedToStart = e;
     });
-    child.on("exit", (code, signal) => {
-      file.end(`\nexit ${signal ?? code}\n`);
-      res(code ?? 128);
+    child.on("close", (code, signal) => {
+      file.end(failedToStart ? `\n${failedToStart.message}\n` : `\nexit ${signal ?? code}\n`);
+      res(failedToStart ? 127 : (code ?? 128));
     });
   });
 }
@@ -187,6 +190,31 @@ function benchFigures(run: Record<string, unknown>): BenchFigures {
   };
 }
 
+/** `serve` argv for the check's model with every layer on the GPU under `policy`, `extra` flags appended. */
+function serveArgv(policy: string, modelPath: string, port: number, extra: readonly string[]): string[] {
+  return [
+    ...CLI,
+    "serve",
+    "--model",
+    modelPath,
+    "--gpu-layers",
+    gpuLayers,
+    "--scheduling-policy",
+    policy,
+    "--kv-cache-tokens",
+    args["kv-cache-tokens"] as string,
+    "--max-num-seqs",
+    args["max-num-seqs"] as string,
+    "--max-num-batched-tokens",
+    args["max-num-batched-tokens"] as string,
+    "--host",
+    HOST,
+    "--port",
+    String(port),
+    ...extra,
+  ];
+}
+
 /** One server under `policy`: its device line and metric, then every load replayed against it. */
 async function serveAndBench(policy: string, modelPath: string): Promise<ServedRun> {
   const port = await freePort();
@@ -194,28 +222,7 @@ async function serveAndBench(policy: string, modelPath: string): Promise<ServedR
   const server = await startServer(
     `continuum-${policy}`,
     process.execPath,
-    [
-      ...CLI,
-      "serve",
-      "--model",
-      modelPath,
-      "--gpu-layers",
-      gpuLayers,
-      "--scheduling-policy",
-      policy,
-      "--kv-cache-tokens",
-      args["kv-cache-tokens"] as string,
-      "--max-num-seqs",
-      args["max-num-seqs"] as string,
-      "--max-num-batched-tokens",
-      args["max-num-batched-tokens"] as string,
-      "--host",
-      HOST,
-      "--port",
-      String(port),
-      "--step-log",
-      stepLog,
-    ],
+    serveArgv(policy, modelPath, port, ["--step-log", stepLog]),
     port,
     outDir,
   );
@@ -352,12 +359,20 @@ interface Progress {
   pluginBuilt: boolean | null;
   served: Record<string, ServedRun>;
   tier: TierFigures | null;
+  restart: RestartFigures | null;
   steps: StepShapeResult | null;
 }
 
 const referencePath = args.reference ? resolve(args.reference) : null;
 const reference = referencePath ? parseReferenceSteps(await readFile(referencePath, "utf8")) : [];
-const progress: Progress = { env: {}, pluginBuilt: null, served: {}, tier: null, steps: null };
+const progress: Progress = {
+  env: {},
+  pluginBuilt: null,
+  served: {},
+  tier: null,
+  restart: null,
+  steps: null,
+};
 
 /** The summary of everything measured so far: written after every stage, so a run cut short keeps its figures. */
 async function writeSummary(): Promise<ReturnType<typeof judge>> {
@@ -376,6 +391,7 @@ async function writeSummary(): Promise<ReturnType<typeof judge>> {
     stepsNotRun: progress.steps?.skipped.length ?? 0,
     bench,
     tier: progress.tier,
+    restart: progress.restart,
   };
   const verdict = judge(figures, { stepTolerance: 0.25, cachedTarget: 0.8 });
   const summary = {
@@ -431,6 +447,23 @@ if (serveModel && gpuReady) {
     await writeSummary();
   }
   progress.tier = await stage("profile", () => profile(serveModel));
+  await writeSummary();
+  progress.restart = await stage("restart with a kept disk tier", () =>
+    restartCheck({
+      serveArgv: (port, extra) =>
+        serveArgv("cachettl-adaptive", serveModel, port, [
+          "--cpu-offload-gb",
+          "2",
+          "--disk-offload-gb",
+          "4",
+          ...extra,
+        ]),
+      outDir,
+      tierDir: join(outDir, "kept-tier"),
+      // about 3,000 tokens on the 8B model: 384 MiB of KV to reload
+      promptRepeats: rehearsal ? 20 : 500,
+    }),
+  );
   await writeSummary();
 }
 const stepsModel = await stepsModelReady;

@@ -66,6 +66,18 @@ const served: CheckFigures = {
     pageableHostToDeviceBps: 5e9,
     pageableDeviceToHostBps: 5e9,
   },
+  restart: {
+    restoredLine: "disk tier 4 GiB kept across restarts (1 state (384.0 MiB) restored)",
+    firstTurnPromptTokens: 3010,
+    promptTokens: 3030,
+    cachedTokens: 3008,
+    computedCachedTokens: 0,
+    restoredS: 0.21,
+    computedS: 0.34,
+    sameText: true,
+    comparedTokens: 8,
+    maxLogprobDiff: 0.0021,
+  },
 };
 
 describe("gpu-check verdict", () => {
@@ -73,7 +85,7 @@ describe("gpu-check verdict", () => {
     const v = judge(served, { stepTolerance: 0.25, cachedTarget: 0.8 });
     assert.deepEqual(
       v.map((c) => c.pass),
-      [true, true, false, false, false, true],
+      [true, true, false, false, false, true, true],
     );
     const text = formatVerdict(v);
     assert.match(
@@ -102,12 +114,12 @@ describe("gpu-check verdict", () => {
 
   it("leaves what was not measured open instead of passing or failing it", () => {
     const v = judge(
-      { pluginBuilt: null, device: null, steps: null, stepsNotRun: 0, bench: {}, tier: null },
+      { pluginBuilt: null, device: null, steps: null, stepsNotRun: 0, bench: {}, tier: null, restart: null },
       { stepTolerance: 0.25, cachedTarget: 0.8 },
     );
     assert.deepEqual(
       v.map((c) => c.pass),
-      [null, null, null, null, null, null],
+      [null, null, null, null, null, null, null],
     );
   });
 
@@ -117,7 +129,22 @@ describe("gpu-check verdict", () => {
       { ...served, bench: { ...served.bench, heavy } },
       { stepTolerance: 0.25, cachedTarget: 0.8 },
     );
-    assert.equal(v.at(-1)?.pass, false);
+    assert.equal(v[5]?.pass, false);
+  });
+
+  it("passes a restart only when the next turn came from disk and decoded as computed", () => {
+    const restart = (r: Partial<NonNullable<CheckFigures["restart"]>>) =>
+      judge(
+        { ...served, restart: { ...(served.restart as NonNullable<CheckFigures["restart"]>), ...r } },
+        { stepTolerance: 0.25, cachedTarget: 0.8 },
+      )[6];
+    assert.match(
+      formatVerdict([restart({}) as NonNullable<ReturnType<typeof restart>>]),
+      /PASS {2}a program's KV reloaded after a restart \(--disk-offload-persist\): 3008\/3030 prompt tokens from disk \(first turn 3010\), 0\.21 s vs 0\.34 s computed; same text, logprobs within 0\.0021 over 8 tokens; disk tier 4 GiB kept/,
+    );
+    assert.equal(restart({ cachedTokens: 0 })?.pass, false, "recomputed after the restart");
+    assert.equal(restart({ restoredLine: null })?.pass, false, "nothing restored at start");
+    assert.equal(restart({ sameText: false })?.pass, false, "the reloaded KV decoded other tokens");
   });
 
   it("reads the device_info gauge's labels from /metrics", () => {

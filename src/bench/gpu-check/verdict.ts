@@ -35,6 +35,23 @@ export interface TierFigures {
   readonly pageableDeviceToHostBps: number;
 }
 
+/** A program's next turn after a restart with `--disk-offload-persist`, beside the same turn computed. */
+export interface RestartFigures {
+  /** the restarted server's banner line about the kept tier, or null when it printed none */
+  readonly restoredLine: string | null;
+  readonly firstTurnPromptTokens: number;
+  readonly promptTokens: number;
+  /** the next turn's prompt tokens from the reloaded KV */
+  readonly cachedTokens: number;
+  /** the same turn on a server with an empty tier (0 unless something else cached it) */
+  readonly computedCachedTokens: number;
+  readonly restoredS: number;
+  readonly computedS: number;
+  readonly sameText: boolean;
+  readonly comparedTokens: number;
+  readonly maxLogprobDiff: number;
+}
+
 export interface CheckFigures {
   readonly pluginBuilt: boolean | null;
   readonly device: DeviceInfoLabels | null;
@@ -44,6 +61,7 @@ export interface CheckFigures {
   /** bench results by load ("light", "heavy") and policy */
   readonly bench: Readonly<Record<string, Readonly<Record<string, BenchFigures>>>>;
   readonly tier: TierFigures | null;
+  readonly restart: RestartFigures | null;
 }
 
 export interface Criterion {
@@ -129,7 +147,27 @@ export function judge(f: CheckFigures, opts: { stepTolerance: number; cachedTarg
           `${ours.completed}/${ours.programs} and ${vllm.completed}/${vllm.programs} programs done`
         : "not measured",
   });
+  out.push(restartCriterion(f.restart));
   return out;
+}
+
+/** A KV block's worth of the first turn may be recomputed (the block the next turn's new tokens start in). */
+const PARTIAL_BLOCK_TOKENS = 16;
+
+function restartCriterion(r: RestartFigures | null): Criterion {
+  const name = "a program's KV reloaded after a restart (--disk-offload-persist)";
+  if (r === null) return { name, pass: null, detail: "not measured" };
+  const reloaded =
+    r.restoredLine !== null && r.cachedTokens >= r.firstTurnPromptTokens - PARTIAL_BLOCK_TOKENS;
+  return {
+    name,
+    pass: reloaded && r.computedCachedTokens === 0 && r.sameText,
+    detail:
+      `${r.cachedTokens}/${r.promptTokens} prompt tokens from disk (first turn ${r.firstTurnPromptTokens}), ` +
+      `${r.restoredS.toFixed(2)} s vs ${r.computedS.toFixed(2)} s computed; ` +
+      `${r.sameText ? "same" : "different"} text, logprobs within ${r.maxLogprobDiff.toFixed(4)} over ` +
+      `${r.comparedTokens} tokens; ${r.restoredLine ?? "no restored line in the banner"}`,
+  };
 }
 
 /** `continuum:device_info{...} 1` from a /metrics text, or null. */
