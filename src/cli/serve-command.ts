@@ -29,6 +29,7 @@ export interface ServeCliOptions {
   builtinModel: BuiltinPreset;
   chatTemplate?: string;
   reasoningFormat: "auto" | "none";
+  mediaInputs: "refuse" | "note";
   /** a built-in policy's name or a policy module's spec (docs/custom-policies.md) */
   schedulingPolicy: string;
   maxNumSeqs?: number;
@@ -235,6 +236,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       policyName: o.schedulingPolicy,
       logitBias: o.logitBias,
       reasoningFormat: o.reasoningFormat,
+      mediaInputs: o.mediaInputs,
       ...(chatTemplate === undefined ? {} : { chatTemplate }),
     });
   } catch (error) {
@@ -289,6 +291,9 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
         "reasoning_content, Messages as thinking blocks, Responses as reasoning items " +
         "(--reasoning-format none leaves them in the text)",
     );
+  }
+  if (o.mediaInputs === "note") {
+    log("  images, audio and files in requests: each replaced by a note that the model reads text only");
   }
   if (o.logitBias.length > 0) {
     const biases = o.logitBias.map((b) => `${b.token}${b.bias >= 0 ? "+" : ""}${b.bias}`).join(", ");
@@ -490,6 +495,15 @@ export function serveCommand(): Command {
       )
         .choices(["auto", "none"])
         .default("auto"),
+    )
+    .addOption(
+      new Option(
+        "--media-inputs <mode>",
+        "images, audio and files in a request's content: refuse (a 400), or note (each replaced by a text " +
+          "note, so an agent session that attached one goes on with a model that reads text only)",
+      )
+        .choices(["refuse", "note"])
+        .default("refuse"),
     )
     .option("--gpu-layers <n>", "layers offloaded to a GPU backend: a number, all or auto", gpuLayers)
     .option(

@@ -19,6 +19,7 @@ import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
 import { GeneratedReplies } from "./generated-replies.js";
 import { type AppEnv, InflightRequests, unixSeconds } from "./generation.js";
 import { type LogitBiasSpec, resolveLogitBias } from "./logit-bias.js";
+import { MEDIA_ROUTES } from "./media-notes.js";
 import { countMessageTokens, messages } from "./messages.js";
 import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
 import { ServerMetrics } from "./metrics.js";
@@ -62,6 +63,11 @@ export interface AppOptions {
    * llama.cpp's flag), e.g. `eos+8` to make a model end its replies sooner
    */
   readonly logitBias?: readonly LogitBiasSpec[];
+  /**
+   * images, audio and files in content: refused with a 400 (default), or each replaced by a text note for a
+   * model that reads text only (media-notes.ts)
+   */
+  readonly mediaInputs?: "refuse" | "note";
   /** where unexpected (500) errors are reported; default stderr */
   readonly logError?: (message: string) => void;
 }
@@ -264,6 +270,15 @@ export function createApp(options: AppOptions): ContinuumApp {
       if (!outgoing) inflight.end(exchange);
     }
   });
+
+  if (options.mediaInputs === "note") {
+    for (const [path, api] of MEDIA_ROUTES) {
+      app.use(path, async (c, next) => {
+        c.set("notesMedia", api);
+        await next();
+      });
+    }
+  }
 
   app.post("/v1/chat/completions", (c) => chatCompletions(c, ctx));
   app.post("/v1/completions", (c) => completions(c, ctx));

@@ -21,6 +21,7 @@ import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
 import { HARMONY_THINKING } from "./harmony.js";
 import { chatLogprobs, vllmPromptLogprobs } from "./logprobs.js";
+import { noteMedia } from "./media-notes.js";
 import { budgetClose, promptOpensThinking, THINK_TAGS, type ThinkTags } from "./reasoning.js";
 import { recipientThinking } from "./recipient-formats.js";
 import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
@@ -153,8 +154,9 @@ export function toolSetup(body: ChatCompletionBody, replies: ReplyMemory | null 
 export async function readJsonBody(c: Context<AppEnv>): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim().length === 0) throw ApiError.badRequest("request body is empty; expected a JSON object");
+  let body: unknown;
   try {
-    return JSON.parse(text);
+    body = JSON.parse(text);
   } catch (error) {
     throw ApiError.badRequest(
       `request body is not valid JSON: ${(error as Error).message}`,
@@ -162,6 +164,8 @@ export async function readJsonBody(c: Context<AppEnv>): Promise<unknown> {
       "invalid_json",
     );
   }
+  const api = c.get("notesMedia");
+  return api === undefined ? body : noteMedia(api, body).body;
 }
 
 /**

@@ -6,6 +6,7 @@
  */
 import type { ChatTurn } from "../engine/engine-api.js";
 import { ApiError } from "./errors.js";
+import { refusedMedia } from "./media-notes.js";
 import type { ChatMessageInput, ToolInput } from "./schemas.js";
 
 type Content = ChatMessageInput["content"];
@@ -17,7 +18,8 @@ export function contentText(content: Content, param: string): string {
     .map((part, i) => {
       if (part.type !== "text" || typeof part.text !== "string") {
         throw ApiError.badRequest(
-          `content part of type ${JSON.stringify(part.type)} is not supported (text only)`,
+          refusedMedia("chat", part.type) ??
+            `content part of type ${JSON.stringify(part.type)} is not supported (text only)`,
           `${param}[${i}]`,
         );
       }

@@ -8,6 +8,7 @@ import {
   type GenerateRequest,
   type GenerateUsage,
 } from "../engine/engine-api.js";
+import type { MediaApi } from "./media-notes.js";
 import type { ServerMetrics } from "./metrics.js";
 
 export type DoneEvent = Extract<GenerateEvent, { type: "done" }>;
@@ -56,7 +57,12 @@ export class InflightRequests {
 export interface AppEnv {
   Bindings: Partial<HttpBindings>;
   /** tenant: which API key the request came with (null on an open server) */
-  Variables: { exchange?: Exchange; tenant?: string | null };
+  Variables: {
+    exchange?: Exchange;
+    tenant?: string | null;
+    /** `--media-inputs note`: the API whose media parts this request's body has replaced by notes */
+    notesMedia?: MediaApi;
+  };
 }
 
 export interface GenerationDeps {

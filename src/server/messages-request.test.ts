@@ -139,14 +139,18 @@ describe("Messages request -> chat completion", () => {
     assert.deepEqual(chat["cache_control"], { type: "ephemeral", ttl: "5m" });
   });
 
-  test("images are refused with a 400 saying the model has no vision, also inside a tool_result", () => {
+  test("images are refused with a 400 saying the model reads text only and naming the flag, also inside a tool_result", () => {
     const image = { type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } };
     for (const content of [[image], [{ type: "tool_result", tool_use_id: "t", content: [image] }]]) {
       const body = request({ messages: [{ role: "user", content }] });
       assert.throws(
         () => chatMessages(body),
         (error: unknown) =>
-          error instanceof ApiError && error.status === 400 && /no vision/.test(error.message),
+          error instanceof ApiError &&
+          error.status === 400 &&
+          /image content is not supported: the served model reads text only .*--media-inputs note/.test(
+            error.message,
+          ),
       );
     }
   });

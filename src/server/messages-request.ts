@@ -1,9 +1,11 @@
 /**
  * An Anthropic Messages request -> the chat-completions form the server generates from: system blocks
  * become one system message, tool_use blocks assistant tool_calls, tool_result blocks `tool` messages,
- * tools and tool_choice their OpenAI shapes. Images are refused (the served model has no vision).
+ * tools and tool_choice their OpenAI shapes. Images are refused (the served model reads text only), unless
+ * `--media-inputs note` replaced them before (media-notes.ts).
  */
 import { ApiError } from "./errors.js";
+import { refusedMedia } from "./media-notes.js";
 import type {
   CountTokensBody,
   MessagesBody,
@@ -18,12 +20,8 @@ import { jsonDumps } from "./tool-calls.js";
 type CacheControl = { type: "ephemeral"; ttl?: string | number | null | undefined };
 type TextBlock = { text: string };
 
-function noVision(param: string): ApiError {
-  return ApiError.badRequest(
-    `${param}: image content is not supported: the served model has no vision (send text only)`,
-    param,
-    "unsupported_content",
-  );
+function refused(param: string, type: "image" | "document"): ApiError {
+  return ApiError.badRequest(`${param}: ${refusedMedia("messages", type)}`, param, "unsupported_content");
 }
 
 const joinText = (blocks: readonly TextBlock[]) => blocks.map((b) => b.text).join("\n\n");
@@ -36,7 +34,8 @@ function toolResultText(
   if (typeof content === "string") return content;
   return content
     .map((block, i) => {
-      if (block.type === "image") throw noVision(`${param}.content[${i}]`);
+      if (block.type === "image" || block.type === "document")
+        throw refused(`${param}.content[${i}]`, block.type);
       return block.text;
     })
     .join("\n\n");
@@ -53,7 +52,7 @@ function userMessages(content: MessagesMessage["content"], param: string): ChatM
   for (const [i, block] of content.entries()) {
     const at = `${param}[${i}]`;
     if (block.type === "text") text.push(block);
-    else if (block.type === "image") throw noVision(at);
+    else if (block.type === "image" || block.type === "document") throw refused(at, block.type);
     else if (block.type === "tool_result") {
       flushText();
       out.push({ role: "tool", tool_call_id: block.tool_use_id, content: toolResultText(block.content, at) });
@@ -75,7 +74,7 @@ function assistantMessage(content: MessagesMessage["content"], param: string): C
     if (block.type === "text") text.push(block);
     else if (block.type === "thinking" && typeof block["thinking"] === "string")
       thinking.push(block["thinking"]);
-    else if (block.type === "image") throw noVision(at);
+    else if (block.type === "image" || block.type === "document") throw refused(at, block.type);
     else if (block.type === "tool_use") {
       // Python-spaced JSON, as the model wrote the call: the echoed turn re-renders its cached tokens.
       calls.push({
@@ -102,7 +101,7 @@ function systemMessage(content: MessagesMessage["content"], param: string): Chat
   for (const [i, block] of content.entries()) {
     const at = `${param}[${i}]`;
     if (block.type === "text") text.push(block);
-    else if (block.type === "image") throw noVision(at);
+    else if (block.type === "image" || block.type === "document") throw refused(at, block.type);
     else if (block.type !== "thinking" && block.type !== "redacted_thinking") {
       throw ApiError.badRequest(`${at}: system messages hold text blocks only, got ${block.type}`, at);
     }

@@ -10,7 +10,10 @@ const cacheControl = z
   .nullish();
 
 const textBlock = z.object({ type: z.literal("text"), text: z.string(), cache_control: cacheControl });
-const imageBlock = z.object({ type: z.literal("image"), cache_control: cacheControl }).passthrough();
+/** Images and documents (PDFs, text files): refused, or replaced by notes before validation (media-notes.ts). */
+const mediaBlock = z
+  .object({ type: z.enum(["image", "document"]), cache_control: cacheControl })
+  .passthrough();
 const toolUseBlock = z.object({
   type: z.literal("tool_use"),
   id: z.string().min(1),
@@ -21,7 +24,7 @@ const toolUseBlock = z.object({
 const toolResultBlock = z.object({
   type: z.literal("tool_result"),
   tool_use_id: z.string().min(1),
-  content: z.union([z.string(), z.array(z.discriminatedUnion("type", [textBlock, imageBlock]))]).nullish(),
+  content: z.union([z.string(), z.array(z.discriminatedUnion("type", [textBlock, mediaBlock]))]).nullish(),
   is_error: z.boolean().nullish(),
   cache_control: cacheControl,
 });
@@ -32,7 +35,7 @@ const thinkingBlock = z
 
 const contentBlock = z.discriminatedUnion("type", [
   textBlock,
-  imageBlock,
+  mediaBlock,
   toolUseBlock,
   toolResultBlock,
   thinkingBlock,

@@ -149,7 +149,12 @@ describe("POST /v1/messages (fake engine)", () => {
     await withServer({}, {}, async (t) => {
       const image = { type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } };
       const cases: [Record<string, unknown>, number, string, RegExp][] = [
-        [body({ messages: [{ role: "user", content: [image] }] }), 400, "invalid_request_error", /no vision/],
+        [
+          body({ messages: [{ role: "user", content: [image] }] }),
+          400,
+          "invalid_request_error",
+          /reads text only .*--media-inputs note/,
+        ],
         [body({ max_tokens: "many" }), 400, "invalid_request_error", /max_tokens/],
         [body({ model: "claude-opus" }), 404, "not_found_error", /claude-opus/],
       ];

@@ -6,6 +6,7 @@
  */
 import type { z } from "zod";
 import { ApiError } from "./errors.js";
+import { refusedMedia } from "./media-notes.js";
 import {
   customToolCallItemSchema,
   customToolCallOutputItemSchema,
@@ -43,7 +44,8 @@ function contentText(content: ItemContent, param: string): string {
     .map((part, i) => {
       if (!TEXT_PARTS.has(part.type) || typeof part.text !== "string") {
         throw ApiError.badRequest(
-          `content part of type ${JSON.stringify(part.type)} is not supported (text only)`,
+          refusedMedia("responses", part.type) ??
+            `content part of type ${JSON.stringify(part.type)} is not supported (text only)`,
           `${param}.content[${i}]`,
           "unsupported_value",
         );

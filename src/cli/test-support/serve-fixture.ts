@@ -23,6 +23,7 @@ await runServe(
     drainTimeout: 30,
     logitBias: [],
     reasoningFormat: "auto",
+    mediaInputs: "refuse",
   },
   { createEngine: () => engine },
 );
