@@ -10,6 +10,7 @@ const row = (policy: string, sustainable_jps: number): CapacityRow => ({
   p99_jct_at_ref_s: 400,
   p99_first_turn_ttft_at_ref_s: 20,
   max_first_turn_ttft_at_ref_s: 60,
+  max_program_wait_at_ref_s: 75,
 });
 
 const rows = [

@@ -16,6 +16,8 @@ export interface CapacityRow {
   /** the p99 and the longest wait for a program's first token there */
   readonly p99_first_turn_ttft_at_ref_s: number;
   readonly max_first_turn_ttft_at_ref_s: number;
+  /** the longest a program waited there, its turns' waits summed */
+  readonly max_program_wait_at_ref_s: number;
 }
 
 export interface CapacityReportInput {
@@ -121,7 +123,7 @@ ${bars}
   const rows = input.rows
     .map(
       (r, i) =>
-        `<tr><td>${escapeHtml(r.policy)}${pastKv(r) ? " ⚠" : ""}</td><td>${r.sustainable_jps.toFixed(4)}</td><td>${fmtRatio(vsReference[i] as number)}</td><td>${fmtRatio(vsBest[i] as number)}</td><td>${(r.sustainable_jps / input.boundJps).toFixed(2)}</td><td>${r.light_jct_s.toFixed(1)}</td><td>${r.jct_at_ref_s.toFixed(1)}</td><td>${r.p99_jct_at_ref_s.toFixed(1)}</td><td>${r.p99_first_turn_ttft_at_ref_s.toFixed(1)}</td><td>${r.max_first_turn_ttft_at_ref_s.toFixed(1)}</td></tr>`,
+        `<tr><td>${escapeHtml(r.policy)}${pastKv(r) ? " ⚠" : ""}</td><td>${r.sustainable_jps.toFixed(4)}</td><td>${fmtRatio(vsReference[i] as number)}</td><td>${fmtRatio(vsBest[i] as number)}</td><td>${(r.sustainable_jps / input.boundJps).toFixed(2)}</td><td>${r.light_jct_s.toFixed(1)}</td><td>${r.jct_at_ref_s.toFixed(1)}</td><td>${r.p99_jct_at_ref_s.toFixed(1)}</td><td>${r.p99_first_turn_ttft_at_ref_s.toFixed(1)}</td><td>${r.max_first_turn_ttft_at_ref_s.toFixed(1)}</td><td>${r.max_program_wait_at_ref_s.toFixed(1)}</td></tr>`,
     )
     .join("\n");
   return `<!doctype html>
@@ -131,7 +133,7 @@ ${bars}
 <h1>${escapeHtml(input.title)}</h1>
 ${svg}
 <h2>Table</h2>
-<table><tr><th>policy</th><th>sustainable jobs/s</th><th>/ ${REFERENCE}</th><th>/ best baseline${best ? ` (${escapeHtml(best.policy)})` : ""}</th><th>/ ceiling</th><th>light-load mean JCT s</th><th>mean JCT at ${input.refJps.toFixed(4)} jobs/s</th><th>p99 JCT there</th><th>p99 first-turn wait there</th><th>longest first-turn wait there</th></tr>
+<table><tr><th>policy</th><th>sustainable jobs/s</th><th>/ ${REFERENCE}</th><th>/ best baseline${best ? ` (${escapeHtml(best.policy)})` : ""}</th><th>/ ceiling</th><th>light-load mean JCT s</th><th>mean JCT at ${input.refJps.toFixed(4)} jobs/s</th><th>p99 JCT there</th><th>p99 first-turn wait there</th><th>longest first-turn wait there</th><th>longest program wait there (all its turns)</th></tr>
 ${rows}
 </table>
 <h2>Settings</h2>

@@ -16,6 +16,8 @@ function resultWith(sustainable: Record<string, number>): CapacityResult {
       p99_jct_at_ref_s: 30,
       p99_first_turn_ttft_at_ref_s: 2,
       max_first_turn_ttft_at_ref_s: 5,
+      p99_program_wait_at_ref_s: 4,
+      max_program_wait_at_ref_s: 9,
     })),
     ref_jps: 0.2,
     bound_jps: 0.5,

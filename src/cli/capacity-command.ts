@@ -79,6 +79,7 @@ export function capacityTable(r: CapacityResult, kv: ReturnType<typeof kvCacheOf
     p.p99_jct_at_ref_s.toFixed(1),
     p.p99_first_turn_ttft_at_ref_s.toFixed(1),
     p.max_first_turn_ttft_at_ref_s.toFixed(1),
+    p.max_program_wait_at_ref_s.toFixed(1),
   ]);
   return [
     formatTextTable(
@@ -94,6 +95,7 @@ export function capacityTable(r: CapacityResult, kv: ReturnType<typeof kvCacheOf
         "p99@ref s",
         "p99 1st-turn wait@ref s",
         "longest 1st-turn wait@ref s",
+        "longest program wait@ref s",
       ],
       rows,
     ),

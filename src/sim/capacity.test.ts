@@ -128,7 +128,7 @@ describe("measureCapacity", () => {
     assert.ok((vllm?.sustainable_jps as number) >= 0.97 * result.bound_jps);
   });
 
-  it("reports mean and p99 JCT and the p99 and longest first-turn wait at the reference load over every seed's programs together", async () => {
+  it("reports mean and p99 JCT, the p99 and longest first-turn wait and program wait at the reference load over every seed's programs together", async () => {
     // seed 1 has a slow tail; seeds 2 and 3 none. A median of per-seed p99s would hide seed 1's tail.
     const jctsOf = (seed: number) => Array.from({ length: 100 }, (_, i) => (seed === 1 ? i + 1 : 10));
     // seed 2 held five programs 42 s and one 90 s; every other first turn started within a second
@@ -145,6 +145,8 @@ describe("measureCapacity", () => {
           jct_floor_mean_s: mean,
           jcts,
           first_turn_ttfts: firstTurnTtftsOf(j.seed),
+          // a program's waits over all its turns: seed 3's last program waited 120 s in all
+          program_waits: Array.from({ length: 100 }, (_, i) => (j.seed === 3 && i === 99 ? 120 : 2)),
         } as unknown as PointResult;
       });
     const result = await measureCapacity({
@@ -165,6 +167,8 @@ describe("measureCapacity", () => {
       "seed 2's held programs, not a median of seeds' p99s (1 s)",
     );
     assert.equal(vllm?.max_first_turn_ttft_at_ref_s, 90, "seed 2's starved program");
+    assert.equal(vllm?.max_program_wait_at_ref_s, 120, "seed 3's program that waited longest over its turns");
+    assert.equal(vllm?.p99_program_wait_at_ref_s, 2);
   });
 
   it("on the simulator: below the ceiling, and the same numbers on a second run", async () => {

@@ -39,6 +39,9 @@ export interface PolicyCapacity {
   /** p99 and longest wait for a program's first token at ref_jps, over every seed's programs */
   readonly p99_first_turn_ttft_at_ref_s: number;
   readonly max_first_turn_ttft_at_ref_s: number;
+  /** p99 and longest of programs' waits summed over their turns at ref_jps, over every seed's programs */
+  readonly p99_program_wait_at_ref_s: number;
+  readonly max_program_wait_at_ref_s: number;
 }
 
 export interface CapacityResult {
@@ -230,6 +233,7 @@ export async function measureCapacity(o: CapacityOptions): Promise<CapacityResul
     // one distribution over every seed's programs: a p99 of 3 x 500 JCTs, not a median of three 5th-largest
     const atRefJct = summarize(mine.flatMap((r) => r.jcts));
     const atRefFirstTurn = summarize(mine.flatMap((r) => r.first_turn_ttfts));
+    const atRefProgramWait = summarize(mine.flatMap((r) => r.program_waits));
     return {
       policy,
       sustainable_jps: median(sustainable(policy)),
@@ -239,6 +243,8 @@ export async function measureCapacity(o: CapacityOptions): Promise<CapacityResul
       p99_jct_at_ref_s: atRefJct.p99,
       p99_first_turn_ttft_at_ref_s: atRefFirstTurn.p99,
       max_first_turn_ttft_at_ref_s: atRefFirstTurn.max,
+      p99_program_wait_at_ref_s: atRefProgramWait.p99,
+      max_program_wait_at_ref_s: atRefProgramWait.max,
     };
   });
   return {

@@ -109,6 +109,11 @@ describe("simulate", () => {
       byProgram.first_turn_ttft.p99 > fcfs.first_turn_ttft.p99,
       `program FCFS ${byProgram.first_turn_ttft.p99} s, request FCFS ${fcfs.first_turn_ttft.p99} s`,
     );
+    // a program's wait sums its turns' waits
+    for (const r of [fcfs, byProgram]) {
+      assert.equal(r.program_waits.length, 5, "one total per program");
+      assert.ok(r.program_wait.mean >= r.queue_delay.mean, "a program waits at least as long as one turn");
+    }
   });
 
   it("replicas behind a router: more replicas serve the same load faster; sticky routing keeps KV reuse", () => {

@@ -95,6 +95,11 @@ export interface PointResult {
   ttft: Distribution;
   /** TTFT of programs' first turns: how long a new program waits behind returning turns and admission */
   first_turn_ttft: Distribution;
+  /**
+   * each started program's waits summed over its turns (arrival to first admission): where a policy makes
+   * a program wait, first turn or later (a pausing or admission-holding policy shows here)
+   */
+  program_wait: Distribution;
   prefill_tokens_saved: number;
   reload_tokens: number;
   pins: { created: number; reused: number; expired: number; sacrificed: number; duration: Distribution };
@@ -121,6 +126,8 @@ export interface PointResult {
   jcts: number[];
   /** each started program's first-turn TTFT (seconds), for tails pooled over runs */
   first_turn_ttfts: number[];
+  /** each started program's total wait (seconds, see program_wait), for tails pooled over runs */
+  program_waits: number[];
   kv_usage: UsageSample[];
 }
 
@@ -274,6 +281,9 @@ function summarizePoint(
   const ttftOf = (ofTurns: readonly TurnOutcome[]) =>
     ofTurns.filter((t) => t.firstTokenS !== null).map((t) => (t.firstTokenS as number) - t.arrivalS);
   const firstTurnTtfts = ttftOf(outcomes.flatMap((p) => p.turns.slice(0, 1)));
+  const programWaits = outcomes
+    .filter((p) => p.turns.some((t) => t.admittedS !== null))
+    .map((p) => p.turns.reduce((sum, t) => sum + (t.admittedS === null ? 0 : t.admittedS - t.arrivalS), 0));
   const sum = (of: (s: Scheduler) => number) => schedulers.reduce((total, s) => total + of(s), 0);
   const meanOf = (of: (s: Scheduler) => number) => sum(of) / schedulers.length;
   const stats = {
@@ -305,6 +315,7 @@ function summarizePoint(
     queue_delay: distribution(queueDelays),
     ttft: distribution(ttftOf(turns)),
     first_turn_ttft: distribution(firstTurnTtfts),
+    program_wait: distribution(programWaits),
     prefill_tokens_saved: stats.prefixHitTokens - stats.reloadTokens,
     reload_tokens: stats.reloadTokens,
     pins: {
@@ -331,6 +342,7 @@ function summarizePoint(
     reusable_share: traceStats(spec.programs).reusableFraction,
     jcts,
     first_turn_ttfts: firstTurnTtfts,
+    program_waits: programWaits,
     kv_usage: usage,
   };
 }
