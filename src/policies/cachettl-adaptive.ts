@@ -7,7 +7,8 @@ import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
 
 /**
  * cachettl-adaptive: CacheTTL (program-level FCFS, cost-model TTL pins, pins sacrificed before anything
- * else under memory pressure) plus working-set admission, and two rules for who waits when memory runs
+ * else under memory pressure; a pinned program's turn waits in program order, not first as in the paper,
+ * since here a waiting turn's pin never runs out) plus working-set admission, and two rules for who waits when memory runs
  * short: a later program waits rather than take an earlier program's pin while other turns run, and a
  * turn starts once its whole prompt fits, so it never runs out of memory halfway through its prefill and
  * preempts another (each would otherwise cost somebody a recompute of a whole context).
@@ -49,12 +50,15 @@ export interface AdaptiveOptions {
   /**
    * waiting turns by their program's arrival (program-level FCFS), with bounded overtaking: a turn
    * ranks at max(program arrival, its own arrival - the longest tool call seen), so a returning turn goes
-   * ahead only of turns that arrived less than that long before it, or by their own arrival (vLLM's FCFS);
-   * pinned programs' turns go first in each
+   * ahead only of turns that arrived less than that long before it, or by their own arrival (vLLM's FCFS)
    */
   readonly order: "program-fcfs" | "bounded-overtaking" | "request-fcfs";
-  /** pinned programs' turns first (the paper's tuple), or in the order above with the others */
-  readonly pinned: "first" | "in-order";
+  /**
+   * pinned programs' turns in the order above with the others, or first (the paper's tuple). The paper puts
+   * them first so that a pin does not run out while its turn waits; here a waiting turn's pin never runs out
+   * (PinBook), so first would only let a younger program's turn start before an older one's
+   */
+  readonly pinned: "in-order" | "first";
   /**
    * which pins a turn short of memory may give up while other turns run: only later programs' (a later
    * program waits for memory rather than make an earlier one recompute its context), or any (the paper)
@@ -89,7 +93,7 @@ export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   counts: "duty-weighted",
   ttl: "cachettl",
   order: "program-fcfs",
-  pinned: "first",
+  pinned: "in-order",
   sacrifice: "later-programs",
   room: "whole-prompt",
   newcomer: "prompt",
@@ -246,7 +250,7 @@ class ReturnShare {
 }
 
 const DESCRIPTION =
-  "ours: CacheTTL + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits";
+  "ours: CacheTTL with pinned programs' turns in program order + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits";
 
 export function createCacheTtlAdaptivePolicy(
   options: AdaptiveOptions = ADAPTIVE_DEFAULTS,

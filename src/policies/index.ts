@@ -85,13 +85,13 @@ const FACTORIES = {
     adaptiveVariant(
       { order: "request-fcfs" },
       "request-fcfs",
-      "waiting turns by their own arrival (vLLM's FCFS), not their program's; pinned programs' turns still first",
+      "waiting turns by their own arrival (vLLM's FCFS), not their program's",
     ),
-  "cachettl-adaptive:no-pinned-first": () =>
+  "cachettl-adaptive:pinned-first": () =>
     adaptiveVariant(
-      { pinned: "in-order" },
-      "no-pinned-first",
-      "pinned programs' turns wait in program order with the others, not first",
+      { pinned: "first" },
+      "pinned-first",
+      "pinned programs' turns first, ahead of older programs' (the paper's tuple)",
     ),
   "cachettl-adaptive:newcomer-forecast": () =>
     adaptiveVariant(
