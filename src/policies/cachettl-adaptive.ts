@@ -3,15 +3,15 @@ import type { Program } from "../core/program.js";
 import type { Request } from "../core/request.js";
 import { FREE } from "../core/retention.js";
 import { prefillReloadS } from "./context-cost.js";
-import { latestProgramFirst, pinnedThenProgramFcfs } from "./priorities.js";
+import { latestProgramFirst, pinnedThenProgramFcfs, programFcfs } from "./priorities.js";
 
 /**
  * cachettl-adaptive: CacheTTL (program-level FCFS, cost-model TTL pins, pins sacrificed before anything
  * else under memory pressure; a pinned program's turn waits in program order, not first as in the paper,
- * since here a waiting turn's pin never runs out) plus working-set admission, and two rules for who waits when memory runs
- * short: a later program waits rather than take an earlier program's pin while other turns run, and a
- * turn starts once its whole prompt fits, so it never runs out of memory halfway through its prefill and
- * preempts another (each would otherwise cost somebody a recompute of a whole context).
+ * since here a waiting turn's pin never runs out) plus working-set admission, and two rules for who waits
+ * when memory runs short: a later program waits rather than take an earlier program's pin while other
+ * turns run, and a turn starts once its whole prompt fits, so it never runs out of memory halfway through
+ * its prefill and preempts another (each would otherwise cost somebody a recompute of a whole context).
  *
  * A new program's first turn starts only while the programs already started (and not ended) fit the KV
  * pool at the memory they are expected to hold over the rest of their lives. Agent contexts grow every
@@ -288,11 +288,11 @@ export function createCacheTtlAdaptivePolicy(
       if (request.numAdmissions === 0 && !request.preempted) {
         returns.turnArrived(request, program, ctx.nowS, returnWithinS(ctx));
       }
-      pinnedThenProgramFcfs(request, program);
+      if (options.pinned === "first") pinnedThenProgramFcfs(request, program);
+      else programFcfs(request, program);
       const boundS = options.order === "bounded-overtaking" ? longestToolS(ctx) : null;
       if (boundS !== null) request.priority[2] = Math.max(program.firstArrivalS, request.arrivalS - boundS);
       if (options.order === "request-fcfs") request.priority[2] = request.arrivalS;
-      if (options.pinned === "in-order") request.priority[1] = 0;
       const workLeft = clairvoyance?.remainingWork(program);
       if (workLeft !== undefined && workLeft !== null) request.priority[2] = workLeft;
     },
