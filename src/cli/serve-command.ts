@@ -161,8 +161,14 @@ function aliasesOf(o: ServeCliOptions): string[] {
   return o.model === undefined ? [o.builtinModel] : [];
 }
 
-/** The engine factory's options for parsed `serve` flags (unset flags keep the engine's defaults). */
-export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
+/**
+ * The engine factory's options for parsed `serve` flags (unset flags keep the engine's defaults); `apiKeys`,
+ * the server's keys, scope a persistent KV tier.
+ */
+export function engineOptionsOf(
+  o: ServeCliOptions,
+  apiKeys: readonly string[] = apiKeysOf(o),
+): LlamaEngineOptions {
   const options: Record<string, unknown> = {
     modelPath: o.model,
     builtinModel: o.builtinModel,
@@ -178,7 +184,7 @@ export function engineOptionsOf(o: ServeCliOptions): LlamaEngineOptions {
     diskOffloadDir: o.diskOffloadDir,
     diskOffloadGb: o.diskOffloadGb,
     diskOffloadPersist: o.diskOffloadPersist,
-    kvPersistScope: o.diskOffloadPersist ? keyListDigest(apiKeysOf(o)) : undefined,
+    kvPersistScope: o.diskOffloadPersist ? keyListDigest(apiKeys) : undefined,
     threads: o.threads,
     threadsBatch: o.threadsBatch,
     flashAttn: o.flashAttn === false ? false : undefined,
@@ -218,7 +224,9 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
   const log = run.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   // a policy module is imported and checked before the model is loaded, so a broken one fails at once
   await loadPolicyModules([o.schedulingPolicy]);
-  const engineOptions = engineOptionsOf(o);
+  // read once: the tenants the server names and the scope of a persistent KV tier come from the same list
+  const apiKeys = apiKeysOf(o);
+  const engineOptions = engineOptionsOf(o, apiKeys);
   const chatTemplate = chatTemplateOf(o);
   const createEngine = run.createEngine ?? (await loadLlamaEngineFactory());
   const engine = await createEngine(engineOptions);
@@ -228,7 +236,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       engine,
       host: o.host,
       port: o.port,
-      apiKeys: apiKeysOf(o),
+      apiKeys,
       allowedOrigins: o.allowedOrigins ?? [],
       maxBodyBytes: Math.floor((o.maxBodyMb ?? DEFAULT_MAX_BODY_MB) * MIB),
       servedModelNames: aliasesOf(o),
