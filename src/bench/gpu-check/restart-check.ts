@@ -94,7 +94,9 @@ export async function restartCheck(opts: RestartCheckOptions): Promise<RestartFi
     chatTurn(s, second),
   );
   const banner = await readFile(restored.logFile, "utf8");
-  const restoredLine = banner.split("\n").find((l) => l.includes("kept across restarts")) ?? null;
+  // the banner says "kept across restarts (no states found)" too: only a line naming restored states counts
+  const restoredLine =
+    banner.split("\n").find((l) => /kept across restarts \(\d+ states? \(.*\) restored\)/.test(l)) ?? null;
   const n = Math.min(restored.value.logprobs.length, computed.value.logprobs.length);
   let maxLogprobDiff = 0;
   for (let i = 0; i < n; i++) {

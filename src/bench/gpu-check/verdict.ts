@@ -37,7 +37,7 @@ export interface TierFigures {
 
 /** A program's next turn after a restart with `--disk-offload-persist`, beside the same turn computed. */
 export interface RestartFigures {
-  /** the restarted server's banner line about the kept tier, or null when it printed none */
+  /** the restarted server's banner line naming the states it restored, or null when it restored none */
   readonly restoredLine: string | null;
   readonly firstTurnPromptTokens: number;
   readonly promptTokens: number;
