@@ -178,19 +178,30 @@ static Napi::Array devicesArray(Napi::Env env) {
   return arr;
 }
 
-// loadBackends(dir?: string, extraPluginPaths?: string[]) -> { dir, loaded: string[], failed: string[], devices }
+// loadBackends(dir?: string, extraPluginPaths?: string[], cpuVariant?: string)
+//   -> { dir, loaded: string[], failed: string[], devices }
 // `dir` (default: the linked libllama's directory) gets ggml_backend_load_all_from_path, which picks the best
-// CPU variant (libggml-cpu-<arch>.so) and any GPU plugins there. Extra paths are single plugins (e.g. a CUDA
-// backend from another package). Idempotent per path.
+// CPU variant (libggml-cpu-<arch>.so) and any GPU plugins there; with `cpuVariant` only
+// `dir`/libggml-cpu-<cpuVariant>.so is loaded (ggml refuses a variant this CPU cannot run). Extra paths are
+// single plugins (e.g. a CUDA backend from another package). Idempotent per path.
 static Napi::Value LoadBackends(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string dir = (info.Length() > 0 && info[0].IsString()) ? info[0].As<Napi::String>().Utf8Value() : "";
   if (dir.empty()) dir = linkedLibraryDir();
+  std::string cpuVariant = (info.Length() > 2 && info[2].IsString()) ? info[2].As<Napi::String>().Utf8Value() : "";
   Napi::Array loaded = Napi::Array::New(env);
   Napi::Array failed = Napi::Array::New(env);
   std::lock_guard<std::mutex> lock(g_backendMutex);
-  if (g_loadedBackendPaths.insert("dir:" + dir).second) {
-    ggml_backend_load_all_from_path(dir.c_str());
+  if (cpuVariant.empty()) {
+    if (g_loadedBackendPaths.insert("dir:" + dir).second) ggml_backend_load_all_from_path(dir.c_str());
+  } else {
+    std::string path = dir + "/libggml-cpu-" + cpuVariant + ".so";
+    if (g_loadedBackendPaths.insert("lib:" + path).second && ggml_backend_load(path.c_str()) == nullptr) {
+      g_loadedBackendPaths.erase("lib:" + path);
+      throwCoded(env, "LLAMA_CPU_VARIANT",
+                 "the CPU backend variant '" + cpuVariant + "' (" + path +
+                     ") is missing or cannot run on this CPU");
+    }
   }
   if (info.Length() > 1 && info[1].IsArray()) {
     Napi::Array extra = info[1].As<Napi::Array>();

@@ -41,6 +41,12 @@ export interface LoadBackendsOptions {
    * built here, an installed GPU package's; none with CONTINUUM_LLAMA_GPU=0).
    */
   gpuPlugins?: readonly string[];
+  /**
+   * Load only this CPU variant (libggml-cpu-<name>.so: haswell is AVX2, zen4/skylakex/sapphirerapids
+   * AVX-512, ...) instead of the best one for this CPU; default env CONTINUUM_GGML_CPU. A variant this CPU
+   * cannot run is an error.
+   */
+  cpuVariant?: string;
 }
 
 export interface LoadModelOptions {

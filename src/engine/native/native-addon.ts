@@ -109,7 +109,7 @@ export interface RawAddon {
   versionInfo(): VersionInfo;
   systemInfo(): string;
   setLogLevel(level: LogLevel): void;
-  loadBackends(dir?: string, extraPluginPaths?: string[]): BackendsInfo;
+  loadBackends(dir?: string, extraPluginPaths?: string[], cpuVariant?: string): BackendsInfo;
   devices(): DeviceInfo[];
   loadModel(
     path: string,
@@ -249,11 +249,13 @@ let backends: BackendsInfo | undefined;
 
 /**
  * Loads ggml's runtime backend plugins: the best libggml-cpu-<arch>.so from the prebuilt package's bin dir
- * and the GPU plugins of opts.gpuPlugins. Must run before loadModel (which calls it if needed). Idempotent.
+ * (or the variant opts.cpuVariant / CONTINUUM_GGML_CPU names) and the GPU plugins of opts.gpuPlugins. Must
+ * run before loadModel (which calls it if needed). Idempotent.
  */
 export function loadBackends(opts: LoadBackendsOptions = {}): BackendsInfo {
   const gpuPlugins = opts.gpuPlugins ?? defaultGpuPlugins();
-  const info = native().loadBackends(opts.dir, [...gpuPlugins]);
+  const cpuVariant = opts.cpuVariant ?? (process.env["CONTINUUM_GGML_CPU"] || undefined);
+  const info = native().loadBackends(opts.dir, [...gpuPlugins], cpuVariant);
   backends = {
     dir: info.dir,
     loaded: [...(backends?.loaded ?? []), ...info.loaded],
