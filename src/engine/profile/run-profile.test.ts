@@ -4,11 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { loadEngineProfile } from "../../sim/hardware/engine-profile.js";
-import { ensureBuiltinModel } from "../gguf/index.js";
-import { LlamaModelRunner } from "../llama-model-runner.js";
-import { RunnerBatch } from "../model-runner.js";
 import { isNativeAvailable } from "../native/llama-native.js";
-import { median, prefillSequence } from "./measure.js";
 import { measureProfileToFile } from "./profile-file.js";
 import { planFor, QUICK_PLAN } from "./run-profile.js";
 
@@ -62,7 +58,7 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
     assert.ok(loadEngineProfile(JSON.parse(await readFile(join(dir, "streams.json"), "utf8")) as unknown));
   });
 
-  it("writes a profile that loads and predicts a fresh measurement within a loose band", async () => {
+  it("writes a profile that loads and prices each measured step as measured", async () => {
     const out = join(dir, "nested", "tiny.json");
     const lines: string[] = [];
     const file = await measureProfileToFile(
@@ -114,49 +110,5 @@ describe("continuum profile --quick (tiny model)", { skip: !native && "native ad
         [128, 512],
       ],
     );
-    const loopS = file.notes.engineOverheadS;
-
-    // fresh measurement with the same settings: a 768-token prefill (2 chunks, a length not profiled)
-    // and a 3-sequence decode step at context 128
-    const runner = await LlamaModelRunner.open({
-      modelPath: await ensureBuiltinModel({ preset: "tiny" }),
-      kvCells: 4096,
-      maxSeqs: 8,
-      batchTokens: 512,
-      threads: 1,
-    });
-    try {
-      await prefillSequence(runner, 0, 64, 512); // warm-up
-      const prefill: number[] = [];
-      for (let r = 0; r < 3; r++) {
-        runner.context.clear();
-        const m = await prefillSequence(runner, 0, 768, 512);
-        prefill.push(m.computeS + m.chunks * loopS);
-      }
-      const decode: number[] = [];
-      runner.context.clear();
-      for (let s = 0; s < 3; s++) await prefillSequence(runner, s, 128, 512);
-      for (let step = 0; step < 5; step++) {
-        const batch = new RunnerBatch(3);
-        for (let s = 0; s < 3; s++) batch.add(100 + s, 128 + step, s, true);
-        const r = await runner.execute(batch);
-        decode.push(r.computeS + loopS);
-      }
-      const predictedPrefill = profile.latency.prefillS(768, 512);
-      const predictedDecode = profile.latency.stepS(
-        [1, 2, 3].map(() => ({ numTokens: 1, contextTokens: 128 })),
-      );
-      const within = (got: number, want: number) => got / want > 1 / 3 && got / want < 3;
-      assert.ok(
-        within(predictedPrefill, median(prefill)),
-        `prefill 768: predicted ${predictedPrefill} s, measured ${median(prefill)} s`,
-      );
-      assert.ok(
-        within(predictedDecode, median(decode)),
-        `decode 3@128: predicted ${predictedDecode} s, measured ${median(decode)} s`,
-      );
-    } finally {
-      await runner.close();
-    }
   });
 });
