@@ -163,6 +163,42 @@ describe("validation errors", () => {
     });
   });
 
+  test("a wrong method on a route is a 405 whose Allow header names the route's methods, in the API's error shape", async () => {
+    await withServer({}, {}, async (t) => {
+      const call = (method: string, path: string) => fetch(`${t.url}${path}`, { method });
+      const cases: [method: string, path: string, allow: string][] = [
+        ["GET", "/v1/chat/completions", "POST"],
+        ["PUT", "/v1/completions", "POST"],
+        ["DELETE", "/v1/models", "GET, HEAD"],
+        ["POST", "/v1/models/fake-model", "GET, HEAD"],
+        ["GET", "/v1/responses", "POST"],
+        ["PUT", "/v1/responses/resp_1", "DELETE, GET, HEAD"],
+        ["PATCH", "/v1/conversations/conv_1/items", "GET, HEAD, POST"],
+        ["GET", "/tokenize", "POST"],
+        ["POST", "/health", "GET, HEAD"],
+      ];
+      for (const [method, path, allow] of cases) {
+        const response = await call(method, path);
+        assert.equal(response.headers.get("allow"), allow, `${method} ${path}`);
+        const { error } = await expectError(response, 405, null);
+        assert.equal(error.code, "method_not_allowed");
+        assert.equal(error.message, `${method} is not allowed on ${path}; it takes ${allow}`);
+      }
+      const messages = await call("GET", "/v1/messages");
+      assert.equal(messages.status, 405);
+      assert.equal(messages.headers.get("allow"), "POST");
+      assert.deepEqual(await messages.json(), {
+        type: "error",
+        error: {
+          type: "invalid_request_error",
+          message: "GET is not allowed on /v1/messages; it takes POST",
+        },
+      });
+      await expectError(await call("GET", "/v1/nothing"), 404);
+      assert.equal((await call("GET", "/v1/nothing")).headers.get("allow"), null);
+    });
+  });
+
   test("a prompt longer than the context is a 400 context_length_exceeded, also when the engine refuses it", async () => {
     await withServer(
       {
