@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import { Engine } from "./engine.js";
 import type { GenerateEvent } from "./engine-api.js";
 import { FakeModelRunner } from "./fake-model-runner.js";
