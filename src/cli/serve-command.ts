@@ -475,7 +475,8 @@ export function serveCommand(): Command {
     .option(
       "--logit-bias <spec>",
       "bias every request samples with unless its logit_bias names the token: TOKEN+BIAS or TOKEN-BIAS, " +
-        "TOKEN a token id or eos (repeatable or comma-separated; llama.cpp's flag), e.g. eos+8",
+        "TOKEN a token id or eos (repeatable or comma-separated; llama.cpp's flag), e.g. eos+4 (the built-in " +
+        "small model's replies then end after ~140 tokens on average)",
       collectLogitBias,
       [],
     )
