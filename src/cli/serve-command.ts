@@ -205,6 +205,19 @@ export function engineOptionsOf(
 const MIB = 1024 * 1024;
 const DEFAULT_MAX_BODY_MB = 32;
 
+/**
+ * What a built-in model's replies are: its weights are random, so a reply is noise that ends only when the
+ * end token comes up by chance, after thousands of tokens; `--logit-bias eos+4` raises that chance.
+ */
+function randomWeightsNote(o: ServeCliOptions): string {
+  const note = "the built-in model's weights are random: its replies are noise";
+  if (o.logitBias.some((b) => b.token === "eos" && b.bias > 0)) return note;
+  return (
+    `${note} and end only after thousands of tokens (or at a request's max_tokens); --logit-bias eos+4 ` +
+    `makes them end sooner${o.builtinModel === "small" ? " (~140 tokens on average)" : ""}`
+  );
+}
+
 /** The llama.cpp engine factory, loaded on first use (other commands never need the native addon). */
 async function loadLlamaEngineFactory(): Promise<EngineFactory> {
   const { createLlamaEngine } = await import("../engine/engine-factory.js");
@@ -258,6 +271,7 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
   log(`  device: ${describeDevice(engine.device)}`);
+  if (o.model === undefined) log(`  ${randomWeightsNote(o)}`);
   const quantizedKv = o.kvCacheDtype === "q8_0" || o.kvCacheDtype === "q4_0";
   if (quantizedKv && engine.device.kvCache !== "gpu") {
     log(
@@ -402,7 +416,7 @@ export function serveCommand(): Command {
     )
     .option(
       "--scheduling-policy <name>",
-      `scheduling policy (${POLICY_NAMES.join(", ")}), or a policy module's path (./my-policy.mjs: docs/custom-policies.md)`,
+      "scheduling policy: a name `continuum policies` lists, or a policy module's path (./my-policy.mjs)",
       policyName,
       "cachettl-adaptive",
     )
@@ -461,7 +475,8 @@ export function serveCommand(): Command {
     .option(
       "--logit-bias <spec>",
       "bias every request samples with unless its logit_bias names the token: TOKEN+BIAS or TOKEN-BIAS, " +
-        "TOKEN a token id or eos (repeatable or comma-separated; llama.cpp's flag), e.g. eos+8",
+        "TOKEN a token id or eos (repeatable or comma-separated; llama.cpp's flag), e.g. eos+4 (the built-in " +
+        "small model's replies then end after ~140 tokens on average)",
       collectLogitBias,
       [],
     )

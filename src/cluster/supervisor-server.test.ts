@@ -85,7 +85,10 @@ describe("a replica's own dashboard through the supervisor: /replicas/<name>/das
         const down = await fetch(`${base}/replicas/r2/dashboard/state`);
         assert.equal(down.status, 502);
         assert.match(((await down.json()) as Json).error.message, /replica r2 did not answer/);
-        assert.equal((await fetch(pageUrl, { method: "POST" })).status, 405);
+        const post = await fetch(pageUrl, { method: "POST" });
+        assert.equal(post.status, 405);
+        assert.equal(post.headers.get("allow"), "GET");
+        assert.equal(((await post.json()) as Json).error.code, "method_not_allowed");
       } finally {
         await supervisor.close();
       }

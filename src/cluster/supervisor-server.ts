@@ -46,7 +46,11 @@ async function fleetView(
   res: ServerResponse,
   replicas: readonly FleetReplica[],
 ): Promise<void> {
-  if (req.method !== "GET") return sendError(res, new ApiError(405, `${path} answers GET only`));
+  if (req.method !== "GET") {
+    res.setHeader("allow", "GET");
+    const message = `${req.method} is not allowed on ${path}; it takes GET`;
+    return sendError(res, new ApiError(405, message, "invalid_request_error", "method_not_allowed"));
+  }
   if (path === "/metrics") {
     const text = await fleetMetrics(replicas);
     res.writeHead(200, { "content-type": PROMETHEUS_TEXT });

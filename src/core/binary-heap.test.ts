@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
 import { BinaryHeap } from "./binary-heap.js";
 import { MinHeap } from "./min-heap.js";
+import fc from "./test-support/fast-check.js";
 
 describe("BinaryHeap", () => {
   test("pops in its order, for any pushes", () => {

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
 import { CalibratedCostModel, type StepChunk, type StepPrice } from "./calibrated-cost-model.js";
 import { quadraticCostModel } from "./cost-model.js";
 import { Rng } from "./rng.js";
 import { anyDouble } from "./test-support/arbitraries.js";
+import fc from "./test-support/fast-check.js";
 
 const PRIOR = quadraticCostModel({
   prefillQuadratic: { a: 0, b: 2e-4, c: 0.005 },

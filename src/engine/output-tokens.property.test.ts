@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import { type ActiveRequest, pushDelta } from "./active-request.js";
 import type { GenerateEvent, OutputLogprob } from "./engine-api.js";
 import { OutputText } from "./output-text.js";

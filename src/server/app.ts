@@ -8,6 +8,7 @@ import { createRequire } from "node:module";
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { EngineService } from "../engine/engine-api.js";
+import { allowedMethods } from "./allowed-methods.js";
 import { chatCompletions, type RequestContext } from "./chat-completions.js";
 import { serverChatTemplate, serverToolUseTemplate } from "./chat-template.js";
 import { completions } from "./completions.js";
@@ -123,8 +124,10 @@ function systemFingerprint(engine: EngineService): string {
   return `fp_${digest(config).toString("hex").slice(0, 10)}`;
 }
 
+/** An error in the shape of the API the path belongs to (Anthropic's on the Messages routes, else OpenAI's). */
 function errorResponse(c: Context<AppEnv>, error: ApiError): Response {
   for (const [name, value] of Object.entries(errorHeaders(error))) c.header(name, value);
+  if (isMessagesPath(c.req.path)) return c.json(anthropicErrorBody(error), error.status);
   return c.json(errorBody(error), error.status);
 }
 
@@ -183,18 +186,22 @@ export function createApp(options: AppOptions): ContinuumApp {
         `continuum server: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
       );
     }
-    if (isMessagesPath(c.req.path)) {
-      for (const [name, value] of Object.entries(errorHeaders(apiError))) c.header(name, value);
-      return c.json(anthropicErrorBody(apiError), apiError.status);
-    }
     return errorResponse(c, apiError);
   });
-  app.notFound((c) =>
-    errorResponse(
-      c,
-      new ApiError(404, `no route for ${c.req.method} ${c.req.path}`, "invalid_request_error", "not_found"),
-    ),
-  );
+  // a path served with other methods is a 405 naming them (the routes are all registered by then); a route
+  // of this method that finds nothing (an unknown dashboard asset) is a 404
+  let methodsOf: ((path: string) => string[]) | null = null;
+  app.notFound((c) => {
+    methodsOf ??= allowedMethods(app.routes);
+    const allowed = methodsOf(c.req.path);
+    if (allowed.length === 0 || allowed.includes(c.req.method)) {
+      const message = `no route for ${c.req.method} ${c.req.path}`;
+      return errorResponse(c, new ApiError(404, message, "invalid_request_error", "not_found"));
+    }
+    c.header("Allow", allowed.join(", "));
+    const message = `${c.req.method} is not allowed on ${c.req.path}; it takes ${allowed.join(", ")}`;
+    return errorResponse(c, new ApiError(405, message, "invalid_request_error", "method_not_allowed"));
+  });
 
   const origins = options.allowedOrigins ?? [];
   if (origins.length > 0) {

@@ -1,6 +1,11 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { ZodError } from "zod";
+import { ZodError, z } from "zod";
 import { EngineRejection } from "../engine/engine-api.js";
+import { deepestIssue, issuePath, typeNamingErrorMap } from "./zod-messages.js";
+
+// Every zod parse in the process words a wrong type as what was expected and what came: the 400s of every
+// API quote these messages.
+z.config({ customError: typeNamingErrorMap });
 
 /** OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`. */
 export interface OpenAIErrorBody {
@@ -48,19 +53,16 @@ const REJECTIONS: Readonly<
   too_many_programs: { status: 429, type: "rate_limit_error", defaultRetryS: 5 },
 };
 
-function zodParam(error: ZodError): string | null {
-  const path = error.issues[0]?.path ?? [];
-  if (path.length === 0) return null;
-  let out = "";
-  for (const key of path) out += typeof key === "number" ? `[${key}]` : out ? `.${String(key)}` : String(key);
-  return out;
-}
-
-function zodMessage(error: ZodError): string {
-  const issue = error.issues[0];
-  if (!issue) return "invalid request";
-  const param = zodParam(error);
-  return param ? `${param}: ${issue.message}` : issue.message;
+/**
+ * A zod error as the field it names (`within`: the path of the value parsed, "" for the body; null: the
+ * body itself) and what is wrong with it.
+ */
+export function describeZodError(error: ZodError, within = ""): { param: string | null; message: string } {
+  const first = error.issues[0];
+  if (!first) return { param: within || null, message: "invalid request" };
+  const issue = deepestIssue(first);
+  const param = issuePath(issue.path, within) || null;
+  return { param, message: param ? `${param}: ${issue.message}` : issue.message };
 }
 
 /** Every error the server can meet, as an ApiError. Unknown errors are internal (500). */
@@ -78,7 +80,8 @@ export function toApiError(error: unknown): ApiError {
     );
   }
   if (error instanceof ZodError) {
-    return new ApiError(400, zodMessage(error), "invalid_request_error", "invalid_value", zodParam(error));
+    const { param, message } = describeZodError(error);
+    return new ApiError(400, message, "invalid_request_error", "invalid_value", param);
   }
   const message = error instanceof Error ? error.message : String(error);
   return new ApiError(500, `internal error: ${message}`, "internal_error", "internal_error");

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import type { ModelChatTemplate } from "../engine/engine-api.js";
 import { readOutput } from "./chat-output.js";
 import { HARMONY_MESSAGES } from "./harmony.js";

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import { withServer } from "./test-support/test-server.js";
 
 const anyJson = fc.jsonValue({ maxDepth: 4 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import {
   AnswerEndStream,
   answerEnd,

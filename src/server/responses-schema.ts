@@ -5,7 +5,7 @@
  * endpoints.
  */
 import { z } from "zod";
-import { ApiError } from "./errors.js";
+import { ApiError, describeZodError } from "./errors.js";
 import { chatCompletionSchema } from "./schemas.js";
 
 const typedObject = z.object({ type: z.string().optional() }).passthrough();
@@ -175,7 +175,6 @@ export function conversationIdOf(ref: ResponsesBody["conversation"]): string | n
 export function parseItem<T extends z.ZodType>(schema: T, item: unknown, param: string): z.infer<T> {
   const parsed = schema.safeParse(item);
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  const where = [param, ...issue.path.map(String)].join(".");
-  throw ApiError.badRequest(`${where}: ${issue.message}`, where, "invalid_value");
+  const { param: where, message } = describeZodError(parsed.error, param);
+  throw ApiError.badRequest(message, where, "invalid_value");
 }

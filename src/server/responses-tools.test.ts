@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import { ApiError } from "./errors.js";
 import { chatNameOf, OfferedTools } from "./responses-tools.js";
 

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import { harmonyCalls } from "./harmony.js";
 import { MessageStream, messagesIn, readMessageText } from "./output-messages.js";
 import { type RecipientFormatName, recipientMessages } from "./recipient-formats.js";

@@ -66,6 +66,82 @@ describe("validation errors", () => {
     });
   });
 
+  test("a value of the wrong type names the type expected and the type that came, in every API", async () => {
+    await withServer({}, {}, async (t) => {
+      const openai = async (path: string, body: unknown, param: string) =>
+        (await expectError(await t.post(path, body), 400, param)).error.message;
+      assert.equal(
+        await openai("/v1/responses", { model: "fake-model", input: 42 }, "input"),
+        "input: expected a string or an array, got number",
+      );
+      assert.equal(
+        await openai("/v1/responses", { model: "fake-model", input: [1] }, "input[0]"),
+        "input[0]: expected an object, got number",
+      );
+      assert.equal(
+        await openai("/v1/responses", { model: "fake-model" }, "input"),
+        "input: expected a string or an array, got nothing",
+      );
+      assert.equal(
+        await openai(
+          "/v1/responses",
+          { model: "fake-model", input: [{ type: "message", role: "user", content: 7 }] },
+          "input[0].content",
+        ),
+        "input[0].content: expected a string or an array, got number",
+      );
+      assert.equal(
+        await openai(
+          "/v1/responses",
+          { model: "fake-model", input: "x", max_output_tokens: 1.5 },
+          "max_output_tokens",
+        ),
+        "max_output_tokens: expected an integer, got 1.5",
+      );
+      assert.equal(
+        await openai(
+          "/v1/chat/completions",
+          chat({ messages: [{ role: "user", content: [{ type: "text", text: 5 }] }] }),
+          "messages[0].content[0].text",
+        ),
+        "messages[0].content[0].text: expected a string, got number",
+      );
+      assert.equal(
+        await openai("/v1/chat/completions", chat({ tool_choice: "sometimes" }), "tool_choice"),
+        'tool_choice: expected "none" or "auto" or "required" or an object, got "sometimes"',
+      );
+      assert.equal(
+        await openai(
+          "/v1/chat/completions",
+          chat({ messages: [{ role: "wizard", content: "x" }] }),
+          "messages[0].role",
+        ),
+        'messages[0].role: expected one of "system", "developer", "user", "assistant", "tool", got "wizard"',
+      );
+      assert.equal(
+        await openai("/v1/completions", { model: "fake-model", prompt: { text: "hi" } }, "prompt"),
+        "prompt: expected a string or an array, got object",
+      );
+      assert.equal(
+        await openai("/v1/conversations", { items: "hi" }, "items"),
+        "items: expected an array, got string",
+      );
+      const messages = await t.post("/v1/messages", {
+        model: "fake-model",
+        max_tokens: 16,
+        messages: [{ role: "user", content: 5 }],
+      });
+      assert.equal(messages.status, 400);
+      assert.deepEqual(await messages.json(), {
+        type: "error",
+        error: {
+          type: "invalid_request_error",
+          message: "messages[0].content: expected a string or an array, got number",
+        },
+      });
+    });
+  });
+
   test("unknown fields are ignored; unknown models get 404; unknown routes 404", async () => {
     await withServer({}, {}, async (t) => {
       const ok = await t.post(
@@ -84,6 +160,42 @@ describe("validation errors", () => {
         /^The model `gpt-9` does not exist; this server serves `[^`]+`\.$/,
       );
       await expectError(await t.post("/v1/nothing", {}), 404);
+    });
+  });
+
+  test("a wrong method on a route is a 405 whose Allow header names the route's methods, in the API's error shape", async () => {
+    await withServer({}, {}, async (t) => {
+      const call = (method: string, path: string) => fetch(`${t.url}${path}`, { method });
+      const cases: [method: string, path: string, allow: string][] = [
+        ["GET", "/v1/chat/completions", "POST"],
+        ["PUT", "/v1/completions", "POST"],
+        ["DELETE", "/v1/models", "GET, HEAD"],
+        ["POST", "/v1/models/fake-model", "GET, HEAD"],
+        ["GET", "/v1/responses", "POST"],
+        ["PUT", "/v1/responses/resp_1", "DELETE, GET, HEAD"],
+        ["PATCH", "/v1/conversations/conv_1/items", "GET, HEAD, POST"],
+        ["GET", "/tokenize", "POST"],
+        ["POST", "/health", "GET, HEAD"],
+      ];
+      for (const [method, path, allow] of cases) {
+        const response = await call(method, path);
+        assert.equal(response.headers.get("allow"), allow, `${method} ${path}`);
+        const { error } = await expectError(response, 405, null);
+        assert.equal(error.code, "method_not_allowed");
+        assert.equal(error.message, `${method} is not allowed on ${path}; it takes ${allow}`);
+      }
+      const messages = await call("GET", "/v1/messages");
+      assert.equal(messages.status, 405);
+      assert.equal(messages.headers.get("allow"), "POST");
+      assert.deepEqual(await messages.json(), {
+        type: "error",
+        error: {
+          type: "invalid_request_error",
+          message: "GET is not allowed on /v1/messages; it takes POST",
+        },
+      });
+      await expectError(await call("GET", "/v1/nothing"), 404);
+      assert.equal((await call("GET", "/v1/nothing")).headers.get("allow"), null);
     });
   });
 

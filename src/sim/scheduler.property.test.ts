@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
-import fc from "fast-check";
 import { RequestRejectedError } from "../core/scheduler.js";
 import { uniformDouble } from "../core/test-support/arbitraries.js";
 import { contentOf } from "../core/test-support/drive.js";
+import fc from "../core/test-support/fast-check.js";
 import { testScheduler } from "../core/test-support/harness.js";
 import { createPolicy, POLICY_NAMES } from "../policies/index.js";
 import {
@@ -16,8 +16,8 @@ import {
 
 /**
  * Randomized safety properties of the scheduler under every policy. An "event" is one request arrival,
- * one abort, or one engine step (schedule + update). Seeds are printed by fast-check on failure; replay
- * one with fc.assert(..., { seed, path }).
+ * one abort, or one engine step (schedule + update). The seed is fixed (core/test-support/fast-check.ts);
+ * fast-check prints it with the failing case's path, which fc.assert(..., { seed, path }) replays.
  */
 interface Tally {
   runs: number;

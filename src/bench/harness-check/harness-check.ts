@@ -9,7 +9,8 @@
  * harness fails (0 with a "skipped: ..." line when an install failed for lack of network or disk).
  *
  *   npm run harness-check -- [--only claude-code,codex] [--skip-install] [--max-output-tokens 256]
- *     [--serve-args="--builtin-model medium"] [--turn-timeout-s 1800] [--out-dir <dir>] [--json <file>]
+ *     [--serve-args="--builtin-model medium"] [--turn-timeout-s 1800] [--port-range 9000-9099]
+ *     [--out-dir <dir>] [--json <file>]
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -17,8 +18,9 @@ import { createWriteStream, existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { freePort, HOST, REPO_ROOT, type Server, stopServer } from "../compare/processes.js";
+import { HOST, REPO_ROOT, type Server, stopServer } from "../compare/processes.js";
 import { COMMON_ENV, HARNESSES, type Harness, type HarnessContext, TASKS } from "./harnesses.js";
+import { PortPicker, parsePortRange } from "./port-range.js";
 import { startRecordingProxy } from "./recording-proxy.js";
 import {
   formatTable,
@@ -38,6 +40,8 @@ const USAGE = `usage: npm run harness-check -- [options]
                             its random replies then end after ~140 tokens on average (default 4; 0: none)
   --serve-args="<flags>"    more flags for continuum serve, e.g. --serve-args="--builtin-model medium"
   --turn-timeout-s <s>      per invocation (default 1800)
+  --port-range <A-B>        the ports each harness's serve and recording proxy listen on, from this range
+                            (default: any free ones)
   --out-dir <dir>           logs and records (default .cache/harness-check/<time>)
   --json <file>             the JSON summary (default <out-dir>/summary.json)`;
 
@@ -49,6 +53,7 @@ const { values: args } = parseArgs({
     "eos-bias": { type: "string", default: "4" },
     "serve-args": { type: "string", default: "" },
     "turn-timeout-s": { type: "string", default: "1800" },
+    "port-range": { type: "string" },
     "out-dir": { type: "string" },
     json: { type: "string" },
     help: { type: "boolean", default: false },
@@ -77,11 +82,16 @@ const serveArgs = [
   ...(builtinModel && eosBias > 0 ? ["--logit-bias", `eos+${eosBias}`] : []),
   ...userServeArgs,
 ];
+const portRange = args["port-range"] === undefined ? null : parsePortRange(args["port-range"]);
+if (args["port-range"] !== undefined && portRange === null) {
+  process.stderr.write(`--port-range ${args["port-range"]}: expected A-B with 1 <= A <= B <= 65535\n`);
+}
 if (
   !Number.isInteger(maxOutput) ||
   maxOutput < 0 ||
   !(turnTimeoutS > 0) ||
-  !(eosBias >= 0 && eosBias <= 100)
+  !(eosBias >= 0 && eosBias <= 100) ||
+  (args["port-range"] !== undefined && portRange === null)
 ) {
   process.stderr.write(`${USAGE}\n`);
   process.exit(2);
@@ -96,6 +106,7 @@ if (unknown.length > 0) {
   process.exit(2);
 }
 const selected = HARNESSES.filter((h) => !only || only.includes(h.name));
+const ports = new PortPicker(HOST, portRange);
 
 const t0 = performance.now();
 function log(line: string): void {
@@ -340,7 +351,7 @@ async function checkHarness(h: Harness): Promise<HarnessResult> {
   await writeFile(join(workDir, "README.md"), "A scratch directory of `npm run harness-check`.\n");
 
   const apiKey = `hc-${randomBytes(12).toString("hex")}`;
-  const port = await freePort();
+  const port = await ports.take();
   const recordFile = join(dir, "record.jsonl");
   const argv = [
     join(REPO_ROOT, "bin", "continuum.js"),
@@ -365,7 +376,12 @@ async function checkHarness(h: Harness): Promise<HarnessResult> {
   try {
     server = await startServe(argv, port, apiKey, dir);
     const model = await servedModel(server.url, apiKey);
-    const proxy = await startRecordingProxy(server.url, join(dir, "exchanges.jsonl"), `${h.name}-`);
+    const proxy = await startRecordingProxy(
+      server.url,
+      join(dir, "exchanges.jsonl"),
+      `${h.name}-`,
+      await ports.take(),
+    );
     try {
       const ctx: HarnessContext = {
         baseUrl: proxy.url,

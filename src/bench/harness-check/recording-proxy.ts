@@ -61,13 +61,14 @@ export interface RecordingProxy {
 }
 
 /**
- * Starts a proxy on 127.0.0.1 (a free port) forwarding to `upstream` (`http://host:port`); every
+ * Starts a proxy on 127.0.0.1 (`port`, or a free one) forwarding to `upstream` (`http://host:port`); every
  * exchange is appended to `logFile` as it ends. `idPrefix` names the request ids it adds.
  */
 export async function startRecordingProxy(
   upstream: string,
   logFile: string,
   idPrefix: string,
+  port = 0,
 ): Promise<RecordingProxy> {
   const target = new URL(upstream);
   const exchanges: Exchange[] = [];
@@ -157,11 +158,11 @@ export async function startRecordingProxy(
 
   await new Promise<void>((res, rej) => {
     server.once("error", rej);
-    server.listen(0, "127.0.0.1", () => res());
+    server.listen(port, "127.0.0.1", () => res());
   });
-  const { port } = server.address() as AddressInfo;
+  const bound = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://127.0.0.1:${bound}`,
     exchanges,
     inFlight: () => open,
     now: () => performance.now() - t0,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
 import { blockHashes } from "../test-support/drive.js";
+import fc from "../test-support/fast-check.js";
 import { extendHash, hashTokenBlock, ROOT_HASH } from "./prefix-hash.js";
 import { BlockHashContent, TokenIdContent } from "./token-content.js";
 

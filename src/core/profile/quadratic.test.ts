@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
 import { anyDouble } from "../test-support/arbitraries.js";
+import fc from "../test-support/fast-check.js";
 import { evalQuadratic, fitQuadratic } from "./quadratic.js";
 
 function close(actual: number, expected: number, rel = 1e-6, abs = 1e-12): boolean {

@@ -1,4 +1,4 @@
-import fc from "fast-check";
+import fc from "./fast-check.js";
 
 /**
  * Uniform over [min, max], on a grid of 10^6 steps. fc.double spreads its draws over the floats' bit

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
 import { Rng } from "../rng.js";
 import { anyDouble } from "../test-support/arbitraries.js";
+import fc from "../test-support/fast-check.js";
 import { EmpiricalDurations } from "./empirical-durations.js";
 
 function withSamples(samples: readonly number[], capacity = 4096): EmpiricalDurations {

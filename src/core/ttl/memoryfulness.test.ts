@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
 import { Rng } from "../rng.js";
+import fc from "../test-support/fast-check.js";
 import { MemoryfulnessEstimator } from "./memoryfulness.js";
 
 function etaOf(programLengths: readonly number[]): number {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
 import { anyDouble } from "../test-support/arbitraries.js";
+import fc from "../test-support/fast-check.js";
 import { SortedDurations } from "./sorted-durations.js";
 
 /** Eq. 2's value of each candidate in {0} ∪ samples, straight from the definition over a sorted copy. */

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
 import { Rng } from "../rng.js";
 import { anyDouble } from "../test-support/arbitraries.js";
+import fc from "../test-support/fast-check.js";
 import { COLD_START_SAMPLES, defaultTtlS, TtlEstimator } from "./ttl-model.js";
 
 function recordMany(est: TtlEstimator, tool: string, count: number, durationS: number): void {
