@@ -274,16 +274,17 @@ export function responsesApi(
         "conversation",
       );
     }
-    const conversation = conversationId === null ? null : conversations.find(tenant, conversationId);
-    // the conversation's items as they are now: a response ending meanwhile replaces the list, not this one
-    const conversationItems = conversation?.items ?? [];
     const given = withReferencedItems(body, store, tenant);
+    const newItems = inputItemsOf(given.input);
+    const conversation =
+      conversationId === null ? null : conversations.find(tenant, conversationId, newItems);
+    // the conversation's items as they are now: a response ending meanwhile adds to the list, not to this copy
+    const conversationItems = conversation?.items.slice() ?? [];
     const request = chatRequestOf(
       given,
       previous?.conversation ??
         inputMessages(conversationItems as unknown as ResponsesBody["input"], "conversation.items"),
     );
-    const newItems = inputItemsOf(given.input);
     // what the model sees before its output: the previous response's items and output, or the
     // conversation's items, then this input
     const inputItems = (): ListedItem[] => [
