@@ -78,12 +78,10 @@ export interface ConversationsApi {
   readonly listItems: Handler;
   readonly retrieveItem: Handler;
   readonly removeItem: Handler;
-  /**
-   * The tenant's conversation with this id, for a response on it whose input is `input`: a 404 naming
-   * `conversation` when none, a 400 naming `input` when the input would take it past the size one
-   * conversation may hold.
-   */
-  find(tenant: string | null, id: string, input: readonly ListedItem[]): StoredConversation;
+  /** The tenant's conversation with this id, for a response on it; a 404 naming `conversation` when none. */
+  find(tenant: string | null, id: string): StoredConversation;
+  /** A 400 naming `input` when a response's input would take `conversation` past the size one may hold. */
+  checkRoom(conversation: StoredConversation, input: readonly ListedItem[]): void;
   /**
    * Adds a finished response's input and output items to the conversation, if it is still kept (its output
    * too where it takes the conversation past its size: the input was checked before the response ran).
@@ -182,11 +180,13 @@ export function conversationsApi(
       store.removeItem(tenantOf(c), conversation, itemOf(c, conversation));
       return c.json(conversationObject(conversation), 200, named(conversation));
     },
-    find(tenant, id, input) {
+    find(tenant, id) {
       const conversation = store.get(tenant, id);
       if (conversation === undefined) throw conversationNotFound(id, "conversation");
-      store.checkRoom(conversation, itemsBytes(input), "input");
       return conversation;
+    },
+    checkRoom(conversation, input) {
+      store.checkRoom(conversation, itemsBytes(input), "input");
     },
     append(tenant, id, items) {
       const conversation = store.get(tenant, id);

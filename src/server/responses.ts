@@ -274,17 +274,17 @@ export function responsesApi(
         "conversation",
       );
     }
-    const given = withReferencedItems(body, store, tenant);
-    const newItems = inputItemsOf(given.input);
-    const conversation =
-      conversationId === null ? null : conversations.find(tenant, conversationId, newItems);
+    const conversation = conversationId === null ? null : conversations.find(tenant, conversationId);
     // the conversation's items as they are now: a response ending meanwhile adds to the list, not to this copy
     const conversationItems = conversation?.items.slice() ?? [];
+    const given = withReferencedItems(body, store, tenant);
     const request = chatRequestOf(
       given,
       previous?.conversation ??
         inputMessages(conversationItems as unknown as ResponsesBody["input"], "conversation.items"),
     );
+    const newItems = inputItemsOf(given.input);
+    if (conversation !== null) conversations.checkRoom(conversation, newItems);
     // what the model sees before its output: the previous response's items and output, or the
     // conversation's items, then this input
     const inputItems = (): ListedItem[] => [
