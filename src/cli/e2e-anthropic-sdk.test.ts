@@ -138,6 +138,39 @@ describe("@anthropic-ai/sdk against the llama.cpp engine (tiny model)", { skip: 
     }
   });
 
+  test("a streamed turn's message_start carries its input and cached tokens (LangChain's ChatAnthropic reads only it)", async () => {
+    const session = { headers: { "x-claude-code-session-id": "cc-session-usage" } };
+    const messages: MessageParam[] = [{ role: "user", content: "List the files of the repository." }];
+    const first = await client.messages.create(
+      greedy({ model: s.model, max_tokens: 24, system, messages }),
+      session,
+    );
+    messages.push({ role: "assistant", content: first.content });
+    messages.push({ role: "user", content: "Now read the first one." });
+    const stream = await client.messages.create(
+      greedy({ model: s.model, max_tokens: 24, system, messages, stream: true as const }),
+      session,
+    );
+    let start: Anthropic.Usage | null = null;
+    let end: Anthropic.MessageDeltaUsage | null = null;
+    for await (const event of stream) {
+      if (event.type === "message_start") start = event.message.usage;
+      if (event.type === "message_delta") end = event.usage;
+    }
+    assert.ok(start !== null && end !== null);
+    const held =
+      first.usage.input_tokens + (first.usage.cache_read_input_tokens ?? 0) + first.usage.output_tokens;
+    const floor = Math.floor((held - 1) / BLOCK_TOKENS) * BLOCK_TOKENS;
+    assert.ok(
+      (start.cache_read_input_tokens ?? 0) >= floor,
+      `${JSON.stringify(start)}; turn 1 ${JSON.stringify(first.usage)}`,
+    );
+    assert.deepEqual(
+      [start.input_tokens, start.cache_read_input_tokens],
+      [end.input_tokens, end.cache_read_input_tokens],
+    );
+  });
+
   test("messages.countTokens counts the prompt messages.create is charged for", async () => {
     const params = { model: s.model, system, messages: [{ role: "user" as const, content: "Say hello." }] };
     const { input_tokens } = await client.messages.countTokens(params);

@@ -33,6 +33,8 @@ export interface ActiveRequest {
   firstAdmittedS: number | null;
   /** the prompt's ids went out with a delta (`returnTokenIds`) */
   promptIdsOut: boolean;
+  /** the prompt's usage went out (pushPromptUsage) */
+  promptUsageOut: boolean;
   /** `sampling.preservedTokens` as token ids: control tokens written into the text as their names */
   readonly preserved: ReadonlySet<number>;
   /** with `sampling.thinkingBudget`: the thinking watched, its close forced once the budget is spent */
@@ -89,6 +91,21 @@ export function pushDelta(active: ActiveRequest, text: string, ended: boolean): 
     ...(logprobs.length > 0 ? { logprobs } : {}),
     ...(tokenIds.length > 0 ? { tokenIds } : {}),
     ...(promptIds ? { promptTokenIds: tokenIdsOf(active.content, active.request!.promptTokens).prompt } : {}),
+  });
+}
+
+/**
+ * The prompt's usage, once the scheduler counted its cached tokens (its first step ran): streams tell their
+ * client the prompt's size and cache before the reply (Anthropic's `message_start`).
+ */
+export function pushPromptUsage(active: ActiveRequest): void {
+  const r = active.request;
+  if (active.promptUsageOut || active.done || r === null || r.cachedTokens === null) return;
+  active.promptUsageOut = true;
+  active.channel.push({
+    type: "delta",
+    text: "",
+    promptUsage: { promptTokens: r.promptTokens, cachedTokens: r.cachedTokens },
   });
 }
 

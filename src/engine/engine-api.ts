@@ -157,6 +157,11 @@ export type GenerateEvent =
       readonly tokenIds?: readonly number[];
       /** with `returnTokenIds`, on the request's first delta: the prompt's token ids */
       readonly promptTokenIds?: readonly number[];
+      /**
+       * once, as soon as the request's first step ran: its prompt's tokens and how many of them were cached
+       * (as the done event's usage counts them), on a delta of its own (no text)
+       */
+      readonly promptUsage?: Pick<GenerateUsage, "promptTokens" | "cachedTokens">;
     }
   | {
       readonly type: "done";

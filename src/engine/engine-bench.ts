@@ -87,7 +87,8 @@ async function runWindowed(engine: Engine, requests: GenerateRequest[]) {
     requests.map(async (r) => {
       let first = true;
       for await (const event of engine.generate(r, new AbortController().signal)) {
-        if (event.type === "delta" && first) {
+        // a token's delta (the prompt's usage comes on one of its own, after the first prefill chunk)
+        if (event.type === "delta" && event.promptUsage === undefined && first) {
           first = false;
           if (++started === requests.length) windowStart = snap();
         } else if (event.type === "done") {

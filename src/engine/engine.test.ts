@@ -114,6 +114,34 @@ describe("engine over the fake runner", () => {
     }
   });
 
+  test("a stream tells the prompt's tokens and cached tokens once, before the done event, as the done event counts them", async () => {
+    await withEngine({ policy: "cachettl" }, async (engine) => {
+      const prompt1 = engine.renderChat(chat("list the files"));
+      const first = await run(
+        engine,
+        request("u1", prompt1, { programId: "p", sampling: { maxTokens: 30 } }),
+      );
+      const prompt2 = `${prompt1}${first.done.text} then read the failing test`;
+      const usages: unknown[] = [];
+      let done: Done | null = null;
+      for await (const event of engine.generate(
+        request("u2", prompt2, { programId: "p", sampling: { maxTokens: 8 } }),
+        new AbortController().signal,
+      )) {
+        if (event.type === "delta" && event.promptUsage) {
+          assert.equal(done, null);
+          assert.equal(event.text, "");
+          usages.push(event.promptUsage);
+        }
+        if (event.type === "done") done = event;
+      }
+      assert.ok(done !== null && done.usage.cachedTokens > 0, JSON.stringify(done?.usage));
+      assert.deepEqual(usages, [
+        { promptTokens: done.usage.promptTokens, cachedTokens: done.usage.cachedTokens },
+      ]);
+    });
+  });
+
   test("endProgram releases a pinned program's KV at once, in the scheduler and in the slots", async () => {
     await withEngine({ policy: fixedTtlPolicy(60) }, async (engine) => {
       await run(
@@ -144,7 +172,7 @@ describe("engine over the fake runner", () => {
       let deltas = 0;
       let done: Done | null = null;
       for await (const event of stream) {
-        if (event.type === "delta" && ++deltas === 20) {
+        if (event.type === "delta" && event.text.length > 0 && ++deltas === 20) {
           assert.equal(engine.metrics().running, 1);
           assert.ok(engine.metrics().kvUsage > 0);
           controller.abort();

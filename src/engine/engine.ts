@@ -20,6 +20,7 @@ import {
   doneEvent,
   failActive,
   pushDelta,
+  pushPromptUsage,
   requestSpecOf,
 } from "./active-request.js";
 import type { DeviceInfo } from "./device-info.js";
@@ -133,6 +134,12 @@ export class Engine implements EngineService {
       stepLog: this.stepLog,
     });
     this.stepLoop = new StepLoop(this.scheduler, this.clock, this.loopEnvironment, this.executor, {
+      onStep: (plan) => {
+        for (const request of plan.admitted) {
+          const active = this.active.get(request.id);
+          if (active?.request === request) pushPromptUsage(active);
+        }
+      },
       onFinished: (finished) => {
         for (const request of finished) this.complete(request);
       },
@@ -219,6 +226,7 @@ export class Engine implements EngineService {
       onAbort,
       firstAdmittedS: null,
       promptIdsOut: false,
+      promptUsageOut: false,
       thinking: spec.sampling.thinkingBudget ? new ThinkingBudgetWatch(spec.sampling.thinkingBudget) : null,
       preserved: this.preservedIds(spec.sampling.preservedTokens ?? []),
       done: false,

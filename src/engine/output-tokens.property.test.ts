@@ -44,6 +44,7 @@ function generate(tokens: readonly Uint8Array[], stops: readonly string[], eos: 
     request: { promptTokens: PROMPT.length },
     content: { tokenAt: (pos: number) => PROMPT[pos], length: PROMPT.length },
     promptIdsOut: false,
+    promptUsageOut: false,
     channel: { push: (e: GenerateEvent) => events.push(e) } as unknown as ActiveRequest["channel"],
   } as ActiveRequest;
   const entry = (bytes: Uint8Array, i: number): OutputLogprob => ({ bytes, logprob: -i, top: [] });

@@ -4,6 +4,7 @@
  * started. A finished output is read in chat-output.ts, a stream written in chat-stream.ts.
  */
 import type { Context } from "hono";
+import { MAX_JSON_DEPTH, tooDeepPath } from "../core/tools/json-depth.js";
 import type { ThinkingBudget } from "../engine/engine-api.js";
 import {
   type ChatGeneration,
@@ -150,7 +151,7 @@ export function toolSetup(body: ChatCompletionBody, replies: ReplyMemory | null 
   return { parseFor: specs, rendered: tools, grammar: forcedToolGrammar(forced), parallel, replies };
 }
 
-/** The request body as JSON; a clear 400 when it is empty or malformed. */
+/** The request body as JSON; a clear 400 when it is empty, malformed or nested too deeply to walk (json-depth.ts). */
 export async function readJsonBody(c: Context<AppEnv>): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim().length === 0) throw ApiError.badRequest("request body is empty; expected a JSON object");
@@ -163,6 +164,13 @@ export async function readJsonBody(c: Context<AppEnv>): Promise<unknown> {
       null,
       "invalid_json",
     );
+  }
+  const tooDeep = tooDeepPath(body);
+  if (tooDeep !== null) {
+    const levels = `nests deeper than ${MAX_JSON_DEPTH} levels`;
+    if (tooDeep === "") throw ApiError.badRequest(`request body ${levels}`, null, "invalid_value");
+    const message = `${tooDeep}: ${levels}, counted from the top of the request body`;
+    throw ApiError.badRequest(message, tooDeep, "invalid_value");
   }
   const api = c.get("notesMedia");
   return api === undefined ? body : noteMedia(api, body).body;

@@ -5,12 +5,13 @@
  * as OpenAI does, per tenant.
  */
 import assert from "node:assert/strict";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { describe, test } from "node:test";
 import { createApp } from "./app.js";
-import { ConversationStore } from "./conversation-store.js";
-import { CONVERSATION_ID_HEADER } from "./conversations.js";
+import { ConversationStore, itemsBytes } from "./conversation-store.js";
+import { CONVERSATION_ID_HEADER, MAX_CONVERSATION_BYTES } from "./conversations.js";
 import { FakeEngine, type FakeEngineOptions } from "./test-support/fake-engine.js";
-import type { Json } from "./test-support/test-server.js";
+import { type Json, withServer } from "./test-support/test-server.js";
 
 function server(engineOptions: FakeEngineOptions = {}, apiKeys: string[] = []) {
   const engine = new FakeEngine(engineOptions);
@@ -221,13 +222,13 @@ describe("Conversations API (fake engine)", () => {
   });
 
   test("the store keeps the most recently used conversations within its count and bytes", () => {
-    const store = new ConversationStore(2, 10_000);
-    const conversation = (id: string, text = "x") => ({
-      id,
-      created_at: 0,
-      metadata: {},
-      items: [{ id: `msg_${id}`, type: "message", role: "user", content: [{ type: "input_text", text }] }],
-    });
+    const store = new ConversationStore(2, 10_000, 100_000);
+    const conversation = (id: string, text = "x") => {
+      const items = [
+        { id: `msg_${id}`, type: "message", role: "user", content: [{ type: "input_text", text }] },
+      ];
+      return { id, created_at: 0, metadata: {}, items, itemBytes: itemsBytes(items) };
+    };
     store.set(null, "a", conversation("a"));
     store.set(null, "b", conversation("b"));
     assert.ok(store.get(null, "a"));
@@ -240,5 +241,91 @@ describe("Conversations API (fake engine)", () => {
     assert.ok(store.get(null, "d"), "the one just stored stays, even alone over the bytes");
     assert.equal(store.get(null, "a"), undefined);
     assert.equal(store.get("tenant", "d"), undefined);
+  });
+
+  test("a conversation's size is what its items and metadata measure as JSON, kept as items are added and removed", () => {
+    const store = new ConversationStore(8, 1_000_000, 1_000_000);
+    const item = (id: string, text: string) => ({
+      id,
+      type: "message",
+      role: "user",
+      content: [{ type: "input_text", text }],
+    });
+    const stored = { id: "c", created_at: 0, metadata: { a: "b" }, items: [], itemBytes: 0 };
+    const added = [item("m1", "one"), item("m2", "two two"), item("m3", "three")];
+    store.add(null, stored, added, itemsBytes(added));
+    store.removeItem(null, stored, 1);
+    const measured = JSON.stringify(stored.items).length - 2 - (stored.items.length - 1);
+    assert.equal(store.storedBytes, measured + JSON.stringify(stored.metadata).length);
+  });
+
+  test("items that would take a conversation past its size are a 400 naming them, before anything is added", async () => {
+    const { json, request } = server();
+    const big = (n: number) => ({ type: "message", role: "user", content: "x".repeat(n) });
+    const created = await json("POST", "/v1/conversations", {});
+    // a body holds at most 32 MiB: the conversation grows in steps, to one step under its size
+    const step = 8 * 2 ** 20;
+    for (let held = step; held < MAX_CONVERSATION_BYTES; held += step) {
+      await json("POST", `/v1/conversations/${created.id}/items`, { items: [big(step)] });
+    }
+    const over = await request("POST", `/v1/conversations/${created.id}/items`, { items: [big(step)] });
+    assert.equal(over.status, 400);
+    const error = ((await over.json()) as Json).error;
+    assert.equal(error.param, "items");
+    assert.match(error.message, /64 MiB one conversation may hold: start another conversation/);
+    const viaResponse = await request("POST", "/v1/responses", {
+      input: [big(step)],
+      conversation: created.id,
+    });
+    assert.equal(viaResponse.status, 400);
+    assert.equal(((await viaResponse.json()) as Json).error.param, "input");
+    const listed = await json("GET", `/v1/conversations/${created.id}/items?limit=100`);
+    assert.equal(listed.data.length, MAX_CONVERSATION_BYTES / step - 1, "nothing was added");
+  });
+});
+
+describe("Conversations under big writes (fake engine, HTTP)", () => {
+  test("appending to a 48 MiB conversation costs what it adds: with 8 writers the event loop blocks no longer than beside an empty one, and /health answers", async () => {
+    await withServer({}, {}, async (t) => {
+      const item = (bytes: number) => ({ type: "message", role: "user", content: "x".repeat(bytes) });
+      const create = async () =>
+        ((await (await t.post("/v1/conversations", {})).json()) as Json).id as string;
+      const add = async (id: string, items: unknown[]) => {
+        const response = await t.post(`/v1/conversations/${id}/items`, { items });
+        assert.equal(response.status, 200, await response.clone().text());
+        await response.arrayBuffer();
+      };
+      /** The longest the event loop was blocked, and /health's slowest answer, while 8 clients append to `id`. */
+      const underWriters = async (id: string) => {
+        const delay = monitorEventLoopDelay({ resolution: 5 });
+        delay.enable();
+        let writing = true;
+        let slowestHealthMs = 0;
+        const probe = (async () => {
+          while (writing) {
+            const started = performance.now();
+            assert.equal((await fetch(`${t.url}/health`)).status, 200);
+            slowestHealthMs = Math.max(slowestHealthMs, performance.now() - started);
+          }
+        })();
+        await Promise.all(
+          Array.from({ length: 8 }, async () => {
+            for (let n = 0; n < 6; n++) await add(id, [item(64 * 1024)]);
+          }),
+        );
+        writing = false;
+        await probe;
+        delay.disable();
+        return { blockedMs: delay.max / 1e6, slowestHealthMs };
+      };
+      await underWriters(await create()); // warms the server's code up
+      const baseline = await underWriters(await create());
+      const large = await create();
+      for (let held = 0; held < 48 * 2 ** 20; held += 16 * 2 ** 20) await add(large, [item(16 * 2 ** 20)]);
+      const loaded = await underWriters(large);
+      const seen = `beside an empty conversation ${JSON.stringify(baseline)}, a 48 MiB one ${JSON.stringify(loaded)}`;
+      assert.ok(loaded.blockedMs <= 4 * baseline.blockedMs + 25, seen);
+      assert.ok(loaded.slowestHealthMs <= 4 * baseline.slowestHealthMs + 25, seen);
+    });
   });
 });

@@ -11,6 +11,7 @@ import { readJsonBody } from "./chat-completions.js";
 import {
   ConversationStore,
   conversationObject,
+  itemsBytes,
   newConversationId,
   type StoredConversation,
 } from "./conversation-store.js";
@@ -22,8 +23,10 @@ import type { ResponsesBody } from "./responses-schema.js";
 
 /** How many conversations are kept (least recently used first out)... */
 export const STORED_CONVERSATIONS = 1024;
-/** ...and in how much memory at most (their items as JSON text). */
+/** ...and in how much memory at most (their items as JSON text)... */
 export const STORED_CONVERSATION_BYTES = 256 * 2 ** 20;
+/** ...of which one conversation holds at most this much. */
+export const MAX_CONVERSATION_BYTES = 64 * 2 ** 20;
 /** OpenAI's limit on the items one request adds. */
 const MAX_ITEMS_PER_REQUEST = 20;
 
@@ -59,7 +62,7 @@ function listedItems(items: ResponsesBody["input"]): ListedItem[] {
 function conversationNotFound(id: string, param: string | null = null): ApiError {
   return new ApiError(
     404,
-    `Conversation with id '${id}' not found (conversations are kept in this server's memory, at most the ${STORED_CONVERSATIONS} most recently used).`,
+    `Conversation with id '${id}' not found (conversations are kept in this server's memory, at most the ${STORED_CONVERSATIONS} most recently used and ${STORED_CONVERSATION_BYTES / 2 ** 20} MiB of them).`,
     "invalid_request_error",
     "not_found",
     param,
@@ -77,7 +80,12 @@ export interface ConversationsApi {
   readonly removeItem: Handler;
   /** The tenant's conversation with this id, for a response on it; a 404 naming `conversation` when none. */
   find(tenant: string | null, id: string): StoredConversation;
-  /** Adds a finished response's input and output items to the conversation, if it is still kept. */
+  /** A 400 naming `input` when a response's input would take `conversation` past the size one may hold. */
+  checkRoom(conversation: StoredConversation, input: readonly ListedItem[]): void;
+  /**
+   * Adds a finished response's input and output items to the conversation, if it is still kept (its output
+   * too where it takes the conversation past its size: the input was checked before the response ran).
+   */
   append(tenant: string | null, id: string, items: readonly ListedItem[]): void;
 }
 
@@ -88,7 +96,11 @@ export interface ConversationsApi {
 export function conversationsApi(
   endProgram: (tenant: string | null, id: string) => boolean,
 ): ConversationsApi {
-  const store = new ConversationStore(STORED_CONVERSATIONS, STORED_CONVERSATION_BYTES);
+  const store = new ConversationStore(
+    STORED_CONVERSATIONS,
+    STORED_CONVERSATION_BYTES,
+    MAX_CONVERSATION_BYTES,
+  );
   const tenantOf = (c: Context<AppEnv>) => c.get("tenant") ?? null;
   const found = (c: Context<AppEnv>): StoredConversation => {
     const id = c.req.param("id") as string;
@@ -97,9 +109,11 @@ export function conversationsApi(
     return conversation;
   };
   const named = (conversation: StoredConversation) => ({ [CONVERSATION_ID_HEADER]: conversation.id });
-  const extend = (tenant: string | null, conversation: StoredConversation, items: readonly ListedItem[]) => {
-    conversation.items = [...conversation.items, ...items];
-    store.set(tenant, conversation.id, conversation);
+  /** A request's `items` added, or a 400 naming them when they would not fit the conversation. */
+  const addChecked = (tenant: string | null, conversation: StoredConversation, items: ListedItem[]) => {
+    const bytes = itemsBytes(items);
+    store.checkRoom(conversation, bytes, "items");
+    store.add(tenant, conversation, items, bytes);
   };
   const itemOf = (c: Context<AppEnv>, conversation: StoredConversation): number => {
     const itemId = c.req.param("item_id") as string;
@@ -124,9 +138,11 @@ export function conversationsApi(
         id: newConversationId(),
         created_at: unixSeconds(),
         metadata: body.metadata ?? {},
-        items: listedItems(body.items ?? []),
+        items: [],
+        itemBytes: 0,
       };
-      store.set(tenantOf(c), conversation.id, conversation);
+      const items = listedItems(body.items ?? []);
+      addChecked(tenantOf(c), conversation, items);
       return c.json(conversationObject(conversation), 200, named(conversation));
     },
     async retrieve(c) {
@@ -148,7 +164,7 @@ export function conversationsApi(
     async addItems(c) {
       const conversation = found(c);
       const added = listedItems(addItemsSchema.parse(await readJsonBody(c)).items);
-      extend(tenantOf(c), conversation, added);
+      addChecked(tenantOf(c), conversation, added);
       return c.json(itemList(added, false), 200, named(conversation));
     },
     async listItems(c) {
@@ -161,9 +177,7 @@ export function conversationsApi(
     },
     async removeItem(c) {
       const conversation = found(c);
-      const index = itemOf(c, conversation);
-      conversation.items = conversation.items.filter((_, i) => i !== index);
-      store.set(tenantOf(c), conversation.id, conversation);
+      store.removeItem(tenantOf(c), conversation, itemOf(c, conversation));
       return c.json(conversationObject(conversation), 200, named(conversation));
     },
     find(tenant, id) {
@@ -171,9 +185,14 @@ export function conversationsApi(
       if (conversation === undefined) throw conversationNotFound(id, "conversation");
       return conversation;
     },
+    checkRoom(conversation, input) {
+      store.checkRoom(conversation, itemsBytes(input), "input");
+    },
     append(tenant, id, items) {
       const conversation = store.get(tenant, id);
-      if (conversation !== undefined) extend(tenant, conversation, items);
+      if (conversation === undefined) return;
+      // checked before the response ran: its input fit, and its output is added whole
+      store.add(tenant, conversation, items, itemsBytes(items));
     },
   };
 }

@@ -52,4 +52,57 @@ describe("GeneratedReplies", () => {
       ["first text", "second text"],
     );
   });
+
+  describe("a call cut off at max_tokens", () => {
+    const cutText =
+      '<tool_call>\n{"name": "write", "arguments": {"path": "src/a.ts", "content": "export const a';
+    const cutArgs = '{"path": "src/a.ts", "content": "export const a';
+    const cutCall = { id: "call_2", name: "write", arguments: cutArgs };
+    const echoedWrite = (args: string | Record<string, unknown>): ChatMessageInput => ({
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "call_2", type: "function", function: { name: "write", arguments: args } }],
+    });
+    const restoredAs = (message: ChatMessageInput) => {
+      const replies = new GeneratedReplies(16);
+      replies.scoped(null, [user]).remember(cutText, null, [cutCall]);
+      return replies.scoped(null, [user, message, result]).restore()[1];
+    };
+    const generatedText = { role: "assistant", content: cutText };
+
+    it("is rendered as generated when sent back as received, or as a client's partial parser read it", () => {
+      assert.deepEqual(restoredAs(echoedWrite(cutArgs)), generatedText);
+      // pi (partial-json), the AI SDK: the cut string kept, then written as JSON again
+      assert.deepEqual(
+        restoredAs(echoedWrite('{"path":"src/a.ts","content":"export const a"}')),
+        generatedText,
+      );
+      // Anthropic's SDK drops the cut string; a non-streamed Messages reply's input is {}
+      assert.deepEqual(restoredAs(echoedWrite({ path: "src/a.ts" })), generatedText);
+      assert.deepEqual(restoredAs(echoedWrite({})), generatedText);
+    });
+
+    it("is kept among the latest cut replies, however many a conversation had", () => {
+      const replies = new GeneratedReplies(2);
+      const conversations = ["a", "b", "c"].map((task) => [
+        { role: "user", content: task } as ChatMessageInput,
+      ]);
+      for (const c of conversations) replies.scoped(null, c).remember(cutText, null, [cutCall]);
+      const restored = conversations.map(
+        (c) => replies.scoped(null, [...c, echoedWrite(cutArgs)]).restore()[1],
+      );
+      assert.deepEqual(restored, [echoedWrite(cutArgs), generatedText, generatedText]);
+    });
+
+    it("is left as sent when the echo says what was not generated", () => {
+      for (const args of [
+        '{"path":"src/a.ts","content":"export const ab"}',
+        '{"path":"src/b.ts"}',
+        '{"mode":"w"}',
+      ]) {
+        const message = echoedWrite(args);
+        assert.deepEqual(restoredAs(message), message, args);
+      }
+    });
+  });
 });

@@ -5,12 +5,20 @@
  * rest of the reply again (src/engine/turn-continuation.ts keeps the generated tokens only as far as the
  * text repeats them). Each reply with tool calls is remembered by the conversation it answered and what a
  * client sends back of it (its content and its calls' names and arguments; not the call ids, since a stream
- * announces a call under an id of its own), and an assistant message that repeats one exactly, after the
- * same messages, is rendered as the generated text itself. An agent calling the same tool with the same
+ * announces a call under an id of its own), and an assistant message that repeats one, after the same
+ * messages, is rendered as the generated text itself. An agent calling the same tool with the same
  * arguments twice thus gets each reply back where it was generated.
+ *
+ * A call cut off at max_tokens has arguments that are no JSON yet. Clients send it back as they received
+ * it, or as their partial-JSON parser read it (written again as JSON, or as Anthropic's `input` object),
+ * and parsers keep different parts of the cut end: such a reply repeats the generated one when each call's
+ * arguments say nothing the generated text does not (partial-json.ts).
  */
 import { createHash } from "node:crypto";
+import { withinJsonDepth } from "../core/tools/json-depth.js";
+import { isRecord } from "../core/tools/json-objects.js";
 import { contentText } from "./chat-render.js";
+import { partialJsonValue, saysNoMoreThan } from "./partial-json.js";
 import type { ChatMessageInput } from "./schemas.js";
 import type { ParsedToolCall } from "./tool-calls.js";
 
@@ -24,22 +32,39 @@ export interface ReplyMemory {
 
 type Arguments = string | Record<string, unknown> | undefined;
 
-/** JSON with object keys sorted, so that equal arguments give equal text; null for unparsable ones. */
-function canonical(args: Arguments): string | null {
-  let value: unknown = args ?? {};
-  if (typeof value === "string") {
-    try {
-      value = JSON.parse(value);
-    } catch {
-      return null;
-    }
+/** What a client sends back of a reply: the content before its calls, and each call's name and arguments. */
+export interface EchoedReply {
+  readonly content: string;
+  readonly calls: readonly { readonly name: string; readonly args: Arguments }[];
+}
+
+/** The arguments' value: parsed when they are JSON text; undefined when they are none (or too deep to walk). */
+function argumentsValue(args: Arguments): unknown {
+  if (args === undefined) return {};
+  if (typeof args !== "string") return args;
+  try {
+    const value: unknown = JSON.parse(args);
+    return withinJsonDepth(value) ? value : undefined;
+  } catch {
+    return undefined;
   }
+}
+
+/** What arguments cut off mid-JSON say (nothing yet: an empty object); undefined when they are no JSON. */
+function cutArgumentsValue(args: Arguments): unknown {
+  if (typeof args !== "string") return argumentsValue(args);
+  return args.trim() === "" ? {} : partialJsonValue(args);
+}
+
+/** JSON with object keys sorted, so that equal values give equal text. */
+function canonical(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
-    v !== null && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1)))
-      : v,
+    isRecord(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v,
   );
 }
+
+const hash = (parts: readonly string[]) =>
+  createHash("sha256").update(JSON.stringify(parts)).digest("base64");
 
 /** A digest of the tenant and the messages before a reply, extended one message at a time. */
 function extend(digest: string, message: ChatMessageInput): string {
@@ -50,48 +75,114 @@ export function conversationDigest(tenant: string, messages: readonly ChatMessag
   return messages.reduce(extend, createHash("sha256").update(tenant).digest("base64"));
 }
 
-/** A reply's key: the digest of the conversation it answered, its content and its calls; null: unreadable arguments. */
-export function replyKey(
-  before: string,
-  content: string,
-  calls: readonly { name: string; args: Arguments }[],
-): string | null {
-  const parts: string[] = [before, content.trim()];
-  for (const call of calls) {
-    const args = canonical(call.args);
-    if (args === null) return null;
-    parts.push(call.name, args);
-  }
-  return JSON.stringify(parts);
-}
-
 /**
- * The key of the reply each assistant message of `messages` repeats (undefined for other messages, null for
- * unreadable arguments), and the digest of the whole conversation.
+ * Each assistant message of `messages` as echoed, with the digest of the conversation before it (by
+ * index); and the digest of the whole conversation.
  */
-export function replyKeysOf(
+export function echoedReplies(
   scope: string,
   messages: readonly ChatMessageInput[],
-): { keys: (string | null | undefined)[]; digest: string } {
+): { replies: Map<number, { before: string; reply: EchoedReply }>; digest: string } {
+  const replies = new Map<number, { before: string; reply: EchoedReply }>();
   let before = conversationDigest(scope, []);
-  const keys = messages.map((message, i) => {
-    const digest = before;
+  messages.forEach((message, i) => {
+    if (message.role === "assistant") {
+      const reply = {
+        content: contentText(message.content, `messages[${i}].content`),
+        calls: (message.tool_calls ?? []).map((c) => ({ name: c.function.name, args: c.function.arguments })),
+      };
+      replies.set(i, { before, reply });
+    }
     before = extend(before, message);
-    if (message.role !== "assistant") return undefined;
-    return replyKey(
-      digest,
-      contentText(message.content, `messages[${i}].content`),
-      (message.tool_calls ?? []).map((c) => ({ name: c.function.name, args: c.function.arguments })),
-    );
   });
-  return { keys, digest: before };
+  return { replies, digest: before };
+}
+
+interface CutReply<T> {
+  /** what each call's arguments say */
+  readonly args: readonly unknown[];
+  readonly value: T;
+}
+
+/** Cut replies kept per conversation, content and call names (a client retrying a turn gets another). */
+const CUT_REPLIES_PER_SHAPE = 4;
+
+/**
+ * Values kept for replies with tool calls, found again by what a client sends back of a reply after the
+ * conversation it answered (`before`, a digest). Replies whose calls' arguments are JSON are found by
+ * equal arguments; a reply with a call cut off mid-JSON, by arguments that say no more than it. Least
+ * recently used first out, `maxReplies` of each kind.
+ */
+export class ReplyIndex<T> {
+  /** digest of the conversation, content, names and arguments -> value */
+  private readonly whole = new Map<string, T>();
+  /** digest of the conversation, content and names -> the cut replies of that shape, latest last */
+  private readonly cut = new Map<string, CutReply<T>[]>();
+  private cutReplies = 0;
+
+  constructor(private readonly maxReplies: number) {}
+
+  remember(before: string, reply: EchoedReply, value: T): void {
+    const args = reply.calls.map((c) => argumentsValue(c.args));
+    if (args.every((a) => a !== undefined)) {
+      const key = wholeKey(before, reply, args);
+      this.whole.delete(key);
+      this.whole.set(key, value);
+      while (this.whole.size > this.maxReplies) this.whole.delete(this.whole.keys().next().value as string);
+      return;
+    }
+    const cutArgs = reply.calls.map((c) => cutArgumentsValue(c.args));
+    if (cutArgs.some((a) => a === undefined)) return;
+    const key = shapeKey(before, reply);
+    const kept = (this.cut.get(key) ?? []).slice(1 - CUT_REPLIES_PER_SHAPE);
+    this.cutReplies += kept.length + 1 - (this.cut.get(key)?.length ?? 0);
+    this.cut.delete(key);
+    this.cut.set(key, [...kept, { args: cutArgs, value }]);
+    while (this.cutReplies > this.maxReplies) {
+      const oldest = this.cut.keys().next().value as string;
+      this.cutReplies -= this.cut.get(oldest)?.length ?? 0;
+      this.cut.delete(oldest);
+    }
+  }
+
+  /** The value of the reply `reply` repeats after the conversation `before`; undefined: none. */
+  find(before: string, reply: EchoedReply): T | undefined {
+    const args = reply.calls.map((c) => argumentsValue(c.args));
+    if (args.every((a) => a !== undefined)) {
+      const value = this.whole.get(wholeKey(before, reply, args));
+      if (value !== undefined) return value;
+    }
+    const key = shapeKey(before, reply);
+    const candidates = this.cut.get(key);
+    if (candidates === undefined) return undefined;
+    const echoed = reply.calls.map((c) => cutArgumentsValue(c.args));
+    for (let i = candidates.length - 1; i >= 0; i--) {
+      const candidate = candidates[i] as CutReply<T>;
+      if (echoed.every((a, k) => a !== undefined && saysNoMoreThan(a, candidate.args[k]))) {
+        this.cut.delete(key);
+        this.cut.set(key, candidates);
+        return candidate.value;
+      }
+    }
+    return undefined;
+  }
+}
+
+function shapeKey(before: string, reply: EchoedReply): string {
+  return hash([before, reply.content.trim(), ...reply.calls.map((c) => c.name)]);
+}
+
+function wholeKey(before: string, reply: EchoedReply, args: readonly unknown[]): string {
+  return hash([before, reply.content.trim(), ...reply.calls.flatMap((c, i) => [c.name, canonical(args[i])])]);
 }
 
 export class GeneratedReplies {
-  private readonly texts = new Map<string, string>();
+  private readonly texts: ReplyIndex<string>;
 
-  /** `maxReplies`: replies kept, least recently used first out */
-  constructor(private readonly maxReplies: number) {}
+  /** `maxReplies`: replies kept of each kind (whole calls, cut calls) */
+  constructor(maxReplies: number) {
+    this.texts = new ReplyIndex(maxReplies);
+  }
 
   /** The view of a request of `tenant` whose conversation is `requestMessages`. */
   scoped(tenant: string | null, requestMessages: readonly ChatMessageInput[]): ReplyMemory {
@@ -102,24 +193,19 @@ export class GeneratedReplies {
       remember: (text, content, calls) => {
         if (calls.length === 0) return;
         requestDigest ??= conversationDigest(scope, requestMessages);
-        const key = replyKey(
-          requestDigest,
-          content ?? "",
-          calls.map((c) => ({ name: c.name, args: c.arguments })),
-        );
-        if (key === null) return;
-        this.texts.delete(key);
-        this.texts.set(key, text);
-        while (this.texts.size > this.maxReplies) this.texts.delete(this.texts.keys().next().value as string);
+        const reply = {
+          content: content ?? "",
+          calls: calls.map((c) => ({ name: c.name, args: c.arguments })),
+        };
+        this.texts.remember(requestDigest, reply, text);
       },
       restore: () => {
-        const { keys, digest } = replyKeysOf(scope, requestMessages);
+        const { replies, digest } = echoedReplies(scope, requestMessages);
         requestDigest = digest;
         return requestMessages.map((message, i) => {
-          const key = keys[i];
           // only replies with calls are remembered
-          const calls = message.role === "assistant" ? (message.tool_calls?.length ?? 0) : 0;
-          const text = key && calls > 0 ? this.texts.get(key) : undefined;
+          const echoed = replies.get(i);
+          const text = echoed?.reply.calls.length ? this.texts.find(echoed.before, echoed.reply) : undefined;
           return text === undefined ? message : ({ role: "assistant", content: text } as const);
         });
       },

@@ -140,7 +140,8 @@ export class Generation {
       let lastDeltaMs: number | null = null;
       while (!next.done) {
         const event = next.value;
-        if (event.type === "delta") {
+        // the prompt's usage comes on a delta of its own, before any token
+        if (event.type === "delta" && event.promptUsage === undefined) {
           const nowMs = performance.now();
           if (lastDeltaMs !== null) this.deps.metrics.observeInterToken((nowMs - lastDeltaMs) / 1000);
           lastDeltaMs = nowMs;

@@ -133,7 +133,174 @@ const request = fc.record({
   ),
 });
 
+/** A field of a route's body where a value goes: `@@` in the body's text is replaced by it. */
+interface Slot {
+  /** the field the error names */
+  readonly field: string;
+  readonly path: string;
+  readonly body: string;
+  /** the field holds JSON as a string (a call's arguments), which nests as deep as its text */
+  readonly jsonString?: boolean;
+}
+
+const chatTurns = (args: string) =>
+  `"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":${args}}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]`;
+const chatTools = `"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]`;
+const anthropicTurns = (input: string) =>
+  `"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":${input}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}]`;
+const anthropic = (fields: string) => `{"model":"fake-model","max_tokens":4,${fields}}`;
+const responseTurns = (args: string) =>
+  `"input":[{"type":"message","role":"user","content":"hi"},{"type":"function_call","call_id":"c1","name":"f","arguments":${args}},{"type":"function_call_output","call_id":"c1","output":"ok"}]`;
+const user = `"messages":[{"role":"user","content":"hi"}]`;
+
+/** Every route that reads a JSON body, with the fields its clients fill with JSON of their own. */
+const DEEP_SLOTS: readonly Slot[] = [
+  {
+    field: "messages[1].tool_calls[0].function.arguments",
+    path: "/v1/chat/completions",
+    body: `{${chatTurns("@@")},${chatTools}}`,
+  },
+  {
+    field: "messages[1].tool_calls[0].function.arguments",
+    path: "/v1/chat/completions",
+    body: `{${chatTurns("@@")},${chatTools}}`,
+    jsonString: true,
+  },
+  {
+    field: "messages[0].content",
+    path: "/v1/chat/completions",
+    body: `{"messages":[{"role":"user","content":@@}]}`,
+  },
+  {
+    field: "tools[0].function.parameters",
+    path: "/v1/chat/completions",
+    body: `{${user},"tools":[{"type":"function","function":{"name":"f","parameters":@@}}]}`,
+  },
+  {
+    field: "response_format.json_schema.schema",
+    path: "/v1/chat/completions",
+    body: `{${user},"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":@@}}}`,
+  },
+  {
+    field: "structured_outputs.json",
+    path: "/v1/chat/completions",
+    body: `{${user},"structured_outputs":{"json":@@}}`,
+    jsonString: true,
+  },
+  {
+    field: "chat_template_kwargs.x",
+    path: "/v1/chat/completions",
+    body: `{${user},"chat_template_kwargs":{"x":@@}}`,
+  },
+  { field: "unknown_field", path: "/v1/chat/completions", body: `{${user},"unknown_field":@@}` },
+  {
+    field: "structured_outputs.json",
+    path: "/v1/completions",
+    body: `{"prompt":"hi","structured_outputs":{"json":@@}}`,
+  },
+  { field: "prompt", path: "/v1/completions", body: `{"prompt":@@}` },
+  { field: "messages[1].content[0].input", path: "/v1/messages", body: anthropic(anthropicTurns("@@")) },
+  {
+    field: "tools[0].input_schema",
+    path: "/v1/messages",
+    body: anthropic(`${user},"tools":[{"name":"f","input_schema":@@}]`),
+  },
+  { field: "metadata", path: "/v1/messages", body: anthropic(`${user},"metadata":@@`) },
+  {
+    field: "messages[1].content[0].input",
+    path: "/v1/messages/count_tokens",
+    body: anthropic(anthropicTurns("@@")),
+  },
+  { field: "system", path: "/v1/messages/count_tokens", body: anthropic(`${user},"system":@@`) },
+  {
+    field: "input[1].arguments",
+    path: "/v1/responses",
+    body: `{"model":"fake-model",${responseTurns("@@")}}`,
+    jsonString: true,
+  },
+  {
+    field: "input[0].content",
+    path: "/v1/responses",
+    body: `{"model":"fake-model","input":[{"type":"message","role":"user","content":@@}]}`,
+  },
+  {
+    field: "tools[0].parameters",
+    path: "/v1/responses",
+    body: `{"model":"fake-model","input":"hi","tools":[{"type":"function","name":"f","parameters":@@}]}`,
+  },
+  {
+    field: "text.format.schema",
+    path: "/v1/responses",
+    body: `{"model":"fake-model","input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":@@}}}`,
+  },
+  { field: "prompt", path: "/v1/responses", body: `{"model":"fake-model","input":"hi","prompt":@@}` },
+  {
+    field: "messages[1].tool_calls[0].function.arguments",
+    path: "/tokenize",
+    body: `{${chatTurns("@@")},${chatTools}}`,
+  },
+  {
+    field: "messages[1].tool_calls[0].function.arguments",
+    path: "/tokenize",
+    body: `{${chatTurns("@@")},${chatTools}}`,
+    jsonString: true,
+  },
+  { field: "prompt", path: "/tokenize", body: `{"prompt":@@}` },
+  { field: "tokens", path: "/detokenize", body: `{"tokens":@@}` },
+  {
+    field: "items[0].content",
+    path: "/v1/conversations",
+    body: `{"items":[{"type":"message","role":"user","content":@@}]}`,
+  },
+  { field: "items[0]", path: "/v1/conversations", body: `{"items":[@@]}` },
+  {
+    field: "items[0].content",
+    path: "/v1/conversations/{id}/items",
+    body: `{"items":[{"type":"message","role":"user","content":@@}]}`,
+  },
+  { field: "metadata", path: "/v1/conversations/{id}", body: `{"metadata":@@}` },
+];
+
+/** JSON nested `depth` levels, each level an array or an object as `kinds` picks, as text (JSON.stringify cannot go this deep). */
+function deepJson(depth: number, kinds: readonly boolean[]): string {
+  let open = "";
+  let close = "";
+  for (let level = 0; level < depth; level++) {
+    const array = kinds[level % kinds.length] as boolean;
+    open += array ? "[" : '{"a":';
+    close = (array ? "]" : "}") + close;
+  }
+  return `${open}1${close}`;
+}
+
+const deepCase = fc.record({
+  slot: fc.constantFrom(...DEEP_SLOTS),
+  depth: fc.integer({ min: 65, max: 20_000 }),
+  kinds: fc.array(fc.boolean(), { minLength: 1, maxLength: 4 }),
+});
+
 describe("HTTP fuzz", () => {
+  test("JSON nested thousands of levels deep in any field of any route is a 400 naming the field", async () => {
+    await withServer({ reply: () => ["a ", "b"] }, {}, async (t) => {
+      const conversation = (await (await t.post("/v1/conversations", {})).json()) as { id: string };
+      await fc.assert(
+        fc.asyncProperty(deepCase, async ({ slot, depth, kinds }) => {
+          const deep = deepJson(depth, kinds);
+          const body = slot.body.replace("@@", slot.jsonString ? JSON.stringify(deep) : deep);
+          const response = await t.post(slot.path.replace("{id}", conversation.id), body);
+          const text = await response.text();
+          assert.equal(response.status, 400, `${slot.path} ${slot.body}: ${text.slice(0, 300)}`);
+          assert.ok(
+            text.includes(`${slot.field}`) && text.includes("nests deeper than 64 levels"),
+            text.slice(0, 300),
+          );
+          assert.equal((await fetch(`${t.url}/health`)).status, 200);
+        }),
+        { numRuns: 300, seed: 57 },
+      );
+    });
+  });
+
   test("2000 arbitrary requests: never a 5xx, and /health answers after each", async () => {
     await withServer({ reply: () => ["a ", "b"] }, {}, async (t) => {
       await fc.assert(

@@ -4,6 +4,7 @@
  * message_delta with the stop reason and usage, message_stop. Thinking and tool calls are read as chat
  * completions read them.
  */
+import type { GenerateEvent, GenerateUsage } from "../engine/engine-api.js";
 import type { ChatGeneration } from "./chat-output.js";
 import { ChoiceStream } from "./choice-stream.js";
 import { toApiError } from "./errors.js";
@@ -84,18 +85,23 @@ class BlockWriter {
   }
 }
 
+/**
+ * The stream's events. `message_start` carries the prompt's usage, as Anthropic's does (LangChain's
+ * streaming ChatAnthropic reads the input and cached tokens only there): it goes out once the engine has
+ * counted the prompt's cached tokens (its first step ran), the events before that held back;
+ * `message_delta` then carries the message's totals, which Anthropic's clients keep.
+ */
 export async function* messagesStreamEvents(
   choice: ChatGeneration,
   meta: MessageMeta,
 ): AsyncGenerator<string> {
   const { generation } = choice;
-  // The engine reports how much of the prompt was cached only when done: message_start carries zeros
-  // and message_delta the message's totals (Anthropic's clients overwrite usage with them).
-  const emptyUsage = messagesUsage({ promptTokens: 0, completionTokens: 0, cachedTokens: 0 });
   const blocks = new BlockWriter();
   const stream = new ChoiceStream(choice);
-  try {
-    yield sseEvent("message_start", {
+  const held: GenerateEvent[] = [];
+  let started = false;
+  const messageStart = (usage: GenerateUsage) =>
+    sseEvent("message_start", {
       message: {
         ...meta,
         type: "message",
@@ -103,38 +109,55 @@ export async function* messagesStreamEvents(
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: emptyUsage,
+        usage: messagesUsage(usage),
       },
     });
-    yield sseEvent("ping", {});
+  try {
     for await (const event of generation.events()) {
-      if (event.type === "delta") {
-        const { reasoning, text, opened, args } = stream.push(event.text);
-        yield* blocks.thinking(reasoning);
-        yield* blocks.text(text);
-        if (opened) yield* blocks.toolUse(toolUseId(opened), opened.name);
-        yield* blocks.inputJson(args);
-        continue;
-      }
-      const { reasoning, rest, calls, liveArgs } = stream.finish(event);
-      yield* blocks.thinking(reasoning);
-      yield* blocks.text(rest);
-      for (const [index, call] of calls.entries()) {
-        if (index === 0 && liveArgs !== null) {
-          yield* blocks.inputJson(liveArgs);
+      if (!started) {
+        const prompt = event.type === "delta" ? event.promptUsage : event.usage;
+        if (prompt === undefined) {
+          held.push(event);
           continue;
         }
-        yield* blocks.toolUse(toolUseId(call), call.name);
-        yield* blocks.inputJson(call.arguments);
+        started = true;
+        // the output is counted in message_delta
+        yield messageStart({ ...prompt, completionTokens: 0 });
+        yield sseEvent("ping", {});
+        for (const early of held.splice(0)) yield* eventFrames(early, blocks, stream);
       }
-      yield* blocks.close();
-      yield sseEvent("message_delta", {
-        delta: { stop_reason: stopReason(event, calls), stop_sequence: stopSequence(event, calls) },
-        usage: messagesUsage(event.usage),
-      });
-      yield sseEvent("message_stop", {});
+      yield* eventFrames(event, blocks, stream);
     }
   } catch (error) {
     yield sseEvent("error", anthropicErrorBody(toApiError(error)));
   }
+}
+
+/** The content-block events of one engine event; the done event closes the message. */
+function* eventFrames(event: GenerateEvent, blocks: BlockWriter, stream: ChoiceStream): Generator<string> {
+  if (event.type === "delta") {
+    const { reasoning, text, opened, args } = stream.push(event.text);
+    yield* blocks.thinking(reasoning);
+    yield* blocks.text(text);
+    if (opened) yield* blocks.toolUse(toolUseId(opened), opened.name);
+    yield* blocks.inputJson(args);
+    return;
+  }
+  const { reasoning, rest, calls, liveArgs } = stream.finish(event);
+  yield* blocks.thinking(reasoning);
+  yield* blocks.text(rest);
+  for (const [index, call] of calls.entries()) {
+    if (index === 0 && liveArgs !== null) {
+      yield* blocks.inputJson(liveArgs);
+      continue;
+    }
+    yield* blocks.toolUse(toolUseId(call), call.name);
+    yield* blocks.inputJson(call.arguments);
+  }
+  yield* blocks.close();
+  yield sseEvent("message_delta", {
+    delta: { stop_reason: stopReason(event, calls), stop_sequence: stopSequence(event, calls) },
+    usage: messagesUsage(event.usage),
+  });
+  yield sseEvent("message_stop", {});
 }

@@ -63,6 +63,30 @@ describe("POST /v1/messages (fake engine)", () => {
     });
   });
 
+  test("message_start carries the prompt's input and cached tokens, as message_delta does", async () => {
+    await withServer({ reply: () => ["Hello", " there"] }, {}, async (t) => {
+      const program = { "x-program-id": "streamed-usage" };
+      const first = body({ messages: [{ role: "user", content: "one two three four" }] });
+      await (await t.post("/v1/messages", first, program)).json();
+      const next = body({
+        stream: true,
+        messages: [
+          { role: "user", content: "one two three four" },
+          { role: "assistant", content: "Hello there" },
+          { role: "user", content: "five six" },
+        ],
+      });
+      const got = events(await (await t.post("/v1/messages", next, program)).text());
+      const start = got.find((e) => e.event === "message_start")!.data.message.usage;
+      const end = got.find((e) => e.event === "message_delta")!.data.usage;
+      assert.ok(start.cache_read_input_tokens > 0, JSON.stringify(start));
+      assert.deepEqual(
+        [start.input_tokens, start.cache_read_input_tokens, start.output_tokens],
+        [end.input_tokens, end.cache_read_input_tokens, 0],
+      );
+    });
+  });
+
   test("a stop sequence that ends the reply is named: stop_reason stop_sequence, streamed or not", async () => {
     await withServer({ reply: () => ["Step one.", " STOP here", " never"] }, {}, async (t) => {
       const request = body({ stop_sequences: ["STOP", "END"] });

@@ -142,8 +142,12 @@ const JSON_STRING: Target = {
 };
 const TEXT: Target = { literal: gbnfLiteral, charSet: textCharSetGbnf, openEnd: null };
 
+/** Groups nested deeper are refused: the parser recurses once per group (real patterns nest a few). */
+const MAX_GROUP_DEPTH = 64;
+
 class PatternParser {
   private at = 0;
+  private groupDepth = 0;
 
   constructor(
     private readonly source: string,
@@ -213,8 +217,12 @@ class PatternParser {
       } else if (this.peek() === "?") {
         throw this.unsupported("lookaround or inline flags");
       }
+      if (++this.groupDepth > MAX_GROUP_DEPTH) {
+        throw this.unsupported(`groups nested deeper than ${MAX_GROUP_DEPTH} levels`);
+      }
       const inner = this.alternation();
       if (!this.eat(")")) throw this.unsupported("an unclosed group");
+      this.groupDepth--;
       return inner;
     }
     if (this.eat("[")) return this.target.charSet(this.classBody());

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { ApiError, describeZodError } from "./errors.js";
-import { chatCompletionSchema } from "./schemas.js";
+import { chatCompletionSchema, jsonText } from "./schemas.js";
 
 const typedObject = z.object({ type: z.string().optional() }).passthrough();
 
@@ -142,7 +142,7 @@ export const functionCallItemSchema = z.object({
   name: z.string().min(1),
   // the namespace of a tool offered in one (responses-tools.ts)
   namespace: z.string().min(1).nullish(),
-  arguments: z.string(),
+  arguments: jsonText,
 });
 
 export const functionCallOutputItemSchema = z.object({

@@ -396,6 +396,11 @@ describe("POST /v1/responses (fake engine)", () => {
         ["completed", false, "u-2"],
       ],
     );
+    // as OpenAI's: usage only once the response is done, never zeros before
+    assert.deepEqual(
+      snapshots.map((r) => r.usage === null),
+      [true, true, false],
+    );
   });
 
   test("a Codex session is one program: session-id, then thread-id, client_metadata, prompt_cache_key", async () => {

@@ -275,8 +275,8 @@ export function responsesApi(
       );
     }
     const conversation = conversationId === null ? null : conversations.find(tenant, conversationId);
-    // the conversation's items as they are now: a response ending meanwhile replaces the list, not this one
-    const conversationItems = conversation?.items ?? [];
+    // the conversation's items as they are now: a response ending meanwhile adds to the list, not to this copy
+    const conversationItems = conversation?.items.slice() ?? [];
     const given = withReferencedItems(body, store, tenant);
     const request = chatRequestOf(
       given,
@@ -284,6 +284,7 @@ export function responsesApi(
         inputMessages(conversationItems as unknown as ResponsesBody["input"], "conversation.items"),
     );
     const newItems = inputItemsOf(given.input);
+    if (conversation !== null) conversations.checkRoom(conversation, newItems);
     // what the model sees before its output: the previous response's items and output, or the
     // conversation's items, then this input
     const inputItems = (): ListedItem[] => [

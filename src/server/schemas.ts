@@ -3,6 +3,7 @@
  * many); a known field of the wrong type fails validation (400).
  */
 import { z } from "zod";
+import { jsonTextDepth, MAX_JSON_DEPTH } from "../core/tools/json-depth.js";
 
 const textPart = z.object({ type: z.string(), text: z.string().optional() });
 const content = z.union([z.string(), z.array(textPart)]).nullish();
@@ -18,22 +19,13 @@ const cacheControl = z.object({
     .nullish(),
 });
 
-/** Deepest JSON nesting accepted in tool parameters and call arguments (real ones nest a handful of levels). */
-export const MAX_SCHEMA_DEPTH = 64;
-
-/** How deep objects and arrays nest in a parsed JSON value, without recursion (so no stack overflow). */
-export function nestingDepth(value: unknown): number {
-  let deepest = 0;
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop() as [unknown, number];
-    if (node === null || typeof node !== "object") continue;
-    deepest = Math.max(deepest, depth + 1);
-    if (deepest > MAX_SCHEMA_DEPTH) return deepest;
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return deepest;
-}
+/**
+ * JSON sent as a string (a call's arguments), nesting no deeper than a body may (readJsonBody checks the
+ * body's own nesting); text that is no JSON passes as it is.
+ */
+export const jsonText = z.string().refine((text) => jsonTextDepth(text) <= MAX_JSON_DEPTH, {
+  message: `nests deeper than ${MAX_JSON_DEPTH} levels`,
+});
 
 const toolCall = z.object({
   id: z.string().optional(),
@@ -41,14 +33,7 @@ const toolCall = z.object({
   function: z.object({
     name: z.string().min(1),
     /** a JSON string per OpenAI; some clients send the object itself (re-serialized into the prompt) */
-    arguments: z
-      .union([
-        z.string(),
-        z.record(z.string(), z.unknown()).refine((args) => nestingDepth(args) <= MAX_SCHEMA_DEPTH, {
-          message: `nests deeper than ${MAX_SCHEMA_DEPTH} levels`,
-        }),
-      ])
-      .optional(),
+    arguments: z.union([jsonText, z.record(z.string(), z.unknown())]).optional(),
   }),
 });
 
@@ -83,12 +68,7 @@ export const toolSchema = z.object({
   function: z.object({
     name: z.string().min(1),
     description: z.string().nullish(),
-    parameters: z
-      .record(z.string(), z.unknown())
-      .refine((schema) => nestingDepth(schema) <= MAX_SCHEMA_DEPTH, {
-        message: `nests deeper than ${MAX_SCHEMA_DEPTH} levels`,
-      })
-      .nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
     strict: z.boolean().nullish(),
   }),
 });
@@ -118,7 +98,7 @@ export type ResponseFormatInput = z.infer<typeof responseFormat>;
 const nonNegativeInt = z.number().int().min(0);
 
 /** vLLM's JSON-schema constraint: the schema, or the schema as a JSON string */
-const jsonConstraint = z.union([z.record(z.string(), z.unknown()), z.string()]);
+const jsonConstraint = z.union([z.record(z.string(), z.unknown()), jsonText]);
 /** vLLM's structured outputs (structured-outputs.ts) */
 const structuredOutputs = z
   .object({

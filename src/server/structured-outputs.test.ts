@@ -1,6 +1,7 @@
 /** vLLM's structured outputs (and the older guided_* fields) as the grammar the engine samples under. */
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { gbnfGroupDepth } from "./structured-outputs.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 
 const messages = [{ role: "user", content: "Answer." }];
@@ -49,6 +50,17 @@ test("what cannot be enforced, or more than one constraint, is a 400 naming the 
         "guided_regex",
         /not response_format and guided_regex/,
       ],
+      // llama.cpp's grammar parser recurses once per group: 50,000 crashed the server
+      [
+        { structured_outputs: { grammar: `root ::= ${"(".repeat(50_000)}"a"${")".repeat(50_000)}` } },
+        "structured_outputs.grammar",
+        /groups nest deeper than 64 levels/,
+      ],
+      [
+        { guided_regex: `${"(".repeat(20_000)}a${")".repeat(20_000)}` },
+        "guided_regex",
+        /groups nested deeper than 64 levels/,
+      ],
     ];
     for (const [extra, param, message] of cases) {
       const response = await t.post("/v1/chat/completions", { messages, ...extra });
@@ -68,4 +80,9 @@ test("what cannot be enforced, or more than one constraint, is a 400 naming the 
     assert.equal(((await forced.json()) as Json).error.param, "structured_outputs.choice");
     assert.equal(t.engine.requests.length, 0, "a refused request never reaches the engine");
   });
+});
+
+test("a grammar's groups are counted outside its literals, character classes and comments", () => {
+  assert.equal(gbnfGroupDepth('root ::= ("a" | ("b"))*'), 2);
+  assert.equal(gbnfGroupDepth('root ::= "((((\\"((" [(((] # ((((\nx ::= (y)'), 1);
 });

@@ -57,7 +57,7 @@ function grammarOf({ param, kind, value }: Constraint): string {
       case "choice":
         return `root ::= ${(value as string[]).map(gbnfLiteral).join(" | ")}`;
       case "grammar":
-        return value as string;
+        return checkedGrammar(value as string, param);
       case "json_object":
         return jsonObjectGbnf();
     }
@@ -68,6 +68,35 @@ function grammarOf({ param, kind, value }: Constraint): string {
     }
     throw error;
   }
+}
+
+/** Groups nested deeper in a client's GBNF are refused: llama.cpp's parser recurses once per group and crashes the process thousands deep. */
+const MAX_GRAMMAR_GROUP_DEPTH = 64;
+
+/** How deep a GBNF grammar's groups nest: its parentheses outside literals, character classes and comments. */
+export function gbnfGroupDepth(grammar: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let closer: string | null = null;
+  for (let i = 0; i < grammar.length; i++) {
+    const ch = grammar[i];
+    if (closer !== null) {
+      if (ch === "\\" && closer !== "\n") i++;
+      else if (ch === closer) closer = null;
+    } else if (ch === '"') closer = '"';
+    else if (ch === "[") closer = "]";
+    else if (ch === "#") closer = "\n";
+    else if (ch === "(") deepest = Math.max(deepest, ++depth);
+    else if (ch === ")") depth = Math.max(0, depth - 1);
+  }
+  return deepest;
+}
+
+function checkedGrammar(grammar: string, param: string): string {
+  if (gbnfGroupDepth(grammar) > MAX_GRAMMAR_GROUP_DEPTH) {
+    throw ApiError.badRequest(`${param}: groups nest deeper than ${MAX_GRAMMAR_GROUP_DEPTH} levels`, param);
+  }
+  return grammar;
 }
 
 function parseSchema(text: string, param: string): unknown {

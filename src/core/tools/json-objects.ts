@@ -1,3 +1,5 @@
+import { withinJsonDepth } from "./json-depth.js";
+
 // Model outputs hold a handful of JSON objects at most; the cap keeps adversarial input (thousands of
 // unbalanced braces) from turning the scan quadratic.
 const MAX_START_ATTEMPTS = 64;
@@ -30,14 +32,22 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
 function parseObject(candidate: string): Record<string, unknown> | null {
   try {
     const value: unknown = JSON.parse(candidate);
-    return isRecord(value) ? value : null;
+    return isRecord(value) && withinJsonDepth(value) ? value : null;
   } catch {
     return null;
   }
 }
 
-/** JSON.parse that also takes raw control characters inside strings (bash commands with newlines). */
+/**
+ * JSON.parse that also takes raw control characters inside strings (bash commands with newlines); a value
+ * nested deeper than code may walk (json-depth.ts) is undefined, as unreadable text is.
+ */
 export function parseJsonLenient(text: string): unknown {
+  const value = parseControlCharacters(text);
+  return withinJsonDepth(value) ? value : undefined;
+}
+
+function parseControlCharacters(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {

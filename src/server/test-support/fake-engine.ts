@@ -171,6 +171,11 @@ export class FakeEngine implements EngineService {
           break;
         }
         if (this.options.delayMs) await sleep(this.options.delayMs, signal);
+        if (i === 0 && !signal.aborted) {
+          // as the real engine, once the request's first step ran
+          const promptUsage = { promptTokens: promptWords.length, cachedTokens: cached };
+          yield { type: "delta", text: "", promptUsage };
+        }
         if (signal.aborted) {
           finishReason = "abort";
           this.aborted.push(request.requestId);
