@@ -22,6 +22,7 @@ import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./
 import { HARMONY_THINKING } from "./harmony.js";
 import { chatLogprobs, vllmPromptLogprobs } from "./logprobs.js";
 import { noteMedia } from "./media-notes.js";
+import { programIdOf } from "./program-identity.js";
 import { budgetClose, promptOpensThinking, THINK_TAGS, type ThinkTags } from "./reasoning.js";
 import { recipientThinking } from "./recipient-formats.js";
 import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
@@ -179,6 +180,8 @@ export async function startChat(
   body: ChatCompletionBody,
   maxTokens: number | null | undefined,
   options: {
+    /** the program the client names (program-identity.ts); null: none */
+    programId: string | null;
     formatGrammar?: { grammar: string; param: string } | null;
     capToContext?: boolean;
     returnTokenIds?: boolean;
@@ -188,7 +191,7 @@ export async function startChat(
     sibling?: boolean;
     /** return once the first token is out, streaming or not (the first of several choices) */
     awaitFirstToken?: boolean;
-  } = {},
+  },
 ): Promise<ChatGeneration> {
   const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
   const extra = options.formatGrammar ?? null;
@@ -212,6 +215,7 @@ export async function startChat(
     ctx,
     // harmony's structure is in its control tokens: they stay in the text it is read from
     format === "harmony" ? { ...body, skip_special_tokens: false } : body,
+    options.programId,
     prompt,
     maxTokens,
     tools.grammar ?? extra?.grammar ?? null,
@@ -280,6 +284,7 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
     );
   }
   const choices = await startChoices(c, ctx, body, choiceCount(body), {
+    programId: programIdOf("chat", body, (name) => c.req.header(name))?.id ?? null,
     formatGrammar: outputGrammar(body),
     returnTokenIds,
     promptLogprobs,

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { createApp } from "./app.js";
 import { ConversationStore } from "./conversation-store.js";
-import { CONVERSATION_ID_HEADER } from "./conversations.js";
+import { CONVERSATION_ID_HEADER } from "./program-identity.js";
 import { FakeEngine, type FakeEngineOptions } from "./test-support/fake-engine.js";
 import type { Json } from "./test-support/test-server.js";
 

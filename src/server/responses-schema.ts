@@ -78,7 +78,7 @@ export const responsesSchema = chatCompletionSchema
     // instructions it stands for (responses.ts)
     prompt: z.unknown().optional(),
     metadata: z.record(z.string(), z.string()).nullish(),
-    // Where Codex names its conversation (see responses-program.ts)
+    // Where Codex names its conversation (program-identity.ts)
     prompt_cache_key: z.string().nullish(),
     // with include "message.output_text.logprobs": each output text token's most likely alternatives
     top_logprobs: z.number().int().min(0).max(20).nullish(),

@@ -10,9 +10,9 @@ import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
 import type { LogprobFields } from "./logprobs.js";
-import { programFields } from "./program-fields.js";
 import { samplingParams, stopTokenIds } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
+import { turnFields } from "./turn-fields.js";
 import type { ChatTurn, TurnPrograms } from "./turn-programs.js";
 
 /** What starting a generation needs of the server: the engine and metrics, request ids, turn programs. */
@@ -32,7 +32,8 @@ const MAX_BYTES_PER_TOKEN = 32;
 
 /**
  * What chat and text completions share once the prompt is known: its length, the sampling parameters,
- * the program fields, and the generation queued on the engine. `chat`: what a chat request says about its
+ * the program and turn fields, and the generation queued on the engine. `programId`: the program the client
+ * names (program-identity.ts), null: none. `chat`: what a chat request says about its
  * turn (undefined for a raw-text prompt; turn-programs.ts). `capToContext`: a maxTokens beyond the
  * context's room is lowered to fit instead of refused (clients that always ask for their model's largest
  * output, as Claude Code does). `options`: a prompt given as token ids (then `prompt` is only its
@@ -44,6 +45,7 @@ export async function startGeneration(
   c: Context<AppEnv>,
   ctx: GenerationContext,
   body: CommonBody & LogprobFields,
+  programId: string | null,
   prompt: string,
   maxTokens: number | null | undefined,
   grammar: string | null,
@@ -77,10 +79,10 @@ export async function startGeneration(
   if (bytes > MAX_BYTES_PER_TOKEN * ctx.engine.maxContextTokens) {
     throw new ContextOverflow(Math.ceil(bytes / MAX_BYTES_PER_TOKEN), ctx.engine.maxContextTokens, true);
   }
-  const fields = programFields(body, (name) => c.req.header(name));
+  const fields = turnFields(body, (name) => c.req.header(name));
   const turn = ctx.turnPrograms.programOf(
     c.get("tenant") ?? null,
-    fields.programId,
+    programId,
     body.cache_salt,
     fields.isLastStep,
     chat ?? null,

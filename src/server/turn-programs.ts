@@ -12,7 +12,7 @@
 import { randomUUID } from "node:crypto";
 import type { GenerateRequest } from "../engine/engine-api.js";
 import { ConversationPrograms } from "./conversation-programs.js";
-import { scopeToTenant } from "./program-fields.js";
+import { scopeToTenant } from "./program-identity.js";
 import type { ChatMessageInput } from "./schemas.js";
 
 /** What a chat request says about its turn. */
