@@ -37,6 +37,8 @@ export interface ActiveRequest {
   readonly preserved: ReadonlySet<number>;
   /** with `sampling.thinkingBudget`: the thinking watched, its close forced once the budget is spent */
   readonly thinking: ThinkingBudgetWatch | null;
+  /** how the tool its finished output calls is read for the scheduler (turn-tool.ts); null: its client named it */
+  readonly readTool: ((output: string) => string | null) | null;
   done: boolean;
 }
 
@@ -57,7 +59,6 @@ export function requestSpecOf(
     maxOutputTokens: Math.min(spec.sampling.maxTokens, maxContextTokens - content.length),
     isLastStep: spec.isLastStep,
     toolHint: spec.toolHint,
-    ...(spec.toolNamer ? { toolNamer: spec.toolNamer } : {}),
     ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
     ...(spec.priorTurns === undefined ? {} : { priorTurns: spec.priorTurns }),
     content,

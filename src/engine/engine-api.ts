@@ -4,9 +4,11 @@
  * internals.
  */
 import type { RetentionHints } from "../core/client-hints.js";
-import type { ToolNamer } from "../core/request.js";
 import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import type { DeviceInfo } from "./device-info.js";
+
+/** The tool a finished output calls, as the server reads its model's call format; null: none found. */
+export type ToolNamer = (output: string) => string | null;
 
 export interface SamplingParams {
   /** <= 0 means greedy */
@@ -118,7 +120,11 @@ export interface GenerateRequest {
   readonly isLastStep: boolean;
   /** client-declared tool of this turn (`this_func_call`), wins over parsing the output */
   readonly toolHint: string | null;
-  /** the tool an output calls, read in the model's own call format (the server's chat formats) */
+  /**
+   * the tool an output calls, read in the model's own call format (the server's chat formats); the engine
+   * tells the scheduler what it reads when the turn ends (absent, or null for an output: the general parser's
+   * reading)
+   */
   readonly toolNamer?: ToolNamer;
   /** the client's TTL bound and expected tool duration for this turn's KV (default: none) */
   readonly retentionHints?: RetentionHints;

@@ -50,6 +50,7 @@ import { OutputTokens } from "./output-tokens.js";
 import { checkedTokenIds, PromptIds } from "./prompt-ids.js";
 import type { StepLogFile } from "./step-log.js";
 import { ThinkingBudgetWatch } from "./thinking-budget.js";
+import { turnToolReader } from "./turn-tool.js";
 
 export { defaultCostModel, type EngineOptions, type EngineTierOptions } from "./engine-setup.js";
 export type { EngineLoopStats } from "./llama-executor.js";
@@ -221,6 +222,7 @@ export class Engine implements EngineService {
       promptIdsOut: false,
       thinking: spec.sampling.thinkingBudget ? new ThinkingBudgetWatch(spec.sampling.thinkingBudget) : null,
       preserved: this.preservedIds(spec.sampling.preservedTokens ?? []),
+      readTool: turnToolReader(this.scheduler.policy.toolParser, spec),
       done: false,
     };
     this.active.set(spec.requestId, active);

@@ -395,7 +395,12 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     }
     if (!stop && lastToken) delta += active.output.finish();
     pushDelta(active, delta, stop || lastToken);
-    if (stop || lastToken) sampled.set(request.id, { stop, text: active.output.text });
+    if (stop || lastToken) {
+      sampled.set(
+        request.id,
+        active.readTool ? { stop, tool: active.readTool(active.output.text) } : { stop },
+      );
+    }
   }
 
   /**

@@ -1,10 +1,10 @@
 import type { Context } from "hono";
-import type { ToolNamer } from "../core/request.js";
 import {
   EngineRejection,
   type GenerateRequest,
   type ThinkingBudget,
   type TokenBias,
+  type ToolNamer,
 } from "../engine/engine-api.js";
 import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
