@@ -117,6 +117,14 @@ export class Request {
     return this.priorTurns !== null && this.priorTurns > 0;
   }
 
+  /**
+   * The length stop: whether an output of `outputTokens` tokens has reached the request's limit (the
+   * scheduler finishes it "length"; the executor ends its text with that token).
+   */
+  reachesLengthLimit(outputTokens: number): boolean {
+    return outputTokens >= this.maxOutputTokens;
+  }
+
   /** Tokens in the sequence so far: the prompt plus sampled output. */
   get numTokens(): number {
     return this.promptTokens + this.numOutputTokens;

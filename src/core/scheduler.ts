@@ -467,7 +467,7 @@ export class Scheduler {
       if (sampled?.tool !== undefined) request.calledTool = sampled.tool;
       const reason = sampled?.stop
         ? "stop"
-        : request.numOutputTokens >= request.maxOutputTokens
+        : request.reachesLengthLimit(request.numOutputTokens)
           ? "length"
           : null;
       if (reason === null) continue;

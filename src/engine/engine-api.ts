@@ -17,6 +17,7 @@ export interface SamplingParams {
   readonly topK: number;
   readonly minP: number;
   readonly seed: number | null;
+  /** the most tokens generated (the server's front decided it); the output also ends at the context's end */
   readonly maxTokens: number;
   /** stop strings; generation ends before them and they are not returned */
   readonly stop: readonly string[];

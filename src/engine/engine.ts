@@ -247,7 +247,7 @@ export class Engine implements EngineService {
     return ids;
   }
 
-  /** The checks generate() makes before anything is queued: shutdown, draining, sampling, duplicates, load. */
+  /** The checks generate() makes before anything is queued: shutdown, draining, duplicates, load. */
   private checkAccepting(spec: GenerateRequest): void {
     if (this.closing) throw new EngineRejection("the engine is shutting down", "shutting_down");
     if (
@@ -260,10 +260,6 @@ export class Engine implements EngineService {
       );
     }
     if (this.fatal) throw this.fatal;
-    const maxTokens = spec.sampling.maxTokens;
-    if (!Number.isInteger(maxTokens) || maxTokens < 1) {
-      throw new EngineRejection(`max tokens must be a positive integer, got ${maxTokens}`, "invalid_request");
-    }
     if (this.active.has(spec.requestId)) {
       throw new EngineRejection(`request id ${spec.requestId} is already in flight`, "duplicate_request");
     }

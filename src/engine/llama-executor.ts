@@ -382,7 +382,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       delta = pushed.delta;
       stop = pushed.stopped;
     }
-    const lastToken = request.numOutputTokens + 1 >= request.maxOutputTokens;
+    // the scheduler counts this token in update(): is it the last the length limit allows?
+    const lastToken = request.reachesLengthLimit(request.numOutputTokens + 1);
     if (
       !stop &&
       !lastToken &&

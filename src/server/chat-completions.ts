@@ -25,7 +25,7 @@ import { noteMedia } from "./media-notes.js";
 import { programIdOf } from "./program-identity.js";
 import { budgetClose, promptOpensThinking, THINK_TAGS, type ThinkTags } from "./reasoning.js";
 import { recipientThinking } from "./recipient-formats.js";
-import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
+import { choiceBody, choiceCount, forcedToolGrammar, type OutputLimit } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
 import { outputGrammar } from "./structured-outputs.js";
@@ -178,12 +178,11 @@ export async function startChat(
   c: Context<AppEnv>,
   ctx: RequestContext,
   body: ChatCompletionBody,
-  maxTokens: number | null | undefined,
+  limit: OutputLimit,
   options: {
     /** the program the client names (program-identity.ts); null: none */
     programId: string | null;
     formatGrammar?: { grammar: string; param: string } | null;
-    capToContext?: boolean;
     returnTokenIds?: boolean;
     /** vLLM's prompt_logprobs: the prompt's tokens' logprobs with this many alternatives */
     promptLogprobs?: number | null;
@@ -217,7 +216,7 @@ export async function startChat(
     format === "harmony" ? { ...body, skip_special_tokens: false } : body,
     options.programId,
     prompt,
-    maxTokens,
+    limit,
     tools.grammar ?? extra?.grammar ?? null,
     {
       // a continued last message is this turn's own beginning, not a turn before it
@@ -226,7 +225,6 @@ export async function startChat(
       offersTools: (body.tools?.length ?? 0) > 0,
       messages: body.messages,
     },
-    options.capToContext ?? false,
     {
       returnTokenIds: options.returnTokenIds ?? false,
       promptLogprobs: options.promptLogprobs ?? null,
@@ -269,6 +267,16 @@ function thinkingBudgetOf(
   const messages = recipientThinking(format);
   if (messages !== null) return { tokens, ...messages };
   return { tokens, open: insideThinking ? null : tags.open, closedBy: tags.close, close: budgetClose(tags) };
+}
+
+/** A chat request's output limit: OpenAI's newer max_completion_tokens, else max_tokens. */
+function chatOutputLimit(body: ChatCompletionBody): OutputLimit {
+  const newer = body.max_completion_tokens != null;
+  return {
+    tokens: (newer ? body.max_completion_tokens : body.max_tokens) ?? null,
+    field: newer ? "max_completion_tokens" : "max_tokens",
+    capToContext: false,
+  };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
@@ -344,8 +352,7 @@ function startChoices(
 ): Promise<ChatGeneration[]> {
   const ids = new IndexedRequestIds();
   return startChoiceGroup(n, async (i, awaitFirstToken) => {
-    const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const started = await startChat(c, ids.contextFor(ctx, i), choiceBody(body, i), maxTokens, {
+    const started = await startChat(c, ids.contextFor(ctx, i), choiceBody(body, i), chatOutputLimit(body), {
       ...options,
       sibling: i > 0,
       awaitFirstToken,

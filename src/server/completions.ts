@@ -185,10 +185,13 @@ async function startAll(
           choiceBody(body, k),
           programId,
           typeof prompt === "string" ? prompt : `<${prompt.length} token ids>`,
-          body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
+          {
+            tokens: body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
+            field: "max_tokens",
+            capToContext: false,
+          },
           grammar,
           undefined,
-          false,
           {
             ...(typeof prompt === "string" ? {} : { promptTokenIds: prompt }),
             ...rest,

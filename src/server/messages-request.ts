@@ -166,7 +166,6 @@ export function chatCompletionRequest(body: MessagesBody): Record<string, unknow
     tools: chatTools(body.tools),
     tool_choice: chatToolChoice(body.tool_choice),
     parallel_tool_calls: parallel === true ? false : undefined,
-    max_tokens: body.max_tokens,
     stop: body.stop_sequences,
     temperature: body.temperature,
     top_p: body.top_p,

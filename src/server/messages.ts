@@ -33,10 +33,9 @@ export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise
   const model = checkModel(ctx, request.model);
   const program = programIdOf("messages", request, (name) => c.req.header(name));
   const body = chatCompletionSchema.parse(chatCompletionRequest(request));
-  const started = await startChat(c, ctx, body, body.max_tokens, {
-    programId: program?.id ?? null,
-    capToContext: true,
-  });
+  // Claude Code asks for its model's largest output: more than the context leaves is taken
+  const limit = { tokens: request.max_tokens, field: "max_tokens", capToContext: true };
+  const started = await startChat(c, ctx, body, limit, { programId: program?.id ?? null });
   const { requestId, generation } = started;
   const meta = { id: `msg_${requestId}`, model };
   if (body.stream) {

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { ApiError } from "./errors.js";
-import { chatCompletionSchema } from "./schemas.js";
+import { chatCompletionSchema, outputTokensField } from "./schemas.js";
 
 const typedObject = z.object({ type: z.string().optional() }).passthrough();
 
@@ -57,7 +57,7 @@ export const responsesSchema = chatCompletionSchema
         z.object({ type: z.string(), name: z.string().optional(), namespace: z.string().optional() }),
       ])
       .nullish(),
-    max_output_tokens: z.number().int().min(1).nullish(),
+    max_output_tokens: outputTokensField.nullish(),
     // its effort becomes chat's reasoning_effort (gpt-oss's template reads it); the summary is not made
     reasoning: z
       .object({ effort: z.string().min(1).nullish() })

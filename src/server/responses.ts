@@ -300,6 +300,7 @@ export function responsesApi(
     }
     const chat = request.chat;
     const programId = programIdOf("responses", body, (name) => c.req.header(name))?.id ?? null;
+    const limit = { tokens: body.max_output_tokens ?? null, field: "max_output_tokens", capToContext: false };
     const metaOf = (requestId: string): ResponseMeta => ({
       id: `resp_${requestId}`,
       created_at: unixSeconds(),
@@ -333,7 +334,7 @@ export function responsesApi(
           detachedContext(c, exchange),
           ctx,
           { ...chat, stream: true },
-          chat.max_completion_tokens,
+          limit,
           options,
         );
       } catch (error) {
@@ -366,7 +367,7 @@ export function responsesApi(
 
     let started: ChatGeneration;
     try {
-      started = await startChat(c, ctx, chat, chat.max_completion_tokens, options);
+      started = await startChat(c, ctx, chat, limit, options);
     } catch (error) {
       if (!(error instanceof ContextOverflow)) throw error;
       if (!body.stream) throw error.responsesError();

@@ -10,7 +10,7 @@ import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
 import type { LogprobFields } from "./logprobs.js";
-import { samplingParams, stopTokenIds } from "./sampling.js";
+import { type OutputLimit, outputTokens, samplingParams, stopTokenIds } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
 import { turnFields } from "./turn-fields.js";
 import type { ChatTurn, TurnPrograms } from "./turn-programs.js";
@@ -33,10 +33,9 @@ const MAX_BYTES_PER_TOKEN = 32;
 /**
  * What chat and text completions share once the prompt is known: its length, the sampling parameters,
  * the program and turn fields, and the generation queued on the engine. `programId`: the program the client
- * names (program-identity.ts), null: none. `chat`: what a chat request says about its
- * turn (undefined for a raw-text prompt; turn-programs.ts). `capToContext`: a maxTokens beyond the
- * context's room is lowered to fit instead of refused (clients that always ask for their model's largest
- * output, as Claude Code does). `options`: a prompt given as token ids (then `prompt` is only its
+ * names (program-identity.ts), null: none. `limit`: the output limit its API's front read (sampling.ts).
+ * `chat`: what a chat request says about its turn (undefined for a raw-text prompt; turn-programs.ts).
+ * `options`: a prompt given as token ids (then `prompt` is only its
  * label), whether the result carries the prompt's and the output's ids, `sibling`: the request is a
  * second or later choice of one (`n`), served as a one-off, and `awaitFirstToken`: return once the first
  * token is out even when streaming (its prompt's KV is then computed for the choices that follow).
@@ -47,10 +46,9 @@ export async function startGeneration(
   body: CommonBody & LogprobFields,
   programId: string | null,
   prompt: string,
-  maxTokens: number | null | undefined,
+  limit: OutputLimit,
   grammar: string | null,
   chat: ChatTurn | undefined,
-  capToContext = false,
   options: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> & {
     sibling?: boolean;
     awaitFirstToken?: boolean;
@@ -92,13 +90,11 @@ export async function startGeneration(
   const program = sibling ? { programId: null, cacheSalt: turn.cacheSalt } : turn;
   const promptTokens =
     tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt, program));
-  const room = ctx.engine.maxContextTokens - promptTokens;
-  const cappedMaxTokens =
-    capToContext && maxTokens != null && room > 0 ? Math.min(maxTokens, room) : maxTokens;
+  const maxTokens = outputTokens(limit, promptTokens, ctx.engine.maxContextTokens);
   const bias = withRequestBias(ctx.defaultLogitBias, logitBias(body.logit_bias, ctx.engine.vocabSize));
   const stops = stopTokenIds(body.stop_token_ids, ctx.engine.vocabSize);
   const sampling = {
-    ...samplingParams(body, cappedMaxTokens, promptTokens, ctx.engine.maxContextTokens, grammar),
+    ...samplingParams(body, maxTokens, grammar),
     ...(bias.length > 0 ? { logitBias: bias } : {}),
     ...(stops.length > 0 ? { stopTokenIds: stops } : {}),
     ...(promptLogprobs !== null ? { promptLogprobs } : {}),
