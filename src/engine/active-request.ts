@@ -129,7 +129,6 @@ export function doneEvent(active: ActiveRequest, reason: FinishReason, nowS: num
     e2eS,
     programJctS:
       active.spec.isLastStep && reason !== "abort" ? Math.max(0, finishS - r.program.firstArrivalS) : null,
-    ...(active.spec.programId !== null ? { programId: active.spec.programId } : {}),
     ...(active.logprobs ? { logprobs: active.logprobs.handedOut } : {}),
     ...(active.spec.returnTokenIds ? { tokenIds: tokenIdsOf(active.content, r.promptTokens) } : {}),
     ...(active.promptLogprobs ? { promptLogprobs: active.promptLogprobs } : {}),

@@ -124,7 +124,7 @@ export class Engine implements EngineService {
     this.blockSizeTokens = parts.blockSizeTokens;
     this.maxContextTokens = parts.maxContextTokens;
     this.kvSummary = parts.kvSummary;
-    this.promptIds = new PromptIds(runner, this.blockSizeTokens);
+    this.promptIds = new PromptIds(runner);
     this.executor = new LlamaExecutor({
       runner,
       kv: this.kv,
@@ -173,14 +173,13 @@ export class Engine implements EngineService {
 
   countPromptTokens(
     text: string,
-    program: Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId"> | null = null,
+    program: Pick<GenerateRequest, "programId" | "cacheSalt"> | null = null,
   ): Promise<number> {
     return this.promptIds.countPromptTokens(text, program);
   }
 
-  generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
-    const { ids, programId } = this.promptIds.prepare(request, this.vocabSize);
-    const spec = programId === request.programId ? request : { ...request, programId };
+  generate(spec: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    const ids = this.promptIds.prepare(spec, this.vocabSize);
     this.checkAccepting(spec);
     if (ids.length === 0) throw new EngineRejection("the prompt is empty", "invalid_request");
     if (ids.length >= this.maxContextTokens) {

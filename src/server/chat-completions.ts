@@ -240,12 +240,11 @@ export async function startChat(
     },
   );
   // a program its client names not: its reply, as returned, tells the conversation's next turn where it runs
-  if (implicit) {
-    const tenant = c.get("tenant") ?? null;
+  if (implicit !== null) {
     generation.onDone((done) => {
-      if (done.programId === undefined || done.finishReason === "abort") return;
-      const { content, calls } = readOutput(done.text, reading, done.finishReason !== "stop");
-      ctx.turnPrograms.conversations.answered(tenant, body.messages, content, calls, done.programId);
+      const reply =
+        done.finishReason === "abort" ? null : readOutput(done.text, reading, done.finishReason !== "stop");
+      ctx.turnPrograms.answered(implicit.program, body.messages, implicit.isLastStep, reply);
     });
   }
   return { tools, format, requestId, generation, insideThinking, thinkTags };

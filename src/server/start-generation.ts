@@ -61,7 +61,15 @@ export async function startGeneration(
     /** the tool an output calls, in the model's own call format (for the TTL's per-tool times) */
     toolNamer?: ToolNamer | null;
   } = {},
-): Promise<{ requestId: string; generation: Generation; implicit: boolean }> {
+): Promise<{
+  requestId: string;
+  generation: Generation;
+  /** the program the server found for a request whose client names none (turn-programs.ts) */
+  implicit: {
+    readonly program: { readonly programId: string; readonly cacheSalt: string | null };
+    readonly isLastStep: boolean;
+  } | null;
+}> {
   const {
     sibling = false,
     awaitFirstToken = false,
@@ -87,9 +95,10 @@ export async function startGeneration(
   );
   // a request's second and later choices (`n`) are not turns of its program: one-offs beside the first,
   // never pinned, with the same cache salt
-  const program = sibling ? { programId: null, cacheSalt: turn.cacheSalt } : turn;
+  const program = sibling ? { programId: null, cacheSalt: turn.cacheSalt, implicit: false } : turn;
+  const { implicit, ...engineProgram } = program;
   const promptTokens =
-    tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt, program));
+    tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt, engineProgram));
   const maxTokens = outputTokens(limit, promptTokens, ctx.engine.maxContextTokens);
   const bias = withRequestBias(ctx.defaultLogitBias, logitBias(body.logit_bias, ctx.engine.vocabSize));
   const stops = stopTokenIds(body.stop_token_ids, ctx.engine.vocabSize);
@@ -105,7 +114,7 @@ export async function startGeneration(
   const request: GenerateRequest = {
     requestId,
     ...fields,
-    ...program,
+    ...engineProgram,
     prompt,
     sampling,
     ...(chat === undefined ? {} : { priorTurns: chat.priorTurns }),
@@ -115,7 +124,15 @@ export async function startGeneration(
   try {
     const generation = await Generation.start(ctx, c, request, awaitFirstToken || body.stream !== true);
     ctx.turnPrograms.queued(program, requestId, fields.isLastStep, chat ?? null);
-    return { requestId, generation, implicit: program.implicitProgramId !== undefined };
+    const { programId, cacheSalt } = program;
+    return {
+      requestId,
+      generation,
+      implicit:
+        implicit && programId !== null
+          ? { program: { programId, cacheSalt: cacheSalt ?? null }, isLastStep: fields.isLastStep }
+          : null,
+    };
   } catch (error) {
     if (error instanceof EngineRejection && error.code === "prompt_too_long") {
       throw new ContextOverflow(promptTokens, ctx.engine.maxContextTokens);

@@ -192,8 +192,6 @@ export class FakeEngine implements EngineService {
       if (request.programId) this.lastContext.set(request.programId, [...promptWords, ...words(text)]);
       this.finished.push(request.requestId);
       const now = performance.now();
-      // as the real engine: an id-less request runs in the program the server proposed for it
-      const programId = request.programId ?? request.implicitProgramId ?? null;
       yield {
         type: "done",
         finishReason,
@@ -204,7 +202,6 @@ export class FakeEngine implements EngineService {
         ttftS: firstTokenAt === null ? null : (firstTokenAt - started) / 1000,
         e2eS: (now - started) / 1000,
         programJctS: this.programJctS(request, finishReason, now),
-        ...(programId !== null ? { programId } : {}),
       };
     } finally {
       this.running--;
