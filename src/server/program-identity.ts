@@ -166,7 +166,7 @@ function claudeUserId(value: unknown): string | null {
 }
 
 /** A source's raw value as a program id (null: it names none). */
-export function idInForm(form: ProgramIdForm, value: unknown): string | null {
+function idInForm(form: ProgramIdForm, value: unknown): string | null {
   switch (form) {
     case "id":
       return idOf(value);
