@@ -11,8 +11,7 @@ import { fileURLToPath } from "node:url";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { DEFAULT_BLOCK_SIZE_TOKENS } from "../engine/engine-setup.js";
 import { bindsEndpoint } from "../engine/kv-event-wire.js";
-import { programFields } from "../server/program-fields.js";
-import type { CommonBody } from "../server/schemas.js";
+import { programIdOf } from "../server/program-identity.js";
 import { type ServeCliOptions, serveCommand } from "./serve-command.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -225,8 +224,8 @@ describe("deploy/ manifests", () => {
 
     const producer = plugin(config, "session-id-producer");
     const header = (producer.parameters.headerName as string).toLowerCase();
-    const fields = programFields({} as CommonBody, (name) => (name === header ? "program-7" : undefined));
-    assert.equal(fields.programId, "program-7", `serve reads the program id from ${header}`);
+    const named = programIdOf("chat", {}, (name) => (name === header ? "program-7" : undefined));
+    assert.equal(named?.id, "program-7", `serve reads the program id from ${header}`);
     assert.equal(plugin(config, "session-affinity-scorer").parameters.sessionIDProducerName, producer.name);
 
     const profile = config.schedulingProfiles.find((p) => p.name === "default");

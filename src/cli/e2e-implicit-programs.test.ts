@@ -1,8 +1,8 @@
 /**
- * Clients that name no program (Qwen Code) still run as programs: a request whose prompt continues a recent
- * turn's prompt and reply is a turn of that turn's program (src/engine/implicit-programs.ts), and a
- * session's tool-less side request (opencode's title) is no turn of it, even sent before the session's first turn
- * with tools (src/server/turn-programs.ts). Seen
+ * Clients that name no program (Qwen Code) still run as programs: a request whose messages repeat a reply
+ * after the same messages is a turn of that reply's program, and a session's tool-less side request
+ * (opencode's title) is no turn of it, even sent before the session's first turn with tools
+ * (src/server/turn-programs.ts). Seen
  * where an operator sees programs: `/dashboard/state`.
  */
 import assert from "node:assert/strict";
@@ -97,6 +97,35 @@ describe("programs of clients that send no program id (real engine, tiny model)"
         `one program of 4 turns, one of 1: ${JSON.stringify(seen)}`,
       );
       for (const p of seen) assert.match(p.id, /^implicit-[0-9a-f]{16}$/);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("streamed id-less turns, their replies assembled from the deltas and sent back, are one program", async () => {
+    const s = await startLlamaServer(["--cpu-offload-gb", "0"]);
+    try {
+      const messages = conversation("Find the slow test and make it faster.");
+      for (let turn = 0; turn < 3; turn++) {
+        const response = await fetch(`${s.server.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ messages, max_tokens: 24, temperature: 0, stream: true }),
+        });
+        let reply = "";
+        for (const frame of (await response.text()).split("\n\n")) {
+          const data = frame.startsWith("data: ") ? frame.slice("data: ".length) : "[DONE]";
+          if (data === "[DONE]") continue;
+          const chunk = JSON.parse(data) as { choices: { delta: { content?: string | null } }[] };
+          reply += chunk.choices[0]?.delta.content ?? "";
+        }
+        messages.push({ role: "assistant", content: reply });
+        messages.push({ role: "user", content: `Observation ${turn}: the test took 9 s.` });
+      }
+      assert.deepEqual(
+        (await programs(s)).map((p) => p.turns),
+        [3],
+      );
     } finally {
       await s.close();
     }

@@ -413,7 +413,8 @@ describe("continuum serve process", () => {
       const response = fetch(`${url}/v1/chat/completions`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+        // its program's last step: a program that goes on would hold the drain until --drain-timeout
+        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], is_last_step: true }),
       });
       await new Promise((r) => setTimeout(r, 100));
       child.kill("SIGTERM");

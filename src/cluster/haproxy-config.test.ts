@@ -115,21 +115,35 @@ describe("haproxyConfig", () => {
     assert.match(config, /^ {4}retry-on conn-failure empty-response response-timeout 503$/m);
   });
 
-  test("the program id is read from a program's path, then body first, then headers, as the server reads it", () => {
+  test("the program id is read from a program's path, then each source on the APIs serve reads it on, in its order", () => {
+    const openAi = "{ path /v1/chat/completions /v1/completions /v1/responses }";
+    const unset = "!{ var(txn.program) -m found }";
+    const user = "var(txn.claude_user_id)";
     assert.deepEqual(programSources(section(config, "frontend continuum")), [
       "path,field(4,/),url_dec if { path_beg /v1/programs/ }",
-      "req.body,json_query('$.job_id') if !{ var(txn.program) -m found }",
-      "req.body,json_query('$.program_id') if !{ var(txn.program) -m found }",
-      "req.body,json_query('$.session_id') if !{ var(txn.program) -m found }",
-      "req.body,json_query('$.session_params.session_id') if !{ var(txn.program) -m found }",
-      "req.hdr(x-program-id) if !{ var(txn.program) -m found }",
-      "req.hdr(x-session-id) if !{ var(txn.program) -m found }",
-      // Codex's conversation ids stand in on /v1/responses only, as on the replica
-      "req.hdr(session-id) if { path /v1/responses } !{ var(txn.program) -m found }",
-      "req.hdr(thread-id) if { path /v1/responses } !{ var(txn.program) -m found }",
-      "req.body,json_query('$.client_metadata.session_id') if { path /v1/responses } !{ var(txn.program) -m found }",
-      "req.body,json_query('$.prompt_cache_key') if { path /v1/responses } !{ var(txn.program) -m found }",
+      `req.body,json_query('$.job_id') if ${openAi} ${unset}`,
+      `req.body,json_query('$.program_id') if ${openAi} ${unset}`,
+      `req.body,json_query('$.session_id') if ${openAi} ${unset}`,
+      `req.body,json_query('$.session_params.session_id') if ${openAi} ${unset}`,
+      // Claude Code's session: its header, else the session_id of its metadata.user_id, or that plain id
+      `req.hdr(x-claude-code-session-id) if { path /v1/messages } ${unset}`,
+      `${user},json_query('$.session_id') if { path /v1/messages } ${unset} { ${user} -m beg "{" }`,
+      `${user} if { path /v1/messages } ${unset} !{ ${user} -m beg "{" }`,
+      `req.hdr(x-program-id) if ${unset}`,
+      `req.hdr(x-session-id) if ${unset}`,
+      // a conversation and Codex's ids stand in on /v1/responses only, as on the replica
+      `req.body,json_query('$.conversation') if { path /v1/responses } ${unset}`,
+      `req.body,json_query('$.conversation.id') if { path /v1/responses } ${unset}`,
+      `req.hdr(session-id) if { path /v1/responses } ${unset}`,
+      `req.hdr(thread-id) if { path /v1/responses } ${unset}`,
+      `req.body,json_query('$.client_metadata.session_id') if { path /v1/responses } ${unset}`,
+      `req.body,json_query('$.prompt_cache_key') if { path /v1/responses } ${unset}`,
     ]);
+    assert.ok(
+      section(config, "frontend continuum").includes(
+        "    http-request set-var(txn.claude_user_id) req.body,json_query('$.metadata.user_id') if { path /v1/messages }",
+      ),
+    );
   });
 
   test("no supervisor: no fleet view, no stream frontend", () => {

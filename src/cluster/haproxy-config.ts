@@ -14,8 +14,18 @@
  * Without a live supervisor (the file reused alone) those requests are routed directly.
  */
 
-import { CONVERSATION_ID_HEADER } from "../server/conversations.js";
-import { RESPONSE_ID_HEADER } from "../server/responses.js";
+import {
+  CONVERSATION_ID_HEADER,
+  KEPT_STATE_FIELDS,
+  KEPT_STATE_PATH_PREFIXES,
+  PROGRAM_API_PATHS,
+  PROGRAM_ID_SOURCES,
+  PROGRAM_PATH_PREFIX,
+  type ProgramApi,
+  type ProgramIdForm,
+  type ProgramIdLocation,
+  RESPONSE_ID_HEADER,
+} from "../server/program-identity.js";
 
 export interface HaproxyReplica {
   readonly name: string;
@@ -44,58 +54,79 @@ export interface HaproxyOptions {
   };
 }
 
-export interface ProgramIdSource {
-  /** HAProxy sample expression */
-  readonly fetch: string;
-  /** the condition under which the replica reads it (an HAProxy ACL), if not every request */
-  readonly when?: string;
+const ALL_APIS = Object.keys(PROGRAM_API_PATHS) as ProgramApi[];
+
+/** An HAProxy condition: the request is posted to one of `apis` (none where that is every API). */
+function postedTo(apis: readonly ProgramApi[]): string[] {
+  return apis.length === ALL_APIS.length
+    ? []
+    : [`{ path ${apis.map((a) => PROGRAM_API_PATHS[a]).join(" ")} }`];
 }
 
-const RESPONSES = "{ path /v1/responses }";
+/** HAProxy's sample of what a request carries at `at`. */
+function sampleAt(at: ProgramIdLocation): string {
+  return "header" in at ? `req.hdr(${at.header})` : `req.body,json_query('$.${at.body.join(".")}')`;
+}
+
+function setVar(variable: string, sample: string, conditions: readonly string[]): string {
+  return `    http-request set-var(${variable}) ${sample}${conditions.length > 0 ? ` if ${conditions.join(" ")}` : ""}`;
+}
+
+/** The lines setting `variable` to an id of `form` read at `at`, where `conditions` hold and it is not set yet. */
+function readInto(
+  variable: string,
+  at: ProgramIdLocation,
+  form: ProgramIdForm,
+  conditions: readonly string[],
+) {
+  const unset = [...conditions, `!{ var(${variable}) -m found }`];
+  const sample = sampleAt(at);
+  switch (form) {
+    case "id":
+      return [setVar(variable, sample, unset)];
+    case "conversation":
+      // an id, or `{ id }`
+      return "header" in at
+        ? [setVar(variable, sample, unset)]
+        : [setVar(variable, sample, unset), setVar(variable, sampleAt({ body: [...at.body, "id"] }), unset)];
+    case "claude-user-id": {
+      // a JSON object's session_id, else the plain string (json_query unescapes the string it returns)
+      const raw = "var(txn.claude_user_id)";
+      return [
+        setVar("txn.claude_user_id", sample, conditions),
+        setVar(variable, `${raw},json_query('$.session_id')`, [...unset, `{ ${raw} -m beg "{" }`]),
+        setVar(variable, raw, [...unset, `!{ ${raw} -m beg "{" }`]),
+      ];
+    }
+  }
+}
 
 /**
- * Where the program id is read, in the order `continuum serve` itself reads it, so the balancer and the
- * replica agree on which program a request belongs to: the path of a program's own endpoint, the body
- * fields before the headers (program-fields.ts), then the conversation ids Codex sends on
- * /v1/responses, which stand in only there (responses-program.ts).
+ * The frontend lines that name the program, in the order `continuum serve` reads it (program-identity.ts):
+ * the path of a program's own endpoint, then each source on the APIs it is read on. The first one found is
+ * the program: sources that name one must agree on a replica (it refuses them otherwise), and a stand-in
+ * counts only where none of them is given.
  */
-export const PROGRAM_ID_SOURCES: readonly ProgramIdSource[] = [
-  { fetch: "path,field(4,/),url_dec", when: "{ path_beg /v1/programs/ }" },
-  { fetch: "req.body,json_query('$.job_id')" },
-  { fetch: "req.body,json_query('$.program_id')" },
-  { fetch: "req.body,json_query('$.session_id')" },
-  { fetch: "req.body,json_query('$.session_params.session_id')" },
-  { fetch: "req.hdr(x-program-id)" },
-  { fetch: "req.hdr(x-session-id)" },
-  { fetch: "req.hdr(session-id)", when: RESPONSES },
-  { fetch: "req.hdr(thread-id)", when: RESPONSES },
-  { fetch: "req.body,json_query('$.client_metadata.session_id')", when: RESPONSES },
-  { fetch: "req.body,json_query('$.prompt_cache_key')", when: RESPONSES },
-];
-
-/** The frontend lines that name the program. */
 function programReads(): string[] {
-  return PROGRAM_ID_SOURCES.map((source, i) => {
-    const conditions = [
-      ...(source.when ? [source.when] : []),
-      ...(i > 0 ? ["!{ var(txn.program) -m found }"] : []),
-    ];
-    return `    http-request set-var(txn.program) ${source.fetch}${conditions.length > 0 ? ` if ${conditions.join(" ")}` : ""}`;
-  });
+  const path = `    http-request set-var(txn.program) path,field(4,/),url_dec if { path_beg ${PROGRAM_PATH_PREFIX} }`;
+  return [
+    path,
+    ...PROGRAM_ID_SOURCES.flatMap((source) =>
+      readInto("txn.program", source.at, source.form, postedTo(source.apis)),
+    ),
+  ];
 }
 
 /**
  * The frontend lines that name the kept state a request reads, a Responses API response or a conversation
- * (their ids never collide: `resp_...`, `conv_...`): in its path (`GET`, `DELETE`, `cancel`, `input_items`;
- * a conversation's own endpoints and its items) or as the `previous_response_id` or `conversation` (an id,
- * or `{ id }`) a response goes on from.
+ * (program-identity.ts): in its path, or as the response or conversation a response goes on from.
  */
 const RESPONSE_READS = [
-  "    http-request set-var(txn.response) path,field(4,/) if { path_beg /v1/responses/ }",
-  "    http-request set-var(txn.response) path,field(4,/) if { path_beg /v1/conversations/ }",
-  ...["$.previous_response_id", "$.conversation", "$.conversation.id"].map(
-    (field) =>
-      `    http-request set-var(txn.response) req.body,json_query('${field}') if ${RESPONSES} !{ var(txn.response) -m found }`,
+  ...KEPT_STATE_PATH_PREFIXES.map(
+    (prefix) => `    http-request set-var(txn.response) path,field(4,/) if { path_beg ${prefix} }`,
+  ),
+  ...KEPT_STATE_FIELDS.flatMap((field) =>
+    readInto("txn.response", { body: field.path }, field.form, postedTo(["responses"])),
   ),
 ];
 

@@ -34,7 +34,10 @@ export interface SchedulingPolicy {
   readonly description: string;
   /** needs an offload tier to mean what it says (the harness configures a default one) */
   readonly needsOffload: boolean;
-  /** how the tool of a finished turn is read from model output when the client gave no hint */
+  /**
+   * how a serving engine reads the tool of a finished turn from model output when the client gave no hint
+   * (`fork`: the authors' fork's first word of the bash block)
+   */
   readonly toolParser: "paper" | "fork";
   /** priorities move with time, so the waiting queue is re-sorted every step */
   readonly dynamicPriorities: boolean;

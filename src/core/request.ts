@@ -6,8 +6,6 @@ import type { Program } from "./program.js";
 export type RequestStatus = "waiting" | "running" | "finished" | "aborted";
 export type FinishReason = "stop" | "length" | "abort" | "kv_capacity";
 
-export type ToolNamer = (output: string) => string | null;
-
 /** What a client (server, simulator, load generator) submits: one LLM call of an agent program. */
 export interface RequestSpec {
   readonly requestId: string;
@@ -17,13 +15,8 @@ export interface RequestSpec {
   readonly maxOutputTokens: number;
   /** The client says no further turn follows (the fork's `is_last_step`). */
   readonly isLastStep: boolean;
-  /** Tool the client says this turn calls (wins over parsing the output). */
+  /** Tool the client says this turn calls (wins over the tool its executor reads from the output). */
   readonly toolHint?: string | null;
-  /**
-   * The tool an output calls, read in the model's own call format (a server knows the format); absent, or
-   * null for an output: the general parser's reading.
-   */
-  readonly toolNamer?: ToolNamer;
   readonly content: TokenContent;
   /** the client's word on how long this turn's KV is worth keeping */
   readonly retentionHints?: RetentionHints;
@@ -47,7 +40,6 @@ export class Request {
   readonly maxOutputTokens: number;
   readonly isLastStep: boolean;
   readonly toolHint: string | null;
-  readonly toolNamer: ToolNamer | null;
   readonly content: TokenContent;
   readonly retentionHints: RetentionHints;
   readonly arrivalS: number;
@@ -94,8 +86,8 @@ export class Request {
   admissionNumber = 0;
   /** policy-assigned waiting priority, compared lexicographically, smaller first */
   readonly priority: [number, number, number] = [0, 0, 0];
-  /** model output text (real engine), for tool-call parsing at finish */
-  outputText: string | null = null;
+  /** the tool its finished output calls, as its executor read it (a serving engine); null: none read */
+  calledTool: string | null = null;
   /**
    * Found, while in flight, to be no turn of its program but a request beside its turns (a client's title
    * request that arrived before the session's first turn with tools): its finish neither counts as a turn
@@ -112,7 +104,6 @@ export class Request {
     this.maxOutputTokens = spec.maxOutputTokens;
     this.isLastStep = spec.isLastStep || spec.programId === null;
     this.toolHint = spec.toolHint ?? null;
-    this.toolNamer = spec.toolNamer ?? null;
     this.content = spec.content;
     this.retentionHints = spec.retentionHints ?? NO_HINTS;
     this.arrivalS = arrivalS;
@@ -124,6 +115,14 @@ export class Request {
   /** a returning turn by the client's word, whatever this scheduler saw of its program */
   get continuesProgram(): boolean {
     return this.priorTurns !== null && this.priorTurns > 0;
+  }
+
+  /**
+   * The length stop: whether an output of `outputTokens` tokens has reached the request's limit (the
+   * scheduler finishes it "length"; the executor ends its text with that token).
+   */
+  reachesLengthLimit(outputTokens: number): boolean {
+    return outputTokens >= this.maxOutputTokens;
   }
 
   /** Tokens in the sequence so far: the prompt plus sampled output. */

@@ -23,7 +23,6 @@ import type {
   StepPlan,
   StepResult,
 } from "./step-plan.js";
-import { parseForkToolName, parseToolName } from "./tools/parse-tool-call.js";
 import { ToolCallTracker, UNKNOWN_TOOL } from "./tools/tool-call-tracker.js";
 import { TtlEstimator, type TtlEstimatorOptions } from "./ttl/ttl-model.js";
 import { runsBefore, WaitingQueue } from "./waiting-queue.js";
@@ -465,10 +464,10 @@ export class Scheduler {
       request.numOutputTokens++;
       if (request.firstTokenS === null) request.firstTokenS = nowS;
       const sampled = result.sampled?.get(request.id);
-      if (sampled?.text !== undefined) request.outputText = sampled.text;
+      if (sampled?.tool !== undefined) request.calledTool = sampled.tool;
       const reason = sampled?.stop
         ? "stop"
-        : request.numOutputTokens >= request.maxOutputTokens
+        : request.reachesLengthLimit(request.numOutputTokens)
           ? "length"
           : null;
       if (reason === null) continue;
@@ -871,12 +870,9 @@ export class Scheduler {
     this.programs.forgetIfDone(program);
   }
 
+  /** The tool a finished turn called: its client's word, else what its executor read from the output. */
   private toolOf(request: Request): string | null {
-    if (request.toolHint) return request.toolHint;
-    const output = request.outputText;
-    if (output === null) return null;
-    if (this.policy.toolParser === "fork") return parseForkToolName(output);
-    return request.toolNamer?.(output) ?? parseToolName(output);
+    return request.toolHint ? request.toolHint : request.calledTool;
   }
 
   private enqueue(request: Request, program: Program): void {

@@ -78,8 +78,11 @@ export interface StepPlan extends KvChanges {
 export interface SampledToken {
   /** the model hit a stop condition (EOS or stop sequence); max_tokens is checked by the scheduler */
   readonly stop: boolean;
-  /** final output text when stopping (real engine), for tool-call parsing */
-  readonly text?: string;
+  /**
+   * with the request's last token: the tool its output calls, as the serving side reads the model's text
+   * (the scheduler never reads it); absent: not read (the simulator, or a turn whose client named its tool)
+   */
+  readonly tool?: string | null;
 }
 
 export interface StepResult {

@@ -39,6 +39,8 @@ export interface ActiveRequest {
   readonly preserved: ReadonlySet<number>;
   /** with `sampling.thinkingBudget`: the thinking watched, its close forced once the budget is spent */
   readonly thinking: ThinkingBudgetWatch | null;
+  /** how the tool its finished output calls is read for the scheduler (turn-tool.ts); null: its client named it */
+  readonly readTool: ((output: string) => string | null) | null;
   done: boolean;
 }
 
@@ -59,7 +61,6 @@ export function requestSpecOf(
     maxOutputTokens: Math.min(spec.sampling.maxTokens, maxContextTokens - content.length),
     isLastStep: spec.isLastStep,
     toolHint: spec.toolHint,
-    ...(spec.toolNamer ? { toolNamer: spec.toolNamer } : {}),
     ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
     ...(spec.priorTurns === undefined ? {} : { priorTurns: spec.priorTurns }),
     content,
@@ -145,7 +146,6 @@ export function doneEvent(active: ActiveRequest, reason: FinishReason, nowS: num
     e2eS,
     programJctS:
       active.spec.isLastStep && reason !== "abort" ? Math.max(0, finishS - r.program.firstArrivalS) : null,
-    ...(active.spec.programId !== null ? { programId: active.spec.programId } : {}),
     ...(active.logprobs ? { logprobs: active.logprobs.handedOut } : {}),
     ...(active.spec.returnTokenIds ? { tokenIds: tokenIdsOf(active.content, r.promptTokens) } : {}),
     ...(active.promptLogprobs ? { promptLogprobs: active.promptLogprobs } : {}),

@@ -4,9 +4,11 @@
  * internals.
  */
 import type { RetentionHints } from "../core/client-hints.js";
-import type { ToolNamer } from "../core/request.js";
 import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import type { DeviceInfo } from "./device-info.js";
+
+/** The tool a finished output calls, as the server reads its model's call format; null: none found. */
+export type ToolNamer = (output: string) => string | null;
 
 export interface SamplingParams {
   /** <= 0 means greedy */
@@ -15,6 +17,7 @@ export interface SamplingParams {
   readonly topK: number;
   readonly minP: number;
   readonly seed: number | null;
+  /** the most tokens generated (the server's front decided it); the output also ends at the context's end */
   readonly maxTokens: number;
   /** stop strings; generation ends before them and they are not returned */
   readonly stop: readonly string[];
@@ -107,18 +110,19 @@ export interface TokenBias {
 
 export interface GenerateRequest {
   readonly requestId: string;
-  /** agent program id (`job_id` / `program_id` / X-Program-Id); null: a one-off request */
-  readonly programId: string | null;
   /**
-   * With programId null (its client named no program): the request is a turn of the program whose recent
-   * turn its prompt continues (that turn's prompt and every whole KV block of its prompt and output), else
-   * the first turn of a program of this id (implicit-programs.ts)
+   * agent program id: the one its client named (the server's program-identity.ts), or the one the server
+   * found for a client that names none (turn-programs.ts); null: a one-off request
    */
-  readonly implicitProgramId?: string;
+  readonly programId: string | null;
   readonly isLastStep: boolean;
   /** client-declared tool of this turn (`this_func_call`), wins over parsing the output */
   readonly toolHint: string | null;
-  /** the tool an output calls, read in the model's own call format (the server's chat formats) */
+  /**
+   * the tool an output calls, read in the model's own call format (the server's chat formats); the engine
+   * tells the scheduler what it reads when the turn ends (absent, or null for an output: the general parser's
+   * reading)
+   */
   readonly toolNamer?: ToolNamer;
   /** the client's TTL bound and expected tool duration for this turn's KV (default: none) */
   readonly retentionHints?: RetentionHints;
@@ -176,11 +180,6 @@ export type GenerateEvent =
       readonly e2eS: number;
       /** the program's job completion time (first arrival to this finish) when this turn ended it, else null */
       readonly programJctS: number | null;
-      /**
-       * the program the request ran in: its client's, the implicit one it joined or started; absent: none (a
-       * one-off, or a request that ended before it was queued)
-       */
-      readonly programId?: string;
       /** with `SamplingParams.logprobs`: every sampled token's, in order (`tokenIds.output`'s tokens) */
       readonly logprobs?: readonly OutputLogprob[];
       /** with `returnTokenIds`: the prompt's token ids and the generated ones */
@@ -342,7 +341,7 @@ export interface EngineService {
    */
   countPromptTokens(
     text: string,
-    program?: Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId"> | null,
+    program?: Pick<GenerateRequest, "programId" | "cacheSalt"> | null,
   ): Promise<number>;
   /**
    * Queues a request and streams its output. Throws EngineRejection before the first event when the

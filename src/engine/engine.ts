@@ -51,6 +51,7 @@ import { OutputTokens } from "./output-tokens.js";
 import { checkedTokenIds, PromptIds } from "./prompt-ids.js";
 import type { StepLogFile } from "./step-log.js";
 import { ThinkingBudgetWatch } from "./thinking-budget.js";
+import { turnToolReader } from "./turn-tool.js";
 
 export { defaultCostModel, type EngineOptions, type EngineTierOptions } from "./engine-setup.js";
 export type { EngineLoopStats } from "./llama-executor.js";
@@ -124,7 +125,7 @@ export class Engine implements EngineService {
     this.blockSizeTokens = parts.blockSizeTokens;
     this.maxContextTokens = parts.maxContextTokens;
     this.kvSummary = parts.kvSummary;
-    this.promptIds = new PromptIds(runner, this.blockSizeTokens);
+    this.promptIds = new PromptIds(runner);
     this.executor = new LlamaExecutor({
       runner,
       kv: this.kv,
@@ -179,14 +180,13 @@ export class Engine implements EngineService {
 
   countPromptTokens(
     text: string,
-    program: Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId"> | null = null,
+    program: Pick<GenerateRequest, "programId" | "cacheSalt"> | null = null,
   ): Promise<number> {
     return this.promptIds.countPromptTokens(text, program);
   }
 
-  generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
-    const { ids, programId } = this.promptIds.prepare(request, this.vocabSize);
-    const spec = programId === request.programId ? request : { ...request, programId };
+  generate(spec: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    const ids = this.promptIds.prepare(spec, this.vocabSize);
     this.checkAccepting(spec);
     if (ids.length === 0) throw new EngineRejection("the prompt is empty", "invalid_request");
     if (ids.length >= this.maxContextTokens) {
@@ -229,6 +229,7 @@ export class Engine implements EngineService {
       promptUsageOut: false,
       thinking: spec.sampling.thinkingBudget ? new ThinkingBudgetWatch(spec.sampling.thinkingBudget) : null,
       preserved: this.preservedIds(spec.sampling.preservedTokens ?? []),
+      readTool: turnToolReader(this.scheduler.policy.toolParser, spec),
       done: false,
     };
     this.active.set(spec.requestId, active);
@@ -253,7 +254,7 @@ export class Engine implements EngineService {
     return ids;
   }
 
-  /** The checks generate() makes before anything is queued: shutdown, draining, sampling, duplicates, load. */
+  /** The checks generate() makes before anything is queued: shutdown, draining, duplicates, load. */
   private checkAccepting(spec: GenerateRequest): void {
     if (this.closing) throw new EngineRejection("the engine is shutting down", "shutting_down");
     if (
@@ -266,10 +267,6 @@ export class Engine implements EngineService {
       );
     }
     if (this.fatal) throw this.fatal;
-    const maxTokens = spec.sampling.maxTokens;
-    if (!Number.isInteger(maxTokens) || maxTokens < 1) {
-      throw new EngineRejection(`max tokens must be a positive integer, got ${maxTokens}`, "invalid_request");
-    }
     if (this.active.has(spec.requestId)) {
       throw new EngineRejection(`request id ${spec.requestId} is already in flight`, "duplicate_request");
     }

@@ -382,7 +382,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       delta = pushed.delta;
       stop = pushed.stopped;
     }
-    const lastToken = request.numOutputTokens + 1 >= request.maxOutputTokens;
+    // the scheduler counts this token in update(): is it the last the length limit allows?
+    const lastToken = request.reachesLengthLimit(request.numOutputTokens + 1);
     if (
       !stop &&
       !lastToken &&
@@ -395,7 +396,12 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     }
     if (!stop && lastToken) delta += active.output.finish();
     pushDelta(active, delta, stop || lastToken);
-    if (stop || lastToken) sampled.set(request.id, { stop, text: active.output.text });
+    if (stop || lastToken) {
+      sampled.set(
+        request.id,
+        active.readTool ? { stop, tool: active.readTool(active.output.text) } : { stop },
+      );
+    }
   }
 
   /**

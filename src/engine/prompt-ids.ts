@@ -1,7 +1,6 @@
 import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { FinishReason, GenerateRequest } from "./engine-api.js";
 import { EngineRejection } from "./engine-api.js";
-import { ImplicitPrograms } from "./implicit-programs.js";
 import type { ModelRunner } from "./model-runner.js";
 import { TurnContinuations } from "./turn-continuation.js";
 
@@ -9,16 +8,7 @@ import { TurnContinuations } from "./turn-continuation.js";
 const COUNTED_PROMPTS_KEPT = 32;
 /** Token ids of programs' last turns kept to splice their next prompts (4 bytes each: 16 MB). */
 const CONTINUATION_TOKENS_KEPT = 4_000_000;
-/** Recent turns of programs without a client id, matched against id-less prompts (16 MB at most). */
-const IMPLICIT_PROGRAM_LIMITS = { maxTurns: 1024, maxTokens: 4_000_000, turnsPerProgram: 4 };
-
-type ProgramRef = Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId">;
-
-/** A prompt's token ids, and the program its request runs in (an implicit one resolved). */
-export interface PreparedPrompt {
-  readonly ids: Int32Array;
-  readonly programId: string | null;
-}
+type ProgramRef = Pick<GenerateRequest, "programId" | "cacheSalt">;
 
 const NO_PROGRAM: ProgramRef = { programId: null };
 
@@ -27,73 +17,47 @@ function continuationKey(salt: string | null | undefined, programId: string): st
   return `${salt ?? ""}\u0000${programId}`;
 }
 
-/** The program a request names: its client's, else the one the server proposed for it. */
-const namedProgram = (ref: ProgramRef) => ref.programId ?? ref.implicitProgramId ?? null;
-
 /** Counted prompts are kept per program: the same text continues each program's own last turn. */
 function countedKey(ref: ProgramRef, text: string): string {
-  const program = namedProgram(ref);
+  const program = ref.programId;
   return `${program === null ? "" : continuationKey(ref.cacheSalt, program)}\u0001${text}`;
 }
 
 /**
  * A prompt's token ids, computed once: the server counts a prompt just before queueing it and generate()
  * takes that tokenization; a program's next prompt starts with its last turn's ids (prompt and generated
- * output, turn-continuation.ts) so the KV of what the model generated is found again. A request whose client
- * named no program joins the program whose recent turn it continues (implicit-programs.ts).
+ * output, turn-continuation.ts) so the KV of what the model generated is found again.
  */
 export class PromptIds {
   /** prompts counted and not yet queued, oldest first */
-  private readonly counted = new Map<string, PreparedPrompt>();
+  private readonly counted = new Map<string, Int32Array>();
   private readonly continuations = new TurnContinuations(CONTINUATION_TOKENS_KEPT);
-  private readonly implicit: ImplicitPrograms;
 
-  constructor(
-    private readonly runner: ModelRunner,
-    blockSizeTokens: number,
-  ) {
-    this.implicit = new ImplicitPrograms(blockSizeTokens, IMPLICIT_PROGRAM_LIMITS);
-  }
+  constructor(private readonly runner: ModelRunner) {}
 
   countTokens(text: string): number {
-    return this.remember(countedKey(NO_PROGRAM, text), { ids: this.runner.tokenize(text), programId: null });
+    return this.remember(countedKey(NO_PROGRAM, text), this.runner.tokenize(text));
   }
 
   async countPromptTokens(text: string, program: ProgramRef | null): Promise<number> {
     const ref = program ?? NO_PROGRAM;
-    const prepared = this.splice(ref, text) ?? {
-      ids: await this.runner.tokenizeAsync(text),
-      programId: namedProgram(ref),
-    };
-    return this.remember(countedKey(ref, text), prepared);
+    const ids = this.splice(ref, text) ?? (await this.runner.tokenizeAsync(text));
+    return this.remember(countedKey(ref, text), ids);
   }
 
-  /**
-   * A request's prompt ids (the client's own ids, checked, else a counted or spliced tokenization) and the
-   * program it runs in.
-   */
-  prepare(spec: GenerateRequest, vocabSize: number): PreparedPrompt {
-    if (spec.promptTokenIds) {
-      return { ids: checkedTokenIds(spec.promptTokenIds, vocabSize), programId: namedProgram(spec) };
-    }
+  /** A request's prompt ids: the client's own ids, checked, else a counted or spliced tokenization. */
+  prepare(spec: GenerateRequest, vocabSize: number): Int32Array {
+    if (spec.promptTokenIds) return checkedTokenIds(spec.promptTokenIds, vocabSize);
     const key = countedKey(spec, spec.prompt);
     const counted = this.counted.get(key);
     if (counted !== undefined) {
       this.counted.delete(key);
       return counted;
     }
-    return (
-      this.splice(spec, spec.prompt) ?? {
-        ids: this.runner.tokenize(spec.prompt),
-        programId: namedProgram(spec),
-      }
-    );
+    return this.splice(spec, spec.prompt) ?? this.runner.tokenize(spec.prompt);
   }
 
-  /**
-   * A program's finished turn (`spec` with the program it ran in), for splicing its next prompt; its last
-   * turn (or an aborted one), forgotten.
-   */
+  /** A program's finished turn, for splicing its next prompt; its last turn (or an aborted one), forgotten. */
   rememberTurn(
     spec: GenerateRequest,
     reason: FinishReason,
@@ -102,13 +66,6 @@ export class PromptIds {
   ): void {
     if (spec.programId === null) return;
     const ids = () => Array.from({ length: content.length }, (_, i) => content.tokenAt(i));
-    if (spec.implicitProgramId !== undefined) {
-      const scope = spec.cacheSalt ?? "";
-      if (spec.isLastStep) this.implicit.forgetProgram(scope, spec.programId);
-      else if (reason !== "abort")
-        this.implicit.remember(scope, spec.programId, spec.prompt, ids(), promptTokens);
-      return;
-    }
     const program = continuationKey(spec.cacheSalt, spec.programId);
     if (spec.isLastStep || reason === "abort") {
       this.continuations.forget(program);
@@ -117,22 +74,18 @@ export class PromptIds {
     this.continuations.remember(program, spec.prompt, ids(), promptTokens);
   }
 
-  private remember(key: string, prepared: PreparedPrompt): number {
+  private remember(key: string, ids: Int32Array): number {
     this.counted.delete(key);
-    this.counted.set(key, prepared);
+    this.counted.set(key, ids);
     if (this.counted.size > COUNTED_PROMPTS_KEPT)
       this.counted.delete(this.counted.keys().next().value as string);
-    return prepared.ids.length;
+    return ids.length;
   }
 
-  /** The prompt's ids spliced onto its program's last turn, or onto the recent turn it continues; null: none. */
-  private splice(ref: ProgramRef, text: string): PreparedPrompt | null {
-    if (ref.programId !== null) {
-      const ids = this.continuations.splice(continuationKey(ref.cacheSalt, ref.programId), text, this.runner);
-      return ids === null ? null : { ids, programId: ref.programId };
-    }
-    if (ref.implicitProgramId === undefined) return null;
-    return this.implicit.continued(ref.cacheSalt ?? "", text, this.runner);
+  /** The prompt's ids spliced onto its program's last turn; null: none. */
+  private splice(ref: ProgramRef, text: string): Int32Array | null {
+    if (ref.programId === null) return null;
+    return this.continuations.splice(continuationKey(ref.cacheSalt, ref.programId), text, this.runner);
   }
 }
 

@@ -11,7 +11,7 @@ export interface EngineStepRecord {
   readonly wallS: number;
   /** time inside the model (native decode + sampling) */
   readonly computeS: number;
-  /** of computeS, the host's sampling after the decode (absent from logs written before 2026-11-27) */
+  /** of computeS, the host's sampling after the decode (absent from older logs: read as 0) */
   readonly sampleS?: number;
   /** the plan's chunks as the scheduler (and the simulator) see them: [tokens, context] */
   readonly planned: readonly (readonly [number, number])[];

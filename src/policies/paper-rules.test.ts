@@ -19,11 +19,11 @@ type Logged = ReturnType<typeof loggedScheduler>;
 function finishTurn(
   { scheduler, clock, log }: Logged,
   id: string,
-  options: { programId?: string; toolHint?: string | null; text?: string } = {},
+  options: { programId?: string; toolHint?: string | null; tool?: string } = {},
 ): number | null {
   const pinsBefore = scheduler.stats.pinsCreated;
   addRequest(scheduler, id, 64, { programId: options.programId ?? `prog-${id}`, toolHint: options.toolHint });
-  const stops = options.text === undefined ? [] : new Map([[id, { stop: true, text: options.text }]]);
+  const stops = options.tool === undefined ? [] : new Map([[id, { stop: true, tool: options.tool }]]);
   const { finished } = step(scheduler, clock, 0.01, stops);
   assert.deepEqual(
     finished.map((r) => r.id),
@@ -323,15 +323,16 @@ describe("baseline retention rules", () => {
     assert.equal(finishTurn(logged, "R1", { toolHint: "cat" }), null, "mean 2.17 s");
   });
 
-  it("continuum-heuristic reads the tool with the fork's parser: `cd /x && pytest` is cd", () => {
-    const output = "Let me run the tests.\n```bash\ncd /x && pytest\n```\n";
+  it("continuum-heuristic asks for the fork's parser, and prices the tool its engine read by that tool's mean", () => {
+    // the engine reads `cd /x && pytest` as cd with this parser (engine/turn-tool.test.ts)
+    assert.equal(createContinuumHeuristicPolicy().toolParser, "fork");
     const a = loggedScheduler(createContinuumHeuristicPolicy(), { numBlocks: 16 });
     a.scheduler.ttl.tools.record("cd", 5);
-    assert.equal(finishTurn(a, "r", { toolHint: null, text: output }), null);
+    assert.equal(finishTurn(a, "r", { toolHint: null, tool: "cd" }), null);
 
     const b = loggedScheduler(createContinuumHeuristicPolicy(), { numBlocks: 16 });
     b.scheduler.ttl.tools.record("pytest", 5);
-    assert.equal(finishTurn(b, "r", { toolHint: null, text: output }), 2);
+    assert.equal(finishTurn(b, "r", { toolHint: null, tool: "cd" }), 2);
   });
 
   it("vllm never pins, and a returning turn still hits the freed blocks in the prefix cache", () => {

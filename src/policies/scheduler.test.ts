@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import { VirtualClock } from "../core/clock.js";
 import { quadraticCostModel } from "../core/cost-model.js";
 import { RequestRejectedError, Scheduler } from "../core/scheduler.js";
+import type { SampledToken } from "../core/step-plan.js";
 import {
   addRequest,
   chunkIds,
@@ -181,24 +182,24 @@ describe("Scheduler: batching", () => {
     assert.ok(reqs.every((r) => r.status === "finished"));
   });
 
-  it("a stop from the executor finishes a request before max tokens, with the output text kept", () => {
+  it("a stop from the executor finishes a request before max tokens, with the tool it read kept", () => {
     const { scheduler, clock } = testScheduler(vllm(), { numBlocks: 16 });
     const a = addRequest(scheduler, "A", 16, { maxOutputTokens: 50 });
     step(scheduler, clock);
-    const { finished } = step(scheduler, clock, 0.01, new Map([["A", { stop: true, text: "done" }]]));
+    const { finished } = step(scheduler, clock, 0.01, new Map([["A", { stop: true, tool: "done" }]]));
     assert.deepEqual(
       finished.map((r) => r.id),
       ["A"],
     );
     assert.equal(a.finishReason, "stop");
-    assert.equal(a.outputText, "done");
+    assert.equal(a.calledTool, "done");
     assert.equal(a.numOutputTokens, 2);
     assert.equal(scheduler.kv.pool.numFreeBlocks, 16);
   });
 });
 
 describe("Scheduler: the tool a finished turn called", () => {
-  const toolsRetainedFor = (options: Parameters<typeof addRequest>[3], output: string) => {
+  const toolsRetainedFor = (options: Parameters<typeof addRequest>[3], sampled: SampledToken) => {
     const policy = vllm();
     const tools: string[] = [];
     const retain = policy.retain.bind(policy);
@@ -209,18 +210,15 @@ describe("Scheduler: the tool a finished turn called", () => {
     const { scheduler, clock } = testScheduler(policy, { numBlocks: 16 });
     addRequest(scheduler, "A", 16, { maxOutputTokens: 50, toolHint: null, ...options });
     step(scheduler, clock);
-    step(scheduler, clock, 0.01, new Map([["A", { stop: true, text: output }]]));
+    step(scheduler, clock, 0.01, new Map([["A", sampled]]));
     return tools;
   };
-  const minimaxCall = '<minimax:tool_call>\n<invoke name="read_file">\n</invoke>\n</minimax:tool_call>';
 
-  it("is read by the request's own namer (the model's call format), else by the general parser", () => {
-    const namer = (output: string) => /invoke name="([^"]+)"/.exec(output)?.[1] ?? null;
-    assert.deepEqual(toolsRetainedFor({ toolNamer: namer }, minimaxCall), ["read_file"]);
-    assert.deepEqual(toolsRetainedFor({}, minimaxCall), [UNKNOWN_TOOL]);
-    const hermes = '<tool_call>\n{"name": "bash", "arguments": {}}\n</tool_call>';
-    assert.deepEqual(toolsRetainedFor({ toolNamer: namer }, hermes), ["bash"], "the namer found none");
-    assert.deepEqual(toolsRetainedFor({ toolNamer: namer, toolHint: "grep" }, minimaxCall), ["grep"]);
+  it("is the client's hint, else the tool its executor read from the output, else unknown", () => {
+    assert.deepEqual(toolsRetainedFor({}, { stop: true, tool: "read_file" }), ["read_file"]);
+    assert.deepEqual(toolsRetainedFor({}, { stop: true, tool: null }), [UNKNOWN_TOOL]);
+    assert.deepEqual(toolsRetainedFor({}, { stop: true }), [UNKNOWN_TOOL], "the executor read none");
+    assert.deepEqual(toolsRetainedFor({ toolHint: "grep" }, { stop: true, tool: "read_file" }), ["grep"]);
   });
 });
 

@@ -24,7 +24,7 @@ import { MEDIA_ROUTES } from "./media-notes.js";
 import { countMessageTokens, messages } from "./messages.js";
 import { anthropicErrorBody, isMessagesPath } from "./messages-errors.js";
 import { ServerMetrics } from "./metrics.js";
-import { scopeToTenant } from "./program-fields.js";
+import { PROGRAM_API_PATHS, PROGRAM_PATH_PREFIX, scopeToTenant } from "./program-identity.js";
 import type { ThinkTags } from "./reasoning.js";
 import { responsesApi } from "./responses.js";
 import { detokenize, tokenize } from "./tokenize.js";
@@ -287,9 +287,9 @@ export function createApp(options: AppOptions): ContinuumApp {
     }
   }
 
-  app.post("/v1/chat/completions", (c) => chatCompletions(c, ctx));
-  app.post("/v1/completions", (c) => completions(c, ctx));
-  app.post("/v1/messages", (c) => messages(c, ctx));
+  app.post(PROGRAM_API_PATHS.chat, (c) => chatCompletions(c, ctx));
+  app.post(PROGRAM_API_PATHS.completions, (c) => completions(c, ctx));
+  app.post(PROGRAM_API_PATHS.messages, (c) => messages(c, ctx));
   app.post("/v1/messages/count_tokens", (c) => countMessageTokens(c, ctx));
   /** Releases a program's pinned KV now; false when it holds none. */
   const endProgram = (tenant: string | null, id: string) =>
@@ -304,7 +304,7 @@ export function createApp(options: AppOptions): ContinuumApp {
   app.get("/v1/conversations/:id/items/:item_id", conversations.retrieveItem);
   app.delete("/v1/conversations/:id/items/:item_id", conversations.removeItem);
   const responses = responsesApi(ctx, logError, inflight, conversations);
-  app.post("/v1/responses", responses.create);
+  app.post(PROGRAM_API_PATHS.responses, responses.create);
   app.get("/v1/responses/:id", responses.retrieve);
   app.delete("/v1/responses/:id", responses.remove);
   app.post("/v1/responses/:id/cancel", responses.cancel);
@@ -336,7 +336,7 @@ export function createApp(options: AppOptions): ContinuumApp {
     return c.json(modelObject(id));
   });
   // A router's finish-session: the program's pinned KV is released now, not when its TTL runs out.
-  app.delete("/v1/programs/:id", (c) => {
+  app.delete(`${PROGRAM_PATH_PREFIX}:id`, (c) => {
     const id = c.req.param("id");
     if (!endProgram(c.get("tenant") ?? null, id)) {
       throw new ApiError(404, `no live program ${JSON.stringify(id)}`, "invalid_request_error", "not_found");

@@ -23,9 +23,10 @@ import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./
 import { HARMONY_THINKING } from "./harmony.js";
 import { chatLogprobs, vllmPromptLogprobs } from "./logprobs.js";
 import { noteMedia } from "./media-notes.js";
+import { programIdOf } from "./program-identity.js";
 import { budgetClose, promptOpensThinking, THINK_TAGS, type ThinkTags } from "./reasoning.js";
 import { recipientThinking } from "./recipient-formats.js";
-import { choiceBody, choiceCount, forcedToolGrammar } from "./sampling.js";
+import { choiceBody, choiceCount, forcedToolGrammar, type OutputLimit } from "./sampling.js";
 import { type ChatCompletionBody, type ChatMessageInput, chatCompletionSchema } from "./schemas.js";
 import { type GenerationContext, startGeneration } from "./start-generation.js";
 import { outputGrammar } from "./structured-outputs.js";
@@ -185,10 +186,11 @@ export async function startChat(
   c: Context<AppEnv>,
   ctx: RequestContext,
   body: ChatCompletionBody,
-  maxTokens: number | null | undefined,
+  limit: OutputLimit,
   options: {
+    /** the program the client names (program-identity.ts); null: none */
+    programId: string | null;
     formatGrammar?: { grammar: string; param: string } | null;
-    capToContext?: boolean;
     returnTokenIds?: boolean;
     /** vLLM's prompt_logprobs: the prompt's tokens' logprobs with this many alternatives */
     promptLogprobs?: number | null;
@@ -196,7 +198,7 @@ export async function startChat(
     sibling?: boolean;
     /** return once the first token is out, streaming or not (the first of several choices) */
     awaitFirstToken?: boolean;
-  } = {},
+  },
 ): Promise<ChatGeneration> {
   const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
   const extra = options.formatGrammar ?? null;
@@ -220,8 +222,9 @@ export async function startChat(
     ctx,
     // harmony's structure is in its control tokens: they stay in the text it is read from
     format === "harmony" ? { ...body, skip_special_tokens: false } : body,
+    options.programId,
     prompt,
-    maxTokens,
+    limit,
     tools.grammar ?? extra?.grammar ?? null,
     {
       // a continued last message is this turn's own beginning, not a turn before it
@@ -230,7 +233,6 @@ export async function startChat(
       offersTools: (body.tools?.length ?? 0) > 0,
       messages: body.messages,
     },
-    options.capToContext ?? false,
     {
       returnTokenIds: options.returnTokenIds ?? false,
       promptLogprobs: options.promptLogprobs ?? null,
@@ -246,12 +248,11 @@ export async function startChat(
     },
   );
   // a program its client names not: its reply, as returned, tells the conversation's next turn where it runs
-  if (implicit) {
-    const tenant = c.get("tenant") ?? null;
+  if (implicit !== null) {
     generation.onDone((done) => {
-      if (done.programId === undefined || done.finishReason === "abort") return;
-      const { content, calls } = readOutput(done.text, reading, done.finishReason !== "stop");
-      ctx.turnPrograms.conversations.answered(tenant, body.messages, content, calls, done.programId);
+      const reply =
+        done.finishReason === "abort" ? null : readOutput(done.text, reading, done.finishReason !== "stop");
+      ctx.turnPrograms.answered(implicit.program, body.messages, implicit.isLastStep, reply);
     });
   }
   return { tools, format, requestId, generation, insideThinking, thinkTags };
@@ -275,6 +276,16 @@ function thinkingBudgetOf(
   return { tokens, open: insideThinking ? null : tags.open, closedBy: tags.close, close: budgetClose(tags) };
 }
 
+/** A chat request's output limit: OpenAI's newer max_completion_tokens, else max_tokens. */
+function chatOutputLimit(body: ChatCompletionBody): OutputLimit {
+  const newer = body.max_completion_tokens != null;
+  return {
+    tokens: (newer ? body.max_completion_tokens : body.max_tokens) ?? null,
+    field: newer ? "max_completion_tokens" : "max_tokens",
+    capToContext: false,
+  };
+}
+
 export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const body = chatCompletionSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, body.model);
@@ -288,6 +299,7 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
     );
   }
   const choices = await startChoices(c, ctx, body, choiceCount(body), {
+    programId: programIdOf("chat", body, (name) => c.req.header(name))?.id ?? null,
     formatGrammar: outputGrammar(body),
     returnTokenIds,
     promptLogprobs,
@@ -347,8 +359,7 @@ function startChoices(
 ): Promise<ChatGeneration[]> {
   const ids = new IndexedRequestIds();
   return startChoiceGroup(n, async (i, awaitFirstToken) => {
-    const maxTokens = body.max_completion_tokens ?? body.max_tokens;
-    const started = await startChat(c, ids.contextFor(ctx, i), choiceBody(body, i), maxTokens, {
+    const started = await startChat(c, ids.contextFor(ctx, i), choiceBody(body, i), chatOutputLimit(body), {
       ...options,
       sibling: i > 0,
       awaitFirstToken,

@@ -18,6 +18,7 @@ import {
   unixSeconds,
 } from "./generation.js";
 import { completionLogprobs, echoedLogprobs, vllmPromptLogprobs } from "./logprobs.js";
+import { programIdOf } from "./program-identity.js";
 import { choiceBody, choiceCount } from "./sampling.js";
 import { type CompletionBody, completionSchema } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
@@ -47,6 +48,7 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   const returnTokenIds = body.return_token_ids ?? false;
   const n = choiceCount(body);
   const generations = await startAll(c, ctx, body, prompts, n, {
+    programId: programIdOf("completions", body, (name) => c.req.header(name))?.id ?? null,
     // echo's logprobs name the prompt's first token by its id
     returnTokenIds: returnTokenIds || echoesLogprobs,
     promptLogprobs: scoresPrompt ? promptTop : null,
@@ -167,8 +169,9 @@ async function startAll(
   body: CompletionBody,
   prompts: readonly CompletionPrompt[],
   n: number,
-  options: { returnTokenIds: boolean; promptLogprobs: number | null },
+  options: { programId: string | null; returnTokenIds: boolean; promptLogprobs: number | null },
 ): Promise<{ requestId: string; generation: Generation }[]> {
+  const { programId, ...rest } = options;
   const started: { requestId: string; generation: Generation }[] = [];
   const grammar = outputGrammar(body)?.grammar ?? null;
   const ids = new IndexedRequestIds();
@@ -180,14 +183,18 @@ async function startAll(
           c,
           ids.contextFor(ctx, i),
           choiceBody(body, k),
+          programId,
           typeof prompt === "string" ? prompt : `<${prompt.length} token ids>`,
-          body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
+          {
+            tokens: body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
+            field: "max_tokens",
+            capToContext: false,
+          },
           grammar,
           undefined,
-          false,
           {
             ...(typeof prompt === "string" ? {} : { promptTokenIds: prompt }),
-            ...options,
+            ...rest,
             sibling: k > 0,
             awaitFirstToken,
           },

@@ -9,7 +9,8 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { describe, test } from "node:test";
 import { createApp } from "./app.js";
 import { ConversationStore, itemsBytes } from "./conversation-store.js";
-import { CONVERSATION_ID_HEADER, MAX_CONVERSATION_BYTES } from "./conversations.js";
+import { MAX_CONVERSATION_BYTES } from "./conversations.js";
+import { CONVERSATION_ID_HEADER } from "./program-identity.js";
 import { FakeEngine, type FakeEngineOptions } from "./test-support/fake-engine.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 

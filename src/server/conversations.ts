@@ -17,6 +17,7 @@ import {
 } from "./conversation-store.js";
 import { ApiError } from "./errors.js";
 import { type AppEnv, unixSeconds } from "./generation.js";
+import { CONVERSATION_ID_HEADER } from "./program-identity.js";
 import { inputMessages } from "./responses-input.js";
 import { inputItemsOf, itemList, type ListedItem, listItems } from "./responses-items.js";
 import type { ResponsesBody } from "./responses-schema.js";
@@ -29,12 +30,6 @@ export const STORED_CONVERSATION_BYTES = 256 * 2 ** 20;
 export const MAX_CONVERSATION_BYTES = 64 * 2 ** 20;
 /** OpenAI's limit on the items one request adds. */
 const MAX_ITEMS_PER_REQUEST = 20;
-
-/**
- * Response header naming the conversation a request created or used: a balancer in front of several
- * replicas (`continuum cluster`) remembers which one keeps it.
- */
-export const CONVERSATION_ID_HEADER = "X-Continuum-Conversation-Id";
 
 type Handler = (c: Context<AppEnv>) => Promise<Response>;
 

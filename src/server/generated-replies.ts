@@ -145,6 +145,17 @@ export class ReplyIndex<T> {
     }
   }
 
+  /** Forgets every reply whose value is `value`. */
+  forget(value: T): void {
+    for (const [key, kept] of this.whole) if (kept === value) this.whole.delete(key);
+    for (const [key, replies] of this.cut) {
+      const left = replies.filter((r) => r.value !== value);
+      this.cutReplies -= replies.length - left.length;
+      if (left.length === 0) this.cut.delete(key);
+      else this.cut.set(key, left);
+    }
+  }
+
   /** The value of the reply `reply` repeats after the conversation `before`; undefined: none. */
   find(before: string, reply: EchoedReply): T | undefined {
     const args = reply.calls.map((c) => argumentsValue(c.args));

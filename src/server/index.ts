@@ -3,6 +3,13 @@ export { type AppOptions, type ContinuumApp, createApp } from "./app.js";
 export { ApiError, type OpenAIErrorBody, toApiError } from "./errors.js";
 export { jsonObjectGbnf, jsonSchemaToGbnf, SchemaConversionError, toolCallGbnf } from "./json-schema-gbnf.js";
 export { ServerMetrics } from "./metrics.js";
-export { type ProgramFields, programFields } from "./program-fields.js";
+export {
+  type NamedProgram,
+  PROGRAM_ID_SOURCES,
+  type ProgramApi,
+  type ProgramIdSource,
+  programIdOf,
+  scopeToTenant,
+} from "./program-identity.js";
 export { type CloseOptions, type RunningServer, type StartServerOptions, startServer } from "./server.js";
 export { type ParsedToolCall, parseToolCalls, type ToolCallParse, type ToolSpec } from "./tool-calls.js";

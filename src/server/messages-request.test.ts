@@ -3,7 +3,6 @@ import { describe, test } from "node:test";
 import { ApiError } from "./errors.js";
 import { chatCompletionRequest, chatMessages, chatToolChoice } from "./messages-request.js";
 import { messagesSchema } from "./messages-schema.js";
-import { claudeCodeSessionId } from "./program-fields.js";
 
 const request = (fields: Record<string, unknown>) =>
   messagesSchema.parse({
@@ -127,7 +126,7 @@ describe("Messages request -> chat completion", () => {
       temperature: 0,
       top_k: 5,
     });
-    const chat = chatCompletionRequest(body, "session-1");
+    const chat = chatCompletionRequest(body);
     assert.deepEqual(chat["tools"], [
       { type: "function", function: { name: "ls", description: "list", parameters: { type: "object" } } },
     ]);
@@ -135,7 +134,6 @@ describe("Messages request -> chat completion", () => {
     assert.equal(chat["parallel_tool_calls"], false);
     assert.deepEqual(chat["stop"], ["END"]);
     assert.equal(chat["top_k"], 5);
-    assert.equal(chat["session_id"], "session-1");
     assert.deepEqual(chat["cache_control"], { type: "ephemeral", ttl: "5m" });
   });
 
@@ -153,20 +151,5 @@ describe("Messages request -> chat completion", () => {
           ),
       );
     }
-  });
-});
-
-describe("Claude Code session -> program id", () => {
-  const headers =
-    (h: Record<string, string>) =>
-    (name: string): string | undefined =>
-      h[name];
-  test("the x-claude-code-session-id header wins; else metadata.user_id's session_id, or the plain id", () => {
-    const userId = JSON.stringify({ device_id: "d", session_id: "s-meta" });
-    assert.equal(claudeCodeSessionId(headers({ "x-claude-code-session-id": "s-head" }), userId), "s-head");
-    assert.equal(claudeCodeSessionId(headers({}), userId), "s-meta");
-    assert.equal(claudeCodeSessionId(headers({}), "user_abc"), "user_abc");
-    assert.equal(claudeCodeSessionId(headers({}), JSON.stringify({ device_id: "d" })), null);
-    assert.equal(claudeCodeSessionId(headers({}), undefined), null);
   });
 });

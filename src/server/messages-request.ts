@@ -157,7 +157,7 @@ export function lastCacheControl(body: CountTokensBody): CacheControl | null {
 }
 
 /** The chat-completions body (still to be validated by its schema) a Messages request generates as. */
-export function chatCompletionRequest(body: MessagesBody, sessionId: string | null): Record<string, unknown> {
+export function chatCompletionRequest(body: MessagesBody): Record<string, unknown> {
   const parallel =
     body.tool_choice?.type === "none" ? undefined : body.tool_choice?.disable_parallel_tool_use;
   return {
@@ -166,13 +166,11 @@ export function chatCompletionRequest(body: MessagesBody, sessionId: string | nu
     tools: chatTools(body.tools),
     tool_choice: chatToolChoice(body.tool_choice),
     parallel_tool_calls: parallel === true ? false : undefined,
-    max_tokens: body.max_tokens,
     stop: body.stop_sequences,
     temperature: body.temperature,
     top_p: body.top_p,
     top_k: body.top_k,
     stream: body.stream,
-    session_id: sessionId ?? undefined,
     cache_control: lastCacheControl(body) ?? undefined,
     chat_template_kwargs: thinkingKwargs(body),
     thinking_budget: body.thinking?.type === "enabled" ? body.thinking.budget_tokens : undefined,

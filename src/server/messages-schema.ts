@@ -4,6 +4,7 @@
  * clients send many; a known field of the wrong type fails validation (400).
  */
 import { z } from "zod";
+import { outputTokensField } from "./schemas.js";
 
 const cacheControl = z
   .object({ type: z.literal("ephemeral"), ttl: z.union([z.string(), z.number()]).nullish() })
@@ -89,7 +90,7 @@ export type CountTokensBody = z.infer<typeof countTokensSchema>;
 
 export const messagesSchema = z.object({
   ...countTokensFields,
-  max_tokens: z.number().int().min(1),
+  max_tokens: outputTokensField,
   stop_sequences: z.array(z.string()).nullish(),
   temperature: z.number().min(0).max(1).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),

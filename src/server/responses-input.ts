@@ -179,7 +179,6 @@ export function chatRequestOf(body: ResponsesBody, previous: readonly ChatMessag
     messages: [...system, ...conversation],
     tools: offered.chatTools.map(({ type, ...fn }) => ({ type, function: fn })),
     tool_choice: chatToolChoice(tool_choice, offered.chatTools.length > 0),
-    max_completion_tokens: max_output_tokens,
     reasoning_effort: reasoning?.effort,
     ...(wantsTextLogprobs({ include }) ? { logprobs: true, top_logprobs: top_logprobs ?? 0 } : {}),
   });

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { ApiError, describeZodError } from "./errors.js";
-import { chatCompletionSchema, jsonText } from "./schemas.js";
+import { chatCompletionSchema, jsonText, outputTokensField } from "./schemas.js";
 
 const typedObject = z.object({ type: z.string().optional() }).passthrough();
 
@@ -57,7 +57,7 @@ export const responsesSchema = chatCompletionSchema
         z.object({ type: z.string(), name: z.string().optional(), namespace: z.string().optional() }),
       ])
       .nullish(),
-    max_output_tokens: z.number().int().min(1).nullish(),
+    max_output_tokens: outputTokensField.nullish(),
     // its effort becomes chat's reasoning_effort (gpt-oss's template reads it); the summary is not made
     reasoning: z
       .object({ effort: z.string().min(1).nullish() })
@@ -78,7 +78,7 @@ export const responsesSchema = chatCompletionSchema
     // instructions it stands for (responses.ts)
     prompt: z.unknown().optional(),
     metadata: z.record(z.string(), z.string()).nullish(),
-    // Where Codex names its conversation (see responses-program.ts)
+    // Where Codex names its conversation (program-identity.ts)
     prompt_cache_key: z.string().nullish(),
     // with include "message.output_text.logprobs": each output text token's most likely alternatives
     top_logprobs: z.number().int().min(0).max(20).nullish(),

@@ -10,7 +10,7 @@ import type { Context } from "hono";
 import { checkModel, type RequestContext, readJsonBody, startChat } from "./chat-completions.js";
 import { type ChatGeneration, readOutput } from "./chat-output.js";
 import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "./context-overflow.js";
-import { CONVERSATION_ID_HEADER, type ConversationsApi } from "./conversations.js";
+import type { ConversationsApi } from "./conversations.js";
 import { ApiError } from "./errors.js";
 import {
   type AppEnv,
@@ -20,6 +20,7 @@ import {
   unixSeconds,
 } from "./generation.js";
 import { entriesFrom } from "./logprobs.js";
+import { CONVERSATION_ID_HEADER, programIdOf, RESPONSE_ID_HEADER } from "./program-identity.js";
 import { BackgroundRun, detachedContext } from "./responses-background.js";
 import { chatRequestOf, inputMessages } from "./responses-input.js";
 import { inputItemsOf, type ListedItem, listItems } from "./responses-items.js";
@@ -31,7 +32,6 @@ import {
   responseObject,
   responseStatus,
 } from "./responses-output.js";
-import { withConversationProgramId } from "./responses-program.js";
 import {
   conversationIdOf,
   type ResponsesBody,
@@ -53,12 +53,6 @@ export const REPLAYABLE_RESPONSES = 64;
 
 /** Response header listing the request's tool types that were dropped (comma-separated). */
 export const DROPPED_TOOLS_HEADER = "X-Continuum-Dropped-Tools";
-
-/**
- * Response header naming a kept response: a balancer in front of several replicas (`continuum cluster`)
- * remembers which one answered, so that its `previous_response_id`, `GET`, `cancel` and `DELETE` find it.
- */
-export const RESPONSE_ID_HEADER = "X-Continuum-Response-Id";
 
 type Handler = (c: Context<AppEnv>) => Promise<Response>;
 
@@ -305,7 +299,9 @@ export function responsesApi(
         `continuum server: /v1/responses drops tools of type "${type}" (function and custom tools run here, also those in a namespace)`,
       );
     }
-    const chat = withConversationProgramId(request.chat, body, (name) => c.req.header(name));
+    const chat = request.chat;
+    const programId = programIdOf("responses", body, (name) => c.req.header(name))?.id ?? null;
+    const limit = { tokens: body.max_output_tokens ?? null, field: "max_output_tokens", capToContext: false };
     const metaOf = (requestId: string): ResponseMeta => ({
       id: `resp_${requestId}`,
       created_at: unixSeconds(),
@@ -314,7 +310,10 @@ export function responsesApi(
       body,
     });
     const grammar = responseFormatGrammar(responseFormatOf(body.text?.format), "text.format.schema");
-    const structured = grammar === null ? {} : { formatGrammar: { grammar, param: "text.format" } };
+    const options = {
+      programId,
+      ...(grammar === null ? {} : { formatGrammar: { grammar, param: "text.format" } }),
+    };
     const dropped = request.tools.dropped.join(",");
     const headersFor = (meta: ResponseMeta): Record<string, string> => ({
       ...(dropped ? { [DROPPED_TOOLS_HEADER]: dropped } : {}),
@@ -336,8 +335,8 @@ export function responsesApi(
           detachedContext(c, exchange),
           ctx,
           { ...chat, stream: true },
-          chat.max_completion_tokens,
-          structured,
+          limit,
+          options,
         );
       } catch (error) {
         inflight.end(exchange);
@@ -369,7 +368,7 @@ export function responsesApi(
 
     let started: ChatGeneration;
     try {
-      started = await startChat(c, ctx, chat, chat.max_completion_tokens, structured);
+      started = await startChat(c, ctx, chat, limit, options);
     } catch (error) {
       if (!(error instanceof ContextOverflow)) throw error;
       if (!body.stream) throw error.responsesError();

@@ -74,35 +74,47 @@ export function choiceBody<T extends Pick<CommonBody, "seed">>(body: T, i: numbe
   return i === 0 || body.seed === null || body.seed === undefined ? body : { ...body, seed: body.seed + i };
 }
 
+/** A request's output limit, as its API's front reads it. */
+export interface OutputLimit {
+  /** the most tokens the client asks for; null: as many as the context leaves (as vLLM does) */
+  readonly tokens: number | null;
+  /** the field it came in (a refusal names it) */
+  readonly field: string;
+  /**
+   * more than the context leaves is taken, the output ending at the context's end (clients that always ask
+   * for their model's largest output, as Claude Code does); else it is refused
+   */
+  readonly capToContext: boolean;
+}
+
 /**
- * Engine sampling parameters for a request whose prompt has `promptTokens` tokens. Without
- * max_tokens the completion may fill the rest of the context window (as vLLM does).
+ * The one check of a request's output limit, for a prompt of `promptTokens`: a prompt that leaves no room
+ * is a ContextOverflow, a limit beyond the room a 400 naming its field (unless the API caps it: the engine
+ * ends every output at the context's end).
  */
-export function samplingParams(
-  body: CommonBody & LogprobFields,
-  requestedMaxTokens: number | null | undefined,
-  promptTokens: number,
-  maxContextTokens: number,
-  grammar: string | null,
-): SamplingParams {
+export function outputTokens(limit: OutputLimit, promptTokens: number, maxContextTokens: number): number {
   const room = maxContextTokens - promptTokens;
   if (room <= 0) throw new ContextOverflow(promptTokens, maxContextTokens);
-  const maxTokens = requestedMaxTokens ?? room;
-  if (maxTokens > room) {
-    // Name the field the client sent: chat clients may send OpenAI's newer max_completion_tokens.
-    const field =
-      (body as { max_completion_tokens?: number | null }).max_completion_tokens != null
-        ? "max_completion_tokens"
-        : "max_tokens";
+  if (limit.tokens === null) return room;
+  if (limit.tokens > room && !limit.capToContext) {
     throw new ApiError(
       400,
       `This model's maximum context length is ${maxContextTokens} tokens; the prompt has ${promptTokens} tokens ` +
-        `and ${maxTokens} completion tokens were requested. Reduce the prompt or ${field}.`,
+        `and ${limit.tokens} completion tokens were requested. Reduce the prompt or ${limit.field}.`,
       "invalid_request_error",
       "context_length_exceeded",
-      field,
+      limit.field,
     );
   }
+  return limit.tokens;
+}
+
+/** Engine sampling parameters for a request generating at most `maxTokens` (outputTokens). */
+export function samplingParams(
+  body: CommonBody & LogprobFields,
+  maxTokens: number,
+  grammar: string | null,
+): SamplingParams {
   const minTokens = body.min_tokens ?? 0;
   if (minTokens > maxTokens) {
     throw ApiError.badRequest(

@@ -118,12 +118,18 @@ const programId = z.union([
   z.number(),
 ]);
 
+/**
+ * An output limit as every API's body writes it (max_tokens, max_completion_tokens, Messages' max_tokens,
+ * max_output_tokens): a positive integer; how it meets the context is checked once (sampling.ts).
+ */
+export const outputTokensField = z.number().int().min(1);
+
 const common = {
   model: z.string().nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   stop: z.union([z.string(), z.array(z.string())]).nullish(),
-  max_tokens: z.number().int().min(1).nullish(),
+  max_tokens: outputTokensField.nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),
   /** 0 or -1: disabled (vLLM accepts both) */
@@ -179,7 +185,7 @@ export const chatCompletionSchema = z.object({
   tools: z.array(toolSchema).nullish(),
   tool_choice: toolChoice.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
-  max_completion_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: outputTokensField.nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: nonNegativeInt.nullish(),
   /** vLLM's: the response carries the prompt's token ids and the choice the generated ones */

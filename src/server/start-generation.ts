@@ -1,18 +1,18 @@
 import type { Context } from "hono";
-import type { ToolNamer } from "../core/request.js";
 import {
   EngineRejection,
   type GenerateRequest,
   type ThinkingBudget,
   type TokenBias,
+  type ToolNamer,
 } from "../engine/engine-api.js";
 import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
 import type { LogprobFields } from "./logprobs.js";
-import { programFields } from "./program-fields.js";
-import { samplingParams, stopTokenIds } from "./sampling.js";
+import { type OutputLimit, outputTokens, samplingParams, stopTokenIds } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
+import { turnFields } from "./turn-fields.js";
 import type { ChatTurn, TurnPrograms } from "./turn-programs.js";
 
 /** What starting a generation needs of the server: the engine and metrics, request ids, turn programs. */
@@ -32,10 +32,10 @@ const MAX_BYTES_PER_TOKEN = 32;
 
 /**
  * What chat and text completions share once the prompt is known: its length, the sampling parameters,
- * the program fields, and the generation queued on the engine. `chat`: what a chat request says about its
- * turn (undefined for a raw-text prompt; turn-programs.ts). `capToContext`: a maxTokens beyond the
- * context's room is lowered to fit instead of refused (clients that always ask for their model's largest
- * output, as Claude Code does). `options`: a prompt given as token ids (then `prompt` is only its
+ * the program and turn fields, and the generation queued on the engine. `programId`: the program the client
+ * names (program-identity.ts), null: none. `limit`: the output limit its API's front read (sampling.ts).
+ * `chat`: what a chat request says about its turn (undefined for a raw-text prompt; turn-programs.ts).
+ * `options`: a prompt given as token ids (then `prompt` is only its
  * label), whether the result carries the prompt's and the output's ids, `sibling`: the request is a
  * second or later choice of one (`n`), served as a one-off, and `awaitFirstToken`: return once the first
  * token is out even when streaming (its prompt's KV is then computed for the choices that follow).
@@ -44,11 +44,11 @@ export async function startGeneration(
   c: Context<AppEnv>,
   ctx: GenerationContext,
   body: CommonBody & LogprobFields,
+  programId: string | null,
   prompt: string,
-  maxTokens: number | null | undefined,
+  limit: OutputLimit,
   grammar: string | null,
   chat: ChatTurn | undefined,
-  capToContext = false,
   options: Pick<GenerateRequest, "promptTokenIds" | "returnTokenIds"> & {
     sibling?: boolean;
     awaitFirstToken?: boolean;
@@ -61,7 +61,15 @@ export async function startGeneration(
     /** the tool an output calls, in the model's own call format (for the TTL's per-tool times) */
     toolNamer?: ToolNamer | null;
   } = {},
-): Promise<{ requestId: string; generation: Generation; implicit: boolean }> {
+): Promise<{
+  requestId: string;
+  generation: Generation;
+  /** the program the server found for a request whose client names none (turn-programs.ts) */
+  implicit: {
+    readonly program: { readonly programId: string; readonly cacheSalt: string | null };
+    readonly isLastStep: boolean;
+  } | null;
+}> {
   const {
     sibling = false,
     awaitFirstToken = false,
@@ -77,26 +85,25 @@ export async function startGeneration(
   if (bytes > MAX_BYTES_PER_TOKEN * ctx.engine.maxContextTokens) {
     throw new ContextOverflow(Math.ceil(bytes / MAX_BYTES_PER_TOKEN), ctx.engine.maxContextTokens, true);
   }
-  const fields = programFields(body, (name) => c.req.header(name));
+  const fields = turnFields(body, (name) => c.req.header(name));
   const turn = ctx.turnPrograms.programOf(
     c.get("tenant") ?? null,
-    fields.programId,
+    programId,
     body.cache_salt,
     fields.isLastStep,
     chat ?? null,
   );
   // a request's second and later choices (`n`) are not turns of its program: one-offs beside the first,
   // never pinned, with the same cache salt
-  const program = sibling ? { programId: null, cacheSalt: turn.cacheSalt } : turn;
+  const program = sibling ? { programId: null, cacheSalt: turn.cacheSalt, implicit: false } : turn;
+  const { implicit, ...engineProgram } = program;
   const promptTokens =
-    tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt, program));
-  const room = ctx.engine.maxContextTokens - promptTokens;
-  const cappedMaxTokens =
-    capToContext && maxTokens != null && room > 0 ? Math.min(maxTokens, room) : maxTokens;
+    tokenIds.promptTokenIds?.length ?? (await ctx.engine.countPromptTokens(prompt, engineProgram));
+  const maxTokens = outputTokens(limit, promptTokens, ctx.engine.maxContextTokens);
   const bias = withRequestBias(ctx.defaultLogitBias, logitBias(body.logit_bias, ctx.engine.vocabSize));
   const stops = stopTokenIds(body.stop_token_ids, ctx.engine.vocabSize);
   const sampling = {
-    ...samplingParams(body, cappedMaxTokens, promptTokens, ctx.engine.maxContextTokens, grammar),
+    ...samplingParams(body, maxTokens, grammar),
     ...(bias.length > 0 ? { logitBias: bias } : {}),
     ...(stops.length > 0 ? { stopTokenIds: stops } : {}),
     ...(promptLogprobs !== null ? { promptLogprobs } : {}),
@@ -107,7 +114,7 @@ export async function startGeneration(
   const request: GenerateRequest = {
     requestId,
     ...fields,
-    ...program,
+    ...engineProgram,
     prompt,
     sampling,
     ...(chat === undefined ? {} : { priorTurns: chat.priorTurns }),
@@ -117,7 +124,15 @@ export async function startGeneration(
   try {
     const generation = await Generation.start(ctx, c, request, awaitFirstToken || body.stream !== true);
     ctx.turnPrograms.queued(program, requestId, fields.isLastStep, chat ?? null);
-    return { requestId, generation, implicit: program.implicitProgramId !== undefined };
+    const { programId, cacheSalt } = program;
+    return {
+      requestId,
+      generation,
+      implicit:
+        implicit && programId !== null
+          ? { program: { programId, cacheSalt: cacheSalt ?? null }, isLastStep: fields.isLastStep }
+          : null,
+    };
   } catch (error) {
     if (error instanceof EngineRejection && error.code === "prompt_too_long") {
       throw new ContextOverflow(promptTokens, ctx.engine.maxContextTokens);

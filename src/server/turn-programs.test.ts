@@ -54,19 +54,24 @@ describe("TurnPrograms", () => {
     );
   });
 
-  test("an id-less conversation that repeats a remembered reply is proposed as a turn of that reply's program", () => {
+  test("an id-less conversation that repeats a remembered reply is a turn of that reply's program, else of a new one", () => {
     const { turns } = turnPrograms();
     const asked = [{ role: "user" as const, content: "Fix the test." }];
     const first = turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: asked });
-    const program = first.implicitProgramId as string;
-    turns.conversations.answered("tenant-a", asked, "I will run it.", [], program);
+    assert.equal(first.implicit, true);
+    assert.match(first.programId ?? "", /^tenant-a\/implicit-[0-9a-f]{16}$/);
+    const program = first.programId as string;
+    turns.answered(first as { programId: string; cacheSalt: string }, asked, false, {
+      content: "I will run it.",
+      calls: [],
+    });
     const next = [
       ...asked,
       { role: "assistant" as const, content: "I will run it." },
       { role: "user" as const, content: "Go on." },
     ];
     assert.equal(
-      turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: next }).implicitProgramId,
+      turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: next }).programId,
       program,
     );
     // another reply to the same conversation, or another tenant's same conversation, is another program
@@ -76,11 +81,20 @@ describe("TurnPrograms", () => {
       { role: "user" as const, content: "Go on." },
     ];
     assert.notEqual(
-      turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: other }).implicitProgramId,
+      turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: other }).programId,
       program,
     );
     assert.notEqual(
-      turns.programOf("tenant-b", null, null, false, { ...toolLess, messages: next }).implicitProgramId,
+      turns.programOf("tenant-b", null, null, false, { ...toolLess, messages: next }).programId,
+      program,
+    );
+    // its last step ends it: a conversation repeating its replies starts a program of its own
+    turns.answered(first as { programId: string; cacheSalt: string }, next, true, {
+      content: "Done.",
+      calls: [],
+    });
+    assert.notEqual(
+      turns.programOf("tenant-a", null, null, false, { ...toolLess, messages: next }).programId,
       program,
     );
   });

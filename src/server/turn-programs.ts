@@ -1,19 +1,19 @@
 /**
- * Which program a chat request is a turn of, beyond the id its client sent. A client that sends no id gets
- * a program proposed by the server: the program of a reply its messages repeat (conversation-programs.ts),
- * else a new one; the engine makes the request a turn of the program whose recent turn its prompt continues,
- * else of the proposed one (src/engine/implicit-programs.ts). A request without
- * tools that names a program whose turns offer tools is a side request of that program, such as opencode's
- * title request under the session's `x-session-id`: it is served as a one-off (not pinned, not a turn),
- * unless it says it ends the program. One that arrives before the program's first turn with tools starts
+ * Which program a chat request is a turn of, beyond the id its client sent (program-identity.ts): the
+ * server's one memory of programs. A client that sends no id gets the program of a reply its messages repeat
+ * (conversation-programs.ts), else a new one (`implicit-` and 16 hex digits); its program's last step ends
+ * that memory of it. A request without tools that names a program whose turns offer tools is a side request
+ * of that program, such as opencode's title request under the session's `x-session-id`: it is served as a
+ * one-off (not pinned, not a turn), unless it says it ends the program. One that arrives before the program's first turn with tools starts
  * as a turn; if a turn with tools arrives while it is still in flight, the engine is told it is a side
  * request (turns of one program follow each other; a request beside a turn is not one).
  */
 import { randomUUID } from "node:crypto";
 import type { GenerateRequest } from "../engine/engine-api.js";
 import { ConversationPrograms } from "./conversation-programs.js";
-import { scopeToTenant } from "./program-fields.js";
+import { scopeToTenant } from "./program-identity.js";
 import type { ChatMessageInput } from "./schemas.js";
+import type { ParsedToolCall } from "./tool-calls.js";
 
 /** What a chat request says about its turn. */
 export interface ChatTurn {
@@ -24,7 +24,8 @@ export interface ChatTurn {
   readonly messages: readonly ChatMessageInput[];
 }
 
-type EngineProgram = Pick<GenerateRequest, "programId" | "cacheSalt" | "implicitProgramId">;
+/** The engine's program fields of a request, and whether the server found its program (its client named none). */
+export type EngineProgram = Pick<GenerateRequest, "programId" | "cacheSalt"> & { readonly implicit: boolean };
 
 /** the engine's word that a request in flight is a side request of its program */
 type MarkSideRequest = (programId: string, requestId: string) => void;
@@ -38,7 +39,7 @@ export class TurnPrograms {
   /** programs not seen with tools: their latest tool-less requests, least recently used first */
   private readonly toolLess = new Map<string, string[]>();
   /** the replies of programs whose clients name none, by the conversation they answered */
-  readonly conversations: ConversationPrograms;
+  private readonly conversations: ConversationPrograms;
 
   /** `maxPrograms`: programs remembered in each table */
   constructor(
@@ -59,13 +60,14 @@ export class TurnPrograms {
     isLastStep: boolean,
     chat: ChatTurn | null,
   ): EngineProgram {
-    const scoped = scopeToTenant(tenant, programId, cacheSalt);
+    const scoped = { ...scopeToTenant(tenant, programId, cacheSalt), implicit: false };
     if (chat === null) return scoped;
     if (scoped.programId === null) {
-      const known = this.conversations.programOf(tenant, chat.messages);
-      if (known !== null) return { ...scoped, implicitProgramId: known };
-      const proposed = `implicit-${randomUUID().replace(/-/g, "").slice(0, 16)}`;
-      return { ...scoped, implicitProgramId: scopeToTenant(tenant, proposed, null).programId as string };
+      // a conversation continues within its tenant and cache salt, the scope its KV is shared in
+      const known = this.conversations.programOf(scoped.cacheSalt, chat.messages);
+      const fresh = () => `implicit-${randomUUID().replace(/-/g, "").slice(0, 16)}`;
+      const id = known ?? (scopeToTenant(tenant, fresh(), null).programId as string);
+      return { ...scoped, programId: id, implicit: true };
     }
     if (chat.offersTools) {
       this.sawTools(scoped.programId);
@@ -81,7 +83,7 @@ export class TurnPrograms {
    */
   queued(program: EngineProgram, requestId: string, isLastStep: boolean, chat: ChatTurn | null): void {
     const id = program.programId;
-    if (id === null || program.implicitProgramId !== undefined || chat === null || chat.offersTools) return;
+    if (id === null || program.implicit || chat === null || chat.offersTools) return;
     if (isLastStep) return;
     if (this.withTools.has(id)) {
       this.markSideRequest(id, requestId);
@@ -92,6 +94,23 @@ export class TurnPrograms {
     this.toolLess.set(id, [...ids.slice(1 - TOOL_LESS_KEPT), requestId]);
     if (this.toolLess.size > this.maxPrograms)
       this.toolLess.delete(this.toolLess.keys().next().value as string);
+  }
+
+  /**
+   * A turn of a program the server found for it (`programOf` gave `implicit`) ended with `reply` (null:
+   * aborted): the conversation's next turn repeats it and goes on in the same program, unless this was its
+   * last step.
+   */
+  answered(
+    program: { readonly programId: string; readonly cacheSalt: string | null },
+    messages: readonly ChatMessageInput[],
+    isLastStep: boolean,
+    reply: { readonly content: string | null; readonly calls: readonly ParsedToolCall[] } | null,
+  ): void {
+    const { programId, cacheSalt } = program;
+    if (isLastStep) this.conversations.forget(programId);
+    else if (reply !== null)
+      this.conversations.answered(cacheSalt, messages, reply.content, reply.calls, programId);
   }
 
   private sawTools(programId: string): void {

@@ -6,7 +6,7 @@ import { BlockHashContent } from "../kv/token-content.js";
 import type { SchedulingPolicy } from "../policy.js";
 import type { RecorderEvent } from "../recorder/events.js";
 import type { EventRecorder } from "../recorder/recorder.js";
-import type { Request, ToolNamer } from "../request.js";
+import type { Request } from "../request.js";
 import { Scheduler } from "../scheduler.js";
 import type { KvRelease, SampledToken, StepPlan } from "../step-plan.js";
 
@@ -90,7 +90,6 @@ export interface AddOptions {
   readonly maxOutputTokens?: number;
   readonly isLastStep?: boolean;
   readonly toolHint?: string | null;
-  readonly toolNamer?: ToolNamer;
   /** earlier turns of its program the request carries */
   readonly priorTurns?: number;
   /** full sequence (prompt + output); defaults to fresh tokens unique to the request id */
@@ -111,7 +110,6 @@ export function addRequest(scheduler: Scheduler, id: string, promptTokens: numbe
     maxOutputTokens,
     isLastStep: options.isLastStep ?? false,
     toolHint: options.toolHint === undefined ? "tool" : options.toolHint,
-    ...(options.toolNamer ? { toolNamer: options.toolNamer } : {}),
     ...(options.priorTurns === undefined ? {} : { priorTurns: options.priorTurns }),
     content: contentOf(sequence),
   });

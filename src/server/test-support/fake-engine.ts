@@ -71,6 +71,8 @@ export class FakeEngine implements EngineService {
   readonly finished: string[] = [];
   /** programs ended by endProgram(), in order */
   readonly endedPrograms: string[] = [];
+  /** programs whose last turn came (`isLastStep`) and finished, as the real engine ends them */
+  private readonly lastStepped = new Set<string>();
   /** [program, request] pairs markSideRequest() named, in order */
   readonly sideRequests: [string, string][] = [];
   shutdownCalls = 0;
@@ -138,6 +140,7 @@ export class FakeEngine implements EngineService {
     const known = request.programId !== null && this.requests.some((r) => r.programId === request.programId);
     if (this.drainingPrograms && !known) throw new EngineRejection("draining", "draining");
     this.requests.push(request);
+    if (request.programId !== null) this.lastStepped.delete(request.programId);
     return this.run(request, signal);
   }
 
@@ -196,9 +199,8 @@ export class FakeEngine implements EngineService {
       const completionTokens = words(text).length;
       if (request.programId) this.lastContext.set(request.programId, [...promptWords, ...words(text)]);
       this.finished.push(request.requestId);
+      if (request.isLastStep && request.programId !== null) this.lastStepped.add(request.programId);
       const now = performance.now();
-      // as the real engine: an id-less request runs in the program the server proposed for it
-      const programId = request.programId ?? request.implicitProgramId ?? null;
       yield {
         type: "done",
         finishReason,
@@ -209,7 +211,6 @@ export class FakeEngine implements EngineService {
         ttftS: firstTokenAt === null ? null : (firstTokenAt - started) / 1000,
         e2eS: (now - started) / 1000,
         programJctS: this.programJctS(request, finishReason, now),
-        ...(programId !== null ? { programId } : {}),
       };
     } finally {
       this.running--;
@@ -224,7 +225,7 @@ export class FakeEngine implements EngineService {
 
   get numLivePrograms(): number {
     const live = new Set(this.requests.map((r) => r.programId).filter((id) => id !== null));
-    for (const id of this.endedPrograms) live.delete(id);
+    for (const id of [...this.endedPrograms, ...this.lastStepped]) live.delete(id);
     return live.size;
   }
 
