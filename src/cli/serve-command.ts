@@ -205,6 +205,8 @@ export function engineOptionsOf(
 }
 
 const MIB = 1024 * 1024;
+/** `--drain-timeout`'s default, seconds */
+export const DEFAULT_DRAIN_TIMEOUT_S = 30;
 const DEFAULT_MAX_BODY_MB = 32;
 
 /** The llama.cpp engine factory, loaded on first use (other commands never need the native addon). */
@@ -529,7 +531,7 @@ export function serveCommand(): Command {
       "--drain-timeout <s>",
       "on SIGTERM or Ctrl-C, let the requests in flight finish for at most this long (refusing new programs), then stop; programs between turns do not hold it",
       nonNegativeNumber,
-      30,
+      DEFAULT_DRAIN_TIMEOUT_S,
     )
     .option(
       "--exit-with-parent",

@@ -86,6 +86,7 @@ async function threeReplicas(
     log: (line) => lines.push(line),
     maxConnections: 4096,
     startTimeoutMs: 120_000,
+    drainTimeoutMs: 60_000,
     stopTimeoutMs: 20_000,
   });
 }

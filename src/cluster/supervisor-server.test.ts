@@ -15,6 +15,7 @@ const replica = (name: string, url: string): FleetReplica => ({
   started: false,
   pid: null,
   restarts: 0,
+  exited: null,
 });
 
 describe("a replica's own dashboard through the supervisor: /replicas/<name>/dashboard", () => {
