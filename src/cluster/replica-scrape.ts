@@ -21,13 +21,16 @@ export interface ScrapeRead<T> {
 /** A stale answer older than this is not shown: the replica counts as down. */
 export const STALE_LIMIT_MS = 30_000;
 
+/** Why a request to a replica failed, in words (fetch says only "fetch failed"; its cause says why). */
 function reasonOf(error: unknown): string {
-  const cause = (error as { cause?: { code?: string } }).cause?.code;
-  if (cause === "ECONNREFUSED") return "connection refused";
-  if (cause === "EHOSTUNREACH" || cause === "ENETUNREACH") return "host unreachable";
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  if (cause?.code === "ECONNREFUSED") return "connection refused";
+  if (cause?.code === "ECONNRESET") return "connection reset";
+  if (cause?.code === "EHOSTUNREACH" || cause?.code === "ENETUNREACH") return "host unreachable";
   if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError"))
     return "no answer (timed out)";
-  return error instanceof Error ? error.message : String(error);
+  const message = error instanceof Error ? error.message : String(error);
+  return cause?.message ? `${message}: ${cause.message}` : message;
 }
 
 export class ReplicaScrape<T> {
