@@ -29,11 +29,11 @@ export interface FleetReplica {
 }
 
 /** How long the fleet's /metrics and /dashboard/state wait for the replicas: each answers by then or is shown stale or down. */
-const ANSWER_DEADLINE_MS = 250;
+const ANSWER_DEADLINE_MS = 200;
 /** How long one request to a replica may take before it counts as failed (it runs on past the deadline). */
 const SCRAPE_TIMEOUT_MS = 2000;
 /** How long HAProxy's stats socket may take. */
-const STATS_TIMEOUT_MS = 300;
+const STATS_TIMEOUT_MS = 200;
 /** Replica states kept per caller's credentials (each tenant sees its own programs): at most this many. */
 const STATE_SCRAPES_KEPT = 256;
 /** Programs of one replica the fleet state lists at most (the page shows a sample, not 10 000 rows). */
