@@ -114,7 +114,14 @@ function kvPlaces(p) {
   return places;
 }
 
-const STATE_LABELS = { running: "running", waiting: "waiting", pinned: "pinned", tool: "in a tool call", finished: "finished" };
+const STATE_LABELS = {
+  running: "running",
+  waiting: "waiting",
+  pinned: "pinned",
+  tool: "in a tool call",
+  idle: "idle, no tool call",
+  finished: "finished",
+};
 
 function ProgramTable({ programs, numPrograms }) {
   if (programs.length === 0) return html`<p class="muted" data-testid="no-programs">No programs yet: they appear with their first request.</p>`;
@@ -253,7 +260,8 @@ function Chart({ title, points, fields, unit = "", ratio = false, empty = "no da
   return html`<div class="chart" data-testid="chart" data-title=${title} data-empty=${hasData ? "false" : "true"}>
     <div class="chart-title">${title}</div>
     <div class="plot"><div ref=${box}></div>
-      ${hasData ? "" : html`<div class="empty">${empty}${emptyNote ? html`<small>${emptyNote}</small>` : ""}</div>`}</div>
+      ${hasData ? "" : html`<div class="empty">${empty}</div>`}</div>
+    ${hasData || !emptyNote ? "" : html`<p class="chart-note" data-testid="chart-note">${emptyNote}</p>`}
     <div class="chart-legend" data-testid="legend">
       ${fields.map(([, label], i) => {
         const value = current[i];
@@ -410,6 +418,7 @@ function App() {
           <div><b data-testid="longest-wait">${state.waiting > 0 ? formatSeconds(state.longestWaitS) : "–"}</b>longest wait to start</div>
           <div><b>${state.numPrograms}</b>programs</div>
           <div><b data-testid="pins-created">${state.pins.created}</b>pins created</div>
+          <div data-testid="answers"><b>${state.answers.clientError} · ${state.answers.rateLimited} · ${state.answers.serverError}</b>answers 4xx · 429 · 5xx</div>
           <div><b>${last ? formatNumber(last.generatedTokensPerS) : "0"}</b>tokens/s generated</div>
         </section>
       </div>

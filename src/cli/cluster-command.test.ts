@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { replicaDevices, schedulingPolicyOf } from "./cluster-command.js";
+import { drainTimeoutMsOf, replicaDevices, serveFlagOf } from "./cluster-command.js";
 import { runContinuum } from "./test-support/run-cli.js";
 
 describe("continuum cluster --devices", () => {
@@ -15,12 +15,19 @@ describe("continuum cluster --devices", () => {
 
 describe("continuum cluster with a policy module", () => {
   it("finds the policy among the serve flags, in either form, the last one winning", () => {
-    assert.equal(schedulingPolicyOf(["--threads", "1"]), null);
-    assert.equal(schedulingPolicyOf(["--scheduling-policy", "./p.mjs", "--threads", "1"]), "./p.mjs");
-    assert.equal(
-      schedulingPolicyOf(["--scheduling-policy=vllm", "--scheduling-policy", "./p.mjs"]),
-      "./p.mjs",
-    );
+    const policyOf = (args: string[]) => serveFlagOf(args, "--scheduling-policy");
+    assert.equal(policyOf(["--threads", "1"]), null);
+    assert.equal(policyOf(["--scheduling-policy", "./p.mjs", "--threads", "1"]), "./p.mjs");
+    assert.equal(policyOf(["--scheduling-policy=vllm", "--scheduling-policy", "./p.mjs"]), "./p.mjs");
+  });
+});
+
+describe("continuum cluster, stopping", () => {
+  it("lets the requests in flight finish for the replicas' --drain-timeout, serve's default without one", () => {
+    assert.equal(drainTimeoutMsOf(["--threads", "1"]), 30_000);
+    assert.equal(drainTimeoutMsOf(["--drain-timeout", "60"]), 60_000);
+    assert.equal(drainTimeoutMsOf(["--drain-timeout=0.5"]), 500);
+    assert.throws(() => drainTimeoutMsOf(["--drain-timeout", "soon"]), /--drain-timeout: expected seconds/);
   });
 
   it("a policy module that does not load stops the cluster before any replica or HAProxy starts", async () => {

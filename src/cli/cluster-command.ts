@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import { parseReplicaUrl, type RemoteReplica, startCluster } from "../cluster/cluster.js";
 import { loadPolicyModules } from "../policies/index.js";
+import { DEFAULT_DRAIN_TIMEOUT_S } from "./serve-command.js";
 import { positiveInt } from "./sim-options.js";
 
 interface ClusterCliOptions {
@@ -53,14 +54,25 @@ export function replicaDevices(value: string): string[] {
   });
 }
 
-/** The policy a `serve` flag list names with --scheduling-policy (the last one given), or null. */
-export function schedulingPolicyOf(serveArgs: readonly string[]): string | null {
-  let policy: string | null = null;
+/** The value a `serve` flag list gives `flag` (the last one given, as commander takes it), or null. */
+export function serveFlagOf(serveArgs: readonly string[], flag: string): string | null {
+  let value: string | null = null;
   serveArgs.forEach((arg, i) => {
-    if (serveArgs[i - 1] === "--scheduling-policy") policy = arg;
-    else if (arg.startsWith("--scheduling-policy=")) policy = arg.slice("--scheduling-policy=".length);
+    if (serveArgs[i - 1] === flag) value = arg;
+    else if (arg.startsWith(`${flag}=`)) value = arg.slice(flag.length + 1);
   });
-  return policy;
+  return value;
+}
+
+/** The replicas' --drain-timeout in ms: how long stopping the cluster lets the requests in flight finish. */
+export function drainTimeoutMsOf(serveArgs: readonly string[]): number {
+  const given = serveFlagOf(serveArgs, "--drain-timeout");
+  if (given === null) return 1000 * DEFAULT_DRAIN_TIMEOUT_S;
+  const s = Number(given);
+  if (given.trim() === "" || !Number.isFinite(s) || s < 0) {
+    throw new InvalidArgumentError(`--drain-timeout: expected seconds >= 0, got "${given}"`);
+  }
+  return 1000 * s;
 }
 
 export function clusterCommand(): Command {
@@ -107,7 +119,7 @@ export function clusterCommand(): Command {
       "after",
       "\nExamples:\n  continuum cluster --replicas 3 --port 8000 --builtin-model tiny --threads 1\n" +
         "  continuum cluster --replicas 0 --host 0.0.0.0 --replica http://10.0.0.2:8001 --replica http://10.0.0.3:8001\n" +
-        "\nCtrl-C or SIGTERM drains the replicas and stops (a second Ctrl-C kills them); a replica that dies is restarted.",
+        "\nCtrl-C or SIGTERM lets the requests in flight finish (at most the replicas' --drain-timeout) and stops (a second Ctrl-C kills everything at once); a replica that dies is restarted.",
     )
     .action(async (serveArgs: string[], o: ClusterCliOptions) => {
       const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -118,7 +130,7 @@ export function clusterCommand(): Command {
       }
       // A policy module is checked here once, before any replica starts (each replica, started in this
       // working directory, imports it again for itself).
-      const policy = schedulingPolicyOf(serveArgs);
+      const policy = serveFlagOf(serveArgs, "--scheduling-policy");
       if (policy !== null) await loadPolicyModules([policy]);
       const cluster = await startCluster({
         replicas,
@@ -134,6 +146,7 @@ export function clusterCommand(): Command {
         log,
         maxConnections: o.maxConnections,
         startTimeoutMs: 600_000,
+        drainTimeoutMs: drainTimeoutMsOf(serveArgs),
         stopTimeoutMs: 60_000,
       });
       log(`continuum cluster: ${cluster.replicas.length} replicas behind HAProxy on ${cluster.url}`);
@@ -153,7 +166,7 @@ export function clusterCommand(): Command {
         }
         stopping = true;
         log(
-          `continuum cluster: ${reason}, draining the replicas, then stopping HAProxy (again to kill them)`,
+          `continuum cluster: ${reason}, finishing the requests in flight (at most ${drainTimeoutMsOf(serveArgs) / 1000} s; the balancer takes no new ones), then stopping the replicas; Ctrl-C again stops at once`,
         );
         cluster.stop().then(
           (clean) => process.exit(clean ? code : 1),

@@ -11,10 +11,13 @@
  */
 import assert from "node:assert/strict";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, test } from "node:test";
 import type { Page } from "puppeteer-core";
+import { startSupervisorServer } from "../cluster/supervisor-server.js";
 import { llamaSkip } from "../engine/test-support/llama-skip.js";
 import { chromiumSkip, launchChromium } from "../server/test-support/headless-chromium.js";
 import { sleep, startLlamaServer } from "./test-support/llama-server.js";
@@ -98,6 +101,34 @@ async function assertTimeLabelsApart(page: Page, when: string): Promise<void> {
   }
 }
 
+/** A chart's note on why it is empty (the pins chart's prices) sits below its plot, not over it. */
+async function assertNoteBelowPlot(page: Page, when: string): Promise<void> {
+  const boxes = await page.$$eval("[data-testid=chart]", (charts) =>
+    charts.flatMap((chart) => {
+      const note = chart.querySelector("[data-testid=chart-note]");
+      const plot = chart.querySelector(".plot");
+      if (!note || !plot) return [];
+      return [{ noteTop: note.getBoundingClientRect().top, plotBottom: plot.getBoundingClientRect().bottom }];
+    }),
+  );
+  assert.ok(boxes.length > 0, `${when}: the pins chart explains why it is empty`);
+  for (const { noteTop, plotBottom } of boxes) {
+    assert.ok(
+      noteTop >= plotBottom,
+      `${when}: a note at ${noteTop} px overlaps its plot (to ${plotBottom} px)`,
+    );
+  }
+}
+
+/** A port nothing listens on: the kernel's pick, released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((done) => server.close(done));
+  return port;
+}
+
 /** The legend of each chart, series by series: what it says without a mouse over it. */
 async function legends(page: Page): Promise<Record<string, Record<string, string>>> {
   return page.$$eval("[data-testid=chart]", (charts) =>
@@ -162,6 +193,7 @@ describe("dashboard screenshots: idle, under load, after load (default flags, ti
         }
       }
       assert.ok(await page.$("[data-testid=no-programs]"), "the programs table says none came yet");
+      await assertNoteBelowPlot(page, "idle");
       const instance = await page.$eval("[data-testid=instance]", (e) => e.textContent ?? "");
       assert.ok(
         instance.startsWith(`${new URL(url).host} · model `),
@@ -214,6 +246,32 @@ describe("dashboard screenshots: idle, under load, after load (default flags, ti
       await assertTimeLabelsApart(page, "under load");
       await page.screenshot({ path: join(dir, "dashboard-load.png"), fullPage: true });
 
+      // the fleet page of a cluster fronting this server and a replica that is gone, under the same load
+      const gone = `http://127.0.0.1:${await closedPort()}`;
+      const fleet = await startSupervisorServer(
+        () => [
+          { name: "r1", url, started: false, pid: null, restarts: 0, exited: null },
+          { name: "r2", url: gone, started: false, pid: null, restarts: 0, exited: null },
+        ],
+        join(dir, "unused-streams.sock"),
+      );
+      try {
+        const fleetPage = await browser.newPage();
+        await fleetPage.setViewport({ width: 1400, height: 700 });
+        await fleetPage.goto(`http://127.0.0.1:${fleet.port}/dashboard?poll=250`);
+        await fleetPage.waitForSelector('#replicas tr[data-replica="r2"] td[data-state="down"]');
+        await fleetPage.waitForSelector("#program-rows tr[data-program]");
+        const pool = await fleetPage.$eval(
+          '#replicas tr[data-replica="r1"] [data-testid=pool-numbers]',
+          (e) => e.textContent ?? "",
+        );
+        assert.match(pool, /^\S+ run · \S+ pinned · \S+ cached · \S+ free of \S+$/, "the pool in numbers");
+        await fleetPage.screenshot({ path: join(dir, "dashboard-fleet.png"), fullPage: true });
+        await fleetPage.close();
+      } finally {
+        await fleet.close();
+      }
+
       // after load: every program finished with all its turns, pins as the policy made them
       await load;
       await until(
@@ -245,6 +303,7 @@ describe("dashboard screenshots: idle, under load, after load (default flags, ti
       );
       assert.equal(reasons, AGENTS * TURNS);
       await assertTimeLabelsApart(page, "after load");
+      await assertNoteBelowPlot(page, "after load");
       await page.screenshot({ path: join(dir, "dashboard-after.png"), fullPage: true });
       assert.deepEqual(errors, []);
 

@@ -391,56 +391,109 @@ test("the banner says how chat requests are rendered and read: whose template, t
   }
 });
 
-describe("continuum serve process", () => {
-  test("SIGTERM drains the in-flight request, shuts the engine down, exits 0", async () => {
-    const fixture = fileURLToPath(new URL("./test-support/serve-fixture.ts", import.meta.url));
-    const child = spawn(process.execPath, ["--import", "tsx", fixture], {
-      stdio: ["ignore", "pipe", "pipe"],
+const FIXTURE = fileURLToPath(new URL("./test-support/serve-fixture.ts", import.meta.url));
+
+/** `serve` over a fake engine in a child process, once it listens: its URL, stdout so far, its exit. */
+async function serveProcess(args: readonly string[] = []) {
+  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const out = { text: "" };
+  child.stdout.setEncoding("utf8");
+  child.stderr.resume();
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.on("data", (data: string) => {
+      out.text += data;
+      const match = /listening on (http:\/\/\S+)/.exec(out.text);
+      if (match) resolve(match[1]!);
     });
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    let stdout = "";
-    child.stdout.setEncoding("utf8");
-    child.stderr.resume();
+    child.once("exit", () => reject(new Error(`server exited early: ${out.text}`)));
+  });
+  return { child, exited, out, url };
+}
+
+function chatRequest(url: string, body: object = {}): Promise<Response> {
+  return fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], ...body }),
+  });
+}
+
+describe("continuum serve process", () => {
+  test("SIGTERM lets the in-flight request finish, shuts the engine down, exits 0", async () => {
+    const { child, exited, out, url } = await serveProcess();
     try {
-      const url = await new Promise<string>((resolve, reject) => {
-        child.stdout.on("data", (data: string) => {
-          stdout += data;
-          const match = /listening on (http:\/\/\S+)/.exec(stdout);
-          if (match) resolve(match[1]!);
-        });
-        child.once("exit", () => reject(new Error(`server exited early: ${stdout}`)));
-      });
-      const response = fetch(`${url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        // its program's last step: a program that goes on would hold the drain until --drain-timeout
-        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], is_last_step: true }),
-      });
+      const response = chatRequest(url);
       await new Promise((r) => setTimeout(r, 100));
       child.kill("SIGTERM");
       const body = (await (await response).json()) as { choices: { message: { content: string } }[] };
       assert.equal(body.choices[0]!.message.content, "one two three");
       assert.equal(await exited, 0);
-      assert.match(stdout, /SIGTERM, serving the programs already here/);
-      assert.match(stdout, /every program ended, draining in-flight requests/);
-      assert.match(stdout, /engine shutdown after 1 finished request\(s\)/);
+      assert.match(
+        out.text,
+        /SIGTERM, finishing 1 request\(s\) in flight \(at most 30 s; .*\); Ctrl-C or SIGTERM again stops at once/,
+      );
+      assert.match(out.text, /engine shutdown after 1 finished request\(s\)/);
+      assert.match(out.text, /continuum serve: stopped\n/);
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL");
     }
   });
 
-  test("when its parent process dies (npx killed, no signal forwarded) it drains and exits", async () => {
-    const fixture = fileURLToPath(new URL("./test-support/serve-fixture.ts", import.meta.url));
+  test("with only programs between turns, SIGTERM stops at once, not after --drain-timeout", async () => {
+    const { child, exited, out, url } = await serveProcess(["--drain-timeout", "30"]);
+    try {
+      for (const program of ["agent-1", "agent-2"]) {
+        const turn = await chatRequest(url, { job_id: program, is_last_step: false });
+        assert.equal(turn.status, 200);
+        await turn.json();
+      }
+      const signalledAt = Date.now();
+      child.kill("SIGTERM");
+      assert.equal(await exited, 0);
+      const tookS = (Date.now() - signalledAt) / 1000;
+      // the drain used to wait for both programs' next turns, the whole 30 s
+      assert.ok(tookS < 2, `stopped ${tookS} s after SIGTERM`);
+      assert.match(out.text, /SIGTERM, nothing in flight, stopping; Ctrl-C or SIGTERM again stops at once/);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  });
+
+  test("requests still in flight at --drain-timeout are cut, and the exit code says so", async () => {
+    const { child, exited, out, url } = await serveProcess(["--drain-timeout", "0.1"]);
+    try {
+      const response = chatRequest(url).then(
+        (r) => r.text(),
+        () => null,
+      );
+      await new Promise((r) => setTimeout(r, 50));
+      child.kill("SIGTERM");
+      assert.equal(await exited, 1);
+      await response;
+      assert.match(out.text, /1 request\(s\) still in flight after --drain-timeout 0\.1 s were cut/);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  });
+
+  /**
+   * A shell starts the server in the background (`cmd &`), prints its pid, becomes `sleep` (exec: no
+   * leftover sleep holding our pipe open after the kill) and is then killed outright; whether the server
+   * is still running 3 s later.
+   */
+  async function outlivesItsShell(args: string): Promise<boolean> {
     const dir = await mkdtemp(join(tmpdir(), "continuum-orphan-"));
     const log = join(dir, "serve.log");
-    // A shell starts the server in the background, prints its pid, becomes `sleep` (exec: no leftover
-    // sleep holding our pipe open after the kill) and is then killed outright.
     const shell = spawn(
       "sh",
-      ["-c", `"${process.execPath}" --import tsx "${fixture}" > "${log}" 2>&1 & echo $!; exec sleep 600`],
-      {
-        stdio: ["ignore", "pipe", "ignore"],
-      },
+      [
+        "-c",
+        `"${process.execPath}" --import tsx "${FIXTURE}" ${args} > "${log}" 2>&1 & echo $!; exec sleep 600`,
+      ],
+      { stdio: ["ignore", "pipe", "ignore"] },
     );
     const pid = await new Promise<number>((resolve) =>
       shell.stdout.once("data", (data: Buffer) => resolve(Number(String(data).trim()))),
@@ -463,17 +516,22 @@ describe("continuum serve process", () => {
       }
       assert.ok(listening && alive(), "the server runs");
       shell.kill("SIGKILL");
-      let stillAlive = true;
-      for (let i = 0; i < 300 && stillAlive; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        stillAlive = alive();
-      }
-      assert.equal(stillAlive, false, "the orphaned server stopped");
+      // the server looks for its parent once a second
+      for (let i = 0; i < 30 && alive(); i++) await new Promise((r) => setTimeout(r, 100));
+      return alive();
     } finally {
       if (alive()) process.kill(pid, "SIGKILL");
       if (shell.exitCode === null) shell.kill("SIGKILL");
       shell.stdout.destroy();
       await rm(dir, { recursive: true, force: true });
     }
+  }
+
+  test("started with `cmd &` or nohup, it outlives the shell that started it", async () => {
+    assert.equal(await outlivesItsShell(""), true);
+  });
+
+  test("with --exit-with-parent (as the cluster starts its replicas) it stops when its parent dies", async () => {
+    assert.equal(await outlivesItsShell("--exit-with-parent"), false);
   });
 });

@@ -62,6 +62,8 @@ export interface ServeCliOptions {
   kvCacheDtype?: KvCacheType;
   gpuLayers?: number | "all" | "auto";
   drainTimeout: number;
+  /** stop (as on SIGTERM) when the process that started this one exits */
+  exitWithParent?: boolean;
   stepLog?: string;
   agentPort?: number;
   kvEventsEndpoint?: string;
@@ -203,6 +205,8 @@ export function engineOptionsOf(
 }
 
 const MIB = 1024 * 1024;
+/** `--drain-timeout`'s default, seconds */
+export const DEFAULT_DRAIN_TIMEOUT_S = 30;
 const DEFAULT_MAX_BODY_MB = 32;
 
 /**
@@ -338,8 +342,11 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       : await startAgentCheck(o.host, o.agentPort, () => server.api.drainingPrograms || server.api.draining);
   if (agent) log(`  HAProxy agent check on ${o.host}:${agent.port}`);
   const keptKv = o.diskOffloadPersist && o.diskOffloadDir ? persistentTierDir(o.diskOffloadDir) : null;
-  if (run.handleSignals ?? true)
-    installSignalHandlers(server, agent, o.drainTimeout, { record: o.record ?? null, keptKv }, log);
+  if (run.handleSignals ?? true) {
+    installSignalHandlers(server, agent, o.drainTimeout, { record: o.record ?? null, keptKv }, log, {
+      exitWithParent: o.exitWithParent ?? false,
+    });
+  }
   return server;
 }
 
@@ -349,6 +356,7 @@ function installSignalHandlers(
   drainTimeoutS: number,
   { record, keptKv }: { record: string | null; keptKv: string | null },
   log: (line: string) => void,
+  { exitWithParent }: { exitWithParent: boolean },
 ): void {
   let stopping = false;
   const stop = async (signal: string) => {
@@ -359,20 +367,24 @@ function installSignalHandlers(
       process.exit(1);
     }
     stopping = true;
+    const inFlight = server.api.inflight.size;
     log(
-      `continuum serve: ${signal}, serving the programs already here (at most ${drainTimeoutS} s), refusing new ones`,
+      `continuum serve: ${signal}, ${inFlight === 0 ? "nothing in flight, stopping" : `finishing ${inFlight} request(s) in flight (at most ${drainTimeoutS} s; turns of programs here are served meanwhile, new programs refused)`}; Ctrl-C or SIGTERM again stops at once`,
     );
-    const allEnded = await server.drainPrograms(drainTimeoutS * 1000);
-    log(
-      `continuum serve: ${allEnded ? "every program ended" : "drain timeout"}, draining in-flight requests`,
-    );
+    const deadlineMs = Date.now() + drainTimeoutS * 1000;
+    await server.drain(drainTimeoutS * 1000);
     await agent?.close();
-    server.close().then(
-      () => {
+    server.close({ drainTimeoutMs: Math.max(0, deadlineMs - Date.now()) }).then(
+      ({ cutRequests }) => {
+        if (cutRequests > 0) {
+          log(
+            `continuum serve: ${cutRequests} request(s) still in flight after --drain-timeout ${drainTimeoutS} s were cut`,
+          );
+        }
         log(
           `continuum serve: stopped${keptKv ? `; the KV it held is kept in ${keptKv} for the next start` : ""}`,
         );
-        process.exit(0);
+        process.exit(cutRequests > 0 ? 1 : 0);
       },
       (error: unknown) => {
         const message = error instanceof Error ? error.message : String(error);
@@ -383,8 +395,9 @@ function installSignalHandlers(
   };
   process.on("SIGTERM", (signal) => void stop(signal));
   process.on("SIGINT", (signal) => void stop(signal));
-  // A supervisor that dies without forwarding a signal (npx, a killed shell) leaves us re-parented: stop
-  // as on SIGTERM rather than run orphaned.
+  if (!exitWithParent) return;
+  // Started by a supervisor that may die without forwarding a signal (`continuum cluster` killed): stop
+  // as on SIGTERM once re-parented rather than run orphaned.
   const parent = process.ppid;
   const watch = setInterval(() => {
     if (process.ppid === parent) return;
@@ -531,9 +544,13 @@ export function serveCommand(): Command {
     .option("--gpu-layers <n>", "layers offloaded to a GPU backend: a number, all or auto", gpuLayers)
     .option(
       "--drain-timeout <s>",
-      "on SIGTERM, serve the programs already here (refusing new ones) for at most this long, then stop",
+      "on SIGTERM or Ctrl-C, let the requests in flight finish for at most this long (refusing new programs), then stop; programs between turns do not hold it",
       nonNegativeNumber,
-      30,
+      DEFAULT_DRAIN_TIMEOUT_S,
+    )
+    .option(
+      "--exit-with-parent",
+      "stop (as on SIGTERM) when the process that started this one exits; `continuum cluster` gives it to the replicas it starts",
     )
     .option("--agent-port <port>", "answer HAProxy's agent check on this port (ready / drain)", port)
     .option(

@@ -4,8 +4,9 @@
  * returning turn finds its program's KV on the replica that served the previous turn; then one replica
  * is killed while turns are in flight: its programs finish on the others, every request gets exactly
  * one answer, and the cluster stops cleanly. And Responses API conversations that name no program find their
- * responses on the replica that kept them; a drained replica's programs find their KV after its restart
- * with a persistent disk tier.
+ * responses on the replica that kept them; a replica told to stop finishes its requests in flight while
+ * new programs go elsewhere, then stops by itself; a drained replica's programs find their KV after its
+ * restart with a persistent disk tier.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -14,6 +15,7 @@ import { join, resolve } from "node:path";
 import { describe, test } from "node:test";
 import { llamaSkip } from "../engine/test-support/llama-skip.js";
 import { haproxyMissing, type RunningCluster, startCluster } from "./cluster.js";
+import type { FleetState } from "./fleet.js";
 
 const skip = llamaSkip || haproxyMissing("haproxy") || false;
 const PROGRAMS = 12;
@@ -30,6 +32,7 @@ async function turn(
   program: number,
   messages: object[],
   last: boolean,
+  maxTokens = 6,
 ): Promise<Turn> {
   const byHeader = program % 2 === 0;
   const id = `agent-${program}`;
@@ -39,7 +42,8 @@ async function turn(
     body: JSON.stringify({
       model: "continuum-tiny",
       messages,
-      max_tokens: 6,
+      max_tokens: maxTokens,
+      ...(maxTokens > 6 ? { ignore_eos: true } : {}),
       temperature: 0,
       is_last_step: last,
       ...(byHeader ? {} : { job_id: id }),
@@ -86,8 +90,18 @@ async function threeReplicas(
     log: (line) => lines.push(line),
     maxConnections: 4096,
     startTimeoutMs: 120_000,
+    drainTimeoutMs: 60_000,
     stopTimeoutMs: 20_000,
   });
+}
+
+/** Requests a replica runs or queues now, from its own /metrics. */
+async function inFlightOn(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let n = 0;
+  for (const m of text.matchAll(/^vllm:num_requests_(?:running|waiting)\{[^}]*\} (\S+)$/gm))
+    n += Number(m[1]);
+  return n;
 }
 
 /** Requests a replica finished, from its own /metrics. */
@@ -257,7 +271,7 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
     }
   });
 
-  test("a replica told to stop drains: it keeps its programs to their end, new programs go elsewhere", async () => {
+  test("a replica told to stop finishes its requests in flight, sends new programs elsewhere meanwhile, and stops once they are done", async (t) => {
     const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-"));
     const lines: string[] = [];
     const cluster = await threeReplicas(PORT + 8, dir, lines);
@@ -268,45 +282,72 @@ describe("continuum cluster behind HAProxy (real engine, tiny model)", { skip },
       ];
       const old = Array.from({ length: 9 }, (_, p) => conversation(p));
       const results: Turn[][] = old.map(() => []);
-      const runTurn = async (p: number, t: number, last: boolean) => {
+      const runTurn = async (p: number, t: number, last: boolean, maxTokens?: number) => {
         const messages = old[p] as object[];
-        const answer = await turn(cluster, p, messages, last);
+        const answer = await turn(cluster, p, messages, last, maxTokens);
         (results[p] as Turn[]).push(answer);
         messages.push({ role: "assistant", content: answer.text });
         messages.push({ role: "user", content: `Output of step ${t}: 1 failed. Go on.` });
       };
       for (const t of [0, 1]) await Promise.all(old.map((_, p) => runTurn(p, t, false)));
 
+      // long third turns go out; r1 is told to stop while it runs some of them
+      const third = Promise.all(old.map((_, p) => runTurn(p, 2, false, 400)));
       const drained = cluster.started[0];
       assert.ok(drained);
+      let inFlight = 0;
+      while (inFlight === 0) {
+        inFlight = await inFlightOn(drained.url);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const signalledAt = Date.now();
       drained.process.kill("SIGTERM");
-      const drainedExited = drained.exited;
-      await new Promise((r) => setTimeout(r, 2_500)); // HAProxy's agent check (every second) sees "drain"
-      const before = await finishedOn(drained.url);
-      const fresh = await Promise.all(
-        Array.from({ length: 6 }, (_, i) => turn(cluster, 100 + i, conversation(100 + i), true)),
-      );
+      const drainedExit = drained.exited.then((code) => ({
+        code,
+        afterS: (Date.now() - signalledAt) / 1000,
+      }));
+      const freshIds = Array.from({ length: 6 }, (_, i) => 100 + i);
+      const fresh = await Promise.all(freshIds.map((p) => turn(cluster, p, conversation(p), true)));
       assert.deepEqual(
         fresh.map((r) => r.status),
-        [200, 200, 200, 200, 200, 200],
+        freshIds.map(() => 200),
       );
-      assert.equal(
-        await finishedOn(drained.url),
-        before,
-        "no new program was served by the draining replica",
+      // the new programs were served by the others: each one is listed (finished) by r2 or r3
+      const fleet = (await (await fetch(`${cluster.url}/dashboard/state`)).json()) as FleetState;
+      const holders = freshIds.map((p) =>
+        fleet.replicas
+          .filter((r) => ((r.state?.programs ?? []) as { id: string }[]).some((q) => q.id === `agent-${p}`))
+          .map((r) => r.name),
       );
+      for (const holder of holders)
+        assert.ok(holder.length === 1 && holder[0] !== "r1", JSON.stringify(holders));
 
-      for (const t of [2, 3]) await Promise.all(old.map((_, p) => runTurn(p, t, t === 3)));
-      for (const [p, turns] of results.entries()) {
+      await third;
+      const { code, afterS } = await drainedExit;
+      assert.equal(
+        code,
+        0,
+        lines
+          .filter((l) => l.includes("r1"))
+          .slice(-40)
+          .join("\n"),
+      );
+      assert.ok(afterS < 60, `r1 stopped ${afterS} s after SIGTERM, before its --drain-timeout`);
+      assert.ok(
+        lines.some((l) => /^\[r1\] continuum serve: SIGTERM, finishing \d+ request\(s\) in flight/.test(l)),
+        lines.filter((l) => l.startsWith("[r1]")).join("\n"),
+      );
+      await Promise.all(old.map((_, p) => runTurn(p, 3, true)));
+      for (const turns of results) {
         assert.deepEqual(
           turns.map((r) => r.status),
           [200, 200, 200, 200],
         );
-        for (const k of [1, 2, 3])
-          assert.ok((turns[k] as Turn).cachedTokens > 0, `program ${p} turn ${k + 1} kept its KV`);
       }
-      // its programs ended: the drained replica stops by itself, cleanly
-      assert.equal(await drainedExited, 0, lines.filter((l) => l.startsWith("[r1]")).join("\n"));
+      t.diagnostic(
+        `r1 had ${inFlight} request(s) in flight at SIGTERM and stopped ${afterS.toFixed(1)} s later (exit 0); ` +
+          `6 new programs meanwhile on ${holders.map((h) => h[0]).join(", ")}; 36/36 turns of the 9 programs answered 200`,
+      );
     } finally {
       await cluster.stop();
       await rm(dir, { recursive: true, force: true });

@@ -6,8 +6,11 @@
  * from the client: every returning turn reuses its KV on the replica that served the previous one,
  * programs spread over the three hosts; the replica on one host is SIGKILLed under turn 3: its programs
  * finish on the others, every request gets exactly one 200, and turn 4 reuses turn 3's KV on its new
- * host. Skipped, saying why, where namespaces cannot be made (not root, no iproute2, a container
- * without CAP_SYS_ADMIN).
+ * host. Then the other replica host's link is cut with a request on it: the request is retried on the
+ * balancer's own replica within 10 s, and the fleet's /metrics and /dashboard/state answer within 0.5 s
+ * throughout and say why that host is down; its link back, Ctrl-C to the cluster with requests in
+ * flight on both hosts lets them all finish and exits 0. Skipped, saying why, where namespaces cannot
+ * be made (not root, no iproute2, a container without CAP_SYS_ADMIN).
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -25,7 +28,7 @@ import {
   TINY_SERVE_FLAGS,
   type Turn,
 } from "./test-support/cluster-cli.js";
-import { HostClient, Network, netnsSkip } from "./test-support/netns.js";
+import { type Host, HostClient, Network, netnsSkip } from "./test-support/netns.js";
 
 const skip = llamaSkip || haproxyMissing("haproxy") || netnsSkip() || false;
 const PROGRAMS = 12;
@@ -96,9 +99,9 @@ describe("continuum cluster across hosts (network namespaces; real engine, tiny 
       };
       for (const turn of [0, 1]) await Promise.all(conversations.map((_, p) => runTurn(p, turn)));
 
-      const fleet = JSON.parse(
-        (await fetcher(`${url}/dashboard/state`, { method: "GET" })).text,
-      ) as FleetState;
+      const fleetState = async () =>
+        JSON.parse((await fetcher(`${url}/dashboard/state`, { method: "GET" })).text) as FleetState;
+      const fleet = await fleetState();
       const placement = fleet.replicas.map((r) => ({
         name: r.name,
         url: r.url,
@@ -154,8 +157,110 @@ describe("continuum cluster across hosts (network namespaces; real engine, tiny 
           `48/48 turns answered 200; turn 3 re-prefilled for ${moved} programs (the dead host's), turn 4 reused KV for all 12`,
       );
 
-      cluster.child.kill("SIGTERM");
+      // h1's link is cut while a long turn of one of its programs runs there
+      const fleetView = async (path: string) => {
+        const started = performance.now();
+        const { text } = await fetcher(`${url}${path}`, { method: "GET" });
+        return { seconds: (performance.now() - started) / 1000, text };
+      };
+      const runningOn = (metrics: string, replica: string) =>
+        Number(
+          new RegExp(`^vllm:num_requests_running\\{replica="${replica}",[^}]*\\} (\\S+)$`, "m").exec(
+            metrics,
+          )?.[1] ?? 0,
+        );
+      // (its programs ended with turn 4; the balancer still sends their ids to it)
+      const onH1 = (await fleetState()).replicas.find((r) => r.name === "r2")?.state?.programs as
+        | { id: string }[]
+        | undefined;
+      const cutProgram = onH1?.find((p) => p.id.startsWith("agent-"))?.id;
+      assert.ok(cutProgram, "a program ran on h1");
+      const cutIndex = Number(cutProgram.slice("agent-".length));
+      const cutTurn = chatTurn(fetcher, url, cutProgram, conversations[cutIndex] as object[], {
+        last: false,
+        byHeader: cutIndex % 2 === 0,
+        maxTokens: 400,
+      });
+      const views: number[] = [];
+      let metricsNow = "";
+      while (runningOn(metricsNow, "r2") === 0) {
+        const view = await fleetView("/metrics");
+        views.push(view.seconds);
+        metricsNow = view.text;
+      }
+      const cutAt = performance.now();
+      net.setLink(hosts[0] as Host, false);
+      let retriedAfterS: number | null = null;
+      let answered = false;
+      void cutTurn.then(() => {
+        answered = true;
+      });
+      while (!answered && performance.now() - cutAt < 60_000) {
+        const metricsView = await fleetView("/metrics");
+        views.push(metricsView.seconds, (await fleetView("/dashboard/state")).seconds);
+        if (retriedAfterS === null && runningOn(metricsView.text, "r1") > 0) {
+          retriedAfterS = (performance.now() - cutAt) / 1000;
+        }
+      }
+      const cut = await cutTurn;
+      assert.equal(cut.status, 200, "answered by the replica still reachable");
+      assert.ok(retriedAfterS !== null && retriedAfterS < 10, `retried after ${retriedAfterS} s`);
+      assert.ok(Math.max(...views) < 0.5, `the fleet view took ${Math.max(...views)} s at most`);
+      const cutOff = (await fleetState()).replicas.find((r) => r.name === "r2");
+      assert.equal(cutOff?.up, false);
+      assert.equal(cutOff?.balancer?.status, "DOWN");
+      assert.match(cutOff?.balancer?.check ?? "", /timeout/);
+      assert.ok((cutOff?.balancer?.retried ?? 0) >= 1, JSON.stringify(cutOff?.balancer));
+
+      // the link back, Ctrl-C with requests in flight on both hosts still up: all finish, exit 0
+      net.setLink(hosts[0] as Host, true);
+      for (let up = false; !up; await new Promise((r) => setTimeout(r, 200))) {
+        up = (await fleetState()).replicas.find((r) => r.name === "r2")?.balancer?.status === "UP";
+      }
+      // programs placed by a first short turn, then a long one on each host's: in flight on both
+      const closingIds = Array.from({ length: 8 }, (_, i) => `closing-${i}`);
+      for (const [i, id] of closingIds.entries()) {
+        const placed = await chatTurn(fetcher, url, id, conversation(100 + i), {
+          last: false,
+          byHeader: true,
+        });
+        assert.equal(placed.status, 200);
+      }
+      const closingPlacement = (await fleetState()).replicas.map((r) => ({
+        name: r.name,
+        ids: ((r.state?.programs ?? []) as { id: string }[])
+          .map((p) => p.id)
+          .filter((id) => closingIds.includes(id)),
+      }));
+      const onBoth = ["r1", "r2"].flatMap(
+        (name) => closingPlacement.find((r) => r.name === name)?.ids.slice(0, 2) ?? [],
+      );
+      assert.ok(
+        ["r1", "r2"].every((name) => (closingPlacement.find((r) => r.name === name)?.ids.length ?? 0) > 0),
+        `closing programs on both hosts: ${JSON.stringify(closingPlacement)}`,
+      );
+      const lastTurns = onBoth.map((id) =>
+        chatTurn(fetcher, url, id, conversation(100 + closingIds.indexOf(id)), {
+          last: true,
+          byHeader: true,
+          maxTokens: 400,
+        }),
+      );
+      for (let running = ""; !(runningOn(running, "r1") > 0 && runningOn(running, "r2") > 0); ) {
+        running = (await fleetView("/metrics")).text;
+      }
+      cluster.signalGroup("SIGINT");
+      const closing = await Promise.all(lastTurns);
+      assert.deepEqual(
+        closing.map((r) => r.status),
+        closing.map(() => 200),
+      );
       assert.equal(await cluster.exited, 0, cluster.lines.slice(-20).join("\n"));
+      t.diagnostic(
+        `h1's link cut under a turn: retried on r1 ${retriedAfterS?.toFixed(1)} s after the cut; ` +
+          `${views.length} fleet views meanwhile, the slowest ${Math.max(...views).toFixed(3)} s; ` +
+          `Ctrl-C with requests in flight on both hosts: ${closing.length}/${closing.length} answered 200, exit 0`,
+      );
     } finally {
       await client?.close();
       for (const p of processes) p.kill();

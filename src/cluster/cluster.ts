@@ -4,7 +4,8 @@
  * replicas, each in a process group of its own (a terminal's Ctrl-C reaches the supervisor only, which
  * drains them), waits until each answers /health, writes the configuration where the user can reuse it,
  * restarts a replica that dies (with backoff; HAProxy's health check takes it back), serves the fleet
- * view and guards streams (supervisor-server.ts), and stops everything it started.
+ * view and guards streams (supervisor-server.ts), and stops everything it started: HAProxy first, softly
+ * (it takes no new request and lets those in flight finish), then the replicas.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -50,7 +51,9 @@ export interface ClusterOptions {
   readonly startTimeoutMs: number;
   /** HAProxy's maxconn */
   readonly maxConnections: number;
-  /** how long stop() lets replicas drain before killing them */
+  /** how long stop() lets the requests in flight finish before cutting them (serve's --drain-timeout) */
+  readonly drainTimeoutMs: number;
+  /** how long stop() lets replicas stop by themselves before killing them */
   readonly stopTimeoutMs: number;
 }
 
@@ -82,8 +85,10 @@ export interface RunningCluster {
   /** resolves when HAProxy exited without being told to (the cluster cannot serve) */
   readonly ended: Promise<string>;
   /**
-   * SIGTERM to every started replica (they drain; HAProxy keeps serving their turns meanwhile), then to
-   * HAProxy; kills what outlives the timeout. True when everything stopped by itself, exiting 0.
+   * HAProxy's soft stop (it takes no new request; those in flight finish, streams through the supervisor
+   * too) for at most the drain timeout, then SIGTERM to every started replica (nothing in flight: they stop
+   * at once); kills what outlives its timeout. True when everything stopped by itself, exiting 0, no
+   * request cut.
    */
   stop(): Promise<boolean>;
   /** SIGKILL to every process the cluster started (a second Ctrl-C) */
@@ -197,6 +202,11 @@ function urlOf(host: string, port: number): string {
   return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }
 
+/** Where a server listening on `host`:`port` is reached from this host. */
+function reachableUrl(host: string, port: number): string {
+  return urlOf(reachableHost(host), port);
+}
+
 function exitOf(child: ChildProcess): Promise<number | null> {
   return new Promise((done) => {
     if (child.exitCode !== null || child.signalCode !== null) done(child.exitCode);
@@ -220,6 +230,26 @@ function killGroup(child: ChildProcess): void {
   }
 }
 
+/** Waits until `url` answers HTTP at all (any status: a balancer without a live replica answers 503). */
+async function waitAnswering(url: string, exited: Promise<unknown>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let gone = false;
+  void exited.then(() => {
+    gone = true;
+  });
+  while (Date.now() < deadline) {
+    if (gone) throw new Error(`${url} exited before it answered`);
+    try {
+      await (await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) })).body?.cancel();
+      return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+}
+
 async function waitHealthy(url: string, exited: Promise<unknown>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let gone = false;
@@ -240,16 +270,17 @@ async function waitHealthy(url: string, exited: Promise<unknown>, timeoutMs: num
 }
 
 /**
- * SIGTERM, then SIGKILL after the timeout; true when it exited by itself with 0 (or had exited before:
- * a replica waiting for its restart).
+ * `signal` (SIGTERM; HAProxy's soft stop is SIGUSR1), then SIGKILL after the timeout; true when it exited
+ * by itself with 0 (or had exited before: a replica waiting for its restart).
  */
 async function stopProcess(
   child: ChildProcess,
   exited: Promise<number | null>,
   timeoutMs: number,
+  signal: NodeJS.Signals = "SIGTERM",
 ): Promise<boolean> {
   if (child.exitCode !== null || child.signalCode !== null) return true;
-  child.kill("SIGTERM");
+  child.kill(signal);
   let killed = false;
   const timer = setTimeout(() => {
     killed = true;
@@ -267,6 +298,8 @@ class Replica implements StartedReplica {
   restarts = 0;
   /** when the current process was started, ms */
   startedAtMs = 0;
+  /** how the last process ended and when the next one starts, while it is not back */
+  down: { how: string; atMs: number; restartAtMs: number } | null = null;
 
   constructor(
     readonly name: string,
@@ -287,6 +320,17 @@ class Replica implements StartedReplica {
     this.process = this.launch();
     this.exited = exitOf(this.process);
     this.startedAtMs = Date.now();
+  }
+
+  /** Why it is down, for the fleet view: how it exited, how long ago, and when it is (was) restarted. */
+  downReason(nowMs: number): string | null {
+    if (!this.down) return null;
+    const ago = `${((nowMs - this.down.atMs) / 1000).toFixed(1)} s ago`;
+    const restart =
+      nowMs < this.down.restartAtMs
+        ? `restart ${this.restarts + 1} in ${((this.down.restartAtMs - nowMs) / 1000).toFixed(1)} s`
+        : `restarted (pid ${this.process.pid}), not answering /health yet`;
+    return `exited (${this.down.how}) ${ago}; ${restart}`;
   }
 }
 
@@ -325,6 +369,8 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
             String(port),
             "--agent-port",
             String(agentPort),
+            // a supervisor killed outright leaves no replica running on its own
+            "--exit-with-parent",
           ],
           {
             stdio: ["ignore", "pipe", "pipe"],
@@ -378,24 +424,34 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
       started: true,
       pid: r.process.pid ?? null,
       restarts: r.restarts,
+      exited: r.downReason(Date.now()),
     })),
-    ...remote.map((r) => ({ name: r.name, url: r.url, started: false, pid: null, restarts: 0 })),
+    ...remote.map((r) => ({
+      name: r.name,
+      url: r.url,
+      started: false,
+      pid: null,
+      restarts: 0,
+      exited: null,
+    })),
   ];
   mkdirSync(o.configDir, { recursive: true });
   const configPath = resolve(join(o.configDir, "haproxy.cfg"));
-  // streamed requests come back to HAProxy on a local socket: on Linux one of the abstract namespace (no
-  // file to clean up), elsewhere a file beside the configuration
-  const streamsName = `continuum-cluster-${o.port}-${process.pid}`;
-  const streams =
-    process.platform === "linux"
-      ? { bind: `abns@${streamsName}`, path: `\0${streamsName}` }
-      : {
-          bind: `unix@${resolve(join(o.configDir, "streams.sock"))}`,
-          path: resolve(join(o.configDir, "streams.sock")),
-        };
+  // streamed requests come back to HAProxy on a local socket, and the supervisor reads HAProxy's stats on
+  // another: on Linux sockets of the abstract namespace (no file to clean up), elsewhere files beside the
+  // configuration
+  const localSocket = (name: string) => {
+    const abstract = `continuum-cluster-${o.port}-${process.pid}-${name}`;
+    const file = resolve(join(o.configDir, `${name}.sock`));
+    return process.platform === "linux"
+      ? { bind: `abns@${abstract}`, path: `\0${abstract}` }
+      : { bind: `unix@${file}`, path: file };
+  };
+  const streams = localSocket("streams");
+  const stats = localSocket("stats");
   let supervisor: SupervisorServer;
   try {
-    supervisor = await startSupervisorServer(fleet, streams.path);
+    supervisor = await startSupervisorServer(fleet, streams.path, stats.path);
   } catch (error) {
     await stopStarted();
     throw error;
@@ -410,7 +466,7 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
       bufferBytes: 1 << 20,
       maxConnections: o.maxConnections,
       checkIntervalMs: 1000,
-      supervisor: { port: supervisor.port, streamsBind: streams.bind },
+      supervisor: { port: supervisor.port, streamsBind: streams.bind, statsBind: stats.bind },
     }),
   );
   // -db: foreground, logs to stderr; -W: master-worker, so SIGTERM stops it cleanly
@@ -426,7 +482,8 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
   process.once("exit", orphaned);
   const url = urlOf(o.host, o.port);
   try {
-    await waitHealthy(url, haproxyExited, 10_000);
+    // HAProxy listening is enough: it answers 503 until a replica is up, however long that takes
+    await waitAnswering(reachableUrl(o.host, o.port), haproxyExited, 10_000);
   } catch (error) {
     await stopStarted();
     await stopProcess(haproxy, haproxyExited, o.stopTimeoutMs);
@@ -459,6 +516,7 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
       if (Date.now() - r.startedAtMs >= RESTART_STABLE_MS) delayMs = RESTART_FIRST_MS;
       const diedAtMs = Date.now();
       const how = code === null ? (r.process.signalCode ?? "killed") : `code ${code}`;
+      r.down = { how, atMs: diedAtMs, restartAtMs: diedAtMs + delayMs };
       o.log(
         `continuum cluster: replica ${r.name} (${r.url}) exited (${how}); restart ${r.restarts + 1} in ${(delayMs / 1000).toFixed(1)} s`,
       );
@@ -469,6 +527,7 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
       r.restarts += 1;
       try {
         await waitHealthy(r.url, r.exited, o.startTimeoutMs);
+        r.down = null;
         o.log(
           `continuum cluster: replica ${r.name} is back (pid ${r.process.pid}), ${((Date.now() - diedAtMs) / 1000).toFixed(1)} s after it exited`,
         );
@@ -495,8 +554,10 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
       stoppingAll ??= (async () => {
         stopping = true;
         endPauses();
+        // the balancer first: no new request comes in, those in flight finish (or are cut at the drain
+        // timeout); then the replicas have nothing in flight and stop at once
+        const haproxyClean = await stopProcess(haproxy, haproxyExited, o.drainTimeoutMs, "SIGUSR1");
         const replicasClean = await stopStarted();
-        const haproxyClean = await stopProcess(haproxy, haproxyExited, o.stopTimeoutMs);
         await supervisor.close();
         process.removeListener("exit", orphaned);
         return replicasClean.every(Boolean) && haproxyClean;

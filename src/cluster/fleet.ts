@@ -1,13 +1,18 @@
 /**
  * The fleet view the balancer's port shows instead of one replica per request: /metrics is every
  * replica's exposition with each sample labelled `replica="<name>"` (families merged, so a query sums or
- * splits by replica), plus the cluster's own families (each replica up or not, its restarts);
- * /dashboard/state is each replica's dashboard state side by side, which dashboard/fleet.html draws;
+ * splits by replica), plus the cluster's own families (each replica up or not, how old its samples are,
+ * its restarts, the requests it lost or that were retried elsewhere); /dashboard/state is each replica's
+ * dashboard state side by side with why a replica is down, which dashboard/fleet.html draws;
  * /replicas/<name>/dashboard[/state, /assets/<file>] is one replica's own dashboard, relayed, so a browser
- * on the balancer's port sees it without reaching the replica's port.
+ * on the balancer's port sees it without reaching the replica's port. /metrics and /dashboard/state
+ * answer within a deadline however many replicas are unreachable (replica-scrape.ts).
  */
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { type BalancerView, balancerViews, parseShowStat, readShowStat } from "./haproxy-stats.js";
+import { ReplicaScrape, type ScrapeRead } from "./replica-scrape.js";
 
 /** What the fleet view knows of one replica. */
 export interface FleetReplica {
@@ -19,12 +24,23 @@ export interface FleetReplica {
   readonly pid: number | null;
   /** times this cluster restarted it after it died */
   readonly restarts: number;
+  /** a started replica that died and is not back yet: how it exited and when it restarts; else null */
+  readonly exited: string | null;
 }
 
-/** How long one replica may take to answer a scrape before it counts as down. */
+/** How long the fleet's /metrics and /dashboard/state wait for the replicas: each answers by then or is shown stale or down. */
+const ANSWER_DEADLINE_MS = 200;
+/** How long one request to a replica may take before it counts as failed (it runs on past the deadline). */
 const SCRAPE_TIMEOUT_MS = 2000;
+/** How long HAProxy's stats socket may take. */
+const STATS_TIMEOUT_MS = 200;
+/** Replica states kept per caller's credentials (each tenant sees its own programs): at most this many. */
+const STATE_SCRAPES_KEPT = 256;
 /** Programs of one replica the fleet state lists at most (the page shows a sample, not 10 000 rows). */
 const PROGRAMS_LISTED = 100;
+/** HAProxy's backends that name the replicas (haproxy-config.ts); the others track the first one's checks. */
+const CHECKED_BACKEND = "by_program";
+const REPLICA_BACKENDS = [CHECKED_BACKEND, "least_loaded", "by_response"];
 
 interface Family {
   help: string | null;
@@ -97,57 +113,66 @@ export function mergeExpositions(
   return lines.length > 0 ? `${lines.join("\n")}\n` : "";
 }
 
-/** The cluster's own families: which replicas answered this scrape, and how often each was restarted. */
-function clusterFamilies(replicas: readonly FleetReplica[], up: readonly boolean[]): string {
+/** The cluster's own families, for the replicas as read (`read`: their samples, fresh or stale, or none). */
+function clusterFamilies(
+  replicas: readonly FleetReplica[],
+  read: readonly ScrapeRead<string>[],
+  balancer: ReadonlyMap<string, BalancerView>,
+): string {
+  const family = (name: string, type: string, help: string, samples: readonly string[]) =>
+    samples.length === 0 ? [] : [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...samples];
+  const byReplica = (name: string, value: (r: FleetReplica, i: number) => number | null) =>
+    replicas.flatMap((r, i) => {
+      const v = value(r, i);
+      return v === null ? [] : [`${name}{${labels({ replica: r.name })}} ${v}`];
+    });
   const lines = [
-    "# HELP continuum:cluster_replica_up 1 when the replica answered this scrape of the fleet's /metrics, else 0",
-    "# TYPE continuum:cluster_replica_up gauge",
-    ...replicas.map(
-      (r, i) =>
-        `continuum:cluster_replica_up{${labels({ replica: r.name, url: r.url, kind: r.started ? "started" : "remote" })}} ${up[i] ? 1 : 0}`,
+    ...family(
+      "continuum:cluster_replica_up",
+      "gauge",
+      "1 when the replica's samples are in this exposition (answered now, or its last answer while a slow one is awaited), else 0",
+      replicas.map(
+        (r, i) =>
+          `continuum:cluster_replica_up{${labels({ replica: r.name, url: r.url, kind: r.started ? "started" : "remote" })}} ${read[i]?.value === null ? 0 : 1}`,
+      ),
     ),
-    "# HELP continuum:cluster_replica_restarts_total times the cluster restarted a replica it started after it died",
-    "# TYPE continuum:cluster_replica_restarts_total counter",
-    ...replicas
-      .filter((r) => r.started)
-      .map((r) => `continuum:cluster_replica_restarts_total{${labels({ replica: r.name })}} ${r.restarts}`),
+    ...family(
+      "continuum:cluster_replica_scrape_age_seconds",
+      "gauge",
+      "seconds since the replica gave the samples in this exposition: 0 when it answered this scrape",
+      byReplica("continuum:cluster_replica_scrape_age_seconds", (_r, i) => read[i]?.ageS ?? null),
+    ),
+    ...family(
+      "continuum:cluster_replica_restarts_total",
+      "counter",
+      "times the cluster restarted a replica it started after it died",
+      byReplica("continuum:cluster_replica_restarts_total", (r) => (r.started ? r.restarts : null)),
+    ),
+    ...family(
+      "continuum:cluster_replica_retried_total",
+      "counter",
+      "requests that failed on the replica before it answered and that the balancer sent to another replica",
+      byReplica("continuum:cluster_replica_retried_total", (r) => balancer.get(r.name)?.retried ?? null),
+    ),
+    ...family(
+      "continuum:cluster_replica_lost_total",
+      "counter",
+      "answers the replica had begun and never finished (it died, or the balancer marked it down mid-answer)",
+      byReplica("continuum:cluster_replica_lost_total", (r) => balancer.get(r.name)?.lost ?? null),
+    ),
   ];
   return `${lines.join("\n")}\n`;
 }
 
-async function get(url: string, headers: Record<string, string> = {}): Promise<Response | null> {
-  try {
-    return await fetch(url, { headers, signal: AbortSignal.timeout(SCRAPE_TIMEOUT_MS) });
-  } catch {
-    return null;
-  }
-}
-
-/** The fleet's /metrics: every replica's samples labelled by replica, then the cluster's families. */
-export async function fleetMetrics(replicas: readonly FleetReplica[]): Promise<string> {
-  const texts = await Promise.all(
-    replicas.map(async (r) => {
-      const response = await get(`${r.url}/metrics`);
-      return response?.ok ? await response.text().catch(() => null) : null;
-    }),
-  );
-  const parts = replicas.flatMap((r, i) => {
-    const text = texts[i];
-    return text === null || text === undefined ? [] : [{ replica: r.name, text }];
-  });
-  return (
-    mergeExpositions(parts) +
-    clusterFamilies(
-      replicas,
-      texts.map((t) => typeof t === "string"),
-    )
-  );
-}
-
 export interface FleetReplicaState extends FleetReplica {
+  /** its state is shown: answered now, or (stale) its last answer while a slow one is awaited */
   readonly up: boolean;
-  /** why it has no state (unreachable, an HTTP status), or null */
+  /** seconds since the state shown was answered: 0 when fresh, more when stale; null without one */
+  readonly ageS: number | null;
+  /** why there is no fresh state (unreachable, no answer in time, an HTTP status), or null */
   readonly error: string | null;
+  /** HAProxy's view (its health check, the requests lost or retried), null when its stats did not answer */
+  readonly balancer: BalancerView | null;
   /** its /dashboard/state, its programs cut to a sample and its history to the last point */
   readonly state: Record<string, unknown> | null;
 }
@@ -166,29 +191,126 @@ function summary(state: Record<string, unknown>): Record<string, unknown> {
   };
 }
 
-/**
- * Each replica's dashboard state, asked with the caller's credentials (a replica with API keys shows its
- * state to a key holder only); `unauthorized` when a replica refused them.
- */
-export async function fleetState(
-  replicas: readonly FleetReplica[],
+/** A replica's answer to its state request: its status, and the state when it gave one. */
+interface StateAnswer {
+  readonly status: number;
+  readonly state: Record<string, unknown> | null;
+}
+
+async function loadMetrics(url: string, signal: AbortSignal): Promise<string> {
+  const response = await fetch(`${url}/metrics`, { signal });
+  if (!response.ok) {
+    await response.body?.cancel();
+    throw new Error(`/metrics answered HTTP ${response.status}`);
+  }
+  return response.text();
+}
+
+async function loadState(
+  url: string,
   credentials: Record<string, string>,
-): Promise<{ unauthorized: boolean; state: FleetState }> {
-  let unauthorized = false;
-  const states = await Promise.all(
-    replicas.map(async (r): Promise<FleetReplicaState> => {
-      const response = await get(`${r.url}/dashboard/state`, credentials);
-      if (response === null) return { ...r, up: false, error: "unreachable", state: null };
-      if (response.status === 401) unauthorized = true;
-      if (!response.ok) {
-        await response.body?.cancel();
-        return { ...r, up: true, error: `HTTP ${response.status}`, state: null };
+  signal: AbortSignal,
+): Promise<StateAnswer> {
+  const response = await fetch(`${url}/dashboard/state`, { headers: credentials, signal });
+  if (!response.ok) {
+    await response.body?.cancel();
+    return { status: response.status, state: null };
+  }
+  const state = (await response.json()) as Record<string, unknown>;
+  return { status: response.status, state };
+}
+
+function credentialsKey(credentials: Record<string, string>): string {
+  const entries = Object.entries(credentials).sort(([a], [b]) => a.localeCompare(b));
+  return createHash("sha256").update(JSON.stringify(entries)).digest("hex");
+}
+
+/**
+ * The fleet's /metrics and /dashboard/state over the replicas the supervisor fronts, each answered within
+ * ANSWER_DEADLINE_MS, with HAProxy's view of each replica from its stats socket (null: none).
+ */
+export class FleetView {
+  private readonly metricsScrapes = new Map<string, ReplicaScrape<string>>();
+  private readonly stateScrapes = new Map<string, ReplicaScrape<StateAnswer>>();
+
+  constructor(private readonly statsSocket: string | null) {}
+
+  /** Every replica's samples labelled by replica, then the cluster's families. */
+  async metrics(replicas: readonly FleetReplica[]): Promise<string> {
+    const [read, balancer] = await Promise.all([
+      Promise.all(replicas.map((r) => this.metricsScrape(r).read(ANSWER_DEADLINE_MS))),
+      this.balancer(replicas),
+    ]);
+    const parts = replicas.flatMap((r, i) => {
+      const text = read[i]?.value;
+      return text === null || text === undefined ? [] : [{ replica: r.name, text }];
+    });
+    return mergeExpositions(parts) + clusterFamilies(replicas, read, balancer);
+  }
+
+  /**
+   * Each replica's dashboard state, asked with the caller's credentials (a replica with API keys shows its
+   * state to a key holder only); `unauthorized` when a replica refused them.
+   */
+  async state(
+    replicas: readonly FleetReplica[],
+    credentials: Record<string, string>,
+  ): Promise<{ unauthorized: boolean; state: FleetState }> {
+    const [read, balancer] = await Promise.all([
+      Promise.all(replicas.map((r) => this.stateScrape(r, credentials).read(ANSWER_DEADLINE_MS))),
+      this.balancer(replicas),
+    ]);
+    let unauthorized = false;
+    const states = replicas.map((r, i): FleetReplicaState => {
+      const { value, ageS, error } = read[i] as ScrapeRead<StateAnswer>;
+      if (value?.status === 401) unauthorized = true;
+      const refused = value && value.state === null ? `HTTP ${value.status}` : null;
+      return {
+        ...r,
+        up: value !== null,
+        ageS: value?.state ? ageS : null,
+        error: error ?? refused,
+        balancer: balancer.get(r.name) ?? null,
+        state: value?.state ? summary(value.state) : null,
+      };
+    });
+    return { unauthorized, state: { timeS: Date.now() / 1000, replicas: states } };
+  }
+
+  private metricsScrape(r: FleetReplica): ReplicaScrape<string> {
+    const key = `${r.name}\n${r.url}`;
+    let scrape = this.metricsScrapes.get(key);
+    if (!scrape) {
+      scrape = new ReplicaScrape((signal) => loadMetrics(r.url, signal), SCRAPE_TIMEOUT_MS);
+      this.metricsScrapes.set(key, scrape);
+    }
+    return scrape;
+  }
+
+  private stateScrape(r: FleetReplica, credentials: Record<string, string>): ReplicaScrape<StateAnswer> {
+    const key = `${r.name}\n${r.url}\n${credentialsKey(credentials)}`;
+    let scrape = this.stateScrapes.get(key);
+    if (!scrape) {
+      scrape = new ReplicaScrape((signal) => loadState(r.url, credentials, signal), SCRAPE_TIMEOUT_MS);
+      this.stateScrapes.set(key, scrape);
+      const oldest = this.stateScrapes.keys().next().value;
+      if (this.stateScrapes.size > STATE_SCRAPES_KEPT && oldest !== undefined) {
+        this.stateScrapes.delete(oldest);
       }
-      const state = (await response.json().catch(() => null)) as Record<string, unknown> | null;
-      return { ...r, up: true, error: state ? null : "no JSON", state: state ? summary(state) : null };
-    }),
-  );
-  return { unauthorized, state: { timeS: Date.now() / 1000, replicas: states } };
+    }
+    return scrape;
+  }
+
+  private async balancer(replicas: readonly FleetReplica[]): Promise<Map<string, BalancerView>> {
+    const csv = this.statsSocket === null ? null : await readShowStat(this.statsSocket, STATS_TIMEOUT_MS);
+    if (csv === null) return new Map();
+    return balancerViews(
+      parseShowStat(csv),
+      replicas.map((r) => r.name),
+      CHECKED_BACKEND,
+      REPLICA_BACKENDS,
+    );
+  }
 }
 
 /** How long a replica may take to answer a relayed dashboard request (an hour of history is ~1 MB). */

@@ -30,7 +30,11 @@ const fleet = haproxyConfig({
   bufferBytes: 1 << 20,
   maxConnections: 4096,
   checkIntervalMs: 1000,
-  supervisor: { port: 41234, streamsBind: "abns@continuum-cluster-8000-1" },
+  supervisor: {
+    port: 41234,
+    streamsBind: "abns@continuum-cluster-8000-1",
+    statsBind: "abns@continuum-cluster-8000-1-stats",
+  },
 });
 
 /** The lines of one section (`frontend continuum`, `backend by_program`...). */
@@ -64,7 +68,10 @@ describe("haproxyConfig", () => {
       );
       assert.match(
         config,
-        new RegExp(`^ {4}server r${i} 127\\.0\\.0\\.1:800${i} id ${i} track by_program/r${i}$`, "m"),
+        new RegExp(
+          `^ {4}server r${i} 127\\.0\\.0\\.1:800${i} id ${i} track by_program/r${i} on-marked-down shutdown-sessions$`,
+          "m",
+        ),
       );
     }
   });
@@ -105,6 +112,45 @@ describe("haproxyConfig", () => {
     assert.ok(streams.some((l) => l.startsWith("    http-request set-var(txn.response)")));
   });
 
+  test("a replica marked down has its requests ended at once, in every backend (they are retried elsewhere when they can be)", () => {
+    for (const text of [config, fleet]) {
+      const defaults = section(text, "backend by_program").filter((l) => l.startsWith("    default-server "));
+      assert.equal(defaults.length, 1);
+      assert.match(defaults[0] ?? "", / on-marked-down shutdown-sessions$/);
+      for (const backend of ["least_loaded", "by_response"]) {
+        const servers = section(text, `backend ${backend}`).filter((l) => l.startsWith("    server "));
+        assert.ok(servers.length > 0);
+        for (const server of servers)
+          assert.match(server, / track by_program\/r\d on-marked-down shutdown-sessions$/);
+      }
+    }
+  });
+
+  test("the errors HAProxy makes itself are JSON that OpenAI's and Anthropic's clients read", () => {
+    const errors = section(config, "defaults").flatMap((line) => {
+      const m =
+        /^ {4}http-error status (\d+) content-type application\/json (?:hdr retry-after 1 )?string "(.*)"$/.exec(
+          line,
+        );
+      return m ? [{ status: Number(m[1]), body: JSON.parse((m[2] as string).replace(/\\(.)/g, "$1")) }] : [];
+    });
+    assert.deepEqual(
+      errors.map((e) => [e.status, e.body.error.code]),
+      [
+        [502, "replica_lost"],
+        [503, "no_replica"],
+        [504, "replica_timeout"],
+      ],
+    );
+    for (const { body } of errors) {
+      // OpenAI's: error.{message, type, param, code}; Anthropic's: type "error", error.{type, message}
+      assert.equal(body.type, "error");
+      assert.equal(typeof body.error.message, "string");
+      assert.equal(body.error.type, "api_error");
+      assert.ok("param" in body.error);
+    }
+  });
+
   test("holds as many connections as asked", () => {
     assert.match(config, /^ {4}maxconn 20000$/m);
   });
@@ -113,6 +159,7 @@ describe("haproxyConfig", () => {
     assert.match(config, /^ {4}stick on var\(txn\.program\)$/m);
     assert.match(config, /^ {4}http-check expect rstatus \^\(200\|503\)\$$/m);
     assert.match(config, /^ {4}retry-on conn-failure empty-response response-timeout 503$/m);
+    assert.match(config, /^ {4}option httpclose$/m);
   });
 
   test("the program id is read from a program's path, then each source on the APIs serve reads it on, in its order", () => {
@@ -146,8 +193,11 @@ describe("haproxyConfig", () => {
     );
   });
 
-  test("no supervisor: no fleet view, no stream frontend", () => {
-    assert.doesNotMatch(config, /supervisor|frontend streams/);
+  test("no supervisor: no fleet view, no stream frontend, no stats socket", () => {
+    assert.doesNotMatch(config, /supervisor|frontend streams|stats socket/);
+    assert.ok(
+      section(fleet, "global").includes("    stats socket abns@continuum-cluster-8000-1-stats level user"),
+    );
   });
 
   test("replicas on other hosts are checked and hashed as the local ones", () => {
@@ -159,7 +209,10 @@ describe("haproxyConfig", () => {
       "    server r4 [fd00::3]:8001 id 4",
     ]);
     assert.match(fleet, /^ {4}bind 0\.0\.0\.0:8000$/m);
-    assert.match(fleet, /^ {4}server r4 \[fd00::3\]:8001 id 4 track by_program\/r4$/m);
+    assert.match(
+      fleet,
+      /^ {4}server r4 \[fd00::3\]:8001 id 4 track by_program\/r4 on-marked-down shutdown-sessions$/m,
+    );
   });
 
   test("the fleet view and streamed requests go to a live supervisor, which sends streams back to a frontend routing as the first", () => {

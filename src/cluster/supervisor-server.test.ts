@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
@@ -15,6 +17,7 @@ const replica = (name: string, url: string): FleetReplica => ({
   started: false,
   pid: null,
   restarts: 0,
+  exited: null,
 });
 
 describe("a replica's own dashboard through the supervisor: /replicas/<name>/dashboard", () => {
@@ -139,5 +142,122 @@ describe("a replica's own dashboard through the supervisor: /replicas/<name>/das
         await supervisor.close();
       }
     });
+  });
+});
+
+/** A replica's /dashboard/state as the fleet page reads it: a pool, answers, and programs in each state. */
+const REPLICA_STATE = {
+  server: { model: "m", instance: "127.0.0.1:1" },
+  pool: {
+    blockSizeTokens: 16,
+    totalBlocks: 1000,
+    runningBlocks: 100,
+    pinnedBlocks: 50,
+    cachedBlocks: 200,
+    freeBlocks: 650,
+  },
+  running: 1,
+  waiting: 0,
+  longestWaitS: 0,
+  numPrograms: 3,
+  answers: { success: 40, clientError: 2, rateLimited: 1, serverError: 0 },
+  programs: [
+    {
+      id: "pinned-one",
+      state: "pinned",
+      pinTtlLeftS: 42.4,
+      contextTokens: 800,
+      turns: 3,
+      ageS: 9,
+      cachedShare: 0.5,
+      kv: { poolTokens: 800, poolHolder: "pinned", tier: null, tierTokens: 0, tierBytes: 0 },
+      finishedAgoS: null,
+    },
+    {
+      id: "answered",
+      state: "idle",
+      pinTtlLeftS: null,
+      contextTokens: 1200,
+      turns: 2,
+      ageS: 20,
+      cachedShare: 0.6,
+      kv: { poolTokens: 0, poolHolder: null, tier: "cpu", tierTokens: 1200, tierBytes: 512 * 1024 },
+      finishedAgoS: null,
+    },
+    {
+      id: "done",
+      state: "finished",
+      pinTtlLeftS: null,
+      contextTokens: 300,
+      turns: 4,
+      ageS: 5,
+      cachedShare: 0.7,
+      kv: null,
+      finishedAgoS: 3,
+    },
+  ],
+  history: [{ timeS: 1, finishedPerS: 0.5, hitRatio: 0.6, ttftP50S: 0.05 }],
+};
+
+describe("the fleet page (/dashboard)", () => {
+  test("shows why a replica is down, each one's pool in numbers and its errors, and each program's state, pin TTL and KV", {
+    skip: chromiumSkip,
+  }, async () => {
+    const replicaServer = createServer((req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.end(req.url?.startsWith("/dashboard/state") ? JSON.stringify(REPLICA_STATE) : "{}");
+    });
+    await new Promise<void>((done) => replicaServer.listen(0, "127.0.0.1", done));
+    const url = `http://127.0.0.1:${(replicaServer.address() as AddressInfo).port}`;
+    // a port nothing listens on: the kernel's pick, released
+    const closed = createServer();
+    await new Promise<void>((done) => closed.listen(0, "127.0.0.1", done));
+    const deadPort = (closed.address() as AddressInfo).port;
+    await new Promise((done) => closed.close(done));
+    const supervisor = await startSupervisorServer(
+      () => [replica("r1", url), replica("r2", `http://127.0.0.1:${deadPort}`)],
+      join(tmpdir(), "continuum-unused-streams.sock"),
+    );
+    const browser = await launchChromium();
+    try {
+      const state = (await (
+        await fetch(`http://127.0.0.1:${supervisor.port}/dashboard/state`)
+      ).json()) as Json;
+      assert.deepEqual(
+        state.replicas.map((r: Json) => [r.name, r.up, r.ageS, r.error]),
+        [
+          ["r1", true, 0, null],
+          ["r2", false, null, "connection refused"],
+        ],
+      );
+      const page = await browser.newPage();
+      const errors: string[] = [];
+      page.on("pageerror", (error) => errors.push(String(error)));
+      await page.goto(`http://127.0.0.1:${supervisor.port}/dashboard?poll=200`);
+      await page.waitForSelector('#program-rows tr[data-program="done"]');
+      const replicaRow = (name: string) =>
+        page.$eval(`#replicas tr[data-replica="${name}"]`, (tr) =>
+          [...tr.querySelectorAll("td")].map((td) => td.textContent),
+        );
+      const [, , up, , , , , pool, , , , clientErrors, rateLimited, serverErrors] = await replicaRow("r1");
+      assert.equal(up, "up, remote");
+      assert.equal(pool, "1.6k run · 800 pinned · 3.2k cached · 10k free of 16k");
+      assert.deepEqual([clientErrors, rateLimited, serverErrors], ["2", "1", "0"]);
+      const [, , down] = await replicaRow("r2");
+      assert.equal(down, "downconnection refused");
+      const programs = await page.$$eval("#program-rows tr", (trs) =>
+        trs.map((tr) => [...tr.querySelectorAll("td")].slice(1, 4).map((td) => td.textContent)),
+      );
+      assert.deepEqual(programs, [
+        ["pinned-one", "pinned, TTL 42 s left", "pool, pinned · 800 tok"],
+        ["answered", "idle, no tool call", "RAM tier · 1.2k tok · 512 KiB"],
+        ["done", "finished 3.0 s ago", "gone"],
+      ]);
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      await supervisor.close();
+      await new Promise((done) => replicaServer.close(done));
+    }
   });
 });

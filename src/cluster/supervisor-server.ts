@@ -6,14 +6,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ApiError, errorBody } from "../server/errors.js";
-import {
-  type FleetReplica,
-  fleetMetrics,
-  fleetPage,
-  fleetState,
-  relayToReplica,
-  replicaDashboardPath,
-} from "./fleet.js";
+import { type FleetReplica, FleetView, fleetPage, relayToReplica, replicaDashboardPath } from "./fleet.js";
 import { streamGuard } from "./stream-guard.js";
 
 export interface SupervisorServer {
@@ -45,6 +38,7 @@ async function fleetView(
   req: IncomingMessage,
   res: ServerResponse,
   replicas: readonly FleetReplica[],
+  view: FleetView,
 ): Promise<void> {
   if (req.method !== "GET") {
     res.setHeader("allow", "GET");
@@ -52,14 +46,14 @@ async function fleetView(
     return sendError(res, new ApiError(405, message, "invalid_request_error", "method_not_allowed"));
   }
   if (path === "/metrics") {
-    const text = await fleetMetrics(replicas);
+    const text = await view.metrics(replicas);
     res.writeHead(200, { "content-type": PROMETHEUS_TEXT });
     res.end(text);
   } else if (path === "/dashboard") {
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
     res.end(fleetPage());
   } else if (path === "/dashboard/state") {
-    const { unauthorized, state } = await fleetState(replicas, credentialsOf(req));
+    const { unauthorized, state } = await view.state(replicas, credentialsOf(req));
     if (unauthorized) {
       return sendError(
         res,
@@ -111,20 +105,23 @@ const isFleetView = (path: string) =>
   path.startsWith(REPLICAS_PREFIX);
 
 /**
- * Listens on 127.0.0.1 (any free port): the fleet view over `replicas()` and the guard of streams, which
- * it sends back to HAProxy at `streamsSocket`.
+ * Listens on 127.0.0.1 (any free port): the fleet view over `replicas()`, with HAProxy's view of them
+ * from its stats socket at `statsSocket` (null: none), and the guard of streams, which it sends back to
+ * HAProxy at `streamsSocket`.
  */
 export async function startSupervisorServer(
   replicas: () => readonly FleetReplica[],
   streamsSocket: string,
+  statsSocket: string | null = null,
 ): Promise<SupervisorServer> {
   const guard = streamGuard(streamsSocket);
+  const view = new FleetView(statsSocket);
   const server = createServer((req, res) => {
     const url = req.url ?? "/";
     const query = url.indexOf("?");
     const path = query < 0 ? url : url.slice(0, query);
     if (!isFleetView(path)) return guard.handle(req, res);
-    fleetView(path, query < 0 ? "" : url.slice(query), req, res, replicas()).catch((error: unknown) => {
+    fleetView(path, query < 0 ? "" : url.slice(query), req, res, replicas(), view).catch((error: unknown) => {
       if (res.headersSent) res.destroy();
       else sendError(res, new ApiError(500, String(error), "server_error"));
     });

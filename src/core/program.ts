@@ -33,6 +33,11 @@ export class Program {
   /** Autellix: service time of finished requests plus time run by live ones */
   attainedServiceS = 0;
   lastFinishS: number | null = null;
+  /**
+   * The tool its latest finished turn called; null when that turn called none (an answer, perhaps its
+   * last, from a client that never says is_last_step) or before a turn finished.
+   */
+  lastTurnTool: string | null = null;
   ended = false;
   /** tokens of the program's conversation so far: its latest turn's prompt, plus the output once it ran */
   contextTokens = 0;

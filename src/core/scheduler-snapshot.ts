@@ -5,10 +5,11 @@ import type { Request } from "./request.js";
 
 /**
  * A program's state as an operator sees it: a turn running, a turn waiting, between turns with its KV
- * pinned, or between turns without a pin (in a tool call, or done without saying so). Where its KV is
- * meanwhile (the pool, a tier, or nowhere) is the engine's to say.
+ * pinned, between turns without a pin in a tool call (its last turn called one), or idle (its last turn
+ * called none: an answer, perhaps its last, from a client that never says so). Where its KV is meanwhile
+ * (the pool, a tier, or nowhere) is the engine's to say.
  */
-export type ProgramState = "running" | "waiting" | "pinned" | "tool";
+export type ProgramState = "running" | "waiting" | "pinned" | "tool" | "idle";
 
 export interface ProgramSnapshot {
   readonly id: string;
@@ -87,12 +88,13 @@ export interface SchedulerSnapshot {
   readonly departed: readonly DepartedProgram[];
 }
 
-const STATE_ORDER: Record<ProgramState, number> = { running: 0, waiting: 1, pinned: 2, tool: 3 };
+const STATE_ORDER: Record<ProgramState, number> = { running: 0, waiting: 1, pinned: 2, tool: 3, idle: 4 };
 
 function programState(program: Program): ProgramState {
   if (program.numRunning > 0) return "running";
   if (program.numWaiting > 0) return "waiting";
-  return program.pin !== null ? "pinned" : "tool";
+  if (program.pin !== null) return "pinned";
+  return program.numFinished > 0 && program.lastTurnTool === null ? "idle" : "tool";
 }
 
 function cachedShareOf(program: Program): number | null {

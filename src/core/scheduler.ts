@@ -813,6 +813,7 @@ export class Scheduler {
       return;
     }
     this.tracker.onRequestFinished(program.id, tool, nowS);
+    program.lastTurnTool = tool;
     if (request.isLastStep) {
       this.releaseRequestKv(request, "last_step");
       if (program.pin) this.pins.release(program, "last_step", nowS);

@@ -370,8 +370,6 @@ export interface EngineService {
    * a "draining" rejection and go to another replica); the rest is served as usual.
    */
   drainPrograms(): void;
-  /** programs that live here: turns in flight, pinned, or between turns of a program not yet ended */
-  readonly numLivePrograms: number;
   /** Stops taking requests, finishes in-flight ones, flushes the recorder. */
   shutdown(): Promise<void>;
 }

@@ -286,10 +286,6 @@ export class Engine implements EngineService {
     this.drainingPrograms = true;
   }
 
-  get numLivePrograms(): number {
-    return this.scheduler.numLivePrograms;
-  }
-
   /** Ends a live program (its pin goes at once); false when the scheduler holds no such program. */
   endProgram(programId: string): boolean {
     if (this.inbox.hasEndPosted(programId) || !this.scheduler.hasLiveProgram(programId)) return false;

@@ -54,4 +54,31 @@ describe("snapshot: programs that left the scheduler", () => {
       "idle an hour: forgotten, not ended",
     );
   });
+
+  it("tells a program whose last turn called a tool (in a tool call) from one whose last turn called none (idle)", () => {
+    const { scheduler, clock } = testScheduler(createVllmPolicy({ offload: false }), { numBlocks: 64 });
+    addRequest(scheduler, "t0", 32, { programId: "T", toolHint: "pytest" });
+    addRequest(scheduler, "n0", 32, { programId: "N", toolHint: null });
+    runUntilIdle(scheduler, clock);
+    assert.deepEqual(
+      scheduler.snapshot().programs.map((p) => [p.id, p.state]),
+      [
+        ["T", "tool"],
+        ["N", "idle"],
+      ],
+    );
+    // its next turn called one: back in a tool call
+    addRequest(scheduler, "n1", 32, { programId: "N", toolHint: "grep" });
+    runUntilIdle(scheduler, clock);
+    assert.deepEqual(
+      scheduler
+        .snapshot()
+        .programs.map((p) => [p.id, p.state])
+        .sort(),
+      [
+        ["N", "tool"],
+        ["T", "tool"],
+      ],
+    );
+  });
 });

@@ -1,6 +1,7 @@
 /** Who may reach what: the dashboard, API keys as tenants, and CORS. */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { EngineRejection } from "../engine/engine-api.js";
 import { chat, expectError } from "./test-support/openai-requests.js";
 import { type Json, withServer } from "./test-support/test-server.js";
 
@@ -59,6 +60,23 @@ test("dashboard state: with two API keys each tenant sees only its own programs,
     };
     assert.deepEqual(await programIds("key-a"), ["a-job", "shared-name"]);
     assert.deepEqual(await programIds("key-b"), ["b-job", "shared-name"]);
+  });
+});
+
+test("dashboard state: the API's answers by outcome (what the fleet page shows as a replica's errors)", async () => {
+  const overloaded = new EngineRejection("busy", "overloaded", 1);
+  await withServer({ reject: (r) => (r.programId === "busy" ? overloaded : null) }, {}, async (t) => {
+    const answers = async () =>
+      ((await (await fetch(`${t.url}/dashboard/state`)).json()) as Json).answers as Json;
+    assert.deepEqual(await answers(), { success: 0, clientError: 0, rateLimited: 0, serverError: 0 });
+    await (await t.post("/v1/chat/completions", chat({ job_id: "p-1" }))).json();
+    await (await t.post("/v1/chat/completions", chat({ job_id: "busy" }))).json();
+    await (await t.post("/v1/chat/completions", { messages: "not a list" })).json();
+    await (await fetch(`${t.url}/v1/programs/nobody`, { method: "DELETE" })).json();
+    t.server.api.startDraining();
+    await (await t.post("/v1/chat/completions", chat({ job_id: "p-2" }))).json();
+    await (await fetch(`${t.url}/health`)).arrayBuffer();
+    assert.deepEqual(await answers(), { success: 1, clientError: 2, rateLimited: 1, serverError: 1 });
   });
 });
 

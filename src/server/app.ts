@@ -9,6 +9,7 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { EngineService } from "../engine/engine-api.js";
 import { allowedMethods } from "./allowed-methods.js";
+import { AnswerCounter } from "./answer-counts.js";
 import { chatCompletions, type RequestContext } from "./chat-completions.js";
 import { serverChatTemplate, serverToolUseTemplate } from "./chat-template.js";
 import { completions } from "./completions.js";
@@ -203,6 +204,12 @@ export function createApp(options: AppOptions): ContinuumApp {
     return errorResponse(c, new ApiError(405, message, "invalid_request_error", "method_not_allowed"));
   });
 
+  const answers = new AnswerCounter();
+  app.use("/v1/*", async (c, next) => {
+    await next();
+    answers.observe(c.res.status);
+  });
+
   const origins = options.allowedOrigins ?? [];
   if (origins.length > 0) {
     // Before authentication: a browser's preflight carries no Authorization header.
@@ -355,7 +362,10 @@ export function createApp(options: AppOptions): ContinuumApp {
   if (history) {
     metrics.doneListeners.push((done) => history.observeDone(done));
     history.start();
-    registerDashboard(app, engine, history, { version: SERVER_VERSION, policy: options.policyName ?? null });
+    registerDashboard(app, engine, history, answers, {
+      version: SERVER_VERSION,
+      policy: options.policyName ?? null,
+    });
   }
 
   return {

@@ -10,6 +10,7 @@ import type { Context, Hono } from "hono";
 import type { ProgramSnapshot, SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import { describeDevice } from "../engine/device-info.js";
 import type { EngineService, ProgramKv } from "../engine/engine-api.js";
+import type { AnswerCounter } from "./answer-counts.js";
 import type { DashboardHistory } from "./dashboard-history.js";
 import type { AppEnv } from "./generation.js";
 
@@ -89,6 +90,7 @@ export function registerDashboard(
   app: Hono<AppEnv>,
   engine: EngineService,
   history: DashboardHistory,
+  answers: AnswerCounter,
   server: { readonly version: string; readonly policy: string | null },
 ): void {
   const files = new Map<string, string>();
@@ -131,6 +133,7 @@ export function registerDashboard(
       running: snapshot.numRunning,
       waiting: snapshot.numWaiting,
       longestWaitS: metrics.longestWaitS,
+      answers: answers.snapshot(),
       numPrograms: snapshot.numPrograms,
       programs: programsOfTenant(programsOf(snapshot, engine.kvByProgram()), c.get("tenant") ?? null),
       pins: {

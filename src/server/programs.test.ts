@@ -107,24 +107,32 @@ test("DELETE /v1/programs/{id} ends a live program (a router's finish-session); 
   });
 });
 
-test("drainPrograms: turns of programs already here are served, new programs go elsewhere, health says draining", async () => {
-  await withServer({}, {}, async (t) => {
+test("drain: requests in flight finish and turns of programs already here are served, new programs go elsewhere, health says draining", async () => {
+  await withServer({ delayMs: 300 }, {}, async (t) => {
     await (await t.post("/v1/chat/completions", chat({ job_id: "here" }))).json();
-    const drained = t.server.drainPrograms(5_000);
+    const inFlight = t.post("/v1/chat/completions", chat({ job_id: "here" }));
+    await t.engine.waitForRequests(2);
+    let idle = false;
+    const drained = t.server.drain(5_000).then((ok) => {
+      idle = ok;
+      return ok;
+    });
     const health = await fetch(`${t.url}/health`);
     assert.equal(health.status, 503);
     assert.deepEqual(await health.json(), { status: "draining" });
+    assert.equal(idle, false, "the drain waits for the request in flight");
     const returning = await t.post("/v1/chat/completions", chat({ job_id: "here" }));
     assert.equal(returning.status, 200, "a returning turn is served");
-    await returning.json();
     for (const fresh of [chat({ job_id: "new" }), chat()]) {
       const refused = await t.post("/v1/chat/completions", fresh);
       assert.equal(refused.status, 503);
       assert.ok(refused.headers.get("retry-after"));
       assert.equal(((await refused.json()) as { error: { code: string } }).error.code, "draining");
     }
-    assert.equal((await fetch(`${t.url}/v1/programs/here`, { method: "DELETE" })).status, 200);
-    assert.equal(await drained, true, "the drain ends once the last program here has ended");
+    assert.equal((await inFlight).status, 200);
+    await (await inFlight).json();
+    await returning.json();
+    assert.equal(await drained, true, "the drain ends once no request is in flight, its program still here");
   });
 });
 

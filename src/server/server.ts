@@ -19,6 +19,11 @@ export interface CloseOptions {
   readonly drainTimeoutMs?: number;
 }
 
+export interface CloseResult {
+  /** requests still in flight at the drain timeout, stopped (aborted) */
+  readonly cutRequests: number;
+}
+
 export interface RunningServer {
   readonly url: string;
   readonly host: string;
@@ -26,16 +31,18 @@ export interface RunningServer {
   readonly api: ContinuumApp;
   /**
    * Graceful stop: refuse new requests (503), stop listening, let in-flight requests finish (aborting
-   * those still running after the drain timeout), shut the engine down (flushing its recorder), and
-   * close the remaining connections. Idempotent.
+   * those still running after the drain timeout), shut the engine down (flushing its recorder; a
+   * persistent disk tier keeps the KV still held, pins included), and close the remaining connections.
+   * Resolves with the requests it had to cut. Idempotent.
    */
-  close(options?: CloseOptions): Promise<void>;
+  close(options?: CloseOptions): Promise<CloseResult>;
   /**
-   * A balancer-friendly first stage of shutdown: new programs are refused (they go to other replicas)
-   * while turns of the programs already here are served, until none is left or `timeoutMs` passes.
-   * Resolves true when every program ended in time. close() follows.
+   * A balancer-friendly first stage of shutdown, which close() follows: new programs are refused (they go
+   * to other replicas; /health says draining) while the requests in flight finish, and turns of programs
+   * already here that come meanwhile are served. Resolves true once no request is in flight, false when
+   * some still are after `timeoutMs`. Programs between turns do not hold it.
    */
-  drainPrograms(timeoutMs: number): Promise<boolean>;
+  drain(timeoutMs: number): Promise<boolean>;
 }
 
 function urlHost(host: string): string {
@@ -65,14 +72,16 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
     s.once("error", reject);
   });
   const port = (server.address() as AddressInfo).port;
-  let closing: Promise<void> | null = null;
+  let closing: Promise<CloseResult> | null = null;
 
-  const close = async (closeOptions: CloseOptions = {}): Promise<void> => {
+  const close = async (closeOptions: CloseOptions = {}): Promise<CloseResult> => {
     api.startDraining();
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     const timeoutMs = closeOptions.drainTimeoutMs ?? options.drainTimeoutMs ?? 30_000;
+    let cutRequests = 0;
     if (!(await idleWithin(api, timeoutMs))) {
+      cutRequests = api.inflight.size;
       api.inflight.abortAll("server shutting down");
       // Aborted requests end at once, unless a stalled client never reads its stream's last frames.
       await idleWithin(api, 2_000);
@@ -83,20 +92,14 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
       server.closeAllConnections();
       await closed;
     }
-  };
-
-  const drainPrograms = async (timeoutMs: number): Promise<boolean> => {
-    api.startDrainingPrograms();
-    const deadline = performance.now() + timeoutMs;
-    while (options.engine.numLivePrograms > 0 || api.inflight.size > 0) {
-      if (performance.now() >= deadline) return false;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    return true;
+    return { cutRequests };
   };
 
   return {
-    drainPrograms,
+    drain(timeoutMs) {
+      api.startDrainingPrograms();
+      return idleWithin(api, timeoutMs);
+    },
     url: `http://${urlHost(host)}:${port}`,
     host,
     port,

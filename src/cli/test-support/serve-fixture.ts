@@ -1,4 +1,7 @@
-/** `continuum serve` over a FakeEngine, for the SIGTERM test: a child process that drains on the signal. */
+/**
+ * `continuum serve` over a FakeEngine, for the shutdown tests: a child process that drains on SIGTERM.
+ * Flags: `--drain-timeout <s>` (default 30), `--exit-with-parent`.
+ */
 
 import { FakeEngine } from "../../server/test-support/fake-engine.js";
 import { runServe } from "../serve-command.js";
@@ -10,6 +13,8 @@ class LoggingFakeEngine extends FakeEngine {
   }
 }
 
+const argv = process.argv.slice(2);
+const drainTimeoutAt = argv.indexOf("--drain-timeout");
 const engine = new LoggingFakeEngine({ reply: () => ["one ", "two ", "three"], delayMs: 150 });
 await runServe(
   {
@@ -20,7 +25,8 @@ await runServe(
     servedModelName: [],
     apiKey: [],
     flashAttn: true,
-    drainTimeout: 30,
+    drainTimeout: drainTimeoutAt < 0 ? 30 : Number(argv[drainTimeoutAt + 1]),
+    exitWithParent: argv.includes("--exit-with-parent"),
     logitBias: [],
     reasoningFormat: "auto",
     mediaInputs: "refuse",

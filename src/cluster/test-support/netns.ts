@@ -75,6 +75,22 @@ export class Network {
     return { ns, address, exec: ["ip", "netns", "exec", ns] };
   }
 
+  /**
+   * Pulls (false) or plugs back (true) the cable of `host`: its port on the switch goes down, so packets
+   * to and from it are dropped without a word, as when a link or a host's network fails; its own
+   * interface and processes stay as they are.
+   */
+  setLink(host: Host, up: boolean): void {
+    mustIp([
+      "-n",
+      this.switchNs,
+      "link",
+      "set",
+      `p-${host.ns.slice(this.tag.length + 1)}`,
+      up ? "up" : "down",
+    ]);
+  }
+
   /** Deletes every namespace (the processes in them must be gone first). */
   remove(): void {
     for (const ns of this.namespaces.reverse()) ip(["netns", "del", ns]);

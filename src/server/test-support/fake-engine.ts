@@ -223,12 +223,6 @@ export class FakeEngine implements EngineService {
     this.drainingPrograms = true;
   }
 
-  get numLivePrograms(): number {
-    const live = new Set(this.requests.map((r) => r.programId).filter((id) => id !== null));
-    for (const id of [...this.endedPrograms, ...this.lastStepped]) live.delete(id);
-    return live.size;
-  }
-
   markSideRequest(programId: string, requestId: string): void {
     this.sideRequests.push([programId, requestId]);
   }
