@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { partialParse } from "@anthropic-ai/sdk/_vendor/partial-json-parser/parser.js";
 import { parsePartialJson } from "ai";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import { CutNumber, partialJsonValue, saysNoMoreThan } from "./partial-json.js";
 import { jsonDumps } from "./tool-calls.js";
 

@@ -1,7 +1,7 @@
 /** Where a request's program id comes from, on each API, in which precedence; and how a tenant scopes it. */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import { ApiError } from "./errors.js";
 import {
   PROGRAM_ID_SOURCES,
