@@ -80,7 +80,14 @@ export function addClosedLoopOptions(command: Command, concurrencyHelp: string):
 }
 
 /** Policies a closed loop compares unless --policies names others: ours and the peers AgentX-era papers use. */
-export const CLOSED_LOOP_POLICIES = ["vllm", "vllm-offload", "cachettl-adaptive", "thunderagent", "concur"];
+export const CLOSED_LOOP_POLICIES = [
+  "vllm",
+  "vllm-offload",
+  "cachettl-adaptive",
+  "thunderagent",
+  "concur",
+  "mori",
+];
 
 export function closedLoopJobFor(
   o: SimCliOptions,

@@ -23,7 +23,7 @@ export function simulateCommand(): Command {
   addSimOptions(command, { policies: "vllm,cachettl", programs: 100 });
   addClosedLoopOptions(
     command,
-    "closed-loop replay of --trace's session trees (AgentX): this many lanes, each drawing the next tree when its tree drains; policies default to vllm, vllm-offload, cachettl-adaptive, thunderagent, concur",
+    "closed-loop replay of --trace's session trees (AgentX): this many lanes, each drawing the next tree when its tree drains; policies default to vllm, vllm-offload, cachettl-adaptive, thunderagent, concur, mori",
   );
   return command.action(async (o: SimCliOptions & { jps: number }) => {
     if (o.concurrency !== undefined) return simulateClosedLoopAndPrint(o, command);
