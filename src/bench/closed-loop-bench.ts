@@ -130,6 +130,7 @@ export async function runClosedLoopBench(config: ClosedLoopBenchConfig): Promise
         ...config.extraBody,
         job_id: programId,
         program_id: programId,
+        ...(s.parentProgramId === null ? {} : { parent_program_id: `${prefix}${s.parentProgramId}` }),
         is_last_step: s.callIndex === ownCalls(s.node).length - 1,
       };
       const sentS = now();
@@ -137,7 +138,10 @@ export async function runClosedLoopBench(config: ClosedLoopBenchConfig): Promise
         .complete({
           api: config.api,
           body,
-          headers: { "x-program-id": programId },
+          headers: {
+            "x-program-id": programId,
+            ...(s.parentProgramId === null ? {} : { "x-parent-program-id": `${prefix}${s.parentProgramId}` }),
+          },
           timeoutMs: config.requestTimeoutS * 1000,
           signal: abandon.signal,
         })

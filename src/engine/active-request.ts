@@ -60,6 +60,7 @@ export function requestSpecOf(
     ...(spec.toolNamer ? { toolNamer: spec.toolNamer } : {}),
     ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
     ...(spec.priorTurns === undefined ? {} : { priorTurns: spec.priorTurns }),
+    ...(spec.parentProgramId ? { parentProgramId: spec.parentProgramId } : {}),
     content,
     arrivalS,
   };

@@ -116,6 +116,8 @@ export interface GenerateRequest {
    */
   readonly implicitProgramId?: string;
   readonly isLastStep: boolean;
+  /** the program that spawned this one as a subagent, as the client says; null or absent: none said */
+  readonly parentProgramId?: string | null;
   /** client-declared tool of this turn (`this_func_call`), wins over parsing the output */
   readonly toolHint: string | null;
   /** the tool an output calls, read in the model's own call format (the server's chat formats) */

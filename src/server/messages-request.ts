@@ -157,7 +157,11 @@ export function lastCacheControl(body: CountTokensBody): CacheControl | null {
 }
 
 /** The chat-completions body (still to be validated by its schema) a Messages request generates as. */
-export function chatCompletionRequest(body: MessagesBody, sessionId: string | null): Record<string, unknown> {
+export function chatCompletionRequest(
+  body: MessagesBody,
+  sessionId: string | null,
+  parentProgramId: string | null = null,
+): Record<string, unknown> {
   const parallel =
     body.tool_choice?.type === "none" ? undefined : body.tool_choice?.disable_parallel_tool_use;
   return {
@@ -173,6 +177,7 @@ export function chatCompletionRequest(body: MessagesBody, sessionId: string | nu
     top_k: body.top_k,
     stream: body.stream,
     session_id: sessionId ?? undefined,
+    parent_program_id: parentProgramId ?? undefined,
     cache_control: lastCacheControl(body) ?? undefined,
     chat_template_kwargs: thinkingKwargs(body),
     thinking_budget: body.thinking?.type === "enabled" ? body.thinking.budget_tokens : undefined,

@@ -25,14 +25,18 @@ import {
 import { messagesUsage, stopReason, stopSequence, thinkingBlock, toolUseBlock } from "./messages-response.js";
 import { countTokensSchema, messagesSchema } from "./messages-schema.js";
 import { messagesStreamEvents } from "./messages-stream.js";
-import { claudeCodeSessionId } from "./program-fields.js";
+import { claudeCodeAgentProgram, claudeCodeSessionId } from "./program-fields.js";
 import { chatCompletionSchema } from "./schemas.js";
 
 export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const request = messagesSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, request.model);
-  const sessionId = claudeCodeSessionId((name) => c.req.header(name), request.metadata?.user_id);
-  const body = chatCompletionSchema.parse(chatCompletionRequest(request, sessionId));
+  const header = (name: string) => c.req.header(name);
+  const sessionId = claudeCodeSessionId(header, request.metadata?.user_id);
+  const agent = claudeCodeAgentProgram(header, sessionId);
+  const body = chatCompletionSchema.parse(
+    chatCompletionRequest(request, agent?.programId ?? sessionId, agent?.parentProgramId ?? null),
+  );
   const started = await startChat(c, ctx, body, body.max_tokens, { capToContext: true });
   const { requestId, generation } = started;
   const meta = { id: `msg_${requestId}`, model };

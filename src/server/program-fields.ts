@@ -9,6 +9,8 @@ export interface ProgramFields {
   readonly isLastStep: boolean;
   readonly toolHint: string | null;
   readonly retentionHints: RetentionHints;
+  /** the program that spawned this one as a subagent, as the client says (docs/agents-apis.md); null: none said */
+  readonly parentProgramId: string | null;
 }
 
 const SECONDS_PER_UNIT: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
@@ -84,8 +86,19 @@ export function programFields(body: CommonBody, header: HeaderReader): ProgramFi
   }
   const headerLast = header("x-last-step");
   const hint = body.this_func_call?.trim();
+  const parent =
+    idOf(body.parent_program_id) ??
+    idOf(header("x-parent-program-id")) ??
+    idOf(header("x-parent-session-id"));
+  if (parent !== null && parent.length > MAX_ID_CHARS) {
+    throw ApiError.badRequest(
+      `the parent program id has ${parent.length} characters; program ids may have at most ${MAX_ID_CHARS}`,
+      "parent_program_id",
+    );
+  }
   return {
     programId: first?.[1] ?? null,
+    parentProgramId: parent,
     isLastStep:
       body.is_last_step ?? (headerLast === undefined ? false : booleanHeader(headerLast, "X-Last-Step")),
     toolHint: hint ? hint : null,
@@ -107,6 +120,26 @@ export function scopeToTenant(
   return {
     programId: programId === null || tenant === null ? programId : `${tenant}/${programId}`,
     cacheSalt: salt === "" ? null : salt,
+  };
+}
+
+/**
+ * A Claude Code subagent (the Task / Agent tool) as a program of its own: its requests carry
+ * `x-claude-code-agent-id` (stable for the subagent's life, absent on the main conversation's turns) beside
+ * the session's `x-claude-code-session-id`, and `x-claude-code-parent-agent-id` when a subagent spawned it.
+ * Its program is `<session>/agent-<id>`, its parent the session's program or the parent agent's. Null
+ * without an agent id (the main conversation, Claude Code before these headers, its Workflow tool's agents).
+ */
+export function claudeCodeAgentProgram(
+  header: HeaderReader,
+  sessionId: string | null,
+): { programId: string; parentProgramId: string } | null {
+  const agentId = idOf(header("x-claude-code-agent-id"));
+  if (agentId === null || sessionId === null) return null;
+  const parentAgentId = idOf(header("x-claude-code-parent-agent-id"));
+  return {
+    programId: `${sessionId}/agent-${agentId}`,
+    parentProgramId: parentAgentId === null ? sessionId : `${sessionId}/agent-${parentAgentId}`,
   };
 }
 

@@ -10,7 +10,7 @@ import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
 import type { LogprobFields } from "./logprobs.js";
-import { programFields } from "./program-fields.js";
+import { programFields, scopeToTenant } from "./program-fields.js";
 import { samplingParams, stopTokenIds } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
 import type { ChatTurn, TurnPrograms } from "./turn-programs.js";
@@ -104,9 +104,15 @@ export async function startGeneration(
     ...(preservedTokens.length > 0 ? { preservedTokens } : {}),
   };
   const requestId = ctx.newRequestId(c);
+  // the parent's id scoped to the tenant as the program's is (tenants never link to each other's programs)
+  const parentProgramId =
+    fields.parentProgramId === null
+      ? null
+      : scopeToTenant(c.get("tenant") ?? null, fields.parentProgramId, null).programId;
   const request: GenerateRequest = {
     requestId,
     ...fields,
+    parentProgramId,
     ...program,
     prompt,
     sampling,

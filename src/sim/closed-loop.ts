@@ -212,6 +212,7 @@ class ClosedLoopWorld implements LoopEnvironment<boolean> {
         this.nextTag++,
       ),
       priorTurns: send.callIndex,
+      parentProgramId: send.parentProgramId,
     });
     this.byRequest.set(requestId, { send, measured, theoreticalHitTokens: hitTokens, lastTokenS: null });
   }

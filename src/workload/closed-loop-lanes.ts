@@ -30,6 +30,8 @@ export interface LaneSend extends ReplaySend {
   readonly scopeKey: string;
   /** the agent's program: one per agent of each tree replay */
   readonly programId: string;
+  /** the program of the agent that spawned it (null: the session) */
+  readonly parentProgramId: string | null;
 }
 
 /** One tree replay's life, for per-session JCT. */
@@ -99,6 +101,7 @@ export class ClosedLoopLanes {
             trace: state.run.trace,
             scopeKey: state.scopeKey,
             programId: `${state.run.treeId}:${send.node.id}`,
+            parentProgramId: send.parent === null ? null : `${state.run.treeId}:${send.parent.id}`,
           };
           this.inFlight.set(laneSend, { state, send });
           sends.push(laneSend);

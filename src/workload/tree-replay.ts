@@ -22,6 +22,8 @@ export interface TreeReplayOptions {
 /** A call the replay sends now. */
 export interface ReplaySend {
   readonly node: AgentNode;
+  /** the agent that spawned this one (null: the session) */
+  readonly parent: AgentNode | null;
   readonly call: AgentCall;
   /** its place among its agent's own calls */
   readonly callIndex: number;
@@ -54,6 +56,7 @@ class NodeRun {
   constructor(
     readonly node: AgentNode,
     readonly startS: number,
+    readonly parent: AgentNode | null,
   ) {
     this.lastEndS = startS;
     this.anchorT = node.t;
@@ -74,7 +77,7 @@ export class TreeReplay {
     readonly startS: number,
     private readonly options: TreeReplayOptions,
   ) {
-    const root = new NodeRun(trace.root, startS);
+    const root = new NodeRun(trace.root, startS, null);
     this.runs.push(root);
     if (options.warmStartAtS !== undefined) this.skipToWarmStart(root, options.warmStartAtS);
   }
@@ -157,7 +160,7 @@ export class TreeReplay {
     let changed = false;
     for (const child of run.children) {
       if (!child.run && Math.max(child.startAtS, this.notBeforeS) <= nowS) {
-        child.run = new NodeRun(child.spawn.agent, Math.max(child.startAtS, this.notBeforeS));
+        child.run = new NodeRun(child.spawn.agent, Math.max(child.startAtS, this.notBeforeS), run.node);
         this.runs.push(child.run);
         changed = true;
       }
@@ -187,7 +190,14 @@ export class TreeReplay {
       const dueS = this.nextCallDueS(run);
       if (dueS === null || dueS > nowS) return changed;
       const warmup = this.warmup !== null && !this.warmup.finished && run === this.runs[0];
-      const send: ReplaySend = { node: run.node, call: step, callIndex: run.callsSent, warmup, dueS };
+      const send: ReplaySend = {
+        node: run.node,
+        parent: run.parent,
+        call: step,
+        callIndex: run.callsSent,
+        warmup,
+        dueS,
+      };
       for (const child of this.gating(run, step)) child.joined = true;
       run.inFlight = send;
       run.anchorT = step.t;
