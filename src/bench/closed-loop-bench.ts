@@ -86,13 +86,20 @@ export async function runClosedLoopBench(config: ClosedLoopBenchConfig): Promise
   const prefix = config.programPrefix ?? `b${Date.now().toString(36)}-`;
   const prompts = new BlockPromptBuilder(counter, config.api, prefix);
   const client = new ReplayHttpClient(config.url, config.apiKey ?? null);
-  const lanes = new ClosedLoopLanes(traces, {
-    lanes: config.concurrency,
-    seed: config.seed,
-    warmStart: config.warmStart,
-    idleGapCapS: config.idleGapCapS,
-  });
   const theoretical = new TheoreticalPrefixCache();
+  const lanes = new ClosedLoopLanes(
+    traces,
+    {
+      lanes: config.concurrency,
+      seed: config.seed,
+      warmStart: config.warmStart,
+      idleGapCapS: config.idleGapCapS,
+    },
+    0,
+    (run, scopeKey) => {
+      if (run.trace.hashScope === "local") theoretical.forget(scopeKey);
+    },
+  );
   const calls: MeasuredCall[] = [];
   const itl = new LogHistogram();
   const errors: Record<string, number> = {};

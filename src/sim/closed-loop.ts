@@ -77,7 +77,6 @@ class ClosedLoopWorld implements LoopEnvironment<boolean> {
   readonly itl = new LogHistogram();
   private readonly byRequest = new Map<string, InFlight>();
   private readonly hints = new WeakMap<AgentNode, (string | null)[]>();
-  private readonly theoretical = new TheoreticalPrefixCache();
   private nextTag = 1;
 
   constructor(
@@ -85,6 +84,7 @@ class ClosedLoopWorld implements LoopEnvironment<boolean> {
     private readonly scheduler: Scheduler,
     private readonly clock: VirtualClock,
     private readonly spec: ClosedLoopSpec,
+    private readonly theoretical: TheoreticalPrefixCache,
   ) {}
 
   get endS(): number | null {
@@ -228,13 +228,16 @@ export function simulateClosedLoop(spec: ClosedLoopSpec): ClosedLoopResult {
   const scheduler = createSimScheduler(spec.policy, [], spec.profile, spec.engine, clock, NULL_RECORDER);
   const gpu: GpuTime = { prefillStepS: 0, decodeStepS: 0, sequences: 0, steps: 0 };
   const stepTimeS = createStepTimer(spec.profile, gpu);
-  const lanes = new ClosedLoopLanes(spec.traces, {
-    lanes: spec.concurrency,
-    seed: spec.seed,
-    warmStart: spec.warmStart,
-    idleGapCapS: spec.idleGapCapS,
-  });
-  const world = new ClosedLoopWorld(lanes, scheduler, clock, spec);
+  const theoretical = new TheoreticalPrefixCache();
+  const lanes = new ClosedLoopLanes(
+    spec.traces,
+    { lanes: spec.concurrency, seed: spec.seed, warmStart: spec.warmStart, idleGapCapS: spec.idleGapCapS },
+    0,
+    (run, scopeKey) => {
+      if (run.trace.hashScope === "local") theoretical.forget(scopeKey);
+    },
+  );
+  const world = new ClosedLoopWorld(lanes, scheduler, clock, spec, theoretical);
   let busyInWindowS = 0;
   const loop = new StepLoop(scheduler, clock, world, new LatencyModelExecutor(clock, stepTimeS), {
     onStep: (plan, result) => {

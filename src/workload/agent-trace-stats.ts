@@ -29,6 +29,11 @@ export class TheoreticalPrefixCache {
     for (const id of call.hashIds) seen.add(id);
     return Math.min(call.input, leading * blockSize);
   }
+
+  /** A scope no call will look up again (a drained replay of a `local` trace): its ids go. */
+  forget(scopeKey: string): void {
+    this.seen.delete(scopeKey);
+  }
 }
 
 /** The key of a trace's id namespace: its own for `local`, the corpus's for `global`. */

@@ -67,6 +67,8 @@ export class ClosedLoopLanes {
     private readonly traces: readonly AgentTrace[],
     private readonly options: ClosedLoopOptions,
     startS = 0,
+    /** a tree drained; with `local` ids its cache scope is never sent again */
+    private readonly onDrained: (run: TreeRun, scopeKey: string) => void = () => {},
   ) {
     if (traces.length === 0) throw new Error("a closed loop needs at least one session trace");
     if (!(Number.isInteger(options.lanes) && options.lanes >= 1))
@@ -108,6 +110,7 @@ export class ClosedLoopLanes {
         }
         if (!state.tree.drained || state.run.endS !== null) break;
         state.run.endS = nowS;
+        this.onDrained(state.run, state.scopeKey);
         if (!this.drawing) break;
         this.lanes[lane] = this.draw(lane, nowS, false);
       }
