@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import type { Command } from "commander";
 import {
   type AgentxPoint,
@@ -30,6 +30,7 @@ function prepare(o: SimCliOptions, command: Command): string[] {
     throw new Error(
       "--concurrency replays session traces: give --trace <Weka file or directory, or Mooncake JSONL>",
     );
+  if (!existsSync(o.trace)) throw new Error(`${o.trace}: no such file or directory`);
   if (!isAgentTraceSource(o.trace))
     throw new Error(
       `${o.trace}: --concurrency replays session traces with block ids (Weka, Mooncake); this is none`,
@@ -43,7 +44,7 @@ function prepare(o: SimCliOptions, command: Command): string[] {
 
 /** An open-loop command given session traces: say how to replay them. */
 export function refuseSessionTraceWithoutConcurrency(o: SimCliOptions): void {
-  if (o.concurrency === undefined && o.trace && isAgentTraceSource(o.trace)) {
+  if (o.concurrency === undefined && o.trace && existsSync(o.trace) && isAgentTraceSource(o.trace)) {
     throw new Error(
       `${o.trace} holds session traces with block ids (Weka, Mooncake): they replay in a closed loop, as AgentX does; give --concurrency N`,
     );
