@@ -83,8 +83,10 @@ describe("MoriScheduler", () => {
 
   it("places the busiest in GPU memory, the next in CPU memory, and demotes the rest to the waiting queue", () => {
     const mori = new MoriScheduler(MORI_PAPER);
-    const ctx = context(1000, 1000);
-    // each 600 tokens (one fits each tier); a turn of (1 - a) x 10 s ending 10 a s before t = 100: iota a
+    // The RAM tier is inclusive (written through): it holds the GPU program's KV too, so 1000 + 1700
+    // tokens of tiers hold 1700 of programs: two of 600, one in GPU memory.
+    const ctx = context(1000, 1700);
+    // each 600 tokens; a turn of (1 - a) x 10 s ending 10 a s before t = 100: iota a
     const placed = [
       ["busy", 0.1],
       ["mid", 0.5],
@@ -132,7 +134,7 @@ describe("MoriScheduler", () => {
 
   it("pins a GPU program until its idleness, rising with its tool call, would pass the GPU boundary", () => {
     const mori = new MoriScheduler(MORI_PAPER);
-    const ctx = context(1000, 1000);
+    const ctx = context(1000, 1700);
     // an idle program in CPU memory: 2 s reasoning, then 8 s of tool so far -> iota 0.8 at t = 10
     const idle = new Program("idle", 0);
     cycle(mori, ctx, idle, 0, [{ reasoningS: 2, actingS: 0 }], 600);

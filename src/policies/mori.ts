@@ -20,8 +20,9 @@ import { nowOf, Ticks } from "./ticks.js";
  * Mapped onto this scheduler: a turn of a program placed in GPU memory ends in a pin that lasts until its
  * iota, rising with its tool call, would pass the GPU boundary's (the paper's demotion at a tick, computed
  * ahead), at most `maxPinS`; pins are sacrificed under memory pressure idlest first. A program placed in CPU
- * memory frees its KV, which the RAM tier keeps (write-through, LRU). Without a RAM tier the CPU tier is empty
- * and the waiting queue starts at the GPU boundary. Deviations: the RAM tier evicts least recently used, not
+ * memory frees its KV, which the RAM tier keeps. The RAM tier here is inclusive (written through at every
+ * turn's end): a GPU program's KV is in it too, so both tiers together hold max(GPU, RAM) of programs, and
+ * that is the admission bound. Without a RAM tier the waiting queue starts at the GPU boundary. Deviations: the RAM tier evicts least recently used, not
  * idle programs last (the paper's typed eviction); pins are placed at turn ends and leave on expiry or under
  * pressure, never moved at a tick (a running turn is never demoted, as the paper's lazy demotion has it);
  * one engine (no cross-replica bin packing); a program without a finished turn counts as busiest (the paper
@@ -181,14 +182,17 @@ export class MoriScheduler {
   private rank(nowS: number, ctx: PolicyContext): void {
     this.rankDue = false;
     this.counters.rankings++;
+    // The RAM tier here is inclusive (written through at every turn's end, as LMCache and HiCache write):
+    // a GPU program's KV is in it too, so the two tiers hold max(GPU, RAM) of programs between them.
     let gpuLeft = ctx.kvCapacityTokens;
-    let cpuLeft = ctx.offloadCapacityTokens;
+    let bothLeft = Math.max(ctx.kvCapacityTokens, ctx.offloadCapacityTokens);
     const placed: Tracked[] = [];
     const queued: Tracked[] = [];
     for (const t of this.tracked.values()) {
       if (t.program.ended) continue;
       if (t.program.numRunning > 0) {
         gpuLeft -= t.tokens;
+        bothLeft -= t.tokens;
         if (t.tier === "waiting") this.counters.promotions++;
         t.tier = "gpu";
       } else if (t.tier === "waiting") queued.push(t);
@@ -201,34 +205,27 @@ export class MoriScheduler {
         (iota.get(a) as number) - (iota.get(b) as number) ||
         Number(a.waitingTurn === null) - Number(b.waitingTurn === null),
     );
-    this.gpuBoundaryIota = Number.POSITIVE_INFINITY;
-    for (const t of placed) {
+    const place = (t: Tracked): MoriTier => {
+      if (t.tokens > bothLeft) return "waiting";
+      bothLeft -= t.tokens;
       if (t.tokens <= gpuLeft) {
         gpuLeft -= t.tokens;
-        t.tier = "gpu";
-        continue;
+        return "gpu";
       }
-      this.gpuBoundaryIota = Math.min(this.gpuBoundaryIota, iota.get(t) as number);
-      if (t.tokens <= cpuLeft) {
-        cpuLeft -= t.tokens;
-        t.tier = "cpu";
-      } else {
-        t.tier = "waiting";
-        this.counters.demotions++;
-      }
+      return "cpu";
+    };
+    this.gpuBoundaryIota = Number.POSITIVE_INFINITY;
+    for (const t of placed) {
+      t.tier = place(t);
+      if (t.tier !== "gpu") this.gpuBoundaryIota = Math.min(this.gpuBoundaryIota, iota.get(t) as number);
+      if (t.tier === "waiting") this.counters.demotions++;
     }
     // promotion: tool call returned first, then returning before new, smallest first
     const group = (t: Tracked) => (t.waitingTurn !== null && !t.fresh ? 0 : t.fresh ? 2 : 1);
     queued.sort((a, b) => group(a) - group(b) || a.tokens - b.tokens);
     for (const t of queued) {
-      if (t.tokens <= gpuLeft) {
-        gpuLeft -= t.tokens;
-        t.tier = "gpu";
-      } else if (t.tokens <= cpuLeft) {
-        cpuLeft -= t.tokens;
-        t.tier = "cpu";
-      } else continue;
-      this.counters.promotions++;
+      t.tier = place(t);
+      if (t.tier !== "waiting") this.counters.promotions++;
     }
   }
 
