@@ -116,15 +116,24 @@ describe("continuum capacity --concurrency", () => {
     ]);
     assert.equal(run.code, 0, run.stderr);
     const out = JSON.parse(run.stdout) as {
-      results: { policy: string; concurrency: number; p90_interactivity: number }[];
-      points: { concurrency: number; meets_floor: boolean; p90_interactivity: number }[];
+      results: {
+        policy: string;
+        concurrency: number;
+        max_concurrency_meeting_floor: number;
+        tpgs: number;
+        p90_interactivity: number;
+      }[];
+      points: { concurrency: number; meets_floor: boolean; p90_interactivity: number; tpgs: number }[];
     };
     const vllm = out.results[0]!;
     assert.equal(vllm.policy, "vllm");
-    const passing = out.points.filter((p) => p.meets_floor).map((p) => p.concurrency);
+    const passing = out.points.filter((p) => p.meets_floor);
     const failing = out.points.filter((p) => !p.meets_floor).map((p) => p.concurrency);
-    assert.equal(vllm.concurrency, Math.max(0, ...passing));
-    if (vllm.concurrency < 8) assert.ok(failing.includes(vllm.concurrency + 1), "the next one up missed it");
+    const largest = Math.max(0, ...passing.map((p) => p.concurrency));
+    assert.equal(vllm.max_concurrency_meeting_floor, largest);
+    if (largest < 8) assert.ok(failing.includes(largest + 1), "the next one up missed it");
+    // TPGS at the floor: the best of the points that meet it
+    assert.equal(vllm.tpgs, Math.max(0, ...passing.map((p) => p.tpgs)));
     assert.ok(vllm.concurrency === 0 || vllm.p90_interactivity >= 60);
   });
 });

@@ -161,11 +161,17 @@ export async function closedLoopCapacity(o: SimCliOptions, command: Command): Pr
       else search.failAt = job.concurrency;
     });
   }
-  const best = (s: Search) => s.pass;
+  // AgentX reads throughput at the floor off the curve: the most TPGS of any point that meets it (a policy
+  // that holds sessions back can meet it at many lanes with less TPGS than at fewer).
+  const best = (s: Search) =>
+    s.tried
+      .filter((r) => r.meets_floor)
+      .reduce<ClosedLoopResult | null>((a, r) => (a === null || r.tpgs > a.tpgs ? r : a), null);
   const rows = searches.map((s) => {
     const r = best(s);
     return {
       policy: s.policy,
+      max_concurrency_meeting_floor: s.pass?.concurrency ?? 0,
       concurrency: r?.concurrency ?? 0,
       tpgs: r?.tpgs ?? 0,
       p90_interactivity: r?.interactivity.p90 ?? 0,
@@ -178,7 +184,7 @@ export async function closedLoopCapacity(o: SimCliOptions, command: Command): Pr
   const summary = rows.map((r) =>
     r.concurrency === 0
       ? `${r.policy}: no concurrency meets the floor of ${o.interactivityFloor} tok/s per user`
-      : `${r.policy}: ${r.concurrency} lanes, ${r.tpgs.toFixed(0)} TPGS at P90 interactivity ${r.p90_interactivity.toFixed(1)}`,
+      : `${r.policy}: ${r.tpgs.toFixed(0)} TPGS at ${r.concurrency} lanes (P90 interactivity ${r.p90_interactivity.toFixed(1)}); the floor met up to ${r.max_concurrency_meeting_floor} lanes`,
   );
   if (o.json) {
     process.stdout.write(
@@ -189,13 +195,14 @@ export async function closedLoopCapacity(o: SimCliOptions, command: Command): Pr
       `${formatTextTable(
         [
           "policy",
-          "lanes at floor",
+          "lanes",
           "TPGS",
           "interact p90",
           "TTFT p90 s",
           "hit achieved",
           "theoretical",
           "overflow",
+          "floor met to",
         ],
         rows.map((r) => [
           r.policy,
@@ -206,8 +213,9 @@ export async function closedLoopCapacity(o: SimCliOptions, command: Command): Pr
           `${(r.prefix_hit * 100).toFixed(1)}%`,
           `${(r.theoretical_prefix_hit * 100).toFixed(1)}%`,
           `${(r.context_overflow_rate * 100).toFixed(1)}%`,
+          String(r.max_concurrency_meeting_floor),
         ]),
-      )}\nthe largest concurrency (of 1..${cap}) whose P90 interactivity meets ${o.interactivityFloor} tok/s per user, and its TPGS\n`,
+      )}\nTPGS at the floor: the most TPGS of the concurrencies tried whose P90 interactivity meets ${o.interactivityFloor} tok/s per user (searched up to the largest that does, of 1..${cap})\n`,
     );
   }
   if (o.report !== false) {
