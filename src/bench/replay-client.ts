@@ -28,6 +28,8 @@ export interface TurnReply {
   readonly finishReason: string | null;
   /** ms from sending to the first non-empty content chunk (streams only) */
   readonly firstContentMs: number | null;
+  /** ms between consecutive non-empty content chunks after the first (streams only): inter-token gaps */
+  readonly chunkGapsMs: readonly number[];
   /** ms from sending to the end of the response */
   readonly totalMs: number;
 }
@@ -88,6 +90,8 @@ class ReplyBuilder {
   completionTokens: number | null = null;
   finishReason: string | null = null;
   firstContentMs: number | null = null;
+  readonly chunkGapsMs: number[] = [];
+  private lastContentMs = 0;
 
   constructor(
     private readonly api: ReplayApi,
@@ -112,7 +116,12 @@ class ReplyBuilder {
         piece = ((chunk ? choice["delta"] : choice["message"]) as { content?: unknown } | undefined)?.content;
       if (typeof piece === "string" && piece.length > 0) {
         this.text += piece;
-        if (chunk && this.firstContentMs === null) this.firstContentMs = performance.now() - this.sentAt;
+        if (chunk) {
+          const atMs = performance.now() - this.sentAt;
+          if (this.firstContentMs === null) this.firstContentMs = atMs;
+          else this.chunkGapsMs.push(atMs - this.lastContentMs);
+          this.lastContentMs = atMs;
+        }
       }
       if (typeof choice["finish_reason"] === "string") this.finishReason = choice["finish_reason"];
     }
@@ -137,6 +146,7 @@ class ReplyBuilder {
       completionTokens: this.completionTokens,
       finishReason: this.finishReason,
       firstContentMs: this.firstContentMs,
+      chunkGapsMs: this.chunkGapsMs,
       totalMs: performance.now() - this.sentAt,
     };
   }

@@ -1,13 +1,20 @@
 import { writeFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
+import {
+  agentxJson,
+  agentxNotes,
+  formatAgentxTable,
+  renderAgentxReportHtml,
+} from "../analysis/agentx-report.js";
 import { type BenchFile, type BenchRun, loadBenchFile, withoutPrograms } from "../bench/bench-metrics.js";
 import { progressPrinter } from "../bench/bench-progress.js";
 import { formatBenchTable, formatErrors, renderBenchReport } from "../bench/bench-report.js";
 import { runBench } from "../bench/bench-run.js";
+import { runClosedLoopBench } from "../bench/closed-loop-bench.js";
 import { compareWithRecorder, formatRecorderCheck } from "../bench/compare-recorder.js";
 import type { ReplayApi } from "../bench/replay-client.js";
 import type { ObservationRole } from "../bench/replay-conversation.js";
-import { nonNegativeNumber, positiveInt, positiveNumber } from "./sim-options.js";
+import { addClosedLoopOptions, nonNegativeNumber, positiveInt, positiveNumber } from "./sim-options.js";
 
 interface BenchCliOptions {
   url: string;
@@ -38,6 +45,84 @@ interface BenchCliOptions {
   out?: string;
   report?: string;
   quiet?: boolean;
+  concurrency?: number;
+  duration: number;
+  warmStart: boolean;
+  idleGapCap: number;
+  interactivityFloor: number;
+  blockSize?: number;
+  gpus: number;
+  cpuCores?: number;
+}
+
+/** `bench --concurrency N`: AgentX's closed loop against the server, its metrics as simulate prints them. */
+async function runClosedLoopBenchCli(o: BenchCliOptions): Promise<void> {
+  if (!o.trace)
+    throw new Error(
+      "--concurrency replays session traces: give --trace <Weka file or directory, or Mooncake JSONL>",
+    );
+  const stop = new AbortController();
+  const onSignal = () => {
+    if (stop.signal.aborted) process.exit(130);
+    process.stderr.write("\nbench: interrupted; ending the run (again to exit at once)\n");
+    stop.abort();
+  };
+  process.on("SIGINT", onSignal);
+  try {
+    const run = await runClosedLoopBench({
+      url: o.url,
+      api: o.api,
+      ...(o.model === undefined ? {} : { model: o.model }),
+      apiKey: o.apiKey ?? process.env["CONTINUUM_API_KEY"] ?? null,
+      tracePaths: [o.trace],
+      ...(o.blockSize === undefined ? {} : { mooncakeBlockSize: o.blockSize }),
+      tokenScale: o.tokenScale,
+      timeScale: o.toolTimeScale,
+      concurrency: o.concurrency as number,
+      durationS: o.duration,
+      warmStart: o.warmStart,
+      idleGapCapS: o.idleGapCap,
+      interactivityFloor: o.interactivityFloor,
+      seed: o.seed,
+      ...(o.charsPerToken === undefined ? {} : { charsPerToken: o.charsPerToken }),
+      requestTimeoutS: o.requestTimeoutS,
+      devices: o.cpuCores ?? o.gpus,
+      deviceKind: o.cpuCores === undefined ? "gpu" : "cpu-core",
+      ...(o.extraBody ? { extraBody: o.extraBody } : {}),
+      ...(o.programPrefix === undefined ? {} : { programPrefix: o.programPrefix }),
+      label: o.label,
+      stopSignal: stop.signal,
+      log: (line) => process.stderr.write(`${line}\n`),
+    });
+    for (const s of run.settings) process.stderr.write(`# ${s}\n`);
+    const mae =
+      run.prompt_tokens_mae === null ? "not reported" : `${run.prompt_tokens_mae.toFixed(1)} tokens`;
+    const errors = Object.entries(run.errors);
+    process.stderr.write(
+      `# prompt tokens: trace vs server mean abs error ${mae}; errors: ${errors.length === 0 ? "none" : errors.map(([k, n]) => `${k} ${n}`).join(", ")}\n`,
+    );
+    if (!run.cached_tokens_reported)
+      process.stderr.write("# the server reported no cached tokens (achieved prefix hit shown as 0)\n");
+    const points = [{ policy: run.label, metrics: run.metrics }];
+    if (o.json) {
+      process.stdout.write(
+        `${JSON.stringify({ results: points.map(agentxJson), settings: run.settings, url: run.url, model: run.model, prompt_tokens_mae: run.prompt_tokens_mae, errors: run.errors }, null, 2)}\n`,
+      );
+    } else process.stdout.write(`${[formatAgentxTable(points), ...agentxNotes(points)].join("\n")}\n`);
+    if (o.report) {
+      writeFileSync(
+        o.report,
+        await renderAgentxReportHtml({
+          title: `continuum bench: ${o.label}`,
+          settings: run.settings,
+          points,
+        }),
+      );
+      process.stderr.write(`# report written to ${o.report}\n`);
+    }
+  } finally {
+    process.off("SIGINT", onSignal);
+  }
 }
 
 function jsonObject(value: string): Record<string, unknown> {
@@ -191,7 +276,10 @@ export function benchCommand(): Command {
     )
     .option("--model <name>", "model field (default: the first of GET /v1/models)")
     .option("--api-key <key>", "Authorization: Bearer <key> (default: env CONTINUUM_API_KEY)")
-    .option("--trace <file>", "agent trace (JSONL, see docs/workloads.md); default: a generated workload")
+    .option(
+      "--trace <path>",
+      "agent trace (JSONL, see docs/workloads.md), or session traces with block ids for --concurrency (Weka file or directory, Mooncake JSONL); default: a generated workload",
+    )
     .addOption(
       new Option("--workload <kind>", "generated workload when no --trace is given")
         .choices(["swe-bench", "bfcl"])
@@ -236,10 +324,21 @@ export function benchCommand(): Command {
     .option("--out <file.json>", "save the results with every program (for compare / check-recorder)")
     .option("--report <file.html>", "write an HTML report")
     .option("--quiet", "no live progress on stderr")
+    .option("--gpus <n>", "closed loop: the server's GPUs, which TPGS divides by", positiveInt, 1)
+    .option(
+      "--cpu-cores <n>",
+      "closed loop: the server runs on this many CPU cores: tokens per core-second",
+      positiveInt,
+    )
     .enablePositionalOptions()
     .action(async (o: BenchCliOptions) => {
-      await runBenchCli(o);
+      if (o.concurrency !== undefined) await runClosedLoopBenchCli(o);
+      else await runBenchCli(o);
     });
+  addClosedLoopOptions(
+    command,
+    "closed-loop replay of --trace's session trees (Weka, Mooncake) as AgentX: this many lanes, each drawing the next tree when its tree drains",
+  );
   command.addCommand(compareCommand());
   command.addCommand(checkRecorderCommand());
   return command;

@@ -8,7 +8,9 @@ import type { HardwareProfile } from "../sim/hardware/profiles.js";
 import { resolveHardware, validateJobInputs } from "../sim/point-job.js";
 import { kvPoolTokensOf } from "../sim/simulate.js";
 import { runSweep } from "../sim/sweep.js";
+import { closedLoopCapacity, refuseSessionTraceWithoutConcurrency } from "./closed-loop-output.js";
 import {
+  addClosedLoopOptions,
   addSimOptions,
   describeSettings,
   engineOf,
@@ -118,7 +120,13 @@ export function capacityCommand(): Command {
     )
     .option("--tolerance <f>", "relative precision of the bisection", positiveNumber, 0.02);
   addSimOptions(command, { policies: "vllm,program-fcfs,cachettl", programs: 500 });
+  addClosedLoopOptions(
+    command,
+    "closed-loop replay of --trace's session trees (AgentX): the largest concurrency tried; capacity is then the largest concurrency whose P90 interactivity meets --interactivity-floor, per policy",
+  );
   return command.action(async (o: CapacityCliOptions) => {
+    if (o.concurrency !== undefined) return closedLoopCapacity(o, command);
+    refuseSessionTraceWithoutConcurrency(o);
     await loadPolicyModules(o.policies);
     validateJobInputs(workloadOf(o), hardwareOf(o), engineOf(o));
     const profile = resolveHardware(hardwareOf(o));

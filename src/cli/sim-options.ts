@@ -1,6 +1,8 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
+import { DEFAULT_INTERACTIVITY_FLOOR } from "../analysis/agentx-metrics.js";
 import { isPolicySpec, POLICY_NAMES } from "../policies/index.js";
 import { CLAIRVOYANT_POLICY, isClairvoyantPolicy } from "../sim/clairvoyant.js";
+import type { ClosedLoopJob } from "../sim/closed-loop-job.js";
 import { ROUTER_NAMES, type RouterName } from "../sim/cluster.js";
 import { KV_CACHE_DTYPES, type KvCacheDtype } from "../sim/hardware/roofline-spec.js";
 import type { HardwareOptions, PointJob, WorkloadOptions } from "../sim/point-job.js";
@@ -32,6 +34,91 @@ export interface SimCliOptions {
   record?: string;
   /** simulate only: every program arrives at 0 */
   batch?: boolean;
+  /** closed-loop replay of session traces (simulate, capacity): lanes; the largest tried in capacity */
+  concurrency?: number;
+  duration: number;
+  warmStart: boolean;
+  idleGapCap: number;
+  interactivityFloor: number;
+  blockSize?: number;
+}
+
+/** `--idle-gap-cap`: seconds, or `none`. */
+function gapCap(value: string): number {
+  if (value === "none") return Number.POSITIVE_INFINITY;
+  return nonNegativeNumber(value);
+}
+
+/** AgentX's closed loop over session traces (docs/simulator.md, "Closed-loop replay"). */
+export function addClosedLoopOptions(command: Command, concurrencyHelp: string): Command {
+  return command
+    .option("--concurrency <n>", concurrencyHelp, positiveInt)
+    .option(
+      "--duration <s>",
+      "closed loop: seconds measured (after the warm-up with --warm-start)",
+      positiveNumber,
+      1800,
+    )
+    .option(
+      "--warm-start",
+      "closed loop: each lane's first session starts at a random point t* (its call before t* primes the cache, unmeasured)",
+      false,
+    )
+    .option(
+      "--idle-gap-cap <s>",
+      "closed loop: cap on every recorded gap a session tree waits (think times, subagent offsets; AgentX locks 10), or none",
+      gapCap,
+      10,
+    )
+    .option(
+      "--interactivity-floor <tok/s>",
+      "closed loop: P90 output tokens/s per user a run must reach",
+      positiveNumber,
+      DEFAULT_INTERACTIVITY_FLOOR,
+    )
+    .option("--block-size <tokens>", "tokens per hash id of Mooncake JSONL (default 512)", positiveInt);
+}
+
+/** Policies a closed loop compares unless --policies names others: ours and the peers AgentX-era papers use. */
+export const CLOSED_LOOP_POLICIES = [
+  "vllm",
+  "vllm-offload",
+  "cachettl-adaptive",
+  "thunderagent",
+  "concur",
+  "mori",
+];
+
+export function closedLoopJobFor(
+  o: SimCliOptions,
+  policy: string,
+  concurrency: number,
+  seed = o.seed,
+): ClosedLoopJob {
+  return {
+    policy,
+    concurrency,
+    durationS: o.duration,
+    warmStart: o.warmStart,
+    idleGapCapS: o.idleGapCap,
+    interactivityFloor: o.interactivityFloor,
+    seed,
+    workload: {
+      paths: [o.trace as string],
+      ...(o.blockSize === undefined ? {} : { mooncakeBlockSize: o.blockSize }),
+      tokenScale: o.tokenScale,
+      toolTimeScale: o.toolTimeScale,
+    },
+    hardware: hardwareOf(o),
+    engine: engineOf(o),
+  };
+}
+
+/** The closed loop's own settings, for the report and stderr. */
+export function describeClosedLoop(o: SimCliOptions): string[] {
+  return [
+    `closed loop: ${o.duration} s measured${o.warmStart ? " after a warm start (each lane's first session from a random point)" : ""}, recorded gaps capped at ${Number.isFinite(o.idleGapCap) ? `${o.idleGapCap} s` : "nothing"}, interactivity floor ${o.interactivityFloor} tok/s per user`,
+  ];
 }
 
 export function positiveNumber(value: string): number {
@@ -75,8 +162,8 @@ function policyList(value: string): string[] {
 export function addSimOptions(command: Command, defaults: { policies: string; programs: number }): Command {
   return command
     .option(
-      "--trace <file>",
-      "agent trace (JSONL: docs/workloads.md; `continuum trace` makes one); default: a generated workload",
+      "--trace <path>",
+      "agent trace (JSONL: docs/workloads.md; `continuum trace` makes one), or session traces with block ids for --concurrency (a Weka file or directory, Mooncake JSONL); default: a generated workload",
     )
     .addOption(
       new Option("--workload <kind>", "generated workload when no --trace is given")
@@ -202,7 +289,9 @@ export function jobsFor(o: SimCliOptions, jpsList: readonly number[]): PointJob[
 export function describeSettings(o: SimCliOptions): string[] {
   return [
     o.trace ? `trace ${o.trace}` : `generated ${o.workload} workload`,
-    `${o.programs} programs${o.batch ? " arriving together at 0 (a batch)" : ""}, seed ${o.seed}, token scale ${o.tokenScale}, tool-time scale ${o.toolTimeScale}, turn repeat ${o.turnRepeat}`,
+    o.concurrency === undefined
+      ? `${o.programs} programs${o.batch ? " arriving together at 0 (a batch)" : ""}, seed ${o.seed}, token scale ${o.tokenScale}, tool-time scale ${o.toolTimeScale}, turn repeat ${o.turnRepeat}`
+      : `${o.concurrency} lanes, seed ${o.seed}, token scale ${o.tokenScale}, time scale ${o.toolTimeScale}`,
     o.profile
       ? `engine profile ${o.profile}`
       : `hardware ${o.hardware} / ${o.model}, KV cache ${o.kvCacheDtype}`,

@@ -1,5 +1,13 @@
 import { Command, Option } from "commander";
-import { addSimOptions, jobsFor, numberList, positiveNumber, type SimCliOptions } from "./sim-options.js";
+import { refuseSessionTraceWithoutConcurrency, simulateClosedLoopAndPrint } from "./closed-loop-output.js";
+import {
+  addClosedLoopOptions,
+  addSimOptions,
+  jobsFor,
+  numberList,
+  positiveNumber,
+  type SimCliOptions,
+} from "./sim-options.js";
 import { runAndPrint } from "./sim-output.js";
 
 export function simulateCommand(): Command {
@@ -13,7 +21,13 @@ export function simulateCommand(): Command {
       ).conflicts("jps"),
     );
   addSimOptions(command, { policies: "vllm,cachettl", programs: 100 });
+  addClosedLoopOptions(
+    command,
+    "closed-loop replay of --trace's session trees (AgentX): this many lanes, each drawing the next tree when its tree drains; policies default to vllm, vllm-offload, cachettl-adaptive, thunderagent, concur, mori",
+  );
   return command.action(async (o: SimCliOptions & { jps: number }) => {
+    if (o.concurrency !== undefined) return simulateClosedLoopAndPrint(o, command);
+    refuseSessionTraceWithoutConcurrency(o);
     // a batch has no arrival rate: its points are labelled 0 jobs/s
     if (o.batch)
       await runAndPrint(o, jobsFor(o, [0]), `continuum simulate: a batch of ${o.programs} programs`);
@@ -32,6 +46,7 @@ export function sweepCommand(): Command {
     );
   addSimOptions(command, { policies: "vllm,autellix,thunderagent,concur,cachettl", programs: 200 });
   return command.action(async (o: SimCliOptions & { jps: number[] }) => {
+    refuseSessionTraceWithoutConcurrency(o);
     await runAndPrint(o, jobsFor(o, o.jps), "continuum sweep");
   });
 }

@@ -286,3 +286,79 @@ describe("continuum trace stats", () => {
     assert.match(none.stderr, /empty\.jsonl: no program in the trace/);
   });
 });
+
+describe("continuum trace import and stats on session traces with block ids", () => {
+  const weka = (id: string, extra: object = {}) => ({
+    id,
+    models: ["m"],
+    block_size: 64,
+    hash_id_scope: "local",
+    requests: [
+      {
+        t: 0,
+        type: "n",
+        model: "m",
+        in: 128,
+        out: 8,
+        hash_ids: [1, 2],
+        stop: "tool_use",
+        api_time: 1,
+        think_time: 0,
+      },
+      {
+        t: 0.5,
+        type: "subagent",
+        agent_id: "a",
+        subagent_type: "Explore",
+        status: "completed",
+        models: ["m"],
+        requests: [{ t: 0.5, type: "n", in: 64, out: 4, hash_ids: [1], api_time: 1, think_time: 0 }],
+      },
+      {
+        t: 3,
+        type: "n",
+        model: "m",
+        in: 192,
+        out: 8,
+        hash_ids: [1, 2, 3],
+        stop: "end_turn",
+        api_time: 1,
+        think_time: 1,
+      },
+    ],
+    ...extra,
+  });
+
+  it("imports a directory of Weka traces and a Mooncake file, naming a bad session and keeping the rest", async () => {
+    const dir = tmp();
+    const traces = join(dir, "weka");
+    mkdirSync(traces);
+    writeFileSync(join(traces, "a.json"), JSON.stringify(weka("s1", { capture: "v2" })));
+    writeFileSync(join(traces, "b.json"), JSON.stringify({ ...weka("s2"), block_size: -1 }));
+    const out = join(dir, "weka.jsonl");
+    const run = await runContinuum(["trace", "import", traces, "-o", out]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /skipped .*b\.json: trace s2: block_size: /);
+    assert.match(
+      run.stderr,
+      /imported 1 session, 3 calls \(2 turns, 1 in 1 subagent\), 384 input \+ 20 output tokens, 6 block ids from 2 files; 1 session skipped; unknown fields kept: capture \(1\)/,
+    );
+    const stats = await runContinuum(["trace", "stats", out]);
+    assert.equal(stats.code, 0, stats.stderr);
+    assert.match(stats.stdout, /sessions +1 \(1 with subagents, 100\.0%\)/);
+    // 128 [1,2] -> 0; 64 [1] -> 64; 192 [1,2,3] -> 128
+    assert.match(stats.stdout, /theoretical prefix hit +50\.0% of input tokens/);
+    const mooncake = join(dir, "mc.jsonl");
+    writeFileSync(
+      mooncake,
+      '{"timestamp": 0, "input_length": 1024, "output_length": 4, "hash_ids": [7, 8]}\n{"timestamp": 5, "input_length": 700, "output_length": 2, "hash_ids": [7, 9]}\n',
+    );
+    const mc = await runContinuum(["trace", "import", mooncake]);
+    assert.equal(mc.code, 0, mc.stderr);
+    assert.match(mc.stderr, /imported 2 sessions, 2 calls/);
+    assert.match(mc.stdout, /"hash_id_scope":"global"/);
+    const all = await runContinuum(["trace", "import", join(traces, "b.json")]);
+    assert.equal(all.code, 1);
+    assert.match(all.stderr, /no session imported/);
+  });
+});

@@ -2,6 +2,14 @@ import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { SingleBar } from "cli-progress";
 import { Command } from "commander";
+import type { AgentTrace } from "../workload/agent-trace.js";
+import {
+  isAgentTraceSource,
+  loadAgentTraces,
+  serializeAgentTracesJsonl,
+} from "../workload/agent-trace-files.js";
+import { agentTraceStats } from "../workload/agent-trace-stats.js";
+import { formatAgentTraceStats } from "../workload/format-agent-trace-stats.js";
 import { formatTraceStats } from "../workload/format-trace-stats.js";
 import { type RecordSkips, recordFileToTrace } from "../workload/record-to-trace.js";
 import { CHARS_PER_TOKEN } from "../workload/tokens.js";
@@ -32,7 +40,45 @@ function traceSummary(programs: readonly TraceProgram[]): string {
   return `${count(programs.length, "program")}, ${count(turns.length, "turn")}, ${prompt} prompt + ${output} output tokens`;
 }
 
-async function importTrajectories(paths: string[], o: { out?: string; source?: string }): Promise<void> {
+/** Every path exists and holds Weka or Mooncake traces. */
+function allAgentTraceSources(paths: readonly string[]): boolean {
+  return paths.every((path) => existsSync(path) && isAgentTraceSource(path));
+}
+
+/** `16 sessions, 1435 calls (1200 turns, 235 in 26 subagents), 9876543 input + 123456 output tokens, 765432 block ids` */
+export function agentTraceSummary(traces: readonly AgentTrace[]): string {
+  const s = agentTraceStats(traces);
+  return `${count(s.sessions, "session")}, ${count(s.calls, "call")} (${count(s.turnsPerSession.total, "turn")}, ${s.subagents.callsInSubagents} in ${count(s.subagents.total, "subagent")}), ${s.inputTokensPerCall.total} input + ${s.outputTokensPerCall.total} output tokens, ${count(s.blockIds, "block id")}`;
+}
+
+/**
+ * Weka traces (a file, or a directory of them) and Mooncake JSONL as Weka JSON Lines. A session with a bad
+ * field is named on stderr with its path and the field and left out; the command fails when none is left.
+ */
+async function importAgentTraces(paths: string[], o: { out?: string; blockSize?: number }): Promise<void> {
+  const load = loadAgentTraces(paths, o.blockSize === undefined ? {} : { mooncakeBlockSize: o.blockSize });
+  for (const problem of load.problems) process.stderr.write(`# skipped ${problem}\n`);
+  if (load.traces.length === 0)
+    throw new Error(`no session imported (${count(load.problems.length, "problem")})`);
+  const text = serializeAgentTracesJsonl(load.traces);
+  if (o.out === undefined) process.stdout.write(text);
+  else await writeFile(o.out, text);
+  const unknown = Object.entries(agentTraceStats(load.traces).unknownFields);
+  const notes = [
+    load.problems.length === 0 ? "" : `; ${count(load.problems.length, "session")} skipped`,
+    load.ignored.length === 0 ? "" : `; ${count(load.ignored.length, "other file")} ignored`,
+    unknown.length === 0 ? "" : `; unknown fields kept: ${unknown.map(([f, n]) => `${f} (${n})`).join(", ")}`,
+  ].join("");
+  process.stderr.write(
+    `# imported ${agentTraceSummary(load.traces)} from ${count(load.files.length, "file")}${notes}\n`,
+  );
+}
+
+async function importTrajectories(
+  paths: string[],
+  o: { out?: string; source?: string; blockSize?: number },
+): Promise<void> {
+  if (allAgentTraceSources(paths)) return importAgentTraces(paths, o);
   const found = await findTrajectoryFiles(paths);
   if (found.length === 0)
     throw new Error(
@@ -135,8 +181,21 @@ async function convertRecord(record: string, o: { out?: string }): Promise<void>
   );
 }
 
-async function printStats(path: string, o: { json: boolean; top: number }): Promise<void> {
+async function printStats(
+  path: string,
+  o: { json: boolean; top: number; blockSize?: number },
+): Promise<void> {
   requireFile(path);
+  if (isAgentTraceSource(path)) {
+    const load = loadAgentTraces([path], o.blockSize === undefined ? {} : { mooncakeBlockSize: o.blockSize });
+    for (const problem of load.problems) process.stderr.write(`# skipped ${problem}\n`);
+    if (load.traces.length === 0) throw new Error(`${path}: no session in the trace`);
+    const stats = agentTraceStats(load.traces);
+    process.stdout.write(
+      o.json ? `${JSON.stringify(stats, null, 2)}\n` : `# ${path}\n${formatAgentTraceStats(stats)}\n`,
+    );
+    return;
+  }
   const programs = await loadTrace(path);
   if (programs.length === 0) throw new Error(`${path}: no program in the trace`);
   const stats = traceStats(programs);
@@ -148,7 +207,7 @@ async function printStats(path: string, o: { json: boolean; top: number }): Prom
 export function traceCommand(): Command {
   const importCommand = new Command("import")
     .description(
-      `SWE-agent .traj and mini-swe-agent .traj.json trajectories (token counts estimated at ${CHARS_PER_TOKEN} characters per token), Claude Code, Codex and Qwen Code session logs and opencode exports (\`opencode export <session-id>\`; their recorded token counts) as a trace, one program per trajectory or session`,
+      `Weka session traces (AgentX's Claude Code corpora; a file or a directory) and Mooncake JSONL as Weka JSON Lines, keeping block ids and subagents; or SWE-agent .traj and mini-swe-agent .traj.json trajectories (token counts estimated at ${CHARS_PER_TOKEN} characters per token), Claude Code, Codex and Qwen Code session logs and opencode exports (\`opencode export <session-id>\`; their recorded token counts) as a trace, one program per trajectory or session`,
     )
     .argument(
       "<paths...>",
@@ -156,6 +215,7 @@ export function traceCommand(): Command {
     )
     .option("-o, --out <file.jsonl>", "write the trace here instead of stdout")
     .option("--source <label>", "every program's `source` (default: the agent and its version)")
+    .option("--block-size <tokens>", "tokens per hash id of Mooncake JSONL (default 512)", positiveInt)
     .action(importTrajectories);
   const fromRecordCommand = new Command("from-record")
     .description(
@@ -165,10 +225,13 @@ export function traceCommand(): Command {
     .option("-o, --out <file.jsonl>", "write the trace here instead of stdout")
     .action(convertRecord);
   const statsCommand = new Command("stats")
-    .description("the shape of a trace: turns, tokens, tool times per tool, reusable share")
-    .argument("<trace.jsonl>", "trace file")
+    .description(
+      "the shape of a trace: turns, tokens, tool times per tool, reusable share; of a Weka or Mooncake trace: sessions, turns, subagents, tokens, theoretical prefix hit",
+    )
+    .argument("<trace>", "trace file, or a directory of Weka traces")
     .option("--top <n>", "tools listed, most called first", positiveInt, 10)
     .option("--json", "print every statistic as JSON on stdout", false)
+    .option("--block-size <tokens>", "tokens per hash id of Mooncake JSONL (default 512)", positiveInt)
     .action(printStats);
   return new Command("trace")
     .description(

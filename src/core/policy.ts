@@ -22,6 +22,8 @@ export interface PolicyContext {
   readonly offloadCapacityTokens: number;
   /** the programs the scheduler knows (running, waiting, pinned, or between turns and not forgotten) */
   programs(): Iterable<Program>;
+  /** the subagents a program spawned (as their clients said) that have not ended */
+  liveSubagents(program: Program): Program[];
 }
 
 /**

@@ -28,6 +28,11 @@ export interface RequestSpec {
   readonly priorTurns?: number;
   /** when the request reached the server, if before the scheduler was given it (a serving loop's inbox) */
   readonly arrivalS?: number;
+  /**
+   * The client says this request's program is a subagent its parent program spawned (the parent waits on
+   * it in a tool call); absent: not known.
+   */
+  readonly parentProgramId?: string | null;
 }
 
 /** One LLM call in flight. Mutable state is owned by the scheduler; everyone else reads it. */

@@ -23,6 +23,7 @@ import type {
   StepPlan,
   StepResult,
 } from "./step-plan.js";
+import { SubagentLinks } from "./subagent-links.js";
 import { ToolCallTracker, UNKNOWN_TOOL } from "./tools/tool-call-tracker.js";
 import { TtlEstimator, type TtlEstimatorOptions } from "./ttl/ttl-model.js";
 import { runsBefore, WaitingQueue } from "./waiting-queue.js";
@@ -128,6 +129,7 @@ export class Scheduler {
   private readonly programs: ProgramRegistry;
   private readonly departed = new DepartedPrograms(DEPARTED_KEPT);
   private readonly pins: PinBook;
+  private readonly subagents = new SubagentLinks();
   private readonly live = new Map<string, Request>();
   private readonly ctx: { -readonly [K in keyof PolicyContext]: PolicyContext[K] };
   /** the head that could not fit, and the free blocks then: nothing to retry until more are free */
@@ -157,7 +159,10 @@ export class Scheduler {
     this.programs = new ProgramRegistry({
       ...(config.maxPrograms === undefined ? {} : { maxPrograms: config.maxPrograms }),
       ...(config.programIdleTimeoutS === undefined ? {} : { idleTimeoutS: config.programIdleTimeoutS }),
-      onForget: (programId) => this.tracker.forgetProgram(programId),
+      onForget: (programId) => {
+        this.tracker.forgetProgram(programId);
+        this.subagents.forget(programId);
+      },
       onLeave: (program) => {
         program.lastTurnBlockHashes = null;
         this.departed.add(program, this.clock.nowS());
@@ -192,7 +197,18 @@ export class Scheduler {
         0,
       ),
       programs: () => this.programs.values(),
+      liveSubagents: (program) => this.liveSubagents(program),
     };
+  }
+
+  /** The subagents `program` spawned, as their clients said, that have not ended. */
+  liveSubagents(program: Program): Program[] {
+    const live: Program[] = [];
+    for (const id of this.subagents.children(program.id)) {
+      const child = this.programs.get(id);
+      if (child && !child.ended) live.push(child);
+    }
+    return live;
   }
 
   get numWaiting(): number {
@@ -300,6 +316,7 @@ export class Scheduler {
     const nowS = this.clock.nowS();
     const programId = spec.programId ?? anonymousProgramId(spec.requestId);
     const program = this.programs.programFor(programId, nowS);
+    if (spec.parentProgramId) this.subagents.link(programId, spec.parentProgramId);
     const arrivalS = Math.min(spec.arrivalS ?? nowS, nowS);
     const sample = this.tracker.onRequestArrived(programId, arrivalS);
     if (sample) this.ttl.tools.record(sample.tool, sample.durationS);

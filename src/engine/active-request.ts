@@ -63,6 +63,7 @@ export function requestSpecOf(
     toolHint: spec.toolHint,
     ...(spec.retentionHints ? { retentionHints: spec.retentionHints } : {}),
     ...(spec.priorTurns === undefined ? {} : { priorTurns: spec.priorTurns }),
+    ...(spec.parentProgramId ? { parentProgramId: spec.parentProgramId } : {}),
     content,
     arrivalS,
   };

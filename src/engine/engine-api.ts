@@ -116,6 +116,8 @@ export interface GenerateRequest {
    */
   readonly programId: string | null;
   readonly isLastStep: boolean;
+  /** the program that spawned this one as a subagent, as the client says; null or absent: none said */
+  readonly parentProgramId?: string | null;
   /** client-declared tool of this turn (`this_func_call`), wins over parsing the output */
   readonly toolHint: string | null;
   /**

@@ -320,6 +320,31 @@ describe("cachettl-adaptive:p90-pins", () => {
   });
 });
 
+describe("cachettl-adaptive: a turn that ends while its subagents run", () => {
+  it("pins for the subagents' expected remaining time: the tool's p90 given how long they have run", () => {
+    const { scheduler, clock, log } = loggedScheduler(p90Pins(), { numBlocks: 20 });
+    for (let i = 1; i <= 20; i++) scheduler.ttl.tools.record("Task", i);
+    // the subagent C of program P runs from 0 on; P's turn ends 6 s later in the call that waits on it
+    const child = addRequest(scheduler, "C0", 32, {
+      programId: "C",
+      parentProgramId: "P",
+      maxOutputTokens: 10_000,
+    });
+    step(scheduler, clock);
+    clock.advanceTo(6);
+    const parent = addRequest(scheduler, "P0", 64, { programId: "P", toolHint: "Task" });
+    step(scheduler, clock);
+    assert.deepEqual(scheduler.liveSubagents(parent.program), [child.program]);
+    // durations 1..20 s; C has run 6.01 s: p90 of those longer, 19 s, less 6.01
+    const ttlS = log.ofKind("pinned").at(-1)?.ttlS ?? 0;
+    assert.ok(Math.abs(ttlS - (19 - 6.01)) < 1e-9, String(ttlS));
+    // without a running subagent, the tool's p90 from scratch
+    addRequest(scheduler, "Q0", 64, { programId: "Q", toolHint: "Task" });
+    step(scheduler, clock);
+    assert.equal(log.ofKind("pinned").at(-1)?.ttlS, 18);
+  });
+});
+
 describe("cachettl-adaptive:pin-until-pressure", () => {
   it("pins a turn ending in a tool call until the longest tool call seen (the 99th percentile)", () => {
     const untilPressure = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl: "until-pressure" });

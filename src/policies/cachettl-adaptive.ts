@@ -278,6 +278,26 @@ export function createCacheTtlAdaptivePolicy(
     return durations.quantile(PIN_QUANTILE) ?? null;
   };
 
+  /**
+   * A turn that ends while subagents it spawned run waits on them: the pin is priced from their expected
+   * remaining time, the tool's durations given how long the youngest of them has run (the parent waits for
+   * the last): eq. 2 over what is left (`cachettl`) or the p90 of it (`tool-p90`). Null when none runs, or
+   * when the TTL model has no durations yet (its cold-start default stands).
+   */
+  const subagentsTtlS = (program: Program, tool: string, benefitS: number, ctx: PolicyContext) => {
+    const children = ctx.liveSubagents(program);
+    if (children.length === 0 || ctx.ttl.tools.totalRecorded === 0) return null;
+    const own = ctx.ttl.tools.forTool(tool);
+    const durations = own && own.size >= MIN_TOOL_SAMPLES ? own : ctx.ttl.tools.global;
+    const youngest = Math.max(...children.map((c) => c.firstArrivalS));
+    const elapsedS = Math.max(0, ctx.nowS - youngest);
+    if (options.ttl === "cachettl") return durations.bestRemainingTtlS(elapsedS, benefitS);
+    const seen = durations.cdf(elapsedS);
+    const p90 = durations.quantile(seen + PIN_QUANTILE * (1 - seen)) as number;
+    // running longer than every duration seen: the tool's own p90, as if it had just started
+    return p90 > elapsedS ? p90 - elapsedS : (durations.quantile(PIN_QUANTILE) as number);
+  };
+
   const policy: SchedulingPolicy = {
     name,
     description,
@@ -300,8 +320,19 @@ export function createCacheTtlAdaptivePolicy(
       returns.turnEnded(request, program, ctx.nowS);
       if (options.ttl === "none") return FREE;
       const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
-      if (options.ttl === "cachettl") return paper.ttlS > 0 ? { kind: "pin", ttlS: paper.ttlS } : FREE;
-      const ttlS = (options.ttl === "until-pressure" ? longestToolS(ctx) : toolP90S(tool, ctx)) ?? paper.ttlS;
+      // the paper's rule needs its durations: not before its cold start is over
+      const waitingOnSubagents =
+        options.ttl === "cachettl" && paper.source === "default"
+          ? null
+          : subagentsTtlS(program, tool, paper.benefitS, ctx);
+      if (options.ttl === "cachettl") {
+        const pinS = waitingOnSubagents ?? paper.ttlS;
+        return pinS > 0 ? { kind: "pin", ttlS: pinS } : FREE;
+      }
+      const ttlS =
+        (options.ttl === "until-pressure"
+          ? longestToolS(ctx)
+          : (waitingOnSubagents ?? toolP90S(tool, ctx))) ?? paper.ttlS;
       return ttlS > 0 ? { kind: "pin", ttlS } : FREE;
     },
     pinVictimRank: latestProgramFirst,

@@ -9,6 +9,7 @@ import {
 import { CONCUR_REUSABLE, createConcurPolicy } from "./concur.js";
 import { createContinuumHeuristicPolicy } from "./continuum-heuristic.js";
 import { createInferceptPolicy } from "./infercept.js";
+import { createMoriPolicy } from "./mori.js";
 import { isPolicyModuleSpec, policyModuleFactory } from "./policy-modules.js";
 import { createProgramFcfsPolicy } from "./program-fcfs.js";
 import { createStaticTtlPolicy } from "./static-ttl.js";
@@ -36,6 +37,8 @@ const FACTORIES = {
       "ThunderAgent with NVIDIA Dynamo's port's defaults: pause at 0.95 of the pool down to 0.80 (then every reasoning program is marked), resume below 0.85, no decay of acting programs, turns soft-demoted 2 s at 0.80-0.95, resumed turns 1 s ahead",
     ),
   concur: () => createConcurPolicy(),
+  // peer (issue #55): programs ranked by idleness across GPU and CPU memory, admission per tier
+  mori: () => createMoriPolicy(),
   "concur:reusable": () =>
     createConcurPolicy(
       CONCUR_REUSABLE,

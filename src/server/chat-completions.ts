@@ -23,7 +23,7 @@ import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./
 import { HARMONY_THINKING } from "./harmony.js";
 import { chatLogprobs, vllmPromptLogprobs } from "./logprobs.js";
 import { noteMedia } from "./media-notes.js";
-import { programIdOf } from "./program-identity.js";
+import { requestProgramOf } from "./program-identity.js";
 import { budgetClose, promptOpensThinking, THINK_TAGS, type ThinkTags } from "./reasoning.js";
 import { recipientThinking } from "./recipient-formats.js";
 import { choiceBody, choiceCount, forcedToolGrammar, type OutputLimit } from "./sampling.js";
@@ -190,6 +190,8 @@ export async function startChat(
   options: {
     /** the program the client names (program-identity.ts); null: none */
     programId: string | null;
+    /** the program that spawned it as a subagent, as the client names it; null or absent: none */
+    parentProgramId?: string | null;
     formatGrammar?: { grammar: string; param: string } | null;
     returnTokenIds?: boolean;
     /** vLLM's prompt_logprobs: the prompt's tokens' logprobs with this many alternatives */
@@ -245,6 +247,7 @@ export async function startChat(
         ...(insideThinking === null ? [] : [thinkTags.open, thinkTags.close]),
       ],
       toolNamer,
+      parentProgramId: options.parentProgramId ?? null,
     },
   );
   // a program its client names not: its reply, as returned, tells the conversation's next turn where it runs
@@ -298,8 +301,10 @@ export async function chatCompletions(c: Context<AppEnv>, ctx: RequestContext): 
       "unsupported_value",
     );
   }
+  const program = requestProgramOf("chat", body, (name) => c.req.header(name));
   const choices = await startChoices(c, ctx, body, choiceCount(body), {
-    programId: programIdOf("chat", body, (name) => c.req.header(name))?.id ?? null,
+    programId: program.id,
+    parentProgramId: program.parentId,
     formatGrammar: outputGrammar(body),
     returnTokenIds,
     promptLogprobs,

@@ -18,7 +18,7 @@ import {
   unixSeconds,
 } from "./generation.js";
 import { completionLogprobs, echoedLogprobs, vllmPromptLogprobs } from "./logprobs.js";
-import { programIdOf } from "./program-identity.js";
+import { type RequestProgram, requestProgramOf } from "./program-identity.js";
 import { choiceBody, choiceCount } from "./sampling.js";
 import { type CompletionBody, completionSchema } from "./schemas.js";
 import { startGeneration } from "./start-generation.js";
@@ -48,7 +48,7 @@ export async function completions(c: Context<AppEnv>, ctx: RequestContext): Prom
   const returnTokenIds = body.return_token_ids ?? false;
   const n = choiceCount(body);
   const generations = await startAll(c, ctx, body, prompts, n, {
-    programId: programIdOf("completions", body, (name) => c.req.header(name))?.id ?? null,
+    program: requestProgramOf("completions", body, (name) => c.req.header(name)),
     // echo's logprobs name the prompt's first token by its id
     returnTokenIds: returnTokenIds || echoesLogprobs,
     promptLogprobs: scoresPrompt ? promptTop : null,
@@ -169,9 +169,9 @@ async function startAll(
   body: CompletionBody,
   prompts: readonly CompletionPrompt[],
   n: number,
-  options: { programId: string | null; returnTokenIds: boolean; promptLogprobs: number | null },
+  options: { program: RequestProgram; returnTokenIds: boolean; promptLogprobs: number | null },
 ): Promise<{ requestId: string; generation: Generation }[]> {
-  const { programId, ...rest } = options;
+  const { program, ...rest } = options;
   const started: { requestId: string; generation: Generation }[] = [];
   const grammar = outputGrammar(body)?.grammar ?? null;
   const ids = new IndexedRequestIds();
@@ -183,7 +183,7 @@ async function startAll(
           c,
           ids.contextFor(ctx, i),
           choiceBody(body, k),
-          programId,
+          program.id,
           typeof prompt === "string" ? prompt : `<${prompt.length} token ids>`,
           {
             tokens: body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
@@ -197,6 +197,7 @@ async function startAll(
             ...rest,
             sibling: k > 0,
             awaitFirstToken,
+            parentProgramId: program.parentId,
           },
         );
         ids.started(i, generation.requestId);

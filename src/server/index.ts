@@ -9,6 +9,8 @@ export {
   type ProgramApi,
   type ProgramIdSource,
   programIdOf,
+  type RequestProgram,
+  requestProgramOf,
   scopeToTenant,
 } from "./program-identity.js";
 export { type CloseOptions, type RunningServer, type StartServerOptions, startServer } from "./server.js";

@@ -154,6 +154,26 @@ describe("POST /v1/messages (fake engine)", () => {
     });
   });
 
+  test("a Claude Code subagent (x-claude-code-agent-id) is a program of its own, linked to its parent", async () => {
+    await withServer({}, {}, async (t) => {
+      const session = { "x-claude-code-session-id": "cc-7" };
+      await t.post("/v1/messages", body(), session);
+      await t.post("/v1/messages", body(), { ...session, "x-claude-code-agent-id": "a1" });
+      await t.post("/v1/messages", body(), {
+        ...session,
+        "x-claude-code-agent-id": "a2",
+        "x-claude-code-parent-agent-id": "a1",
+      });
+      const [main, child, grandchild] = t.engine.requests;
+      assert.equal(main!.programId, "cc-7");
+      assert.equal(main!.parentProgramId ?? null, null);
+      assert.equal(child!.programId, "cc-7/agent-a1");
+      assert.equal(child!.parentProgramId, "cc-7");
+      assert.equal(grandchild!.programId, "cc-7/agent-a2");
+      assert.equal(grandchild!.parentProgramId, "cc-7/agent-a1");
+    });
+  });
+
   test("metadata.user_id names the program, cache_control's ttl bounds its retention", async () => {
     await withServer({}, {}, async (t) => {
       const response = await t.post(

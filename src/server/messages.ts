@@ -25,17 +25,20 @@ import {
 import { messagesUsage, stopReason, stopSequence, thinkingBlock, toolUseBlock } from "./messages-response.js";
 import { countTokensSchema, messagesSchema } from "./messages-schema.js";
 import { messagesStreamEvents } from "./messages-stream.js";
-import { programIdOf } from "./program-identity.js";
+import { requestProgramOf } from "./program-identity.js";
 import { chatCompletionSchema } from "./schemas.js";
 
 export async function messages(c: Context<AppEnv>, ctx: RequestContext): Promise<Response> {
   const request = messagesSchema.parse(await readJsonBody(c));
   const model = checkModel(ctx, request.model);
-  const program = programIdOf("messages", request, (name) => c.req.header(name));
+  const program = requestProgramOf("messages", request, (name) => c.req.header(name));
   const body = chatCompletionSchema.parse(chatCompletionRequest(request));
   // Claude Code asks for its model's largest output: more than the context leaves is taken
   const limit = { tokens: request.max_tokens, field: "max_tokens", capToContext: true };
-  const started = await startChat(c, ctx, body, limit, { programId: program?.id ?? null });
+  const started = await startChat(c, ctx, body, limit, {
+    programId: program.id,
+    parentProgramId: program.parentId,
+  });
   const { requestId, generation } = started;
   const meta = { id: `msg_${requestId}`, model };
   if (body.stream) {

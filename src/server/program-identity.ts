@@ -232,6 +232,55 @@ export function programIdOf(api: ProgramApi, body: unknown, header: HeaderReader
   return null;
 }
 
+/** A request's program and, for a subagent, the program that spawned it (null: none named). */
+export interface RequestProgram {
+  readonly id: string | null;
+  readonly parentId: string | null;
+}
+
+/**
+ * Where a client names the program that spawned this one as a subagent, in precedence order: the body's
+ * `parent_program_id`, the `X-Parent-Program-Id` header, opencode's `X-Parent-Session-Id`.
+ */
+const PARENT_SOURCES: readonly { readonly name: string; readonly at: ProgramIdLocation }[] = [
+  { name: "parent_program_id", at: { body: ["parent_program_id"] } },
+  { name: "X-Parent-Program-Id", at: { header: "x-parent-program-id" } },
+  { name: "X-Parent-Session-Id", at: { header: "x-parent-session-id" } },
+];
+
+/**
+ * A request's program and its parent. A Claude Code subagent (the Task / Agent tool) is a program of its
+ * own: its requests carry `x-claude-code-agent-id` (stable for the subagent's life, absent on the main
+ * conversation's turns) beside the session, and `x-claude-code-parent-agent-id` when a subagent spawned
+ * it; its program is `<session>/agent-<id>`, its parent the session's program or the parent agent's. The
+ * balancer, which reads the session alone, keeps a session's subagents on its replica, beside the prefix
+ * they share.
+ */
+export function requestProgramOf(api: ProgramApi, body: unknown, header: HeaderReader): RequestProgram {
+  const named = programIdOf(api, body, header);
+  const agentId = idOf(header("x-claude-code-agent-id"));
+  const fromClaudeCode = named?.source === "x-claude-code-session-id" || named?.source === "metadata.user_id";
+  if (named !== null && fromClaudeCode && agentId !== null) {
+    const parentAgentId = idOf(header("x-claude-code-parent-agent-id"));
+    return {
+      id: `${named.id}/agent-${agentId}`,
+      parentId: parentAgentId === null ? named.id : `${named.id}/agent-${parentAgentId}`,
+    };
+  }
+  for (const source of PARENT_SOURCES) {
+    const parent = idOf(valueAt(source.at, body, header));
+    if (parent === null) continue;
+    if (parent.length > MAX_ID_CHARS) {
+      throw ApiError.badRequest(
+        `${source.name} has ${parent.length} characters; program ids may have at most ${MAX_ID_CHARS}`,
+        source.name,
+      );
+    }
+    return { id: named?.id ?? null, parentId: parent };
+  }
+  return { id: named?.id ?? null, parentId: null };
+}
+
 /**
  * Tenants never share programs or cached KV: the engine sees a program id and a prefix-cache salt scoped
  * by the tenant (the API key the request came with), and the client's `cache_salt` scopes reuse further

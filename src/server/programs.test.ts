@@ -38,6 +38,24 @@ describe("program fields", () => {
       assert.deepEqual([r.isLastStep, r.toolHint], [false, null]);
     });
   });
+  test("a subagent's parent: parent_program_id, X-Parent-Program-Id, OpenCode's X-Parent-Session-Id", async () => {
+    await withServer({}, {}, async (t) => {
+      const send = async (extra: Record<string, unknown>, headers: Record<string, string> = {}) => {
+        const response = await t.post("/v1/chat/completions", chat(extra), headers);
+        assert.equal(response.status, 200, await response.clone().text());
+        await response.json();
+        return t.engine.requests.at(-1)!;
+      };
+      let r = await send({ program_id: "child", parent_program_id: "root" });
+      assert.deepEqual([r.programId, r.parentProgramId], ["child", "root"]);
+      r = await send({ program_id: "child-2" }, { "X-Parent-Program-Id": "root" });
+      assert.equal(r.parentProgramId, "root");
+      r = await send({}, { "X-Session-ID": "oc-sub", "X-Parent-Session-Id": "oc-main" });
+      assert.deepEqual([r.programId, r.parentProgramId], ["oc-sub", "oc-main"]);
+      r = await send({ program_id: "alone" });
+      assert.equal(r.parentProgramId, null);
+    });
+  });
 });
 
 test("a chat whose history holds the model's earlier answers is a returning turn, its earlier turns counted (its program went on elsewhere)", async () => {

@@ -20,7 +20,7 @@ import {
   unixSeconds,
 } from "./generation.js";
 import { entriesFrom } from "./logprobs.js";
-import { CONVERSATION_ID_HEADER, programIdOf, RESPONSE_ID_HEADER } from "./program-identity.js";
+import { CONVERSATION_ID_HEADER, RESPONSE_ID_HEADER, requestProgramOf } from "./program-identity.js";
 import { BackgroundRun, detachedContext } from "./responses-background.js";
 import { chatRequestOf, inputMessages } from "./responses-input.js";
 import { inputItemsOf, type ListedItem, listItems } from "./responses-items.js";
@@ -300,7 +300,7 @@ export function responsesApi(
       );
     }
     const chat = request.chat;
-    const programId = programIdOf("responses", body, (name) => c.req.header(name))?.id ?? null;
+    const program = requestProgramOf("responses", body, (name) => c.req.header(name));
     const limit = { tokens: body.max_output_tokens ?? null, field: "max_output_tokens", capToContext: false };
     const metaOf = (requestId: string): ResponseMeta => ({
       id: `resp_${requestId}`,
@@ -311,7 +311,8 @@ export function responsesApi(
     });
     const grammar = responseFormatGrammar(responseFormatOf(body.text?.format), "text.format.schema");
     const options = {
-      programId,
+      programId: program.id,
+      parentProgramId: program.parentId,
       ...(grammar === null ? {} : { formatGrammar: { grammar, param: "text.format" } }),
     };
     const dropped = request.tools.dropped.join(",");

@@ -168,6 +168,8 @@ const common = {
   session_params: z.object({ session_id: programId.nullish() }).passthrough().nullish(),
   is_last_step: z.boolean().nullish(),
   this_func_call: z.string().nullish(),
+  /** this program is a subagent the named program spawned (its parent waits on it in a tool call) */
+  parent_program_id: programId.nullish(),
   // Retention hints: Anthropic-style cache control (Dynamo's agentic cache control has the same shape,
   // under `nvext`), and how long the client expects the tool call after this turn to take.
   cache_control: cacheControl.nullish(),

@@ -10,6 +10,7 @@ import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
 import type { LogprobFields } from "./logprobs.js";
+import { scopeToTenant } from "./program-identity.js";
 import { type OutputLimit, outputTokens, samplingParams, stopTokenIds } from "./sampling.js";
 import type { CommonBody } from "./schemas.js";
 import { turnFields } from "./turn-fields.js";
@@ -60,6 +61,8 @@ export async function startGeneration(
     preservedTokens?: readonly string[];
     /** the tool an output calls, in the model's own call format (for the TTL's per-tool times) */
     toolNamer?: ToolNamer | null;
+    /** the program that spawned this request's program as a subagent, as the client names it */
+    parentProgramId?: string | null;
   } = {},
 ): Promise<{
   requestId: string;
@@ -77,6 +80,7 @@ export async function startGeneration(
     thinkingBudget = null,
     preservedTokens = [],
     toolNamer = null,
+    parentProgramId: namedParent = null,
     ...tokenIds
   } = options;
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
@@ -111,9 +115,13 @@ export async function startGeneration(
     ...(preservedTokens.length > 0 ? { preservedTokens } : {}),
   };
   const requestId = ctx.newRequestId(c);
+  // the parent's id scoped to the tenant as the program's is (tenants never link to each other's programs)
+  const parentProgramId =
+    namedParent === null ? null : scopeToTenant(c.get("tenant") ?? null, namedParent, null).programId;
   const request: GenerateRequest = {
     requestId,
     ...fields,
+    parentProgramId,
     ...engineProgram,
     prompt,
     sampling,

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { createConcurPolicy } from "../policies/concur.js";
+import { createMoriPolicy } from "../policies/mori.js";
 import { checkedRun, layOut, type ProgramDraft } from "./test-support/sim-check.js";
 
 /** An agent whose context grows 160 tokens a turn (40 new, 120 of output), with 0.2 s tool calls. */
@@ -49,5 +50,34 @@ describe("concur in the simulator", () => {
       policy.concur.counters.pauses > 0 && policy.concur.counters.resumes > 0,
       "agents paused and resumed",
     );
+  });
+});
+
+describe("mori in the simulator", () => {
+  it("keeps the busiest in GPU memory, the next in the RAM tier, holds the rest, and finishes every agent", () => {
+    // Ten agents whose contexts reach 4800 tokens, into a pool of 4096 tokens and a RAM tier of 8192:
+    // the two tiers hold about four of them. Half call 0.2 s tools, half 20 s ones.
+    const drafts: ProgramDraft[] = Array.from({ length: 10 }, (_, i) => ({
+      arrivalS: i * 0.5,
+      turns: Array.from({ length: 30 }, () => ({
+        newTokens: 40,
+        output: 120,
+        tool: i % 2 === 0 ? "ls" : "pytest",
+        toolS: i % 2 === 0 ? 0.2 : 20,
+      })),
+    }));
+    const policy = createMoriPolicy();
+    const report = checkedRun(
+      layOut(drafts, 4096),
+      { policy: "mori", numBlocks: 256, maxNumBatchedTokens: 256, maxNumSeqs: 16, cpuBlocks: 512 },
+      policy,
+    );
+    assert.equal(report.result.programs.filter((p) => p.finishS !== null).length, 10);
+    const c = policy.mori.counters;
+    assert.ok(c.gpuPins > 0, "busy programs kept their KV in GPU memory");
+    assert.ok(c.cpuPlacements > 0, "others went to the RAM tier");
+    assert.ok(c.demotions > 0, "the idlest were demoted when both tiers were full");
+    assert.ok(c.promotions > 10, "each promoted as it came, demoted ones again");
+    assert.ok(report.scheduler.stats.reloadTokens > 0, "KV came back from the RAM tier");
   });
 });

@@ -57,13 +57,18 @@ export function validateJobInputs(
   hardware: HardwareOptions,
   engine: EngineOptions,
 ) {
+  validateHardwareInputs(hardware, engine);
+  if (workload.trace) loadTraceCached(workload.trace);
+}
+
+/** Fails on an unknown GPU or model, a bad profile, or a KV pool larger than the GPU's memory holds. */
+export function validateHardwareInputs(hardware: HardwareOptions, engine: EngineOptions): void {
   const profile = resolveHardware(hardware);
   if (engine.kvCapacityTokens > profile.kvCapacityTokens) {
     throw new Error(
       `--kv-cache-tokens ${engine.kvCapacityTokens} is more than ${profile.id} holds: at most ${profile.kvCapacityTokens} tokens of KV fit its memory`,
     );
   }
-  if (workload.trace) loadTraceCached(workload.trace);
 }
 
 function loadTraceCached(path: string) {

@@ -140,49 +140,12 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const pins = new PinDurationRecorder();
   const log = spec.recordPath ? new MemorySink() : null;
   const recorder: EventRecorder = log ? new TeeRecorder([pins, new Recorder(log)]) : pins;
-  const capacityTokens = kvPoolTokensOf(profile, engine);
   // Each replica has its own policy: policies learn from what they schedule (tool times, program sizes).
-  const replica = () => {
-    const policy = createSimPolicy(spec.policy, spec.programs);
-    return new Scheduler(
-      {
-        numBlocks: Math.floor(capacityTokens / engine.blockSizeTokens),
-        blockSizeTokens: engine.blockSizeTokens,
-        maxNumBatchedTokens: engine.maxNumBatchedTokens,
-        maxNumSeqs: engine.maxNumSeqs,
-        kvBytesPerToken: profile.kvBytesPerToken,
-        tiers: offloadTiers(profile, engine, policy.needsOffload),
-        costs: quadraticCostModel({
-          prefillQuadratic: profile.prefillQuadratic,
-          kvBytesPerToken: profile.kvBytesPerToken,
-          reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
-        }),
-      },
-      { clock, policy, recorder },
-    );
-  };
-  const schedulers = Array.from({ length: engine.replicas }, replica);
-  const accumulator = stepAccumulatorFor(profile.latency);
+  const schedulers = Array.from({ length: engine.replicas }, () =>
+    createSimScheduler(spec.policy, spec.programs, profile, engine, clock, recorder),
+  );
   const gpu: GpuTime = { prefillStepS: 0, decodeStepS: 0, sequences: 0, steps: 0 };
-  const stepTimeS = (plan: StepPlan) => {
-    accumulator.beginStep();
-    let prefills = false;
-    for (const chunk of plan.chunks) {
-      accumulator.addChunk(chunk.numTokens, chunk.contextTokens);
-      if (chunk.numTokens > 1) prefills = true;
-    }
-    let reloadS = 0;
-    for (const reload of plan.reloads) {
-      const bandwidth = reload.tier === "cpu" ? profile.cpuOffloadBandwidthBps : profile.diskBandwidthBps;
-      reloadS += (reload.tokens * profile.kvBytesPerToken) / bandwidth;
-    }
-    const durationS = accumulator.endStepS() + reloadS;
-    if (prefills) gpu.prefillStepS += durationS;
-    else gpu.decodeStepS += durationS;
-    gpu.sequences += plan.chunks.length;
-    if (plan.chunks.length > 0) gpu.steps++;
-    return durationS;
-  };
+  const stepTimeS = createStepTimer(profile, gpu);
   const specs: SimProgramSpec[] = spec.programs.map((program, i) => ({
     id: program.id,
     arrivalS: spec.arrivalsS[i] ?? 0,
@@ -224,6 +187,58 @@ export function simulatePoint(spec: PointSpec): PointResult {
   return summarizePoint(spec, result.programs, result.endS, schedulers, pins, result.steps, usage, gpu);
 }
 
+/** One replica's scheduler: the policy (fresh), its KV pool and offload tiers, and the cost model. */
+export function createSimScheduler(
+  policyName: string,
+  programs: readonly TraceProgram[],
+  profile: HardwareProfile,
+  engine: EngineOptions,
+  clock: VirtualClock,
+  recorder: EventRecorder,
+): Scheduler {
+  const policy = createSimPolicy(policyName, programs);
+  return new Scheduler(
+    {
+      numBlocks: Math.floor(kvPoolTokensOf(profile, engine) / engine.blockSizeTokens),
+      blockSizeTokens: engine.blockSizeTokens,
+      maxNumBatchedTokens: engine.maxNumBatchedTokens,
+      maxNumSeqs: engine.maxNumSeqs,
+      kvBytesPerToken: profile.kvBytesPerToken,
+      tiers: offloadTiers(profile, engine, policy.needsOffload),
+      costs: quadraticCostModel({
+        prefillQuadratic: profile.prefillQuadratic,
+        kvBytesPerToken: profile.kvBytesPerToken,
+        reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
+      }),
+    },
+    { clock, policy, recorder },
+  );
+}
+
+/** A step's time by the latency model plus its reload transfers, summed by kind into `gpu`. */
+export function createStepTimer(profile: HardwareProfile, gpu: GpuTime): (plan: StepPlan) => number {
+  const accumulator = stepAccumulatorFor(profile.latency);
+  return (plan: StepPlan) => {
+    accumulator.beginStep();
+    let prefills = false;
+    for (const chunk of plan.chunks) {
+      accumulator.addChunk(chunk.numTokens, chunk.contextTokens);
+      if (chunk.numTokens > 1) prefills = true;
+    }
+    let reloadS = 0;
+    for (const reload of plan.reloads) {
+      const bandwidth = reload.tier === "cpu" ? profile.cpuOffloadBandwidthBps : profile.diskBandwidthBps;
+      reloadS += (reload.tokens * profile.kvBytesPerToken) / bandwidth;
+    }
+    const durationS = accumulator.endStepS() + reloadS;
+    if (prefills) gpu.prefillStepS += durationS;
+    else gpu.decodeStepS += durationS;
+    gpu.sequences += plan.chunks.length;
+    if (plan.chunks.length > 0) gpu.steps++;
+    return durationS;
+  };
+}
+
 class TeeRecorder implements EventRecorder {
   constructor(private readonly targets: readonly EventRecorder[]) {}
 
@@ -252,7 +267,7 @@ function distribution(xs: readonly number[]): Distribution {
 }
 
 /** Step time by kind, summed over the run (every replica). */
-interface GpuTime {
+export interface GpuTime {
   prefillStepS: number;
   decodeStepS: number;
   sequences: number;

@@ -4,6 +4,8 @@ import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { isTypeScriptPolicyModule, loadPolicyModules } from "../policies/index.js";
 import { createSimPolicy } from "./clairvoyant.js";
+import type { ClosedLoopResult } from "./closed-loop.js";
+import { type ClosedLoopJob, runClosedLoopJob } from "./closed-loop-job.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 import type { PointResult } from "./simulate.js";
 
@@ -12,44 +14,68 @@ const YOUNG_GENERATION_MB = 192;
 export type SweepProgress = (done: number, total: number, last: PointResult) => void;
 
 /** A point whose simulation threw (e.g. a trace prompt larger than the KV pool); the other points still run. */
-export interface PointFailure {
+export interface PointFailure<J = PointJob> {
   readonly index: number;
-  readonly job: PointJob;
+  readonly job: J;
   readonly error: string;
 }
 
-export interface SweepOutcome {
+export interface SweepOutcome<R = PointResult, J = PointJob> {
   /** in job order; undefined where the point failed */
-  readonly results: readonly (PointResult | undefined)[];
-  readonly failures: readonly PointFailure[];
+  readonly results: readonly (R | undefined)[];
+  readonly failures: readonly PointFailure<J>[];
 }
+
+/** What a worker runs: an open-loop point, or a closed-loop run (the message says which). */
+export type JobKind = "point" | "closed-loop";
 
 /**
  * Runs every point, like runSweep, and a point that throws is reported beside the others' results. Policy
  * modules among the jobs' policies are loaded first (a bad one throws before any point runs); each worker
  * thread loads them again, for itself, before its first point of each.
  */
-export async function runSweepSettled(
+export function runSweepSettled(
   jobs: readonly PointJob[],
   options: { threads?: number; onProgress?: SweepProgress } = {},
 ): Promise<SweepOutcome> {
+  return runJobsSettled("point", jobs, runPointJob, estimatedCost, options);
+}
+
+/** Closed-loop runs (one per policy and concurrency), on worker threads as runSweepSettled runs points. */
+export function runClosedLoopSettled(
+  jobs: readonly ClosedLoopJob[],
+  options: {
+    threads?: number;
+    onProgress?: (done: number, total: number, last: ClosedLoopResult) => void;
+  } = {},
+): Promise<SweepOutcome<ClosedLoopResult, ClosedLoopJob>> {
+  return runJobsSettled("closed-loop", jobs, runClosedLoopJob, (job) => job.concurrency, options);
+}
+
+async function runJobsSettled<J extends { readonly policy: string }, R>(
+  kind: JobKind,
+  jobs: readonly J[],
+  run: (job: J) => R,
+  estimate: (job: J) => number,
+  options: { threads?: number; onProgress?: (done: number, total: number, last: R) => void },
+): Promise<SweepOutcome<R, J>> {
   await loadPolicyModules(jobs.map((job) => job.policy));
   const threads = Math.max(1, Math.min(options.threads ?? availableParallelism(), jobs.length));
-  const results = Array.from<PointResult | undefined>({ length: jobs.length });
-  const failures: PointFailure[] = [];
+  const results = Array.from<R | undefined>({ length: jobs.length });
+  const failures: PointFailure<J>[] = [];
   let done = 0;
-  const report = (index: number, result: PointResult) => {
+  const report = (index: number, result: R) => {
     results[index] = result;
     done++;
     options.onProgress?.(done, jobs.length, result);
   };
   const fail = (index: number, error: string) => {
-    failures.push({ index, job: jobs[index] as PointJob, error });
+    failures.push({ index, job: jobs[index] as J, error });
   };
   if (threads === 1) {
     jobs.forEach((job, index) => {
       try {
-        report(index, runPointJob(job));
+        report(index, run(job));
       } catch (error) {
         fail(index, error instanceof Error ? (error.stack ?? error.message) : String(error));
       }
@@ -65,7 +91,7 @@ export async function runSweepSettled(
         ? "tsx-if-any"
         : "none";
   // Heaviest points first (longest-processing-time order), so no worker is left with a long one at the end.
-  const cost = jobs.map(estimatedCost);
+  const cost = jobs.map(estimate);
   const order = jobs.map((_, index) => index).sort((a, b) => cost[b]! - cost[a]!);
   let next = 0;
   await Promise.all(
@@ -80,9 +106,9 @@ export async function runSweepSettled(
               return;
             }
             const index = order[next++] as number;
-            worker.postMessage({ index, job: jobs[index] });
+            worker.postMessage({ index, kind, job: jobs[index] });
           };
-          worker.on("message", (message: { index: number; result?: PointResult; error?: string }) => {
+          worker.on("message", (message: { index: number; result?: R; error?: string }) => {
             if (message.result) report(message.index, message.result);
             else fail(message.index, message.error ?? "unknown error");
             feed();
@@ -110,7 +136,7 @@ export async function runSweep(
   return results as PointResult[];
 }
 
-function sortedByIndex(failures: PointFailure[]): PointFailure[] {
+function sortedByIndex<J>(failures: PointFailure<J>[]): PointFailure<J>[] {
   return failures.sort((a, b) => a.index - b.index);
 }
 

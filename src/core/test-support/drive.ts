@@ -94,6 +94,8 @@ export interface AddOptions {
   readonly priorTurns?: number;
   /** full sequence (prompt + output); defaults to fresh tokens unique to the request id */
   readonly sequence?: readonly number[];
+  /** the program that spawned this one as a subagent */
+  readonly parentProgramId?: string;
 }
 
 let freshTokenBase = 10_000_000;
@@ -111,6 +113,7 @@ export function addRequest(scheduler: Scheduler, id: string, promptTokens: numbe
     isLastStep: options.isLastStep ?? false,
     toolHint: options.toolHint === undefined ? "tool" : options.toolHint,
     ...(options.priorTurns === undefined ? {} : { priorTurns: options.priorTurns }),
+    ...(options.parentProgramId === undefined ? {} : { parentProgramId: options.parentProgramId }),
     content: contentOf(sequence),
   });
 }

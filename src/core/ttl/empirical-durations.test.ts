@@ -161,3 +161,23 @@ describe("EmpiricalDurations", () => {
     );
   });
 });
+
+describe("EmpiricalDurations.bestRemainingTtlS", () => {
+  it("is eq. 2 over the samples longer than what has run, minus what has run", () => {
+    const d = new EmpiricalDurations();
+    for (const s of [1, 2, 3, 10, 20]) d.add(s);
+    // after 3 s: 10 and 20 are left, remaining 7 and 17, each half the conditional mass.
+    // B = 40: 7 -> 0.5 x 40 - 7 = 13; 17 -> 40 - 17 = 23
+    assert.equal(d.bestRemainingTtlS(3, 40), 17);
+    // B = 20: 7 -> 3; 17 -> 3: a tie goes to the smaller
+    assert.equal(d.bestRemainingTtlS(3, 20), 7);
+    // B = 10: 7 -> -2, 17 -> -7: not pinning is better
+    assert.equal(d.bestRemainingTtlS(3, 10), 0);
+  });
+
+  it("past every sample, prices it as if it had just started", () => {
+    const d = new EmpiricalDurations();
+    for (const s of [1, 2, 3]) d.add(s);
+    assert.equal(d.bestRemainingTtlS(50, 100), d.bestTtlS(100));
+  });
+});

@@ -61,6 +61,28 @@ export class EmpiricalDurations {
     return this.sorted.at(Math.min(n - 1, Math.max(0, Math.ceil(q * n) - 1)));
   }
 
+  /**
+   * Eq. 2 for a call that has run `elapsedS` already: over the samples longer than that, the remaining time
+   * tau maximising P(D <= elapsed + tau | D > elapsed) x benefitS - tau (ties to the smaller). A call
+   * running longer than every sample tells nothing more: bestTtlS, as if it had just started.
+   */
+  bestRemainingTtlS(elapsedS: number, benefitS: number): number {
+    const n = this.sorted.size;
+    const done = this.sorted.countAtMost(elapsedS);
+    if (done === n) return this.bestTtlS(benefitS);
+    let best = 0;
+    let bestValue = 0;
+    for (let i = done; i < n; i++) {
+      const tauS = (this.sorted.at(i) as number) - elapsedS;
+      const value = ((i - done + 1) / (n - done)) * benefitS - tauS;
+      if (value > bestValue) {
+        best = tauS;
+        bestValue = value;
+      }
+    }
+    return best;
+  }
+
   /** Fraction of held samples ≤ tauS (0 when there are none). */
   cdf(tauS: number): number {
     const n = this.sorted.size;
