@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
 import type { BlockHashContent } from "../core/kv/token-content.js";
+import fc from "../core/test-support/fast-check.js";
 import { blockIdContent } from "./block-id-content.js";
 
 /** Leading blocks two contents share. */

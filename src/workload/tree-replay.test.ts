@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "fast-check";
+import fc from "../core/test-support/fast-check.js";
 import type { AgentCall, AgentNode, AgentSpawn, AgentStep, AgentTrace } from "./agent-trace.js";
 import { ownCalls, treeNodes } from "./agent-trace.js";
 import { type ReplaySend, TreeReplay } from "./tree-replay.js";
