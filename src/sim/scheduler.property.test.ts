@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
+import type { LlamaSeqKvSpec } from "../core/kv/kv-spec.js";
 import { RequestRejectedError } from "../core/scheduler.js";
 import { uniformDouble } from "../core/test-support/arbitraries.js";
 import { contentOf } from "../core/test-support/drive.js";
@@ -187,6 +188,21 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 /** What every program's first turn may open with (reuse > 0), as an agent harness's instructions: 2 blocks. */
 const SHARED_PREAMBLE = Array.from({ length: 32 }, (_, i) => 10_000_000 + i);
 
+type SpecKind = "paged" | "unified" | "unified-windowed" | "streams";
+
+/** llama.cpp's sequences as an engine over this pool would have them: a spare sequence beyond the running ones. */
+function llamaSpec(kind: Exclude<SpecKind, "paged">, numBlocks: number, maxNumSeqs: number): LlamaSeqKvSpec {
+  const numSeqs = maxNumSeqs + 2;
+  return {
+    kind: "llama-seq",
+    numSeqs,
+    cells: kind === "streams" ? numSeqs * numBlocks * 16 : numBlocks * 16 + 64,
+    layout: kind === "streams" ? "streams" : "unified",
+    slidingWindow: kind === "unified-windowed" ? 32 : 0,
+    runningOnly: false,
+  };
+}
+
 /**
  * Random public-API sessions: arrivals of overlapping turns of a few programs (prefix sharing, no program
  * id, duplicate ids, oversized prompts), aborts, steps with executor stops, idle time. After each step:
@@ -199,7 +215,7 @@ function runOps(
   maxNumSeqs: number,
   queueingS: number,
   ops: readonly Op[],
-  copiesHeldPrefixes: boolean,
+  spec: SpecKind,
 ): void {
   const start = performance.now();
   const policy = createPolicy(policyName);
@@ -211,7 +227,7 @@ function runOps(
     maxNumBatchedTokens: budget,
     maxNumSeqs,
     tiers,
-    copiesHeldPrefixes,
+    ...(spec === "paged" ? {} : { kvSpec: llamaSpec(spec, numBlocks, maxNumSeqs) }),
   });
   // A history of long queueing delays (T) makes CacheTTL and static-ttl pin for ln(T + ...) s.
   if (queueingS > 0) scheduler.ttl.queueing.observe(queueingS);
@@ -308,7 +324,7 @@ function runOps(
 }
 
 /** Regression: a head blocked while its own program's other turn ran, which then pinned (deadlock). */
-const blockedBehindOwnPin: [string, number, number, number, number, Op[], boolean] = [
+const blockedBehindOwnPin: [string, number, number, number, number, Op[], SpecKind] = [
   "continuum-heuristic",
   8,
   256,
@@ -338,11 +354,11 @@ const blockedBehindOwnPin: [string, number, number, number, number, Op[], boolea
     },
     ...Array.from({ length: 5 }, () => ({ kind: "step" as const, dt: 0.01, stop: null })),
   ],
-  false,
+  "paged",
 ];
 
 /** Regression: a turn cut for kv_capacity inside schedule() pinned with a TTL (5e-324 s) that could not move the clock. */
-const pinExpiredAtBirth: [string, number, number, number, number, Op[], boolean] = [
+const pinExpiredAtBirth: [string, number, number, number, number, Op[], SpecKind] = [
   "cachettl-adaptive:p90-pins",
   8,
   16,
@@ -364,7 +380,7 @@ const pinExpiredAtBirth: [string, number, number, number, number, Op[], boolean]
       duplicate: false,
     },
   ],
-  false,
+  "paged",
 ];
 
 describe("scheduler properties through the public API (overlapping programs, duplicates, stops)", () => {
@@ -377,8 +393,8 @@ describe("scheduler properties through the public API (overlapping programs, dup
         fc.constantFrom(1, 3, 8),
         fc.constantFrom(0, 3, 30),
         fc.array(op, { minLength: 20, maxLength: 300 }),
-        // an executor that keeps one copy of a prefix per sequence (a sliding-window model in one pool)
-        fc.boolean(),
+        // the simulator's paged memory, or llama.cpp's sequences (one pool, a sliding-window model, streams)
+        fc.constantFrom<SpecKind>("paged", "unified", "unified-windowed", "streams"),
         runOps,
       ),
       { numRuns: 1500, examples: [blockedBehindOwnPin, pinExpiredAtBirth] },
