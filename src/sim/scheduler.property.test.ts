@@ -2,10 +2,12 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import type { LlamaSeqKvSpec } from "../core/kv/kv-spec.js";
+import type { SeqOp } from "../core/kv/seq-ops.js";
 import { RequestRejectedError } from "../core/scheduler.js";
 import { uniformDouble } from "../core/test-support/arbitraries.js";
 import { contentOf } from "../core/test-support/drive.js";
 import { testScheduler } from "../core/test-support/harness.js";
+import { SeqOpModel } from "../core/test-support/seq-op-model.js";
 import { createPolicy, POLICY_NAMES } from "../policies/index.js";
 import {
   assertWholePoolFits,
@@ -222,13 +224,20 @@ function runOps(
   const tiers = policy.needsOffload
     ? [{ name: "cpu" as const, capacityBytes: 8 * 16 * 1024, reloadBandwidthBps: 1e9 }]
     : undefined;
+  const kvSpec = spec === "paged" ? null : llamaSpec(spec, numBlocks, maxNumSeqs);
   const { scheduler, clock } = testScheduler(policy, {
     numBlocks,
     maxNumBatchedTokens: budget,
     maxNumSeqs,
     tiers,
-    ...(spec === "paged" ? {} : { kvSpec: llamaSpec(spec, numBlocks, maxNumSeqs) }),
+    ...(kvSpec ? { kvSpec } : {}),
   });
+  // llama.cpp's side of the sequence ops: every op valid, every sequence holding what the map says
+  const executor = kvSpec ? new SeqOpModel(kvSpec) : null;
+  const applied = (ops: readonly SeqOp[]) => {
+    executor?.apply(ops);
+    if (executor && scheduler.kv.sequences) executor.checkAgainst(scheduler.kv.sequences);
+  };
   // A history of long queueing delays (T) makes CacheTTL and static-ttl pin for ln(T + ...) s.
   if (queueingS > 0) scheduler.ttl.queueing.observe(queueingS);
   const capacity = numBlocks * 16;
@@ -244,9 +253,12 @@ function runOps(
   const runStep = (dt: number, stopId: string | null) => {
     const plan = scheduler.schedule();
     assert.deepEqual(scheduler.overduePins(plan.nowS), []);
+    applied(plan.ops);
+    executor?.runChunks(plan);
     clock.advanceTo(clock.nowS() + dt);
     const sampled = stopId ? new Map([[stopId, { stop: true }]]) : undefined;
-    const { finished } = scheduler.update(plan, { durationS: dt, sampled });
+    const { finished, kvChanges } = scheduler.update(plan, { durationS: dt, sampled });
+    applied(kvChanges.ops);
     steps++;
     ended += finished.length;
     for (const r of finished) live.splice(live.indexOf(r.id), 1);
@@ -312,7 +324,7 @@ function runOps(
   assert.equal(scheduler.stats.finished, ended);
   assert.equal(scheduler.stats.aborted, aborts);
   clock.advanceTo(clock.nowS() + 1e6);
-  scheduler.schedule();
+  applied(scheduler.schedule().ops);
   scheduler.checkInvariants();
   if (scheduler.numPinnedPrograms === 0) {
     assert.equal(scheduler.kv.pool.numFreeBlocks, numBlocks, "leaked blocks");
