@@ -145,7 +145,7 @@ describe("the sequence map (llama.cpp's sequences placed by the scheduler)", () 
   });
 
   test("a block the pool hands out cuts the cached sequences backing it, and the rest is still hit", () => {
-    const { scheduler, step, ops, drain, map } = setup(spec(), { numBlocks: 12 });
+    const { scheduler, ops, drain, map } = setup(spec(), { numBlocks: 12 });
     const first = tokenRange(161, 1000);
     add(scheduler, "a", first, 1, "A", true); // 10 blocks computed, freed at its end: cache
     drain();
