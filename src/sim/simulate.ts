@@ -13,6 +13,7 @@ import { createRouter, type RouterName, runClusterSimulation } from "./cluster.j
 import { type ProgramOutcome, runSimulation, type SimProgramSpec, type TurnOutcome } from "./event-loop.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
 import { stepAccumulatorFor } from "./hardware/step-latency.js";
+import { type SeqOpPrices, seqOpsS } from "./seq-op-cost.js";
 
 export interface EngineOptions {
   readonly maxNumSeqs: number;
@@ -164,6 +165,10 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const schedulers = Array.from({ length: engine.replicas }, replica);
   const accumulator = stepAccumulatorFor(profile.latency);
   const gpu: GpuTime = { prefillStepS: 0, decodeStepS: 0, sequences: 0, steps: 0 };
+  const opPrices: SeqOpPrices = {
+    kvBytesPerToken: profile.kvBytesPerToken,
+    bandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
+  };
   const stepTimeS = (plan: StepPlan) => {
     accumulator.beginStep();
     let prefills = false;
@@ -176,7 +181,7 @@ export function simulatePoint(spec: PointSpec): PointResult {
       const bandwidth = reload.tier === "cpu" ? profile.cpuOffloadBandwidthBps : profile.diskBandwidthBps;
       reloadS += (reload.tokens * profile.kvBytesPerToken) / bandwidth;
     }
-    const durationS = accumulator.endStepS() + reloadS;
+    const durationS = accumulator.endStepS() + reloadS + seqOpsS(plan.ops, opPrices);
     if (prefills) gpu.prefillStepS += durationS;
     else gpu.decodeStepS += durationS;
     gpu.sequences += plan.chunks.length;
