@@ -612,12 +612,17 @@ export class Scheduler {
       }
       const match = this.kv.findPrefix(head);
       const numTokens = this.admissionChunk(head, match, budget.tokens);
-      if (!this.admissionFits(head, match, numTokens)) {
+      const fits = this.admissionFits(head, match, numTokens);
+      if (!fits || !this.kv.placeable(head, match)) {
         // Unpinning may reorder the queue (a program losing its pin drops back), so look at the head again.
         if (this.pins.sacrifice(head.programId, head.program, this.running.length > 0, this.clock.nowS()))
           continue;
-        this.blockedHead = head;
-        this.blockedHeadFreeBlocks = this.kv.pool.numFreeBlocks;
+        // short of blocks, nothing changes until some are freed; short of a sequence or of cells to restore
+        // a saved state into (the executor's), the next step looks again
+        if (!fits) {
+          this.blockedHead = head;
+          this.blockedHeadFreeBlocks = this.kv.pool.numFreeBlocks;
+        }
         return;
       }
       this.admit(head, match, nowS);
@@ -636,8 +641,7 @@ export class Scheduler {
     const ownPin = head.program.pin?.blockIds;
     if (!this.policy.admitsWholePrompts) {
       return (
-        this.kv.admissionCostBlocks(match, known + firstChunkTokens, ownPin) <= this.kv.pool.numFreeBlocks &&
-        this.kv.hasSeatFor(head, match)
+        this.kv.admissionCostBlocks(match, known + firstChunkTokens, ownPin) <= this.kv.pool.numFreeBlocks
       );
     }
     const needed = this.kv.admissionCostBlocks(
@@ -645,9 +649,7 @@ export class Scheduler {
       Math.max(head.numTokens, known + firstChunkTokens),
       ownPin,
     );
-    return (
-      needed + this.blocksOwedToRunning() <= this.kv.pool.numFreeBlocks && this.kv.hasSeatFor(head, match)
-    );
+    return needed + this.blocksOwedToRunning() <= this.kv.pool.numFreeBlocks;
   }
 
   /** Blocks running requests still need for the tokens they know (the rest of a prompt being prefilled). */
@@ -714,7 +716,8 @@ export class Scheduler {
     for (;;) {
       const match = this.kv.findPrefix(head);
       const numTokens = this.admissionChunk(head, match, this.maxNumBatchedTokens);
-      if (this.admissionFits(head, match, numTokens) && this.running.length < this.maxNumSeqs) return;
+      const fits = this.admissionFits(head, match, numTokens) && this.kv.placeable(head, match);
+      if (fits && this.running.length < this.maxNumSeqs) return;
       let victim: Request | undefined;
       for (let i = this.running.length - 1; i >= 0 && !victim; i--) {
         const candidate = this.running[i] as Request;

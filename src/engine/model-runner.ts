@@ -175,7 +175,7 @@ export interface ModelRunner {
   /**
    * Tokens a sliding-window layer attends to (0: no such layers). llama.cpp keeps only each sequence's last
    * window of those layers: older cells may be overwritten by any other sequence, and a saved state leaves
-   * them out, so such a model's slot is continued whole or not at all (slot-cells.ts).
+   * them out, so such a model's sequence is continued whole or not at all (core/kv/sequence-map.ts).
    */
   readonly slidingWindow: number;
   /** the model's weights in bytes (where they live: `device`) */

@@ -190,7 +190,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 /** What every program's first turn may open with (reuse > 0), as an agent harness's instructions: 2 blocks. */
 const SHARED_PREAMBLE = Array.from({ length: 32 }, (_, i) => 10_000_000 + i);
 
-type SpecKind = "paged" | "unified" | "unified-windowed" | "streams";
+type SpecKind = "paged" | "unified" | "unified-windowed" | "streams" | "running-only";
 
 /** llama.cpp's sequences as an engine over this pool would have them: a spare sequence beyond the running ones. */
 function llamaSpec(kind: Exclude<SpecKind, "paged">, numBlocks: number, maxNumSeqs: number): LlamaSeqKvSpec {
@@ -201,7 +201,7 @@ function llamaSpec(kind: Exclude<SpecKind, "paged">, numBlocks: number, maxNumSe
     cells: kind === "streams" ? numSeqs * numBlocks * 16 : numBlocks * 16 + 64,
     layout: kind === "streams" ? "streams" : "unified",
     slidingWindow: kind === "unified-windowed" ? 32 : 0,
-    runningOnly: false,
+    runningOnly: kind === "running-only",
   };
 }
 
@@ -221,9 +221,10 @@ function runOps(
 ): void {
   const start = performance.now();
   const policy = createPolicy(policyName);
-  const tiers = policy.needsOffload
-    ? [{ name: "cpu" as const, capacityBytes: 8 * 16 * 1024, reloadBandwidthBps: 1e9 }]
-    : undefined;
+  const tiers =
+    policy.needsOffload || spec === "running-only"
+      ? [{ name: "cpu" as const, capacityBytes: 8 * 16 * 1024, reloadBandwidthBps: 1e9 }]
+      : undefined;
   const kvSpec = spec === "paged" ? null : llamaSpec(spec, numBlocks, maxNumSeqs);
   const { scheduler, clock } = testScheduler(policy, {
     numBlocks,
@@ -405,8 +406,9 @@ describe("scheduler properties through the public API (overlapping programs, dup
         fc.constantFrom(1, 3, 8),
         fc.constantFrom(0, 3, 30),
         fc.array(op, { minLength: 20, maxLength: 300 }),
-        // the simulator's paged memory, or llama.cpp's sequences (one pool, a sliding-window model, streams)
-        fc.constantFrom<SpecKind>("paged", "unified", "unified-windowed", "streams"),
+        // the simulator's paged memory, or llama.cpp's sequences (one pool, a sliding-window model, streams,
+        // only running sequences in the pool)
+        fc.constantFrom<SpecKind>("paged", "unified", "unified-windowed", "streams", "running-only"),
         runOps,
       ),
       { numRuns: 1500, examples: [blockedBehindOwnPin, pinExpiredAtBirth] },

@@ -67,23 +67,25 @@ export class KvCacheManager {
 
   /**
    * Blocks admission would take from the free queue: new ones plus free cached hits it revives. A match
-   * copied into fresh blocks takes one per block, less the blocks `ownPin` gives back: the admitted
-   * request's program's pin, released before its turn takes the prefix (Scheduler.admit).
+   * copied into fresh blocks takes one per block. With a sequence map, less the blocks `ownPin` gives back:
+   * the admitted request's program's pin, released before its turn takes the prefix (Scheduler.admit), whose
+   * blocks the match does not take (a saved state restored in their place, a copy, a turn that parts).
    */
   admissionCostBlocks(match: PrefixMatch, tokensAfterStep: number, ownPin: readonly number[] = []): number {
-    if (match.copied) {
-      let givenBack = 0;
-      for (const blockId of ownPin) if (this.pool.refCount(blockId) === 1) givenBack++;
-      return this.blocksFor(tokensAfterStep) - givenBack;
+    let givenBack = 0;
+    if (this.sequences) {
+      const taken = new Set(match.gpuBlockIds);
+      for (const blockId of ownPin) if (this.pool.refCount(blockId) === 1 && !taken.has(blockId)) givenBack++;
     }
+    if (match.copied) return this.blocksFor(tokensAfterStep) - givenBack;
     let revived = 0;
     for (const blockId of match.gpuBlockIds) if (this.pool.refCount(blockId) === 0) revived++;
-    return revived + this.blocksFor(tokensAfterStep) - match.gpuBlockIds.length;
+    return revived + this.blocksFor(tokensAfterStep) - match.gpuBlockIds.length - givenBack;
   }
 
-  /** Whether the executor has a sequence for the request (always, without a sequence map). */
-  hasSeatFor(request: Request, match: PrefixMatch): boolean {
-    return this.sequences?.hasSeatFor(request, match) ?? true;
+  /** Whether the executor can place the match now (always, without a sequence map): SequenceMap.placeable. */
+  placeable(request: Request, match: PrefixMatch): boolean {
+    return this.sequences?.placeable(request, match) ?? true;
   }
 
   /** The most tokens a running request's next chunk may take (a sliding-window checkpoint ends it). */

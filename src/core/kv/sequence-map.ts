@@ -161,9 +161,16 @@ export class SequenceMap {
     };
   }
 
-  /** Whether the request can have a sequence (an empty one, one dropped, a pin's parked) for this match. */
-  hasSeatFor(request: Request, match: PrefixMatch): boolean {
-    if (match.sequence?.kind === "take-over") return true;
+  /**
+   * Whether the match can be placed now: a sequence for the request (an empty one, one dropped, a pin's
+   * parked), and in one unified pool free cells for a saved state restored whole before it is cut (else the
+   * request waits for them rather than computing the state again).
+   */
+  placeable(request: Request, match: PrefixMatch): boolean {
+    const plan = match.sequence;
+    if (plan?.kind === "take-over") return true;
+    const restoring = plan?.kind === "restore" && this.spec.layout === "unified";
+    if (restoring && !this.cellRoomFor(plan.entry.length, plan.shareFrom)) return false;
     const source = sourceOf(match);
     for (const seq of this.seqs) {
       if (seq === source || seq.running) continue;
@@ -379,18 +386,7 @@ export class SequenceMap {
       for (const seq of this.seqs) cells += seq.length;
       return cells;
     }
-    const filled = new Map<number, number>();
-    for (const seq of this.seqs) {
-      const length = seq.length;
-      const blocks = seq.blocks;
-      for (let i = 0; i * b < length; i++) {
-        const block = blocks[i] as number;
-        filled.set(block, Math.max(filled.get(block) ?? 0, Math.min(b, length - i * b)));
-      }
-    }
-    let cells = 0;
-    for (const n of filled.values()) cells += n;
-    return cells;
+    return cellsIn(this.seqs, b);
   }
 
   /** Throws if sequences, holders and blocks disagree. O(sequences x blocks): tests only. */
@@ -502,7 +498,6 @@ export class SequenceMap {
   /**
    * A saved state giving more than the resident source: restored whole (a sliding-window model's only when
    * the request continues it whole), with the resident prefix shared from its sequence in one unified pool.
-   * In one unified pool the whole state lands before it is cut: it must fit in free cells.
    */
   private tierSource(
     request: Request,
@@ -519,11 +514,13 @@ export class SequenceMap {
     const held = heldPast(entry.content, entry.length, content, found.blocks * b);
     if (held <= resident.tokens || (this.windowed && held !== entry.length)) return null;
     const source = resident.source;
+    // in one unified pool the whole state lands before it is cut, beside the sequence it shares from: one
+    // that could never fit is not offered (the request computes what the resident sequence does not give)
+    if (this.spec.layout === "unified" && entry.length > this.spec.cells - (source?.length ?? 0)) return null;
     const shares = !this.windowed && source !== null;
     const sharedTokens = shares
       ? Math.min(resident.takeOver ? Math.floor(resident.tokens / b) * b : resident.tokens, held)
       : 0;
-    if (this.spec.layout === "unified" && !this.cellRoomFor(entry.length, source)) return null;
     return {
       gpuBlockIds: shares ? (source as Sequence).blocks.slice(0, sharedTokens / b) : [],
       gpuTokens: sharedTokens,
@@ -557,15 +554,15 @@ export class SequenceMap {
         victim = seq;
     }
     if (victim === null)
-      throw new Error(`no free sequence: all ${this.seqs.length} are held (hasSeatFor was not asked)`);
+      throw new Error(`no free sequence: all ${this.seqs.length} are held (placeable was not asked)`);
     this.evict(victim);
     return victim;
   }
 
   /**
-   * Whether `cells` cells are free for a state restored whole into one unified pool, or can be made free by
-   * dropping sequences nobody holds (never `keep`). Counted by the blocks backing sequences, a partial block
-   * as a whole one.
+   * Whether `cells` cells are free for a state restored whole into one unified pool (before it is cut), or
+   * can be made free by dropping sequences nobody holds (never `keep`). The ops run before the step's batch,
+   * so the cells in use then are the positions the sequences hold now.
    */
   private cellRoomFor(cells: number, keep: Sequence | null): boolean {
     const { free, droppable } = this.cellRoom(keep);
@@ -573,20 +570,15 @@ export class SequenceMap {
   }
 
   private cellRoom(keep: Sequence | null): { free: number; droppable: number } {
-    const b = this.blockSizeTokens;
-    const held = new Set<number>();
-    const backing = new Set<number>();
-    for (const seq of this.seqs) {
-      const blocks = seq.blocks;
-      const count = Math.ceil(seq.length / b);
-      const mustStay = seq.holder !== null || seq === keep;
-      for (let i = 0; i < count; i++) {
-        const block = blocks[i] as number;
-        backing.add(block);
-        if (mustStay) held.add(block);
-      }
+    const used = this.cellsUsed();
+    let kept = 0;
+    if (this.seqs.some((s) => s.holder === null && s !== keep && !s.empty)) {
+      const held = this.seqs.map((s) => (s.holder !== null || s === keep ? s : EMPTY_SEQUENCE));
+      kept = cellsIn(held, this.blockSizeTokens);
+    } else {
+      kept = used;
     }
-    return { free: this.spec.cells - b * backing.size, droppable: b * (backing.size - held.size) };
+    return { free: this.spec.cells - used, droppable: used - kept };
   }
 
   /** Drops sequences nobody holds (least recently used first, never `keep`) until `cells` cells are free. */
@@ -736,6 +728,24 @@ export class SequenceMap {
     this.ops.push({ op: "drop", seq: seq.id });
   }
 }
+
+/** Cells these sequences of one unified pool hold: shared cells (shared blocks) once. */
+function cellsIn(seqs: readonly Sequence[], b: number): number {
+  const filled = new Map<number, number>();
+  for (const seq of seqs) {
+    const length = seq.length;
+    const blocks = seq.blocks;
+    for (let i = 0; i * b < length; i++) {
+      const block = blocks[i] as number;
+      filled.set(block, Math.max(filled.get(block) ?? 0, Math.min(b, length - i * b)));
+    }
+  }
+  let cells = 0;
+  for (const n of filled.values()) cells += n;
+  return cells;
+}
+
+const EMPTY_SEQUENCE = new Sequence(-1);
 
 interface ResidentSource {
   readonly source: Sequence | null;
