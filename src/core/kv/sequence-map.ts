@@ -3,12 +3,13 @@ import type { Request } from "../request.js";
 import type { BlockPool } from "./block-pool.js";
 import { copiesPrefixData, copiesTakeBlocks, type LlamaSeqKvSpec } from "./kv-spec.js";
 import type { TierConfig, TierName } from "./offload-tiers.js";
-import { NO_MATCH, type PrefixMatch, type SequencePlan } from "./prefix-match.js";
+import type { PrefixMatch } from "./prefix-match.js";
+import { PrefixSources } from "./prefix-sources.js";
 import type { SeqOp } from "./seq-ops.js";
-import { heldPast, Sequence } from "./sequence.js";
+import { Sequence } from "./sequence.js";
+import { cellsHeld } from "./sequence-cells.js";
 import { SequenceIndex } from "./sequence-index.js";
 import { type AdoptedState, SequenceTiers, type TierEntry } from "./sequence-tiers.js";
-import type { TokenContent } from "./token-content.js";
 
 /** What the map decided, in tokens and counts (the engine's KV counters). */
 export interface SequenceMapStats {
@@ -65,6 +66,7 @@ export class SequenceMap {
   readonly blockSizeTokens: number;
   private ops: SeqOp[] = [];
   private readonly index: SequenceIndex;
+  private readonly sources: PrefixSources;
   private readonly byRequest = new Map<string, Sequence>();
   private readonly byPin = new Map<string, Sequence>();
   /** per pool block: how many sequences nobody holds it backs (cut when the pool hands it out) */
@@ -102,6 +104,7 @@ export class SequenceMap {
       tiers.length > 0
         ? new SequenceTiers(tiers, kvBytesPerToken, this.blockSizeTokens, (op) => this.ops.push(op))
         : null;
+    this.sources = new PrefixSources(spec, this.seqs, this.index, this.tiers, this.blockSizeTokens);
     pool.setReuseListener((blockId) => this.blockReused(blockId));
   }
 
@@ -134,31 +137,7 @@ export class SequenceMap {
    * really give, leaving its last token to compute (its logits are needed).
    */
   findPrefix(request: Request): PrefixMatch {
-    const b = this.blockSizeTokens;
-    const maxBlocks = Math.floor((request.numTokens - 1) / b);
-    if (maxBlocks <= 0) return NO_MATCH;
-    const content = request.content;
-    const resident = this.windowed
-      ? this.windowedSource(request, content, maxBlocks)
-      : this.residentSource(request, content, maxBlocks);
-    const restore = this.tierSource(request, content, maxBlocks, resident);
-    if (restore !== null) return restore;
-    if (resident.source === null) {
-      return resident.checkpointAt === null ? NO_MATCH : { ...NO_MATCH, checkpointAt: resident.checkpointAt };
-    }
-    const source = resident.source;
-    const tokens = resident.tokens;
-    const sequence: SequencePlan = { kind: resident.takeOver ? "take-over" : "copy", source };
-    const copied = !resident.takeOver && this.takesBlocks;
-    return {
-      gpuBlockIds: copied ? [] : source.blocks.slice(0, Math.ceil(tokens / b)),
-      gpuTokens: tokens,
-      tierTokens: 0,
-      tier: null,
-      copied,
-      sequence,
-      ...(resident.checkpointAt === null ? {} : { checkpointAt: resident.checkpointAt }),
-    };
+    return this.sources.find(request);
   }
 
   /**
@@ -380,13 +359,7 @@ export class SequenceMap {
 
   /** The cells the executor holds now: shared cells once (one unified pool), every copy in its own. */
   cellsUsed(): number {
-    const b = this.blockSizeTokens;
-    if (this.spec.layout === "streams" || this.windowed) {
-      let cells = 0;
-      for (const seq of this.seqs) cells += seq.length;
-      return cells;
-    }
-    return cellsIn(this.seqs, b);
+    return cellsHeld(this.spec, this.seqs, this.blockSizeTokens);
   }
 
   /** Throws if sequences, holders and blocks disagree. O(sequences x blocks): tests only. */
@@ -421,117 +394,6 @@ export class SequenceMap {
     }
     if (this.spec.layout === "unified" && this.cellsUsed() > this.spec.cells)
       throw new Error(`${this.cellsUsed()} cells in use of ${this.spec.cells}`);
-  }
-
-  // -------------------------------------------------------------------------------------------------
-  // choosing sources
-
-  /** Whether the request may go on in this sequence itself: nobody holds it, or its own program's pin. */
-  private takeable(seq: Sequence, request: Request): boolean {
-    if (seq.checkpoint) return false;
-    if (seq.holder === null) return true;
-    return seq.pin?.programId === request.programId;
-  }
-
-  /**
-   * The sequence holding the most leading blocks of the request (a cache one before a held one, then the most
-   * recently used); taken over where the request covers it to within a block (or no sequence is empty),
-   * else copied.
-   */
-  private residentSource(request: Request, content: TokenContent, maxBlocks: number): ResidentSource {
-    let holders: readonly Sequence[] = [];
-    const depth = this.index.walk(content, maxBlocks, (_, found) => {
-      holders = found;
-    });
-    if (depth === 0) return NO_SOURCE;
-    let best: Sequence | null = null;
-    for (const seq of holders) {
-      const better =
-        best === null ||
-        (this.takeable(seq, request) === this.takeable(best, request)
-          ? seq.lastUse > best.lastUse
-          : this.takeable(seq, request));
-      if (better) best = seq;
-    }
-    const source = best as Sequence;
-    const tokens = depth * this.blockSizeTokens;
-    if (
-      this.takeable(source, request) &&
-      (source.length - tokens < this.blockSizeTokens || !this.seqs.some((s) => s.empty))
-    ) {
-      const held = heldPast(source.content, source.length, content, tokens);
-      return { source, tokens: held, takeOver: true, checkpointAt: null };
-    }
-    return { source, tokens, takeOver: false, checkpointAt: null };
-  }
-
-  /**
-   * A sliding-window model's source: a sequence the request continues whole (taken over), or one ending
-   * exactly where a prefix of the request ends (copied; a checkpoint is one). Where a longer prefix is held
-   * by a sequence that cannot give it, the request's chunks stop at its end, and the next plan keeps it
-   * as a checkpoint.
-   */
-  private windowedSource(request: Request, content: TokenContent, maxBlocks: number): ResidentSource {
-    const b = this.blockSizeTokens;
-    let best: ResidentSource = NO_SOURCE;
-    let deepest: readonly Sequence[] = [];
-    const depth = this.index.walk(content, maxBlocks, (d, holders) => {
-      deepest = holders;
-      const end = d * b;
-      for (const seq of holders) {
-        if (this.takeable(seq, request) && Math.floor(seq.length / b) === d) {
-          const held = heldPast(seq.content, seq.length, content, end);
-          const better = held > best.tokens || (held === best.tokens && !best.takeOver);
-          if (held === seq.length && better)
-            best = { source: seq, tokens: held, takeOver: true, checkpointAt: null };
-        } else if (seq.length === end && end > best.tokens) {
-          best = { source: seq, tokens: end, takeOver: false, checkpointAt: null };
-        }
-      }
-    });
-    const prefix = depth * b;
-    const kept = deepest.some((s) => s.checkpoint && s.length === prefix);
-    const checkpointAt = depth > 0 && best.tokens < prefix && !kept ? prefix : null;
-    return { ...best, checkpointAt };
-  }
-
-  /**
-   * A saved state giving more than the resident source: restored whole (a sliding-window model's only when
-   * the request continues it whole), with the resident prefix shared from its sequence in one unified pool.
-   */
-  private tierSource(
-    request: Request,
-    content: TokenContent,
-    maxBlocks: number,
-    resident: ResidentSource,
-  ): PrefixMatch | null {
-    const tiers = this.tiers;
-    if (tiers === null) return null;
-    const found = tiers.best(content, request.numTokens, maxBlocks);
-    if (found === null) return null;
-    const entry = found.entry;
-    const b = this.blockSizeTokens;
-    const held = heldPast(entry.content, entry.length, content, found.blocks * b);
-    if (held <= resident.tokens || (this.windowed && held !== entry.length)) return null;
-    const source = resident.source;
-    // in one unified pool the whole state lands before it is cut, beside the sequence it shares from: one
-    // that could never fit is not offered (the request computes what the resident sequence does not give)
-    if (this.spec.layout === "unified" && entry.length > this.spec.cells - (source?.length ?? 0)) return null;
-    const shares = !this.windowed && source !== null;
-    const sharedTokens = shares
-      ? Math.min(resident.takeOver ? Math.floor(resident.tokens / b) * b : resident.tokens, held)
-      : 0;
-    return {
-      gpuBlockIds: shares ? (source as Sequence).blocks.slice(0, sharedTokens / b) : [],
-      gpuTokens: sharedTokens,
-      tierTokens: held - sharedTokens,
-      tier: entry.tier,
-      sequence: {
-        kind: "restore",
-        entry,
-        shareFrom: shares && this.spec.layout === "unified" && sharedTokens > 0 ? source : null,
-      },
-    };
   }
 
   // -------------------------------------------------------------------------------------------------
@@ -571,13 +433,13 @@ export class SequenceMap {
 
   private cellRoom(keep: Sequence | null): { free: number; droppable: number } {
     const used = this.cellsUsed();
-    let kept = 0;
-    if (this.seqs.some((s) => s.holder === null && s !== keep && !s.empty)) {
-      const held = this.seqs.map((s) => (s.holder !== null || s === keep ? s : EMPTY_SEQUENCE));
-      kept = cellsIn(held, this.blockSizeTokens);
-    } else {
-      kept = used;
-    }
+    const kept = this.seqs.some((s) => s.holder === null && s !== keep && !s.empty)
+      ? cellsHeld(
+          this.spec,
+          this.seqs.filter((s) => s.holder !== null || s === keep),
+          this.blockSizeTokens,
+        )
+      : used;
     return { free: this.spec.cells - used, droppable: used - kept };
   }
 
@@ -728,33 +590,6 @@ export class SequenceMap {
     this.ops.push({ op: "drop", seq: seq.id });
   }
 }
-
-/** Cells these sequences of one unified pool hold: shared cells (shared blocks) once. */
-function cellsIn(seqs: readonly Sequence[], b: number): number {
-  const filled = new Map<number, number>();
-  for (const seq of seqs) {
-    const length = seq.length;
-    const blocks = seq.blocks;
-    for (let i = 0; i * b < length; i++) {
-      const block = blocks[i] as number;
-      filled.set(block, Math.max(filled.get(block) ?? 0, Math.min(b, length - i * b)));
-    }
-  }
-  let cells = 0;
-  for (const n of filled.values()) cells += n;
-  return cells;
-}
-
-const EMPTY_SEQUENCE = new Sequence(-1);
-
-interface ResidentSource {
-  readonly source: Sequence | null;
-  readonly tokens: number;
-  readonly takeOver: boolean;
-  readonly checkpointAt: number | null;
-}
-
-const NO_SOURCE: ResidentSource = { source: null, tokens: 0, takeOver: false, checkpointAt: null };
 
 function sourceOf(match: PrefixMatch): Sequence | null {
   const plan = match.sequence;
