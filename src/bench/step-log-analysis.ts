@@ -1,14 +1,15 @@
 /**
  * Where the simulator's step prices and the real engine's steps part: every step the engine logged
  * (`serve --step-log`) is priced by a latency model (a `continuum profile`) twice — the plan's chunks, as
- * the simulator sees them, and the rows the engine really ran (recomputes included) — and set beside
+ * the simulator sees them, and the rows the engine really ran — and set beside
  * the model's compute time and the step's wall time. Grouped by step kind, the ratios say which part of
  * the sim-vs-real error comes from what:
  *   wall / compute          the loop outside the model (KV mapping, tier copies, bookkeeping)
  *   sampling / compute      the host's sampling after each decode, within compute (no simulator prices it
  *                           apart: the profile's fixed per-step overhead holds it)
  *   compute / priced ran    the latency model's error on the work the kernels really did
- *   priced ran / planned    work the simulator does not see (prefixes the engine had to recompute)
+ *   priced ran / planned    work the simulator does not see (1 since the scheduler places the KV; logs
+ *                           written before, where the engine recomputed prefixes it had dropped, show it)
  *   wall / priced planned   all of it: what the simulator misses per step
  */
 import { readFileSync } from "node:fs";

@@ -1,9 +1,9 @@
 /**
  * cached_tokens is what the engine really reused. A prompt P is served cold, then again (its KV is
  * resident: reused), then distinct prompts push P's llama sequence out of the engine's few sequence
- * slots while the scheduler's block pool (much larger) still holds P's blocks as prefix cache. P's third
- * run is a hit for the scheduler but a recompute for the engine: the response must say so, and the
- * /metrics counters must add up to what the responses said.
+ * slots while the scheduler's block pool (much larger) could still hold P's blocks. The scheduler dropped
+ * the sequence itself, so P's third run is planned and reported as computed afresh, and the /metrics
+ * counters add up to what the responses said.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -28,7 +28,7 @@ function prompt(topic: string, words: number): string {
   return Array.from({ length: words }, (_, i) => `${topic}${i % 7} item ${i}`).join(" ");
 }
 
-describe("cached_tokens after the engine dropped a sequence (real engine, tiny model)", {
+describe("cached_tokens after the scheduler dropped a sequence (real engine, tiny model)", {
   skip: llamaSkip,
 }, () => {
   test("a returning prompt whose sequence was dropped reports only what was reused; metrics match", async () => {
@@ -60,15 +60,10 @@ describe("cached_tokens after the engine dropped a sequence (real engine, tiny m
       assert.ok(warm.cachedTokens >= warm.promptTokens - 16, `warm: ${JSON.stringify(warm)}`);
       for (let i = 0; i < 4; i++) served.push(await complete(prompt(`other${i}x`, 20)));
 
-      const kvBefore = s.engine.kvStats().recomputedTokens;
+      assert.ok(s.engine.kvStats().evictions > 0, "the few sequences pushed P's out");
       const again = await complete(P);
       served.push(again);
-      const recomputed = s.engine.kvStats().recomputedTokens - kvBefore;
-      assert.ok(recomputed >= again.promptTokens - 32, `the engine recomputed ${recomputed} tokens of P`);
-      assert.ok(
-        again.cachedTokens <= again.promptTokens - recomputed,
-        `cached ${again.cachedTokens}, recomputed ${recomputed} of ${again.promptTokens}`,
-      );
+      assert.equal(again.cachedTokens, 0, "P's sequence is gone: nothing reported reused");
       assert.equal(again.text, cold.text, "recomputed KV gives the same greedy text");
 
       const m = await s.metrics();

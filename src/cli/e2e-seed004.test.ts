@@ -124,15 +124,17 @@ async function runProgram(
   return turns;
 }
 
-/** Turn 2+ reused the previous turn's KV: its whole prompt, and at most the reply's tokens short of it. */
+/**
+ * Turn 2+ reused the previous turn's KV: its whole prompt, and at most the reply's tokens short of it (the
+ * sequence is continued past its last whole block; its last sampled token was never computed).
+ */
 function assertReusedPreviousContext(turns: readonly TurnRecord[]): void {
   for (let k = 1; k < turns.length; k++) {
     const prev = turns[k - 1]!;
     const cur = turns[k]!;
     const prevContext = prev.promptTokens + prev.completionTokens;
     const detail = `turn ${k + 1}: cached ${cur.cachedTokens}, previous prompt ${prev.promptTokens} + completion ${prev.completionTokens}`;
-    assert.equal(cur.cachedTokens % BLOCK, 0, detail);
-    assert.ok(cur.cachedTokens <= prevContext, detail);
+    assert.ok(cur.cachedTokens < prevContext, detail);
     assert.ok(cur.cachedTokens >= Math.floor(prev.promptTokens / BLOCK) * BLOCK, detail);
     assert.ok(prevContext - cur.cachedTokens < BLOCK + MAX_TOKENS, detail);
   }

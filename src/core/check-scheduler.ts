@@ -1,5 +1,6 @@
 import { VirtualClock } from "./clock.js";
 import { quadraticCostModel } from "./cost-model.js";
+import type { KvSpec } from "./kv/kv-spec.js";
 import type { TierConfig } from "./kv/offload-tiers.js";
 import type { SchedulingPolicy } from "./policy.js";
 import { Scheduler } from "./scheduler.js";
@@ -19,7 +20,7 @@ export function checkScheduler(
     maxNumBatchedTokens?: number;
     maxNumSeqs?: number;
     tiers?: TierConfig[];
-    copiesHeldPrefixes?: boolean;
+    kvSpec?: KvSpec;
   },
 ): { scheduler: Scheduler; clock: VirtualClock } {
   const clock = new VirtualClock();
@@ -31,7 +32,7 @@ export function checkScheduler(
       maxNumSeqs: options.maxNumSeqs ?? 16,
       kvBytesPerToken: 1024,
       tiers: options.tiers,
-      copiesHeldPrefixes: options.copiesHeldPrefixes ?? false,
+      ...(options.kvSpec ? { kvSpec: options.kvSpec } : {}),
       costs: quadraticCostModel({
         prefillQuadratic: { a: 0, b: 1e-4, c: 0 },
         kvBytesPerToken: 1024,

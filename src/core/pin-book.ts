@@ -83,7 +83,7 @@ export class PinBook {
       ttlS,
       expiresS: nowS + ttlS,
     };
-    this.deps.kv.writeThrough(request);
+    this.deps.kv.pin(request, pin);
     request.blockIds = [];
     request.numCachedBlocks = 0;
     program.pin = pin;
@@ -106,7 +106,7 @@ export class PinBook {
     if (!pin) return;
     program.pin = null;
     this.pinned.delete(program);
-    this.deps.kv.freeBlocks(pin.blockIds);
+    this.deps.kv.releasePin(pin);
     this.deps.onReleased({
       requestId: pin.requestId,
       programId: program.id,

@@ -1,5 +1,5 @@
 import type { BlockPool } from "./kv/block-pool.js";
-import type { OffloadTiers } from "./kv/offload-tiers.js";
+import type { TierIndex } from "./kv/kv-cache-manager.js";
 import type { Program } from "./program.js";
 import type { Request } from "./request.js";
 
@@ -104,7 +104,7 @@ function cachedShareOf(program: Program): number | null {
 export function buildSnapshot(
   nowS: number,
   pool: BlockPool,
-  tiers: OffloadTiers | null,
+  tiers: TierIndex | null,
   programs: Iterable<Program>,
   live: Iterable<Request>,
   departed: DepartedPrograms,

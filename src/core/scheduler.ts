@@ -4,7 +4,9 @@ import type { CostModel } from "./cost-model.js";
 import type { KvBlockObserver } from "./kv/block-events.js";
 import { BlockPool } from "./kv/block-pool.js";
 import { KvCacheManager, type PrefixMatch } from "./kv/kv-cache-manager.js";
+import { copiesTakeBlocks, type KvSpec, PAGED_KV } from "./kv/kv-spec.js";
 import { OffloadTiers, type TierConfig } from "./kv/offload-tiers.js";
+import { SequenceMap } from "./kv/sequence-map.js";
 import { MinHeap } from "./min-heap.js";
 import { PinBook } from "./pin-book.js";
 import type { PolicyContext, SchedulingPolicy } from "./policy.js";
@@ -44,8 +46,8 @@ export interface SchedulerConfig {
   readonly programIdleTimeoutS?: number;
   /** programs the scheduler keeps at most; beyond, idle ones are forgotten early, then new ones refused */
   readonly maxPrograms?: number;
-  /** the executor keeps one copy of a prefix per sequence: hits on held blocks take copies (KvCacheManager) */
-  readonly copiesHeldPrefixes?: boolean;
+  /** what the executor's KV memory is (default paged): with llama-seq the scheduler places KV in its sequences */
+  readonly kvSpec?: KvSpec;
 }
 
 export interface SchedulerDeps {
@@ -70,8 +72,6 @@ export interface SchedulerStats {
   prefixQueryTokens: number;
   prefixHitTokens: number;
   reloadTokens: number;
-  /** admitted prefix tokens the executor no longer held and computed again */
-  recomputedPrefixTokens: number;
   pinsCreated: number;
   pinsReused: number;
   pinsExpired: number;
@@ -98,6 +98,7 @@ const DEPARTED_KEPT = 256;
  */
 export class Scheduler {
   readonly kv: KvCacheManager;
+  readonly kvSpec: KvSpec;
   readonly ttl: TtlEstimator;
   readonly policy: SchedulingPolicy;
   readonly maxNumBatchedTokens: number;
@@ -108,7 +109,6 @@ export class Scheduler {
     prefixQueryTokens: 0,
     prefixHitTokens: 0,
     reloadTokens: 0,
-    recomputedPrefixTokens: 0,
     pinsCreated: 0,
     pinsReused: 0,
     pinsExpired: 0,
@@ -147,11 +147,23 @@ export class Scheduler {
     this.maxNumBatchedTokens = positiveInt(config.maxNumBatchedTokens ?? 2048, "maxNumBatchedTokens");
     this.maxNumSeqs = positiveInt(config.maxNumSeqs ?? 256, "maxNumSeqs");
     const pool = new BlockPool(config.numBlocks, blockSizeTokens, deps.kvObserver ?? null);
+    const spec = config.kvSpec ?? PAGED_KV;
+    this.kvSpec = spec;
+    const tierConfigs = config.tiers ?? [];
     const tiers =
-      config.tiers && config.tiers.length > 0
-        ? new OffloadTiers(config.tiers, config.kvBytesPerToken * blockSizeTokens)
+      spec.kind === "paged" && tierConfigs.length > 0
+        ? new OffloadTiers(tierConfigs, config.kvBytesPerToken * blockSizeTokens)
         : null;
-    this.kv = new KvCacheManager(pool, tiers, config.kvBytesPerToken, config.copiesHeldPrefixes ?? false);
+    const sequences =
+      spec.kind === "llama-seq"
+        ? new SequenceMap(spec, pool, tierConfigs, config.kvBytesPerToken, (seq, tokens, savedTo) => {
+            // the executor dropping KV nobody runs (pinned or cached), and where it went
+            const base = { programId: seq.programId, requestId: seq.requestId, timeS: this.clock.nowS() };
+            if (savedTo) this.record({ ...base, kind: "offloaded", tokens, tier: savedTo });
+            this.record({ ...base, kind: "evicted", tokens });
+          })
+        : null;
+    this.kv = new KvCacheManager(pool, tiers, config.kvBytesPerToken, sequences);
     this.ttl = new TtlEstimator(config.ttl);
     this.policy = deps.policy;
     this.clock = deps.clock;
@@ -188,7 +200,7 @@ export class Scheduler {
       nowS: 0,
       ttl: this.ttl,
       costs: config.costs,
-      offloadTier: tiers ? (tiers.names[0] ?? null) : null,
+      offloadTier: this.kv.tierIndex?.names[0] ?? null,
       runningKvTokens: 0,
       numRunning: 0,
       kvCapacityTokens: config.numBlocks * blockSizeTokens,
@@ -255,7 +267,7 @@ export class Scheduler {
     return buildSnapshot(
       this.clock.nowS(),
       this.kv.pool,
-      this.kv.tiers,
+      this.kv.tierIndex,
       this.programs.values(),
       this.live.values(),
       this.departed,
@@ -433,6 +445,7 @@ export class Scheduler {
     if (this.stats.steps % SWEEP_EVERY_STEPS === 0) this.programs.forgetIdle(nowS);
     this.pins.expireDue(nowS);
     this.pins.compact();
+    this.kv.sequences?.startStep();
     if (this.policy.dynamicPriorities) {
       if (this.policy.nextPriorityChangeS) this.refreshDuePriorities(nowS);
       else this.refreshAllPriorities();
@@ -448,6 +461,7 @@ export class Scheduler {
     const reloads: Reload[] = [];
     // As in vLLM, a step that had to preempt running requests for memory admits nobody new.
     if (preempted.length === preemptedForHead) this.admitWaiting(chunks, admitted, reloads, budget, nowS);
+    this.kv.sequences?.endStep();
 
     return {
       stepIndex: this.stats.steps,
@@ -467,8 +481,14 @@ export class Scheduler {
     this.ctx.nowS = nowS;
     const finished: Request[] = this.finishedOutsideUpdate;
     this.finishedOutsideUpdate = [];
-    for (const requestId of result.failed ?? []) this.abort(requestId);
-    for (const request of plan.admitted) this.accountAdmission(request, plan.nowS, result);
+    for (const requestId of result.failed ?? []) {
+      const request = this.live.get(requestId);
+      if (request) this.kv.sequences?.discard(request);
+      this.abort(requestId);
+    }
+    const lost = new Set(this.kv.sequences?.lostEntries(result.lostEntries ?? []) ?? []);
+    for (const request of lost) this.recomputeLost(request);
+    for (const request of plan.admitted) if (!lost.has(request)) this.accountAdmission(request, plan.nowS);
     for (const chunk of plan.chunks) {
       const request = chunk.request;
       if (request.status !== "running") continue;
@@ -499,7 +519,11 @@ export class Scheduler {
    * outcome; an idle loop takes those of expired pins and aborts).
    */
   takeKvChanges(): KvChanges {
-    const changes = { pinned: this.pendingPins, released: this.pendingReleases };
+    const changes = {
+      pinned: this.pendingPins,
+      released: this.pendingReleases,
+      ops: this.kv.sequences?.takeOps() ?? [],
+    };
     this.pendingPins = [];
     this.pendingReleases = [];
     return changes;
@@ -527,9 +551,10 @@ export class Scheduler {
           `block ${b}: ref count ${pool.refCount(b)} but ${holders[b]} holders (leak or double free)`,
         );
       }
-      if (this.kv.copiesHeldPrefixes && (holders[b] as number) > 1)
+      if (copiesTakeBlocks(this.kvSpec) && (holders[b] as number) > 1)
         throw new Error(`block ${b} has ${holders[b]} holders, but held prefixes are copied`);
     }
+    this.kv.sequences?.checkInvariants();
     if (this.running.length > this.maxNumSeqs) throw new Error("more running requests than maxNumSeqs");
     let previous: Request | undefined;
     for (const request of this.waiting) {
@@ -554,7 +579,11 @@ export class Scheduler {
   private scheduleRunning(chunks: ScheduledChunk[], preempted: Request[], budget: { tokens: number }): void {
     for (let i = 0; i < this.running.length && budget.tokens > 0; i++) {
       const request = this.running[i] as Request;
-      const numTokens = Math.min(request.numTokens - request.numComputedTokens, budget.tokens);
+      const numTokens = Math.min(
+        request.numTokens - request.numComputedTokens,
+        budget.tokens,
+        this.kv.chunkLimit(request),
+      );
       let scheduled = true;
       while (!this.kv.allocateSlots(request, numTokens)) {
         if (this.pins.sacrifice(null, request.program, this.running.length > 1, this.clock.nowS())) continue;
@@ -599,12 +628,17 @@ export class Scheduler {
       }
       const match = this.kv.findPrefix(head);
       const numTokens = this.admissionChunk(head, match, budget.tokens);
-      if (!this.admissionFits(head, match, numTokens)) {
+      const fits = this.admissionFits(head, match, numTokens);
+      if (!fits || !this.kv.placeable(head, match)) {
         // Unpinning may reorder the queue (a program losing its pin drops back), so look at the head again.
         if (this.pins.sacrifice(head.programId, head.program, this.running.length > 0, this.clock.nowS()))
           continue;
-        this.blockedHead = head;
-        this.blockedHeadFreeBlocks = this.kv.pool.numFreeBlocks;
+        // short of blocks, nothing changes until some are freed; short of a sequence or of cells to restore
+        // a saved state into (the executor's), the next step looks again
+        if (!fits) {
+          this.blockedHead = head;
+          this.blockedHeadFreeBlocks = this.kv.pool.numFreeBlocks;
+        }
         return;
       }
       this.admit(head, match, nowS);
@@ -678,8 +712,12 @@ export class Scheduler {
     return match.gpuTokens + match.tierTokens;
   }
 
+  /** The first chunk: the rest of the sequence within the budget, stopping where a checkpoint is to be kept. */
   private admissionChunk(request: Request, match: PrefixMatch, budgetTokens: number): number {
-    return Math.min(request.numTokens - this.knownTokens(match), budgetTokens);
+    const known = this.knownTokens(match);
+    const upTo =
+      match.checkpointAt !== undefined && match.checkpointAt > known ? match.checkpointAt : request.numTokens;
+    return Math.min(upTo - known, budgetTokens);
   }
 
   /**
@@ -694,7 +732,8 @@ export class Scheduler {
     for (;;) {
       const match = this.kv.findPrefix(head);
       const numTokens = this.admissionChunk(head, match, this.maxNumBatchedTokens);
-      if (this.admissionFits(head, match, numTokens) && this.running.length < this.maxNumSeqs) return;
+      const fits = this.admissionFits(head, match, numTokens) && this.kv.placeable(head, match);
+      if (fits && this.running.length < this.maxNumSeqs) return;
       let victim: Request | undefined;
       for (let i = this.running.length - 1; i >= 0 && !victim; i--) {
         const candidate = this.running[i] as Request;
@@ -713,7 +752,7 @@ export class Scheduler {
     this.waiting.shift();
     program.numWaiting--;
     program.numRunning++;
-    // the pin goes first: its blocks the turn hits are taken back, not copied (KvCacheManager.copiesHeldPrefixes)
+    // the pin goes first: its blocks and sequence the turn hits are taken back, not copied
     if (program.pin) {
       this.stats.pinsReused++;
       this.pins.release(program, "reused", nowS);
@@ -730,15 +769,12 @@ export class Scheduler {
   }
 
   /**
-   * An admission as the executor carried it out: the prefix it really reused (planned hits and reloads
-   * minus what it had to compute again), counted once per request at its first scheduling, and logged.
+   * An admission carried out: the prefix it reused (hits and reloads), counted once per request at its first
+   * scheduling, and logged.
    */
-  private accountAdmission(request: Request, admittedS: number, result: StepResult): void {
-    const lost = Math.min(result.recomputed?.get(request.id) ?? 0, request.hitTokens + request.reloadTokens);
-    // The tier part follows the resident part in the sequence, so a shortfall eats the reload first.
-    const reloaded = Math.max(0, request.reloadTokens - lost);
-    const reused = request.hitTokens + request.reloadTokens - lost;
-    this.stats.recomputedPrefixTokens += lost;
+  private accountAdmission(request: Request, admittedS: number): void {
+    const reloaded = request.reloadTokens;
+    const reused = request.hitTokens + request.reloadTokens;
     const first = request.numAdmissions === 1;
     if (first) {
       request.cachedTokens = reused;
@@ -768,7 +804,18 @@ export class Scheduler {
       numTokens,
       samples: startToken + numTokens === request.numTokens,
       contextTokens: startToken,
+      seq: this.kv.sequences?.seqOf(request)?.id ?? null,
     };
+  }
+
+  /**
+   * An admission whose saved state the executor could not read: its chunk did not run; it waits again to be
+   * computed afresh, and its first scheduling is counted when it next runs.
+   */
+  private recomputeLost(request: Request): void {
+    if (request.status !== "running") return;
+    this.preempt(request);
+    request.numAdmissions--;
   }
 
   /** Worst-priority running request at or after index `from` (the ones not yet scheduled this step). */
@@ -869,7 +916,7 @@ export class Scheduler {
   /** A request leaves the running set: its blocks go back to the pool, its executor's sequence with them. */
   private releaseRequestKv(request: Request, reason: ReleaseReason): void {
     const tokens = request.numComputedTokens;
-    if (request.blockIds.length > 0) this.kv.freeRequest(request);
+    this.kv.freeRequest(request);
     this.pendingReleases.push({
       requestId: request.id,
       programId: request.programId,

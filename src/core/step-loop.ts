@@ -110,7 +110,8 @@ export class StepLoop<X extends Executor = Executor, E extends LoopEnvironment =
       const plan = scheduler.schedule();
       if (plan.chunks.length > 0) return { kind: "step", plan };
       // Nothing to execute, but schedule() may have ended requests itself (a sequence that outgrew the
-      // pool): update() reports them, and their programs go on.
+      // pool): update() reports them, and their programs go on. The plan's KV changes still reach the executor.
+      this.executor.applyKvChanges?.(plan);
       const { finished, kvChanges } = scheduler.update(plan, { durationS: 0 });
       this.executor.applyKvChanges?.(kvChanges);
       if (finished.length > 0) {

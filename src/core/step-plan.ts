@@ -1,4 +1,5 @@
 import type { TierName } from "./kv/offload-tiers.js";
+import type { SeqOp } from "./kv/seq-ops.js";
 import type { Request } from "./request.js";
 
 /** One sequence's work in a step: compute tokens [startToken, startToken + numTokens) of its sequence. */
@@ -10,6 +11,8 @@ export interface ScheduledChunk {
   readonly samples: boolean;
   /** tokens already in KV that this chunk attends to (for latency models) */
   readonly contextTokens: number;
+  /** the executor's sequence the chunk computes into (llama-seq spec; null for paged) */
+  readonly seq: number | null;
 }
 
 /** KV moved back from an offload tier at admission; the executor pays the transfer. */
@@ -49,12 +52,14 @@ export interface KvPinned {
 }
 
 /**
- * KV ownership changes, in the order to apply them: pins made first, then KV released (finishes,
- * expired or sacrificed pins, aborts, preemptions). A pin is always made before it is released.
+ * KV changes: ownership (pins made first, then KV released: finishes, expired or sacrificed pins, aborts,
+ * preemptions; a pin is always made before it is released), and the sequence ops that carry them out on a
+ * llama-seq executor, in the order to apply them.
  */
 export interface KvChanges {
   readonly pinned: readonly KvPinned[];
   readonly released: readonly KvRelease[];
+  readonly ops: readonly SeqOp[];
 }
 
 /**
@@ -70,7 +75,7 @@ export interface StepPlan extends KvChanges {
   readonly reloads: readonly Reload[];
   /** running requests pushed back to waiting; their KV is gone (recompute on return) */
   readonly preempted: readonly Request[];
-  // pinned / released (KvChanges): ownership changes since the scheduler last handed them out
+  // pinned / released / ops (KvChanges): changes since the scheduler last handed them out; ops before the batch
   readonly numBatchedTokens: number;
 }
 
@@ -91,10 +96,11 @@ export interface StepResult {
   /** per request id, for chunks with samples = true; a missing entry means "not stopped" */
   readonly sampled?: ReadonlyMap<string, SampledToken>;
   /**
-   * Per admitted request id: tokens of its admitted prefix (GPU hit + reload) the executor no longer held
-   * and computed again in this step (a real engine that had to drop a sequence). Missing: none.
+   * Tier entries the executor could not write or read (a disk error): the scheduler forgets them, and a
+   * request of this step that was to be restored from one goes back to waiting to be computed afresh (its
+   * chunk was not run).
    */
-  readonly recomputed?: ReadonlyMap<string, number>;
+  readonly lostEntries?: ReadonlySet<number>;
   /**
    * Request ids the executor could not carry (a step that threw, a sampler it could not set up): their KV is
    * not trusted and their clients were told; update() ends them as aborted and counts none of their chunks.

@@ -2,18 +2,18 @@
  * The policy conformance suite on the engine's side of the one step loop: every policy serves random
  * multi-turn programs through the Engine (the fake runner: real scheduler, KV mapping and streaming),
  * with the invariants the simulator's suite checks (scheduler invariants after every step, every
- * program completes, nothing leaked) plus the engine's own: its cell ledger matches the runner's pool
- * and every slot it computes into belongs to a running request. An idle engine wakes only when it must.
+ * program completes, nothing leaked) plus the engine's own: the cells the scheduler's sequence map
+ * counts are the runner's pool, and every sequence computed into belongs to a running request. An idle engine wakes only when it must.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import type { Sequence } from "../core/kv/sequence.js";
 import { Rng } from "../core/rng.js";
 import type { StepPlan, StepResult } from "../core/step-plan.js";
 import { POLICY_NAMES } from "../policies/index.js";
 import type { Engine } from "./engine.js";
 import { Engine as EngineClass } from "./engine.js";
 import { FakeModelRunner } from "./fake-model-runner.js";
-import type { KvSlot } from "./kv-slots.js";
 import type { RunnerBatch } from "./model-runner.js";
 import { fixedTtlPolicy, request, run, sleep } from "./test-support/engine-helpers.js";
 
@@ -33,17 +33,21 @@ function randomPrograms(rng: Rng, numPrograms: number): Turn[][] {
   );
 }
 
-/** A runner that checks, before every batch, that the engine's ledger is the pool llama.cpp would have. */
+/** A runner that checks, before every batch, that the cells the scheduler placed are the pool llama.cpp has. */
 class CheckedRunner extends FakeModelRunner {
   engine: Engine | null = null;
 
   override execute(batch: RunnerBatch) {
     const engine = this.engine;
     if (engine) {
-      assert.equal(engine.kv.ledger.numUsed, this.usedCells, "engine ledger and runner pool disagree");
+      assert.equal(
+        engine.sequences.cellsUsed(),
+        this.usedCells,
+        "the scheduler's cells and the runner's pool disagree",
+      );
       for (let i = 0; i < batch.length; i++) {
-        const slot: KvSlot | undefined = engine.kv.slots[batch.seqIds[i] as number];
-        assert.equal(slot?.owner?.status, "running", "a batch row for a slot no running request owns");
+        const seq: Sequence | undefined = engine.sequences.seqs[batch.seqIds[i] as number];
+        assert.equal(seq?.running?.status, "running", "a batch row for a sequence no running request holds");
       }
     }
     return super.execute(batch);

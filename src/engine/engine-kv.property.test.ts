@@ -1,11 +1,12 @@
 /**
- * Serving under random arrivals, aborts and disconnects (fast-check), with the engine's KV held against the
- * scheduler's before every batch: the engine's cell ledger is the runner's pool; a slot computes only for a
- * request the scheduler runs, and no request owns two slots; a slot kept for a pin belongs to a program the
- * scheduler has pinned, and every pinned program's KV is in a slot unless the engine had to drop it (counted
- * as a pinned eviction: the one place llama.cpp's per-sequence memory makes the two differ). When all is
- * done no slot is owned, and after shutdown no cell is held (with a sliding-window model's checkpoints too). A turn that asked for logprobs has one entry
- * per sampled token, streamed and in its done event alike, however often it was preempted.
+ * Serving under random arrivals, aborts and disconnects (fast-check), with the runner's KV held against the
+ * scheduler's before every batch: the cells the scheduler's sequence map places are the runner's pool, and
+ * every sequence holds what the map says; a sequence computes only for a request the scheduler runs, and no
+ * request has two; a sequence kept for a pin belongs to a program the scheduler has pinned, and every pinned
+ * program's KV is in its sequence. When all is done no sequence runs, and after shutdown no cell is held
+ * (with a sliding-window model's checkpoints too). A turn that asked for logprobs has one entry per sampled
+ * token, streamed and in its done event alike, however often it was preempted.
+
  *
  * Time is the test's own: the engine's clock and every timer (the engine's idle waits, the clients' arrivals
  * and tool calls) run on mocked time that moves 1 ms per turn of the event loop, so how clients and engine
@@ -52,8 +53,7 @@ const scenarioArb = fc.record({
     { minLength: 2, maxLength: 6 },
   ),
   policy: fc.constantFrom("vllm", "cachettl-adaptive", "pin-20ms"),
-  // streams-windowed: a sliding-window model, whose shared prefixes are kept as checkpoints (kv-slots.ts);
-  // not with one unified pool, where it finds a step with no free cell (docs/engine.md, "Known issue")
+  // *-windowed: a sliding-window model, whose shared prefixes are kept as checkpoints (sequence-map.ts)
   layout: fc.constantFrom("unified", "streams", "streams-windowed", "unified-windowed"),
 });
 
@@ -101,23 +101,25 @@ class KvCheckingRunner extends FakeModelRunner {
 
 function checkKv(engine: Engine, runner: FakeModelRunner): void {
   engine.scheduler.checkInvariants();
-  const kv = engine.kv;
-  assert.equal(kv.ledger.numUsed, runner.usedCells, "the engine's ledger and the runner's pool disagree");
-  const owners = new Set<string>();
-  for (const slot of kv.slots) {
-    if (slot.owner === null) continue;
+  const sequences = engine.sequences;
+  assert.equal(
+    sequences.cellsUsed(),
+    runner.usedCells,
+    "the scheduler's cells and the runner's pool disagree",
+  );
+  const running = new Set<string>();
+  for (const seq of sequences.seqs) {
     assert.equal(
-      slot.owner.status,
-      "running",
-      `slot ${slot.seqId} computes for a ${slot.owner.status} request`,
+      runner.seqLength(seq.id),
+      seq.length,
+      `sequence ${seq.id} holds other positions than planned`,
     );
-    assert.equal(
-      engine.scheduler.getRequest(slot.owner.id),
-      slot.owner,
-      "a slot's owner is the scheduler's request",
-    );
-    assert.ok(!owners.has(slot.owner.id), `request ${slot.owner.id} owns two slots`);
-    owners.add(slot.owner.id);
+    const request = seq.running;
+    if (request === null) continue;
+    assert.equal(request.status, "running", `sequence ${seq.id} computes for a ${request.status} request`);
+    assert.equal(engine.scheduler.getRequest(request.id), request, "a sequence's request is the scheduler's");
+    assert.ok(!running.has(request.id), `request ${request.id} has two sequences`);
+    running.add(request.id);
   }
   const pinned = new Set(
     engine.scheduler
@@ -125,18 +127,14 @@ function checkKv(engine: Engine, runner: FakeModelRunner): void {
       .programs.filter((p) => p.pinTtlLeftS !== null) // pinned, or pinned with its next turn waiting
       .map((p) => p.id),
   );
-  const pinnedSlots = new Set<string>();
-  for (const slot of kv.slots) {
-    if (slot.pinnedFor === null) continue;
-    assert.ok(
-      pinned.has(slot.pinnedFor),
-      `slot ${slot.seqId} kept for ${slot.pinnedFor}, which holds no pin`,
-    );
-    pinnedSlots.add(slot.pinnedFor);
+  const pinnedSeqs = new Set<string>();
+  for (const seq of sequences.seqs) {
+    const pin = seq.pin;
+    if (pin === null) continue;
+    assert.ok(pinned.has(pin.programId), `sequence ${seq.id} kept for ${pin.programId}, which holds no pin`);
+    pinnedSeqs.add(pin.programId);
   }
-  if (engine.kvStats().pinnedEvictions === 0) {
-    for (const program of pinned) assert.ok(pinnedSlots.has(program), `pinned ${program} has no slot`);
-  }
+  for (const program of pinned) assert.ok(pinnedSeqs.has(program), `pinned ${program} has no sequence`);
 }
 
 async function turnOf(
@@ -227,14 +225,14 @@ describe("engine KV against the scheduler's, under random arrivals, aborts and d
         for (let i = 0; i < 100 && engine.scheduler.hasUnfinishedRequests(); i++) await sleep(2);
         assert.equal(engine.scheduler.hasUnfinishedRequests(), false, "every request ended");
         assert.ok(
-          engine.kv.slots.every((s) => s.owner === null),
-          "no slot is owned once nothing runs",
+          engine.sequences.seqs.every((s) => s.running === null),
+          "no sequence runs once nothing does",
         );
-        assert.equal(engine.kv.ledger.numUsed, runner.usedCells);
+        assert.equal(engine.sequences.cellsUsed(), runner.usedCells);
       } finally {
         await engine.shutdown();
       }
-      assert.equal(engine.kv.ledger.numUsed, 0, "cells held after shutdown");
+      assert.equal(engine.sequences.cellsUsed(), 0, "cells held after shutdown");
       assert.equal(runner.usedCells, 0, "the runner's pool is empty after shutdown");
       return { batches: runner.executeCalls, checkpointTokens: engine.kvStats().checkpointTokens };
     };

@@ -2,16 +2,15 @@ import { CalibratedCostModel } from "../core/calibrated-cost-model.js";
 import type { Clock } from "../core/clock.js";
 import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
 import { GIB, tierConfigs } from "../core/kv/offload-tiers.js";
+import { TokenIdContent } from "../core/kv/token-content.js";
 import type { SchedulingPolicy } from "../core/policy.js";
 import type { EventRecorder } from "../core/recorder/recorder.js";
 import { Scheduler } from "../core/scheduler.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
 import type { KvEventPublisher } from "./kv-event-publisher.js";
-import { KvSlots } from "./kv-slots.js";
 import { KvTierStore, type RestoredTier } from "./kv-tier-store.js";
 import type { ModelRunner } from "./model-runner.js";
-import { PoolFollower } from "./pool-follower.js";
 import type { StepLogFile } from "./step-log.js";
 
 /** RAM and disk tiers for KV the engine drops from the pool (both optional). */
@@ -39,7 +38,7 @@ export interface EngineOptions {
   readonly kvPoolTokens?: number;
   readonly tiers?: EngineTierOptions;
   /**
-   * Only running sequences stay in the runner's pool; pinned KV waits in the RAM tier (KvSlotsOptions). For a
+   * Only running sequences stay in the runner's pool; pinned KV waits in the RAM tier (LlamaSeqKvSpec). For a
    * model on the CPU with a RAM tier, where both are the same memory (default false).
    */
   readonly kvRunningOnly?: boolean;
@@ -81,7 +80,6 @@ export function defaultCostModel(kvBytesPerToken: number, tiers: EngineTierOptio
 /** What an engine is made of, sized from its options and its runner. */
 export interface EngineParts {
   readonly scheduler: Scheduler;
-  readonly kv: KvSlots;
   readonly tierStore: KvTierStore | null;
   readonly costs: CostModel;
   readonly calibratedCosts: CalibratedCostModel | null;
@@ -117,8 +115,8 @@ export const DEFAULT_BLOCK_SIZE_TOKENS = 16;
 
 /**
  * The scheduler's pool sized to the runner's cells (less a small headroom), its run slots to the runner's
- * sequence slots (one kept for resident KV), the tiers, the TTL model's costs, and the KV mapping between the
- * scheduler's blocks and the runner's sequences.
+ * sequence slots (one kept for resident KV), its KV spec the runner's sequences, the tiers (the scheduler's
+ * index, the store's bytes), and the TTL model's costs.
  */
 export function buildEngineParts(options: EngineOptions, clock: Clock): EngineParts {
   const runner = options.runner;
@@ -155,7 +153,6 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
           cpuBytes,
           diskBytes,
           diskDir: tierOpts.diskDir ?? null,
-          blockSizeTokens: b,
           ...(runner.allocateStateBuffer ? { allocateState: runner.allocateStateBuffer.bind(runner) } : {}),
           ...(tierOpts.persistIdentity === undefined ? {} : { persistIdentity: tierOpts.persistIdentity }),
         })
@@ -177,7 +174,6 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
       : []),
   ].join(", ");
 
-  const pool = new PoolFollower(options.kvEvents ?? null);
   const policy = typeof options.policy === "string" ? createPolicy(options.policy) : options.policy;
   const scheduler = new Scheduler(
     {
@@ -190,45 +186,36 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
       costs,
       ...(options.ttl ? { ttl: options.ttl } : {}),
       ...(options.maxPrograms ? { maxPrograms: options.maxPrograms } : {}),
-      // a sliding-window model's sequences never share cells in one pool (slot-cells.ts): each holds its copy
-      copiesHeldPrefixes: runner.slidingWindow > 0 && runner.kvLayout === "unified",
+      kvSpec: {
+        kind: "llama-seq",
+        numSeqs: runner.maxSeqs,
+        cells: runner.kvCells,
+        layout: runner.kvLayout,
+        slidingWindow: runner.slidingWindow,
+        runningOnly: (options.kvRunningOnly ?? false) && tiers.length > 0,
+      },
     },
     {
       clock,
       policy,
       ...(recorder ? { recorder } : {}),
-      // the engine's KV mapping follows the pool's frees; the KV events publisher hears them through it
-      kvObserver: pool,
+      ...(options.kvEvents ? { kvObserver: options.kvEvents } : {}),
     },
   );
-  // the scheduler plans reloads from what its tiers hold: a persistent tier's states are there already
-  for (const entry of tierStore?.savedStates ?? []) {
-    const hashes = Array.from({ length: Math.floor(entry.length / b) }, (_, i) => entry.content.blockHash(i));
-    scheduler.kv.tiers?.store(hashes, "disk");
+  // a persistent tier's states are the scheduler's entries already: its next turns are planned as reloads
+  if (tierStore && tierStore.found.length > 0) {
+    const entries = scheduler.kv.sequences?.adopt(
+      tierStore.found.map((state) => ({
+        content: new TokenIdContent(state.tokens, b, state.rootHash),
+        length: state.length,
+        owner: state.owner,
+        bytes: state.length * runner.kvBytesPerToken,
+      })),
+    );
+    tierStore.bind(entries?.map((e) => e.id) ?? []);
   }
-  const kv = new KvSlots(
-    runner,
-    tierStore,
-    b,
-    recorder
-      ? (slot, savedTo) => {
-          // the engine dropping KV (pinned or cached) from the pool, and where it went
-          const base = { programId: slot.programId, requestId: slot.requestId, timeS: clock.nowS() };
-          if (savedTo) recorder.record({ ...base, kind: "offloaded", tokens: slot.length, tier: savedTo });
-          recorder.record({ ...base, kind: "evicted", tokens: slot.length });
-        }
-      : null,
-    {
-      runningOnly: options.kvRunningOnly ?? false,
-      pool,
-      ...(calibratedCosts
-        ? { onRestore: (tier, tokens, s) => calibratedCosts.observeReload(tier, tokens, s) }
-        : {}),
-    },
-  );
   return {
     scheduler,
-    kv,
     tierStore,
     costs,
     calibratedCosts,

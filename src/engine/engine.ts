@@ -2,6 +2,7 @@ import type { CalibratedCostModel } from "../core/calibrated-cost-model.js";
 import { type Clock, RealClock } from "../core/clock.js";
 import type { CostModel } from "../core/cost-model.js";
 import { ROOT_HASH, saltedRootHash } from "../core/kv/prefix-hash.js";
+import type { SequenceMap, SequenceMapStats } from "../core/kv/sequence-map.js";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { EventRecorder } from "../core/recorder/recorder.js";
 import type { Request } from "../core/request.js";
@@ -42,7 +43,6 @@ import { buildEngineParts, type EngineOptions } from "./engine-setup.js";
 import { EventChannel } from "./event-channel.js";
 import type { KvEventPublisher } from "./kv-event-publisher.js";
 import { kvByProgram } from "./kv-residency.js";
-import type { KvSlotStats, KvSlots } from "./kv-slots.js";
 import type { KvTierStore } from "./kv-tier-store.js";
 import { type EngineLoopStats, LlamaExecutor } from "./llama-executor.js";
 import type { ModelRunner } from "./model-runner.js";
@@ -76,7 +76,8 @@ export class Engine implements EngineService {
   readonly kvSummary: string;
   readonly device: DeviceInfo;
   readonly scheduler: Scheduler;
-  readonly kv: KvSlots;
+  /** where the scheduler places KV in the runner's sequences */
+  readonly sequences: SequenceMap;
   readonly runner: ModelRunner;
   /** the TTL model's prices learnt from the steps and restores run; null when the caller gave the costs */
   readonly calibratedCosts: CalibratedCostModel | null;
@@ -118,7 +119,9 @@ export class Engine implements EngineService {
     this.maxWaiting = options.maxWaiting ?? 1024;
     const parts = buildEngineParts(options, this.clock);
     this.scheduler = parts.scheduler;
-    this.kv = parts.kv;
+    const sequences = this.scheduler.kv.sequences;
+    if (!sequences) throw new Error("the engine's scheduler places KV in sequences (llama-seq spec)");
+    this.sequences = sequences;
     this.tierStore = parts.tierStore;
     this.costs = parts.costs;
     this.calibratedCosts = parts.calibratedCosts;
@@ -126,9 +129,11 @@ export class Engine implements EngineService {
     this.maxContextTokens = parts.maxContextTokens;
     this.kvSummary = parts.kvSummary;
     this.promptIds = new PromptIds(runner);
+    const calibrated = this.calibratedCosts;
     this.executor = new LlamaExecutor({
       runner,
-      kv: this.kv,
+      tierStore: this.tierStore,
+      ...(calibrated ? { onRestore: (tier, tokens, s) => calibrated.observeReload(tier, tokens, s) } : {}),
       active: this.active,
       clock: this.clock,
       calibratedCosts: this.calibratedCosts,
@@ -333,7 +338,7 @@ export class Engine implements EngineService {
   }
 
   kvByProgram(): ReadonlyMap<string, ProgramKv> {
-    return kvByProgram(this.kv.slots, this.tierStore?.savedStates ?? []);
+    return kvByProgram(this.sequences.seqs, this.sequences.tiers?.all() ?? []);
   }
 
   /** The step loop's own counters: steps, idle waits, and the waits that ended to expire a pin. */
@@ -341,9 +346,10 @@ export class Engine implements EngineService {
     return this.stepLoop.counters;
   }
 
-  /** KV mapping counters (prefix sharing, take-overs, restores, recomputes, evictions). */
-  kvStats(): Readonly<KvSlotStats> & { residentSlots: number; poolCellsUsed: number } {
-    return { ...this.kv.stats, residentSlots: this.kv.numResident, poolCellsUsed: this.kv.ledger.numUsed };
+  /** What the scheduler decided of the runner's KV (sharing, copies, take-overs, restores, evictions). */
+  kvStats(): Readonly<SequenceMapStats> & { residentSlots: number; poolCellsUsed: number } {
+    const sequences = this.sequences;
+    return { ...sequences.stats, residentSlots: sequences.numResident, poolCellsUsed: sequences.cellsUsed() };
   }
 
   shutdown(): Promise<void> {
@@ -430,10 +436,11 @@ export class Engine implements EngineService {
     this.stopping = true;
     this.wake();
     await this.loop;
-    if (this.tierStore?.persists) await this.kv.saveResident();
-    this.kv.clear();
+    const keep = this.tierStore?.persists ?? false;
+    this.sequences.shutdown(keep);
+    await this.executor.flush(this.sequences.takeOps());
     await this.kvEvents?.close();
-    await this.tierStore?.close();
+    await this.tierStore?.close(keep ? (this.sequences.tiers?.all() ?? []) : null);
     await this.stepLog?.close();
     try {
       await this.recorder?.close();

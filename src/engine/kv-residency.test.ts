@@ -1,21 +1,25 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { Sequence } from "../core/kv/sequence.js";
+import type { TierEntry } from "../core/kv/sequence-tiers.js";
+import type { Pin } from "../core/program.js";
 import type { Request } from "../core/request.js";
 import { kvByProgram } from "./kv-residency.js";
-import { KvSlot } from "./kv-slots.js";
-import type { TierEntry } from "./kv-tier-store.js";
 
 function slot(
   seqId: number,
   programId: string,
   length: number,
   how: "running" | "pinned" | "cached",
-): KvSlot {
-  const s = new KvSlot(seqId);
+): Sequence {
+  const s = new Sequence(seqId);
   s.programId = programId;
-  for (let i = 0; i < length; i++) s.cells.push(i);
-  if (how === "running") s.owner = { programId } as Request;
-  if (how === "pinned") s.pinnedFor = programId;
+  const blocks = Array.from({ length: Math.ceil(length / 16) }, (_, i) => i);
+  if (how === "running")
+    s.holder = { kind: "request", request: { programId, numComputedTokens: length } as Request };
+  else if (how === "pinned")
+    s.holder = { kind: "pin", pin: { programId, tokens: length, blockIds: blocks } as unknown as Pin };
+  else s.letGo(length, blocks);
   return s;
 }
 
@@ -32,7 +36,7 @@ describe("where each program's KV is", () => {
         slot(2, "b", 500, "pinned"),
         slot(3, "c", 100, "cached"),
         slot(4, "c", 150, "cached"),
-        new KvSlot(5),
+        new Sequence(5),
       ],
       [
         saved("a", 280, "cpu", 4096),
@@ -72,7 +76,7 @@ describe("where each program's KV is", () => {
     assert.deepEqual(
       [...kv.keys()].sort(),
       ["a", "b", "c", "d"],
-      "empty slots and ownerless states belong to nobody",
+      "empty sequences and ownerless states belong to nobody",
     );
   });
 });

@@ -1,37 +1,39 @@
 /**
- * Where each program's KV is in the engine now, read off the runner's sequence slots and the tier store:
- * the pool (held by a running turn, by a pin, or by nobody and still reusable) and the RAM or disk tier.
+ * Where each program's KV is in the engine now, read off the scheduler's sequences and tier entries: the
+ * pool (held by a running turn, by a pin, or by nobody and still reusable) and the RAM or disk tier.
  */
+import type { Sequence } from "../core/kv/sequence.js";
+import type { TierEntry } from "../core/kv/sequence-tiers.js";
 import type { ProgramKv } from "./engine-api.js";
-import type { KvSlot } from "./kv-slots.js";
-import type { TierEntry } from "./kv-tier-store.js";
 
 const HOLDER_RANK = { running: 0, pinned: 1, reusable: 2 } as const;
 
-function holderOf(slot: KvSlot): { programId: string; holder: keyof typeof HOLDER_RANK } | null {
-  if (slot.owner !== null) return { programId: slot.owner.programId, holder: "running" };
-  if (slot.pinnedFor !== null) return { programId: slot.pinnedFor, holder: "pinned" };
-  if (slot.length > 0 && slot.programId !== "") return { programId: slot.programId, holder: "reusable" };
+function holderOf(seq: Sequence): { programId: string; holder: keyof typeof HOLDER_RANK } | null {
+  const request = seq.running;
+  if (request !== null) return { programId: request.programId, holder: "running" };
+  const pin = seq.pin;
+  if (pin !== null) return { programId: pin.programId, holder: "pinned" };
+  if (seq.length > 0 && seq.programId !== "") return { programId: seq.programId, holder: "reusable" };
   return null;
 }
 
 /**
  * Per program, its strongest-held pool sequence (running before pinned before reusable; the longest among
- * equals) and its longest saved state in a tier (an entry the store keeps for that program).
+ * equals) and its longest saved state in a tier (an entry kept for that program).
  */
-export function kvByProgram(slots: readonly KvSlot[], saved: readonly TierEntry[]): Map<string, ProgramKv> {
+export function kvByProgram(seqs: readonly Sequence[], saved: readonly TierEntry[]): Map<string, ProgramKv> {
   const out = new Map<string, ProgramKv>();
   const entryOf = (programId: string): ProgramKv =>
     out.get(programId) ?? { poolTokens: 0, poolHolder: null, tier: null, tierTokens: 0, tierBytes: 0 };
-  for (const slot of slots) {
-    const held = holderOf(slot);
+  for (const seq of seqs) {
+    const held = holderOf(seq);
     if (held === null) continue;
     const kv = entryOf(held.programId);
     const stronger =
       kv.poolHolder === null ||
       HOLDER_RANK[held.holder] < HOLDER_RANK[kv.poolHolder] ||
-      (held.holder === kv.poolHolder && slot.length > kv.poolTokens);
-    if (stronger) out.set(held.programId, { ...kv, poolTokens: slot.length, poolHolder: held.holder });
+      (held.holder === kv.poolHolder && seq.length > kv.poolTokens);
+    if (stronger) out.set(held.programId, { ...kv, poolTokens: seq.length, poolHolder: held.holder });
   }
   for (const entry of saved) {
     if (entry.owner === null) continue;

@@ -22,13 +22,13 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function persistentEngine(tierDir: string, identity: string): Engine {
+function persistentEngine(tierDir: string, identity: string, diskBytes = 64 << 20): Engine {
   return createFakeEngine({
     policy: "vllm",
     kvCells: 4096,
     maxSeqs: 4,
     maxNumSeqs: 2,
-    tiers: { cpuBytes: 8 << 20, diskBytes: 64 << 20, diskDir: tierDir, persistIdentity: identity },
+    tiers: { cpuBytes: 8 << 20, diskBytes, diskDir: tierDir, persistIdentity: identity },
   });
 }
 
@@ -99,7 +99,6 @@ describe("a persistent disk KV tier", () => {
       cpuBytes: 0,
       diskBytes: 64 << 20,
       diskDir: tierDir,
-      blockSizeTokens: 16,
       persistIdentity: "model-A",
     });
     assert.equal(crashed.restored?.states, 1);
@@ -108,12 +107,11 @@ describe("a persistent disk KV tier", () => {
       cpuBytes: 0,
       diskBytes: 64 << 20,
       diskDir: tierDir,
-      blockSizeTokens: 16,
       persistIdentity: "model-A",
     });
     assert.deepEqual(store.restored, { states: 0, bytes: 0, discarded: null });
     assert.deepEqual(readdirSync(kvDir), ["lock"]);
-    await store.close();
+    await store.close([]);
     assert.ok(existsSync(join(kvDir, "index.json")), "an empty index is written at a clean shutdown");
   });
 
@@ -144,26 +142,15 @@ describe("a persistent disk KV tier", () => {
       );
     }
     await first.shutdown();
-    const full = new KvTierStore({
-      cpuBytes: 0,
-      diskBytes: 64 << 20,
-      diskDir: tierDir,
-      blockSizeTokens: 16,
-      persistIdentity: "model-A",
-    });
-    const sizes = full.savedStates.map((e) => e.bytes);
-    const newest = full.savedStates.at(-1)?.owner;
-    await full.close();
+    const full = persistentEngine(tierDir, "model-A");
+    const saved = full.sequences.tiers?.all() ?? [];
+    const sizes = saved.map((e) => e.bytes);
+    const newest = saved.at(-1)?.owner;
+    await full.shutdown();
     assert.equal(sizes.length, 3);
-    const oneFits = new KvTierStore({
-      cpuBytes: 0,
-      diskBytes: Math.max(...sizes),
-      diskDir: tierDir,
-      blockSizeTokens: 16,
-      persistIdentity: "model-A",
-    });
-    assert.equal(oneFits.restored?.states, 1);
-    assert.equal(oneFits.savedStates[0]?.owner, newest);
-    await oneFits.close();
+    const oneFits = persistentEngine(tierDir, "model-A", Math.max(...sizes));
+    assert.match(oneFits.kvSummary, /\(1 state \(/);
+    assert.equal(oneFits.sequences.tiers?.all()[0]?.owner, newest);
+    await oneFits.shutdown();
   });
 });

@@ -1,7 +1,9 @@
 import { rmSync } from "node:fs";
 import { mkdir, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { TokenIdContent } from "../core/kv/token-content.js";
+import type { TierName } from "../core/kv/offload-tiers.js";
+import type { TierEntry } from "../core/kv/sequence-tiers.js";
+import type { TokenIdContent } from "../core/kv/token-content.js";
 import {
   decodeTokens,
   encodeTokens,
@@ -20,7 +22,6 @@ export interface KvTierStoreOptions {
   readonly diskBytes: number;
   /** directory for the disk tier's files (required when diskBytes > 0) */
   readonly diskDir: string | null;
-  readonly blockSizeTokens: number;
   /** memory for saved states (default: ordinary Buffers); the runner's allocateStateBuffer */
   readonly allocateState?: (bytes: number) => Buffer;
   /**
@@ -43,58 +44,35 @@ export interface RestoredTier {
   readonly discarded: string | null;
 }
 
-/** One saved sequence: the KV of positions [0, length) of `content`, as a runner state blob. */
-export interface TierEntry {
-  readonly content: TokenIdContent;
+/** A saved state a persistent tier found at start, for the scheduler's tiers to adopt. */
+export interface FoundState {
+  readonly tokens: number[];
+  readonly rootHash: number;
   readonly length: number;
-  /** the program whose sequence this is (null: unknown); its next saved state supersedes this one */
   readonly owner: string | null;
-  readonly bytes: number;
-  tier: "cpu" | "disk";
+  readonly path: string;
+  readonly fileBytes: number;
+}
+
+/** The bytes of one tier entry: a state blob in RAM, or its file. */
+interface StoredState {
+  tier: TierName;
   data: Buffer | null;
   path: string | null;
-  lastUse: number;
+  /** the memory or file behind it */
+  bytes: number;
 }
 
-export interface TierMatch {
-  readonly entry: TierEntry;
-  /** leading full blocks the entry shares with the asked content */
-  readonly blocks: number;
-}
-
-/** Leading full blocks two contents share, looking at most at `limitBlocks`. */
-export function commonBlocks(
-  a: TokenIdContent,
-  aLength: number,
-  b: TokenIdContent,
-  bLength: number,
-  limitBlocks: number,
-  blockSizeTokens: number,
-): number {
-  const limit = Math.min(
-    Math.floor(aLength / blockSizeTokens),
-    Math.floor(bLength / blockSizeTokens),
-    limitBlocks,
-  );
-  if (a === b) return limit;
-  let i = 0;
-  while (i < limit && a.blockHash(i) === b.blockHash(i)) i++;
-  return i;
-}
-
-/**
- * The engine's CPU RAM and disk tiers: whole-sequence KV states (llama_state_seq_get_data) of sequences the
- * engine had to drop from the pool, LRU per tier. A state pushed out of RAM falls to disk, one pushed out
- * of disk is deleted. A state is superseded by a newer one that extends it or that its program saved.
- */
 /** Dropped states' buffers kept for reuse (the largest); a few cover the saves between two drops. */
 const SPARE_STATE_BUFFERS = 4;
 
+/**
+ * The bytes of the scheduler's RAM and disk tiers (core/kv/sequence-tiers.ts decides every entry's place):
+ * whole-sequence states (llama_state_seq_get_data) by entry id, written, read, moved to disk and deleted as
+ * the plan's sequence ops say. Saves write into reused buffers (StateBufferPool).
+ */
 export class KvTierStore {
-  private readonly entries: TierEntry[] = [];
-  private cpuUsed = 0;
-  private diskUsed = 0;
-  private useCounter = 0;
+  private readonly states = new Map<number, StoredState>();
   private fileCounter = 0;
   private dirReady = false;
   private readonly dir: string | null;
@@ -102,6 +80,8 @@ export class KvTierStore {
   readonly buffers: StateBufferPool;
   /** a persistent tier's states found at start (null: not persistent) */
   readonly restored: RestoredTier | null = null;
+  /** the states found at start, least recently used first, until the scheduler's tiers adopt them */
+  found: readonly FoundState[] = [];
   saved = 0;
   reloaded = 0;
 
@@ -123,115 +103,81 @@ export class KvTierStore {
     return this.restored !== null;
   }
 
-  get enabled(): boolean {
-    return this.options.cpuBytes > 0 || this.options.diskBytes > 0;
-  }
-
-  /** the saved states, RAM and disk (read-only: the dashboard's per-program view) */
-  get savedStates(): readonly TierEntry[] {
-    return this.entries;
-  }
-
+  /** Bytes held in RAM and on disk (the memory and files behind the states), and how many states. */
   get usage(): { cpuBytes: number; diskBytes: number; entries: number } {
-    return { cpuBytes: this.cpuUsed, diskBytes: this.diskUsed, entries: this.entries.length };
-  }
-
-  /** The entry sharing the most leading blocks with `content` (at most limitBlocks), if any. */
-  best(content: TokenIdContent, contentLength: number, limitBlocks: number): TierMatch | null {
-    const b = this.options.blockSizeTokens;
-    let best: TierMatch | null = null;
-    for (const entry of this.entries) {
-      const blocks = commonBlocks(entry.content, entry.length, content, contentLength, limitBlocks, b);
-      if (blocks > 0 && (!best || blocks > best.blocks)) best = { entry, blocks };
+    let cpuBytes = 0;
+    let diskBytes = 0;
+    for (const state of this.states.values()) {
+      if (state.tier === "cpu") cpuBytes += state.bytes;
+      else diskBytes += state.bytes;
     }
-    return best;
+    return { cpuBytes, diskBytes, entries: this.states.size };
   }
 
-  /** Whether some entry already holds every full block of this sequence prefix. */
-  covers(content: TokenIdContent, length: number): boolean {
-    const b = this.options.blockSizeTokens;
-    const blocks = Math.floor(length / b);
-    return this.entries.some((e) => commonBlocks(e.content, e.length, content, length, blocks, b) === blocks);
+  /** The found states are the scheduler's entries of these ids, in the same order. */
+  bind(ids: readonly number[]): void {
+    this.found.forEach((state, i) => {
+      const id = ids[i];
+      if (id !== undefined)
+        this.states.set(id, { tier: "disk", data: null, path: state.path, bytes: state.fileBytes });
+    });
+    this.found = [];
   }
 
-  /**
-   * Saves a sequence through `save`, which writes its state into a buffer of `take` (RAM first, cascading
-   * LRU victims to disk); the tier it went to, or null. Entries the new state supersedes are dropped first,
-   * so their memory can take it: those it extends, and the owner's older states. An agent's conversation
-   * only moves forward, so where an older state of the same program parts from the new one (the client
-   * elided an old tool output, or the reply it sent back differs from the tokens generated), its tail will
-   * not be asked for again, and its leading blocks are in the new state too. Keeping it would leave memory
-   * that no later save can reuse: every save would then write into fresh memory, whose first touch costs
-   * ~3 ms per MB on a VM (page faults) against ~0.1 ms per MB into memory already touched.
-   */
-  async put(
-    content: TokenIdContent,
-    length: number,
+  /** Writes entry `id`'s state, which `save` puts into a buffer of `take`, into RAM or straight to disk. */
+  async save(
+    id: number,
+    tier: TierName,
     save: (take: (bytes: number) => Buffer) => Promise<Buffer>,
-    owner: string | null = null,
-  ): Promise<"cpu" | "disk" | null> {
-    const { cpuBytes, diskBytes, blockSizeTokens: b } = this.options;
-    for (let i = this.entries.length - 1; i >= 0; i--) {
-      const e = this.entries[i] as TierEntry;
-      const blocks = Math.floor(e.length / b);
-      const extended =
-        e.length <= length && commonBlocks(e.content, e.length, content, length, blocks, b) === blocks;
-      if (extended || (owner !== null && e.owner === owner)) await this.remove(i);
-    }
-    const state = await save((bytes) => this.buffers.take(bytes));
-    const bytes = this.buffers.capacityOf(state);
-    if (bytes > cpuBytes && bytes > diskBytes) {
-      this.buffers.give(state);
-      return null;
-    }
-    const entry: TierEntry = {
-      content,
-      length,
-      owner,
-      bytes,
-      tier: "cpu",
-      data: state,
-      path: null,
-      lastUse: 0,
-    };
-    entry.lastUse = ++this.useCounter;
-    if (bytes <= cpuBytes) {
-      this.entries.push(entry);
-      this.cpuUsed += bytes;
-      while (this.cpuUsed > cpuBytes) {
-        const victim = this.lru("cpu", entry);
-        if (!victim) break;
-        await this.demote(victim);
-      }
-    } else {
-      await this.toDisk(entry);
-      this.entries.push(entry);
-    }
-    const tier = entry.tier;
-    await this.trimDisk();
+  ): Promise<void> {
+    const data = await save((bytes) => this.buffers.take(bytes));
+    const state: StoredState = { tier: "cpu", data, path: null, bytes: this.buffers.capacityOf(data) };
+    this.states.set(id, state);
+    if (tier === "disk") await this.toDisk(id, state);
     this.saved++;
-    return tier;
   }
 
-  /** The state blob of an entry (read from disk for the disk tier). */
-  async load(entry: TierEntry): Promise<Buffer> {
-    entry.lastUse = ++this.useCounter;
+  /** Where entry `id`'s bytes are (null: nowhere). */
+  tierOf(id: number): TierName | null {
+    return this.states.get(id)?.tier ?? null;
+  }
+
+  /** Entry `id`'s state blob (read from disk for the disk tier). */
+  async load(id: number): Promise<Buffer> {
+    const state = this.states.get(id);
+    if (!state) throw new Error(`no saved state ${id}`);
     this.reloaded++;
-    if (entry.data) return entry.data;
-    if (!entry.path) throw new Error("tier entry has neither data nor file");
-    return readFile(entry.path);
+    if (state.data) return state.data;
+    if (!state.path) throw new Error(`saved state ${id} has neither data nor file`);
+    return readFile(state.path);
+  }
+
+  /** Entry `id` moves from RAM to disk. */
+  async demote(id: number): Promise<void> {
+    const state = this.states.get(id);
+    if (state && state.tier === "cpu") await this.toDisk(id, state);
+  }
+
+  /** Entry `id`'s bytes go (its buffer kept for later saves, its file deleted). */
+  async forget(id: number): Promise<void> {
+    const state = this.states.get(id);
+    if (!state) return;
+    this.states.delete(id);
+    if (state.data) this.buffers.give(state.data);
+    state.data = null;
+    if (state.path) await unlink(state.path).catch(() => {});
   }
 
   /**
-   * Deletes every entry and the disk tier's files; a persistent tier instead keeps the most recently used
-   * states that fit on disk (writing those in RAM there) and their index.
+   * Shutdown. A persistent tier writes its index of `keep` (the scheduler's entries, all on disk by now),
+   * else every state and the disk tier's files go.
    */
-  async close(): Promise<void> {
+  async close(keep: readonly TierEntry[] | null): Promise<void> {
     if (this.persists && this.dir) {
-      await this.persist(this.dir, this.options.persistIdentity as string);
+      await this.persist(this.dir, this.options.persistIdentity as string, keep ?? []);
       return;
     }
-    while (this.entries.length > 0) await this.remove(this.entries.length - 1);
+    for (const id of [...this.states.keys()]) await this.forget(id);
     if (this.dirReady && this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 
@@ -249,49 +195,31 @@ export class KvTierStore {
         bytes += state.bytes;
       }
     }
-    for (const state of kept.reverse()) {
-      this.entries.push({
-        content: new TokenIdContent(decodeTokens(state.tokens), this.options.blockSizeTokens, state.rootHash),
-        length: state.length,
-        owner: state.owner,
-        bytes: state.bytes,
-        tier: "disk",
-        data: null,
-        path: join(dir, state.file),
-        lastUse: ++this.useCounter,
-      });
+    this.found = kept.reverse().map((state) => {
       const number = Number.parseInt(state.file.replace(/\D/g, ""), 10);
       if (number > this.fileCounter) this.fileCounter = number;
-    }
-    this.diskUsed = bytes;
+      return {
+        tokens: decodeTokens(state.tokens),
+        rootHash: state.rootHash,
+        length: state.length,
+        owner: state.owner,
+        path: join(dir, state.file),
+        fileBytes: state.fileBytes,
+      };
+    });
     return { states: kept.length, bytes, discarded };
   }
 
-  private async persist(dir: string, identity: string): Promise<void> {
-    const newestFirst = [...this.entries].sort((a, b) => b.lastUse - a.lastUse);
-    let room = this.options.diskBytes;
+  private async persist(dir: string, identity: string, keep: readonly TierEntry[]): Promise<void> {
     const states: PersistedState[] = [];
-    for (const entry of newestFirst) {
-      if (entry.bytes > room) {
-        await this.remove(this.entries.indexOf(entry));
-        continue;
-      }
-      if (entry.tier === "cpu") {
-        try {
-          await this.toDisk(entry);
-        } catch {
-          // a disk that filled up keeps what was written (a partial file is an orphan the next start deletes)
-          await this.remove(this.entries.indexOf(entry));
-          continue;
-        }
-        this.cpuUsed -= entry.bytes;
-      }
-      room -= entry.bytes;
-      const path = entry.path as string;
+    for (const entry of keep) {
+      const path = this.states.get(entry.id)?.path;
+      if (!path) continue;
+      const content = entry.content as TokenIdContent;
       states.push({
         file: basename(path),
-        tokens: encodeTokens(entry.content.tokenIds(0, entry.length)),
-        rootHash: entry.content.rootHash,
+        tokens: encodeTokens(content.tokenIds(0, entry.length)),
+        rootHash: content.rootHash,
         length: entry.length,
         owner: entry.owner,
         bytes: entry.bytes,
@@ -303,56 +231,25 @@ export class KvTierStore {
     unlockTierDir(dir);
   }
 
-  private lru(tier: "cpu" | "disk", except: TierEntry | null): TierEntry | null {
-    let victim: TierEntry | null = null;
-    for (const e of this.entries) {
-      if (e.tier === tier && e !== except && (!victim || e.lastUse < victim.lastUse)) victim = e;
-    }
-    return victim;
-  }
-
-  private async demote(entry: TierEntry): Promise<void> {
-    if (this.options.diskBytes >= entry.bytes) {
-      this.cpuUsed -= entry.bytes;
-      await this.toDisk(entry);
-    } else {
-      await this.remove(this.entries.indexOf(entry));
-    }
-  }
-
-  private async toDisk(entry: TierEntry): Promise<void> {
-    const dir = this.dir as string;
+  private async toDisk(id: number, state: StoredState): Promise<void> {
+    const dir = this.dir;
+    if (!dir) throw new Error("no disk tier directory");
     if (!this.dirReady) {
       await mkdir(dir, { recursive: true, mode: 0o700 });
       this.dirReady = true;
     }
     const path = join(dir, `seq-${++this.fileCounter}.state`);
-    await writeFile(path, entry.data as Buffer);
-    this.buffers.give(entry.data as Buffer);
-    entry.tier = "disk";
-    entry.data = null;
-    entry.path = path;
-    this.diskUsed += entry.bytes;
-  }
-
-  private async trimDisk(): Promise<void> {
-    while (this.diskUsed > this.options.diskBytes) {
-      const victim = this.lru("disk", null);
-      if (!victim) return;
-      await this.remove(this.entries.indexOf(victim));
+    try {
+      await writeFile(path, state.data as Buffer);
+    } catch (error) {
+      // a disk that filled up keeps nothing of it (a partial file is an orphan the next start deletes)
+      await this.forget(id);
+      throw error;
     }
-  }
-
-  private async remove(index: number): Promise<void> {
-    const [entry] = this.entries.splice(index, 1);
-    if (!entry) return;
-    if (entry.tier === "cpu") {
-      this.cpuUsed -= entry.bytes;
-      if (entry.data) this.buffers.give(entry.data);
-    } else {
-      this.diskUsed -= entry.bytes;
-      if (entry.path) await unlink(entry.path).catch(() => {});
-    }
-    entry.data = null;
+    this.buffers.give(state.data as Buffer);
+    state.bytes = (state.data as Buffer).length;
+    state.tier = "disk";
+    state.data = null;
+    state.path = path;
   }
 }

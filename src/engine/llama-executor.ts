@@ -1,5 +1,7 @@
 import type { CalibratedCostModel } from "../core/calibrated-cost-model.js";
 import type { Clock } from "../core/clock.js";
+import type { TierName } from "../core/kv/offload-tiers.js";
+import type { SeqOp } from "../core/kv/seq-ops.js";
 import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { Request } from "../core/request.js";
 import type { Executor } from "../core/step-loop.js";
@@ -11,7 +13,7 @@ import {
   type PromptLogprob,
   type SamplingParams,
 } from "./engine-api.js";
-import type { KvSlot, KvSlots } from "./kv-slots.js";
+import type { KvTierStore } from "./kv-tier-store.js";
 import {
   type ModelRunner,
   RunnerBatch,
@@ -25,7 +27,7 @@ import type { StepLogFile } from "./step-log.js";
 /** Counters of the engine's executor (for benchmarks and the TS overhead measurement). */
 export interface EngineLoopStats {
   steps: number;
-  /** rows sent to the runner: prefill (prompt and recompute) and decode tokens */
+  /** rows sent to the runner: prefill and decode tokens */
   batchedTokens: number;
   sampledTokens: number;
   /** wall time of steps, the part the runner reported as model compute, and of that the host's sampling */
@@ -37,7 +39,10 @@ export interface EngineLoopStats {
 
 export interface LlamaExecutorDeps {
   readonly runner: ModelRunner;
-  readonly kv: KvSlots;
+  /** the bytes of the scheduler's tiers (null: no tier) */
+  readonly tierStore: KvTierStore | null;
+  /** a tier entry was brought back into a sequence in `seconds` (loading and restoring) */
+  readonly onRestore?: (tier: TierName, tokens: number, seconds: number) => void;
   /** the generate() calls in flight; the executor streams their tokens and fails them when a step fails */
   readonly active: ActiveRequests;
   readonly clock: Clock;
@@ -118,25 +123,17 @@ function outputLogprob(
   };
 }
 
-/** Positions [from, to) of a chunk's request, computed into its slot in one batch. */
-interface RowRange {
-  readonly chunk: ScheduledChunk;
-  readonly slot: KvSlot;
-  readonly from: number;
-  readonly to: number;
-}
-
 /** Whether the runner's sampler keeps state from the output so far (a grammar's position, penalty counts). */
 function samplerFollowsOutput(s: SamplingParams): boolean {
   return s.grammar !== null || penalized(s);
 }
 
 /**
- * The step loop's executor on llama.cpp: follow the plan's KV ownership changes, materialise admitted
- * requests' prefixes in runner slots, then ONE batch of every chunk (decode tokens, prefill chunks, and
- * whatever admitted prefix the engine no longer held); sampled tokens are detokenized, checked against
- * stop strings, EOS and max tokens, and streamed. What went wrong is said in the StepResult (`failed`,
- * `recomputed`): the scheduler changes only in its own update().
+ * The step loop's executor on llama.cpp: apply the plan's sequence ops (copies, cuts, saves and restores the
+ * scheduler decided: core/kv/sequence-map.ts), then ONE batch of every chunk (decode tokens, prefill chunks)
+ * into the sequence the plan names; sampled tokens are detokenized, checked against stop strings, EOS and
+ * max tokens, and streamed. What went wrong is said in the StepResult (`failed`, `lostEntries`): the
+ * scheduler changes only in its own update().
  */
 export class LlamaExecutor implements Executor<Promise<StepResult>> {
   readonly stats: EngineLoopStats = {
@@ -149,66 +146,56 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     failedSteps: 0,
   };
   private readonly batch = new RunnerBatch(1024);
+  /** ops handed over between plans (update()'s, an idle loop's), applied before the next plan's */
+  private pending: SeqOp[] = [];
+  /** this step's running requests by sequence id */
+  private readonly bySeq = new Map<number, Request>();
 
   constructor(private readonly deps: LlamaExecutorDeps) {}
 
   applyKvChanges(changes: KvChanges): void {
-    this.deps.kv.apply(changes);
+    for (const op of changes.ops) this.pending.push(op);
+  }
+
+  /** Applies the ops handed over and not yet applied (shutdown: the last drops and saves). */
+  async flush(ops: readonly SeqOp[] = []): Promise<void> {
+    const all = [...this.pending, ...ops];
+    this.pending = [];
+    await this.applyOps(all, new Set(), new Set());
   }
 
   async execute(plan: StepPlan): Promise<StepResult> {
-    const { kv } = this.deps;
     const t0 = performance.now();
     const startS = this.deps.clock.nowS();
-    const restoredBefore = kv.stats.restoredTokens;
-    kv.apply(plan);
     let computeS = 0;
     let sampleS = 0;
     const sampled = new Map<string, SampledToken>();
-    const recomputed = new Map<string, number>();
     const failed = new Set<string>();
-    const inBatch: { chunk: ScheduledChunk; rows: number }[] = [];
+    const lostEntries = new Set<number>();
+    const broken = new Set<number>();
+    const ran: (readonly [number, number])[] = [];
+    const ops = this.pending.length > 0 ? [...this.pending, ...plan.ops] : plan.ops;
+    this.pending = [];
+    let restoredTokens = 0;
     try {
-      await kv.followPool();
-      const checkpoints = await this.admit(plan, recomputed, failed);
-      await kv.spillCache();
-      // the rows of one batch, or of two where a sliding-window model's request is to leave a checkpoint of
-      // the prefix it computed again (kv-slots.ts): its rows past that point run after it is made
-      const rows: RowRange[] = [];
-      const afterCheckpoints: RowRange[] = [];
+      restoredTokens = await this.applyOps(ops, lostEntries, broken);
+      this.bySeq.clear();
       for (const chunk of plan.chunks) {
-        const request = chunk.request;
-        if (request.status !== "running" || failed.has(request.id)) continue;
-        const slot = kv.slotOf(request);
-        if (!slot) throw new Error(`running request ${request.id} has no sequence slot`);
-        const end = chunk.startToken + chunk.numTokens;
-        // positions past the chunk's start that the slot holds are this request's own, kept at admission
-        // (slot-cells.ts, heldPast): not computed again, but for the row whose logits the chunk samples
-        if (slot.content !== request.content) kv.truncate(slot, chunk.startToken);
-        else if (chunk.samples && slot.length >= end) kv.truncate(slot, end - 1);
-        const from = Math.min(slot.length, end);
-        const at = checkpoints.get(request);
-        if (at !== undefined && from < at && at < end) {
-          rows.push({ chunk, slot, from, to: at });
-          afterCheckpoints.push({ chunk, slot, from: at, to: end });
-        } else if (from < end) {
-          rows.push({ chunk, slot, from, to: end });
-        }
-        inBatch.push({ chunk, rows: end - from });
+        if (chunk.seq === null) throw new Error(`chunk of ${chunk.request.id} has no sequence`);
+        this.bySeq.set(chunk.seq, chunk.request);
       }
+      // a sequence whose saved state could not be read: its request is not run; the scheduler computes it afresh
+      const runs = (c: ScheduledChunk) =>
+        c.request.status === "running" && !failed.has(c.request.id) && !broken.has(c.seq as number);
+      this.installSamplers(plan, runs, failed);
+      const rows = plan.chunks.filter(runs);
+      for (const chunk of rows) ran.push([chunk.numTokens, chunk.startToken]);
       if (rows.length > 0) ({ computeS, sampleS } = await this.runRows(rows, sampled, failed));
-      for (const [request, at] of checkpoints) await kv.checkpoint(request, at);
-      if (afterCheckpoints.length > 0) {
-        const times = await this.runRows(afterCheckpoints, sampled, failed);
-        computeS += times.computeS;
-        sampleS += times.sampleS;
-      }
     } catch (error) {
       sampled.clear();
       this.failStep(plan, error, failed);
     }
     const durationS = (performance.now() - t0) / 1000;
-    const ran = inBatch.map(({ chunk, rows }) => [rows, chunk.startToken + chunk.numTokens - rows] as const);
     this.deps.calibratedCosts?.observe(ran, computeS);
     this.deps.stepLog?.log({
       t: startS,
@@ -217,41 +204,134 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
       sampleS,
       planned: plan.chunks.map((c) => [c.numTokens, c.contextTokens] as const),
       ran,
-      restoredTokens: kv.stats.restoredTokens - restoredBefore,
+      restoredTokens,
     });
     this.stats.steps++;
     this.stats.stepWallS += durationS;
     this.stats.computeS += computeS;
     this.stats.sampleS += sampleS;
-    return { durationS, sampled, recomputed, ...(failed.size > 0 ? { failed } : {}) };
+    return {
+      durationS,
+      sampled,
+      ...(failed.size > 0 ? { failed } : {}),
+      ...(lostEntries.size > 0 ? { lostEntries } : {}),
+    };
   }
 
-  /** One batch of these rows: computed, their slots extended, their samples and scores taken. */
+  /**
+   * Carries out sequence ops in order. A tier entry that cannot be written or read is reported lost (a
+   * sequence it was to fill is emptied and `broken`); any other op failing throws (the step fails). Returns
+   * the tokens restored from the tiers.
+   */
+  private async applyOps(ops: readonly SeqOp[], lost: Set<number>, broken: Set<number>): Promise<number> {
+    const { runner, tierStore } = this.deps;
+    let restored = 0;
+    for (const op of ops) {
+      switch (op.op) {
+        case "assign":
+          break;
+        case "copy":
+          if (op.mode === "share") runner.copySeq(op.from, op.to, op.tokens);
+          else await this.copyData(op.from, op.to, op.tokens);
+          break;
+        case "truncate":
+          runner.removeSeq(op.seq, op.tokens, -1);
+          break;
+        case "drop":
+          runner.removeSeq(op.seq, 0, -1);
+          break;
+        case "reset":
+          runner.clearPool();
+          break;
+        case "save":
+          try {
+            await this.store().save(op.entry, op.tier, (take) => runner.saveSeq(op.seq, take));
+          } catch {
+            // a tier that cannot take it (disk error) only costs a recompute later
+            lost.add(op.entry);
+          }
+          break;
+        case "restore": {
+          const t0 = performance.now();
+          const tier = this.store().tierOf(op.entry);
+          try {
+            const state = await this.store().load(op.entry);
+            await runner.restoreSeq(op.seq, state);
+          } catch {
+            runner.removeSeq(op.seq, 0, -1);
+            lost.add(op.entry);
+            broken.add(op.seq);
+            break;
+          }
+          runner.removeSeq(op.seq, op.tokens, -1);
+          const shared = op.shareFrom?.tokens ?? 0;
+          if (op.shareFrom && shared > 0) {
+            runner.removeSeq(op.seq, 0, shared);
+            runner.copySeq(op.shareFrom.seq, op.seq, shared);
+          }
+          if (tier) this.deps.onRestore?.(tier, op.tokens, (performance.now() - t0) / 1000);
+          restored += op.tokens - shared;
+          break;
+        }
+        case "demote":
+          try {
+            await this.store().demote(op.entry);
+          } catch {
+            lost.add(op.entry);
+          }
+          break;
+        case "forget":
+          await tierStore?.forget(op.entry);
+          break;
+      }
+    }
+    return restored;
+  }
+
+  /** `to` (empty) takes a copy of the data of `from`'s first `tokens` positions: its saved state, cut. */
+  private async copyData(from: number, to: number, tokens: number): Promise<void> {
+    const { runner, tierStore } = this.deps;
+    const buffers = tierStore?.buffers ?? null;
+    const state = await runner.saveSeq(from, buffers ? (n) => buffers.take(n) : undefined);
+    try {
+      await runner.restoreSeq(to, state);
+    } finally {
+      buffers?.give(state);
+    }
+    runner.removeSeq(to, tokens, -1);
+  }
+
+  private store(): KvTierStore {
+    const store = this.deps.tierStore;
+    if (!store) throw new Error("a tier op without a tier store");
+    return store;
+  }
+
+  /** One batch of these chunks: computed into their sequences, their samples and scores taken. */
   private async runRows(
-    rows: readonly RowRange[],
+    chunks: readonly ScheduledChunk[],
     sampled: Map<string, SampledToken>,
     failed: Set<string>,
   ): Promise<{ computeS: number; sampleS: number }> {
-    const { kv, runner } = this.deps;
+    const { runner } = this.deps;
     const batch = this.batch;
     batch.clear();
-    for (const { chunk, slot, from, to } of rows) {
+    for (const chunk of chunks) {
       const request = chunk.request;
       const content = request.content as TokenIdContent;
       const end = chunk.startToken + chunk.numTokens;
+      const seq = chunk.seq as number;
       // a prompt scored for its logprobs: each of its rows against the prompt's next token
       const scoreTop = this.deps.active.get(request.id)?.spec.sampling.promptLogprobs ?? null;
-      for (let pos = from; pos < to; pos++) {
+      for (let pos = chunk.startToken; pos < end; pos++) {
         const score =
           scoreTop !== null && pos + 1 < request.promptTokens
             ? { target: content.tokenAt(pos + 1), top: scoreTop }
             : null;
-        batch.add(content.tokenAt(pos), pos, slot.seqId, chunk.samples && pos === end - 1, score);
+        batch.add(content.tokenAt(pos), pos, seq, chunk.samples && pos === end - 1, score);
       }
     }
-    await kv.ensureFree(batch.length);
     const result = await runner.execute(batch);
-    for (const { slot, from, to } of rows) kv.extend(slot, to - from);
     for (const out of result.outputs) this.onSample(out, sampled, failed);
     for (const score of result.scores ?? []) this.onScore(score);
     this.stats.batchedTokens += batch.length;
@@ -259,34 +339,21 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
     return { computeS: result.computeS, sampleS: result.sampleS };
   }
 
-  /**
-   * Slots for newly admitted requests, their prefix materialised, their sampler set. Returns the admitted
-   * requests that are to leave a checkpoint, and where.
-   */
-  private async admit(
+  /** Samplers of the newly admitted requests, set on their sequences. */
+  private installSamplers(
     plan: StepPlan,
-    recomputed: Map<string, number>,
+    runs: (chunk: ScheduledChunk) => boolean,
     failed: Set<string>,
-  ): Promise<Map<Request, number>> {
-    const checkpoints = new Map<Request, number>();
-    if (plan.admitted.length === 0) return checkpoints;
-    const { kv, active: table } = this.deps;
-    const startOf = new Map<Request, number>();
-    for (const chunk of plan.chunks)
-      if (!startOf.has(chunk.request)) startOf.set(chunk.request, chunk.startToken);
-    for (const request of plan.admitted) {
-      if (request.status !== "running") continue;
+  ): void {
+    const table = this.deps.active;
+    for (const chunk of plan.chunks) {
+      const request = chunk.request;
+      if (!plan.admitted.includes(request) || !runs(chunk)) continue;
       const active = table.get(request.id);
-      const { slot, recomputedTokens, checkpointAt } = await kv.admit(
-        request,
-        startOf.get(request) ?? request.numComputedTokens,
-      );
-      if (recomputedTokens > 0) recomputed.set(request.id, recomputedTokens);
-      if (checkpointAt !== undefined) checkpoints.set(request, checkpointAt);
       if (!active || active.request !== request) continue;
       active.firstAdmittedS ??= request.admittedS;
       try {
-        this.installSampler(slot.seqId, active, request);
+        this.installSampler(chunk.seq as number, active, request);
       } catch (error) {
         failed.add(request.id);
         failActive(
@@ -296,7 +363,6 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
         );
       }
     }
-    return checkpoints;
   }
 
   /**
@@ -322,7 +388,7 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
 
   /** A scored prompt row: the prompt token after it, with its logprob, for the request's prompt logprobs. */
   private onScore(out: ScoredOutput): void {
-    const request = this.deps.kv.slots[out.seqId]?.owner;
+    const request = this.bySeq.get(out.seqId);
     const active = request ? this.deps.active.get(request.id) : undefined;
     if (!active?.promptLogprobs || active.request !== request) return;
     const entry = outputLogprob(this.deps.runner, out.token, out.logprobs);
@@ -356,8 +422,8 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
   /** A sampled token of a slot: output text, stop checks, stream delta (with the tokens' logprobs it carries). */
   private onSample(out: SampledOutput, sampled: Map<string, SampledToken>, failed: Set<string>): void {
     const { seqId, token, isEog } = out;
-    const { kv, runner, active: table } = this.deps;
-    const request = kv.slots[seqId]?.owner;
+    const { runner, active: table } = this.deps;
+    const request = this.bySeq.get(seqId);
     if (request?.status !== "running") return;
     const active = table.get(request.id);
     if (!active || active.request !== request || active.done) return;
@@ -406,17 +472,15 @@ export class LlamaExecutor implements Executor<Promise<StepResult>> {
 
   /**
    * A step that threw: every request of the plan fails (update() would otherwise count chunks that never
-   * ran as computed), its KV is dropped (it may be half written); serving goes on.
+   * ran as computed; it drops their sequences, which may be half written); serving goes on.
    */
   private failStep(plan: StepPlan, error: unknown, failed: Set<string>): void {
     this.stats.failedSteps++;
-    const { kv, active: table } = this.deps;
+    const { active: table } = this.deps;
     const err = error instanceof Error ? error : new Error(String(error));
     const victims = new Set<Request>(plan.admitted);
     for (const chunk of plan.chunks) victims.add(chunk.request);
     for (const request of victims) {
-      const slot = kv.slotOf(request);
-      if (slot) kv.drop(slot);
       failed.add(request.id);
       const active = table.get(request.id);
       if (active && active.request === request) failActive(active, table, err);

@@ -10,9 +10,10 @@
  * - copySeq(src, dst, n) makes dst share src's cells for positions [0, n): no new cells are used.
  * - A cell is freed when no slot holds it any more (removeSeq).
  * - execute() fails with an error whose `code` is "LLAMA_DECODE_NO_KV_SLOT" when the pool has fewer free
- *   cells than rows, and then changes nothing. The engine makes sure this never happens.
+ *   cells than rows, and then changes nothing. The scheduler's placement (core/kv/sequence-map.ts) rules it out.
  */
 
+import type { KvLayout } from "../core/kv/kv-spec.js";
 import type { DeviceInfo } from "./device-info.js";
 import type { ModelChatTemplate, RenderChatOptions, TokenBias } from "./engine-api.js";
 
@@ -158,16 +159,8 @@ export class RunnerBatch {
   }
 }
 
-/**
- * How the runner lays out its KV cells. `unified`: one pool every slot draws from; copySeq shares cells, and
- * each step's attention (on llama.cpp's CPU kernels) checks every cell below the pool's high-water mark.
- * `streams`: llama.cpp's per-sequence streams, kvCells / maxSeqs cells per slot; attention sees only a slot's
- * own cells, a slot holds at most its stream, and a prefix moves to another slot as a copy of its data
- * (saveSeq + restoreSeq): llama.cpp copies between streams only whole.
- */
-export type KvLayout = "unified" | "streams";
-
-export const KV_LAYOUTS: readonly KvLayout[] = ["unified", "streams"];
+/** How the runner lays out its KV cells (core/kv/kv-spec.ts): one unified pool, or a stream per sequence. */
+export { KV_LAYOUTS, type KvLayout } from "../core/kv/kv-spec.js";
 
 export interface ModelRunner {
   readonly modelId: string;
@@ -182,7 +175,7 @@ export interface ModelRunner {
   /**
    * Tokens a sliding-window layer attends to (0: no such layers). llama.cpp keeps only each sequence's last
    * window of those layers: older cells may be overwritten by any other sequence, and a saved state leaves
-   * them out, so such a model's slot is continued whole or not at all (slot-cells.ts).
+   * them out, so such a model's sequence is continued whole or not at all (core/kv/sequence-map.ts).
    */
   readonly slidingWindow: number;
   /** the model's weights in bytes (where they live: `device`) */

@@ -3,8 +3,9 @@
  * layers, only each sequence's last window (older cells are taken by any sequence that needs room, even with
  * full-size caches, and a saved state leaves them out). A prefix reused from another request's longer
  * sequence, or restored from the tier and cut back, attended over keys that were gone: the first test read
- * 0.42 nats off a fresh run at its first token (-2.38 against -2.79), the second the same. Such a slot is now
- * continued whole or recomputed (slot-cells.ts), and the cached tokens reported are the ones not recomputed.
+ * 0.42 nats off a fresh run at its first token (-2.38 against -2.79), the second the same. The scheduler
+ * offers such a prefix only where a sequence can give it whole (core/kv/sequence-map.ts), so the cached
+ * tokens reported are the ones not computed again.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -54,6 +55,7 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
     policy: string | SchedulingPolicy = "vllm",
     tiers: EngineTierOptions = {},
     kvLayout: "unified" | "streams" = "unified",
+    kvRunningOnly = false,
   ): Promise<Engine> {
     const runner = await LlamaModelRunner.open({
       modelPath,
@@ -64,7 +66,7 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
       batchTokens: 256,
       threads: 1,
     });
-    return new Engine({ runner, policy, maxNumSeqs: 4, maxNumBatchedTokens: 256, tiers });
+    return new Engine({ runner, policy, maxNumSeqs: 4, maxNumBatchedTokens: 256, tiers, kvRunningOnly });
   }
 
   const words = Array.from({ length: 700 }, (_, i) => `w${(i * 7919) % 1000}`).join(" ");
@@ -121,16 +123,19 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
       }
     });
 
-  test("the same prefix restored from the CPU tier is recomputed, and runs as it would from scratch", async () => {
-    const tiered = await engine(fixedTtlPolicy(0.02), { cpuBytes: 256 << 20 });
+  test("the same prefix saved in the CPU tier is recomputed, and runs as it would from scratch", async () => {
+    // only running sequences stay in the pool: the first request's goes to the tier
+    const tiered = await engine(fixedTtlPolicy(30), { cpuBytes: 256 << 20 }, "unified", true);
     const fresh = await engine();
     try {
       await run(tiered, request("long", long, { programId: "job", sampling: { maxTokens: 2 } }));
-      await sleep(40);
-      // evict every resident sequence (as pool pressure would): each is saved to the tier first
-      await tiered.kv.ensureFree(Number.POSITIVE_INFINITY, [], true);
-      assert.equal(tiered.kvStats().savedToTier, 1);
       const restored = await run(tiered, request("shared", shared, { sampling }));
+      assert.equal(tiered.kvStats().savedToTier, 1);
+      assert.equal(
+        tiered.kvStats().restoredTokens,
+        0,
+        "a saved state is restored only to be continued whole",
+      );
       assert.equal(restored.done.usage.cachedTokens, 0);
       assertSameRun(restored.done, (await run(fresh, request("scratch", shared, { sampling }))).done);
     } finally {
@@ -155,22 +160,26 @@ describe("a sliding-window model (gemma3 arch, tiny) over llama.cpp", {
     return { turn2: request("t2", "", { programId: "job", promptTokenIds: next, sampling }), said };
   }
 
-  for (const via of ["its pinned slot", "the CPU tier"] as const)
+  for (const via of ["its pinned sequence", "the CPU tier"] as const)
     test(`a program's next turn goes on from its whole sequence (from ${via}), and runs as it would from scratch`, async () => {
       const tiered = via === "the CPU tier";
-      const pinned = await engine(fixedTtlPolicy(tiered ? 0.02 : 30), tiered ? { cpuBytes: 256 << 20 } : {});
+      // with the tier, only running sequences stay in the pool: the pinned one waits in the tier
+      const pinned = await engine(
+        fixedTtlPolicy(30),
+        tiered ? { cpuBytes: 256 << 20 } : {},
+        "unified",
+        tiered,
+      );
       const fresh = await engine();
       try {
         const { turn2, said } = await twoTurns(pinned);
-        if (tiered) {
-          await sleep(40);
-          await pinned.kv.ensureFree(Number.POSITIVE_INFINITY, [], true);
-          assert.equal(pinned.kvStats().savedToTier, 1);
-        }
         const continued = await run(pinned, turn2);
-        // reported: the scheduler's whole blocks; what lies past them in the slot is not computed again either
-        assert.equal(continued.done.usage.cachedTokens, Math.floor(said.length / BLOCK) * BLOCK);
-        assert.equal(pinned.kvStats().recomputedTokens, 0, "the sequence was continued, not recomputed");
+        // the whole sequence, past its last whole block, is continued: every position the first turn
+        // computed (all it said but its last token, sampled and never computed) is not computed again
+        assert.equal(continued.done.usage.cachedTokens, said.length - 1);
+        const kv = pinned.kvStats();
+        assert.equal(tiered ? kv.restoredTokens : kv.takenOverTokens, said.length - 1);
+        if (tiered) assert.equal(kv.savedToTier, 1);
         const scratch = await run(fresh, { ...turn2, requestId: "scratch" });
         assert.equal(scratch.done.usage.cachedTokens, 0);
         assertSameRun(continued.done, scratch.done);

@@ -15,7 +15,7 @@ export interface EngineStepRecord {
   readonly sampleS?: number;
   /** the plan's chunks as the scheduler (and the simulator) see them: [tokens, context] */
   readonly planned: readonly (readonly [number, number])[];
-  /** the rows the engine ran per sequence: [rows, context]; more than planned where it recomputed */
+  /** the rows the engine ran per sequence: [rows, context]; the planned ones, less a chunk whose saved state could not be read */
   readonly ran: readonly (readonly [number, number])[];
   /** admitted prefix tokens restored from the RAM/disk tier in this step */
   readonly restoredTokens: number;

@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
+import type { LlamaSeqKvSpec } from "../core/kv/kv-spec.js";
+import type { SeqOp } from "../core/kv/seq-ops.js";
 import { RequestRejectedError } from "../core/scheduler.js";
 import { uniformDouble } from "../core/test-support/arbitraries.js";
 import { contentOf } from "../core/test-support/drive.js";
 import fc from "../core/test-support/fast-check.js";
 import { testScheduler } from "../core/test-support/harness.js";
+import { SeqOpModel } from "../core/test-support/seq-op-model.js";
 import { createPolicy, POLICY_NAMES } from "../policies/index.js";
 import {
   assertWholePoolFits,
@@ -187,6 +190,21 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 /** What every program's first turn may open with (reuse > 0), as an agent harness's instructions: 2 blocks. */
 const SHARED_PREAMBLE = Array.from({ length: 32 }, (_, i) => 10_000_000 + i);
 
+type SpecKind = "paged" | "unified" | "unified-windowed" | "streams" | "running-only";
+
+/** llama.cpp's sequences as an engine over this pool would have them: a spare sequence beyond the running ones. */
+function llamaSpec(kind: Exclude<SpecKind, "paged">, numBlocks: number, maxNumSeqs: number): LlamaSeqKvSpec {
+  const numSeqs = maxNumSeqs + 2;
+  return {
+    kind: "llama-seq",
+    numSeqs,
+    cells: kind === "streams" ? numSeqs * numBlocks * 16 : numBlocks * 16 + 64,
+    layout: kind === "streams" ? "streams" : "unified",
+    slidingWindow: kind === "unified-windowed" ? 32 : 0,
+    runningOnly: kind === "running-only",
+  };
+}
+
 /**
  * Random public-API sessions: arrivals of overlapping turns of a few programs (prefix sharing, no program
  * id, duplicate ids, oversized prompts), aborts, steps with executor stops, idle time. After each step:
@@ -199,20 +217,28 @@ function runOps(
   maxNumSeqs: number,
   queueingS: number,
   ops: readonly Op[],
-  copiesHeldPrefixes: boolean,
+  spec: SpecKind,
 ): void {
   const start = performance.now();
   const policy = createPolicy(policyName);
-  const tiers = policy.needsOffload
-    ? [{ name: "cpu" as const, capacityBytes: 8 * 16 * 1024, reloadBandwidthBps: 1e9 }]
-    : undefined;
+  const tiers =
+    policy.needsOffload || spec === "running-only"
+      ? [{ name: "cpu" as const, capacityBytes: 8 * 16 * 1024, reloadBandwidthBps: 1e9 }]
+      : undefined;
+  const kvSpec = spec === "paged" ? null : llamaSpec(spec, numBlocks, maxNumSeqs);
   const { scheduler, clock } = testScheduler(policy, {
     numBlocks,
     maxNumBatchedTokens: budget,
     maxNumSeqs,
     tiers,
-    copiesHeldPrefixes,
+    ...(kvSpec ? { kvSpec } : {}),
   });
+  // llama.cpp's side of the sequence ops: every op valid, every sequence holding what the map says
+  const executor = kvSpec ? new SeqOpModel(kvSpec) : null;
+  const applied = (ops: readonly SeqOp[]) => {
+    executor?.apply(ops);
+    if (executor && scheduler.kv.sequences) executor.checkAgainst(scheduler.kv.sequences);
+  };
   // A history of long queueing delays (T) makes CacheTTL and static-ttl pin for ln(T + ...) s.
   if (queueingS > 0) scheduler.ttl.queueing.observe(queueingS);
   const capacity = numBlocks * 16;
@@ -228,9 +254,12 @@ function runOps(
   const runStep = (dt: number, stopId: string | null) => {
     const plan = scheduler.schedule();
     assert.deepEqual(scheduler.overduePins(plan.nowS), []);
+    applied(plan.ops);
+    executor?.runChunks(plan);
     clock.advanceTo(clock.nowS() + dt);
     const sampled = stopId ? new Map([[stopId, { stop: true }]]) : undefined;
-    const { finished } = scheduler.update(plan, { durationS: dt, sampled });
+    const { finished, kvChanges } = scheduler.update(plan, { durationS: dt, sampled });
+    applied(kvChanges.ops);
     steps++;
     ended += finished.length;
     for (const r of finished) live.splice(live.indexOf(r.id), 1);
@@ -296,7 +325,7 @@ function runOps(
   assert.equal(scheduler.stats.finished, ended);
   assert.equal(scheduler.stats.aborted, aborts);
   clock.advanceTo(clock.nowS() + 1e6);
-  scheduler.schedule();
+  applied(scheduler.schedule().ops);
   scheduler.checkInvariants();
   if (scheduler.numPinnedPrograms === 0) {
     assert.equal(scheduler.kv.pool.numFreeBlocks, numBlocks, "leaked blocks");
@@ -308,7 +337,7 @@ function runOps(
 }
 
 /** Regression: a head blocked while its own program's other turn ran, which then pinned (deadlock). */
-const blockedBehindOwnPin: [string, number, number, number, number, Op[], boolean] = [
+const blockedBehindOwnPin: [string, number, number, number, number, Op[], SpecKind] = [
   "continuum-heuristic",
   8,
   256,
@@ -338,11 +367,11 @@ const blockedBehindOwnPin: [string, number, number, number, number, Op[], boolea
     },
     ...Array.from({ length: 5 }, () => ({ kind: "step" as const, dt: 0.01, stop: null })),
   ],
-  false,
+  "paged",
 ];
 
 /** Regression: a turn cut for kv_capacity inside schedule() pinned with a TTL (5e-324 s) that could not move the clock. */
-const pinExpiredAtBirth: [string, number, number, number, number, Op[], boolean] = [
+const pinExpiredAtBirth: [string, number, number, number, number, Op[], SpecKind] = [
   "cachettl-adaptive:p90-pins",
   8,
   16,
@@ -364,7 +393,7 @@ const pinExpiredAtBirth: [string, number, number, number, number, Op[], boolean]
       duplicate: false,
     },
   ],
-  false,
+  "paged",
 ];
 
 describe("scheduler properties through the public API (overlapping programs, duplicates, stops)", () => {
@@ -377,8 +406,9 @@ describe("scheduler properties through the public API (overlapping programs, dup
         fc.constantFrom(1, 3, 8),
         fc.constantFrom(0, 3, 30),
         fc.array(op, { minLength: 20, maxLength: 300 }),
-        // an executor that keeps one copy of a prefix per sequence (a sliding-window model in one pool)
-        fc.boolean(),
+        // the simulator's paged memory, or llama.cpp's sequences (one pool, a sliding-window model, streams,
+        // only running sequences in the pool)
+        fc.constantFrom<SpecKind>("paged", "unified", "unified-windowed", "streams", "running-only"),
         runOps,
       ),
       { numRuns: 1500, examples: [blockedBehindOwnPin, pinExpiredAtBirth] },

@@ -13,6 +13,7 @@ import { createRouter, type RouterName, runClusterSimulation } from "./cluster.j
 import { type ProgramOutcome, runSimulation, type SimProgramSpec, type TurnOutcome } from "./event-loop.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
 import { stepAccumulatorFor } from "./hardware/step-latency.js";
+import { type SeqOpPrices, seqOpsS } from "./seq-op-cost.js";
 
 export interface EngineOptions {
   readonly maxNumSeqs: number;
@@ -218,6 +219,10 @@ export function createSimScheduler(
 /** A step's time by the latency model plus its reload transfers, summed by kind into `gpu`. */
 export function createStepTimer(profile: HardwareProfile, gpu: GpuTime): (plan: StepPlan) => number {
   const accumulator = stepAccumulatorFor(profile.latency);
+  const opPrices: SeqOpPrices = {
+    kvBytesPerToken: profile.kvBytesPerToken,
+    bandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
+  };
   return (plan: StepPlan) => {
     accumulator.beginStep();
     let prefills = false;
@@ -230,7 +235,7 @@ export function createStepTimer(profile: HardwareProfile, gpu: GpuTime): (plan: 
       const bandwidth = reload.tier === "cpu" ? profile.cpuOffloadBandwidthBps : profile.diskBandwidthBps;
       reloadS += (reload.tokens * profile.kvBytesPerToken) / bandwidth;
     }
-    const durationS = accumulator.endStepS() + reloadS;
+    const durationS = accumulator.endStepS() + reloadS + seqOpsS(plan.ops, opPrices);
     if (prefills) gpu.prefillStepS += durationS;
     else gpu.decodeStepS += durationS;
     gpu.sequences += plan.chunks.length;

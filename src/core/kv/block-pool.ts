@@ -17,6 +17,8 @@ export class BlockPool {
   private readonly hashes: Float64Array;
   private readonly cachedBlockByHash: HashIndex;
   private readonly freeQueue: FreeBlockQueue;
+  /** hears each free block handed to new content (a sequence map cutting what it backed) */
+  private reuseListener: ((blockId: number) => void) | null = null;
 
   constructor(
     numBlocks: number,
@@ -35,6 +37,10 @@ export class BlockPool {
     this.cachedBlockByHash = new HashIndex(numBlocks);
     this.freeQueue = new FreeBlockQueue(numBlocks);
     for (let b = 0; b < numBlocks; b++) this.freeQueue.pushTail(b);
+  }
+
+  setReuseListener(listener: (blockId: number) => void): void {
+    this.reuseListener = listener;
   }
 
   get numFreeBlocks(): number {
@@ -87,6 +93,7 @@ export class BlockPool {
     const removed: number[] | null = this.observer ? [] : null;
     for (let i = 0; i < n; i++) {
       const blockId = this.freeQueue.popHead();
+      this.reuseListener?.(blockId);
       const dropped = this.dropCachedContent(blockId);
       if (dropped !== 0) removed?.push(dropped);
       this.refCounts[blockId] = 1;

@@ -53,11 +53,6 @@ function manager(numBlocks: number, tierBlocks?: { cpu: number; disk?: number })
   return new KvCacheManager(pool, tiers, 1);
 }
 
-/** Sequences that each hold their own copy of a prefix (a sliding-window model in one llama.cpp pool). */
-function copyingManager(numBlocks: number): KvCacheManager {
-  return new KvCacheManager(new BlockPool(numBlocks, BS), null, 1, true);
-}
-
 describe("KvCacheManager", () => {
   it("a returning turn hits the longest cached prefix of the previous turn", () => {
     const kv = manager(32);
@@ -247,62 +242,5 @@ describe("OffloadTiers", () => {
       { numBlocks: 0, tier: null },
     );
     assert.deepEqual(tiers.occupancyBlocks(), { cpu: 2, disk: 10 });
-  });
-});
-
-describe("KvCacheManager, when each sequence holds its own copy of a prefix (copiesHeldPrefixes)", () => {
-  it("a hit on blocks a running request holds takes copies, counted as known, never shared", () => {
-    const kv = copyingManager(16);
-    const shared = tokenRange(64, 1000);
-    const running = request([...shared, ...tokenRange(20, 3000)]);
-    prefill(kv, running);
-    const free = kv.pool.numFreeBlocks;
-
-    const second = request([...shared, ...tokenRange(20, 5000)]);
-    const match = kv.findPrefix(second);
-    assert.equal(match.gpuTokens, 64, "the prefix is still found");
-    // the whole prompt costs blocks, the 4 hit ones included: the executor holds them twice
-    assert.equal(kv.admissionCostBlocks(match, second.numTokens), kv.blocksFor(second.numTokens));
-    kv.admit(second, match);
-    assert.equal(second.hitTokens, 64);
-    assert.equal(second.numComputedTokens, 64, "the copied prefix is not computed again");
-    assert.ok(
-      second.blockIds.every((b) => !running.blockIds.includes(b)),
-      "no block shared",
-    );
-    assert.equal(kv.pool.numFreeBlocks, free - 4);
-    kv.pool.checkInvariants();
-  });
-
-  it("a free cached prefix is taken back, not copied", () => {
-    const kv = copyingManager(16);
-    const shared = tokenRange(64, 1000);
-    const first = request([...shared, ...tokenRange(20, 3000)]);
-    prefill(kv, first);
-    const prefixBlocks = first.blockIds.slice(0, 4);
-    kv.freeRequest(first);
-
-    const next = request([...shared, ...tokenRange(20, 5000)]);
-    const match = kv.findPrefix(next);
-    assert.equal(kv.admissionCostBlocks(match, next.numTokens), kv.blocksFor(next.numTokens));
-    kv.admit(next, match);
-    assert.deepEqual(next.blockIds, prefixBlocks);
-    kv.pool.checkInvariants();
-  });
-
-  it("the program's own pin gives back what it holds: its next turn costs only its new blocks", () => {
-    const kv = copyingManager(16);
-    const turn1 = tokenRange(64, 1000);
-    const first = request(turn1);
-    prefill(kv, first);
-    const pinned = first.blockIds; // a pin holds its 4 blocks
-    first.blockIds = [];
-
-    const returning = request([...turn1, ...tokenRange(40, 5000)]);
-    const match = kv.findPrefix(returning);
-    assert.equal(match.gpuTokens, 64);
-    // the pin's 4 blocks come back when it is released, before the turn takes its prefix
-    assert.equal(kv.admissionCostBlocks(match, 104, pinned), kv.blocksFor(104) - 4);
-    assert.equal(kv.admissionCostBlocks(match, 104), kv.blocksFor(104));
   });
 });

@@ -1,27 +1,23 @@
+import type { Pin } from "../program.js";
 import type { Request } from "../request.js";
 import type { BlockPool } from "./block-pool.js";
 import type { OffloadTiers, TierName } from "./offload-tiers.js";
+import { NO_MATCH, type PrefixMatch } from "./prefix-match.js";
+import type { SequenceMap } from "./sequence-map.js";
 
-/** Where a waiting request's already-known prefix can come from. */
-export interface PrefixMatch {
-  /** pool blocks holding the longest cached prefix (in use or free) */
-  readonly gpuBlockIds: number[];
-  readonly gpuTokens: number;
-  /** tokens after the GPU prefix found in an offload tier */
-  readonly tierTokens: number;
-  readonly tier: TierName | null;
+export { NO_MATCH, type PrefixMatch } from "./prefix-match.js";
+
+/** What the dashboard shows of the tiers, whichever index keeps them. */
+export interface TierIndex {
+  readonly names: TierName[];
+  usage(): { name: TierName; usedBlocks: number; capacityBlocks: number }[];
 }
-
-const NO_MATCH: PrefixMatch = { gpuBlockIds: [], gpuTokens: 0, tierTokens: 0, tier: null };
 
 /**
  * Per-request view of the block pool: prefix lookup, slot allocation, caching of full blocks, and freeing
- * (write-through to the offload tiers when they exist). The scheduler never touches the pool directly.
- *
- * With `copiesHeldPrefixes`, no two holders share a block: a prefix hit on blocks a running request or a pin
- * holds takes copies of them (fresh blocks the request counts as known, not computed), because the executor
- * behind the pool keeps one copy per sequence (a sliding-window model in llama.cpp's one unified pool, whose
- * prefixes are copied by saved state: docs/engine.md). Free cached blocks are taken back as usual.
+ * (write-through to the offload tiers of the paged spec). The scheduler never touches the pool directly.
+ * With a sequence map (the llama-seq spec) the map finds prefixes (what a sequence or a saved state can
+ * really give) and hears every holder come and go; its tiers are the map's.
  */
 export class KvCacheManager {
   readonly blockSizeTokens: number;
@@ -29,12 +25,18 @@ export class KvCacheManager {
 
   constructor(
     readonly pool: BlockPool,
+    /** the paged spec's block tiers (null with a sequence map, whose tiers are its own) */
     readonly tiers: OffloadTiers | null,
     kvBytesPerToken: number,
-    readonly copiesHeldPrefixes = false,
+    readonly sequences: SequenceMap | null = null,
   ) {
     this.blockSizeTokens = pool.blockSizeTokens;
     this.kvBytesPerToken = kvBytesPerToken;
+  }
+
+  /** The tiers below the pool, whichever index keeps them (null: none). */
+  get tierIndex(): TierIndex | null {
+    return this.tiers ?? this.sequences?.tiers ?? null;
   }
 
   blocksFor(tokens: number): number {
@@ -46,6 +48,7 @@ export class KvCacheManager {
    * engine needs that token's logits).
    */
   findPrefix(request: Request): PrefixMatch {
+    if (this.sequences) return this.sequences.findPrefix(request);
     const maxBlocks = Math.floor((request.numTokens - 1) / this.blockSizeTokens);
     if (maxBlocks <= 0) return NO_MATCH;
     const gpuBlockIds: number[] = [];
@@ -63,40 +66,70 @@ export class KvCacheManager {
   }
 
   /**
-   * Blocks admission would take from the free queue: new ones plus free cached hits it revives. With
-   * `copiesHeldPrefixes` every hit takes one (revived or copied), less the blocks `ownPin` gives back: the
-   * admitted request's program's pin, released before its turn takes the prefix (Scheduler.admit).
+   * Blocks admission would take from the free queue: new ones plus free cached hits it revives. A match
+   * copied into fresh blocks takes one per block. With a sequence map, less the blocks `ownPin` gives back:
+   * the admitted request's program's pin, released before its turn takes the prefix (Scheduler.admit), whose
+   * blocks the match does not take (a saved state restored in their place, a copy, a turn that parts).
    */
   admissionCostBlocks(match: PrefixMatch, tokensAfterStep: number, ownPin: readonly number[] = []): number {
-    if (this.copiesHeldPrefixes) {
-      let givenBack = 0;
-      for (const blockId of ownPin) if (this.pool.refCount(blockId) === 1) givenBack++;
-      return this.blocksFor(tokensAfterStep) - givenBack;
+    let givenBack = 0;
+    if (this.sequences) {
+      const taken = new Set(match.gpuBlockIds);
+      for (const blockId of ownPin) if (this.pool.refCount(blockId) === 1 && !taken.has(blockId)) givenBack++;
     }
+    if (match.copied) return this.blocksFor(tokensAfterStep) - givenBack;
     let revived = 0;
     for (const blockId of match.gpuBlockIds) if (this.pool.refCount(blockId) === 0) revived++;
-    return revived + this.blocksFor(tokensAfterStep) - match.gpuBlockIds.length;
+    return revived + this.blocksFor(tokensAfterStep) - match.gpuBlockIds.length - givenBack;
+  }
+
+  /** Whether the executor can place the match now (always, without a sequence map): SequenceMap.placeable. */
+  placeable(request: Request, match: PrefixMatch): boolean {
+    return this.sequences?.placeable(request, match) ?? true;
+  }
+
+  /** The most tokens a running request's next chunk may take (a sliding-window checkpoint ends it). */
+  chunkLimit(request: Request): number {
+    return this.sequences?.chunkLimit(request) ?? Number.POSITIVE_INFINITY;
   }
 
   /** Takes the matched prefix for the request (hits shared or copied), tier blocks get fresh slots. */
   admit(request: Request, match: PrefixMatch): void {
-    request.blockIds = this.takePrefix(match.gpuBlockIds);
+    if (this.sequences) {
+      this.sequences.admit(request, match, () => this.takeBlocks(request, match));
+      return;
+    }
+    this.takeBlocks(request, match);
+  }
+
+  private takeBlocks(request: Request, match: PrefixMatch): void {
+    if (match.copied) {
+      const copies = this.pool.allocate(this.blocksFor(match.gpuTokens));
+      if (copies === null) throw new Error("admission was not checked for space");
+      request.blockIds = copies;
+    } else {
+      this.pool.touch(match.gpuBlockIds);
+      request.blockIds = match.gpuBlockIds.slice();
+    }
     request.numComputedTokens = match.gpuTokens;
-    request.numCachedBlocks = match.gpuBlockIds.length;
-    request.numStoredBlocks = (match.gpuTokens + match.tierTokens) / this.blockSizeTokens;
+    // with a sequence map, the blocks it gives register their hashes where nothing holds them yet
+    request.numCachedBlocks = this.sequences || match.copied ? 0 : match.gpuBlockIds.length;
+    request.numStoredBlocks = Math.floor((match.gpuTokens + match.tierTokens) / this.blockSizeTokens);
     request.hitTokens = match.gpuTokens;
     request.reloadTokens = match.tierTokens;
     request.reloadTier = match.tierTokens > 0 ? match.tier : null;
     if (match.tierTokens > 0 && match.tier !== null) {
       if (!this.allocateSlots(request, match.tierTokens))
         throw new Error("admission was not checked for space");
-      const first = match.gpuBlockIds.length;
-      const reloaded = new Array<number>(match.tierTokens / this.blockSizeTokens);
-      for (let i = 0; i < reloaded.length; i++) reloaded[i] = request.content.blockHash(first + i);
-      this.tiers?.touch(reloaded, match.tier);
+      if (this.tiers) {
+        const first = match.gpuBlockIds.length;
+        const reloaded = new Array<number>(match.tierTokens / this.blockSizeTokens);
+        for (let i = 0; i < reloaded.length; i++) reloaded[i] = request.content.blockHash(first + i);
+        this.tiers.touch(reloaded, match.tier);
+      }
       request.numComputedTokens += match.tierTokens;
-      this.cacheFullBlocks(request);
     }
+    this.cacheFullBlocks(request);
   }
 
   /** Ensures blocks for numComputedTokens + newTokens; false (and no change) if the pool is short. */
@@ -108,6 +141,7 @@ export class KvCacheManager {
 
   /** Registers the request's newly completed full blocks in the prefix cache. */
   cacheFullBlocks(request: Request): void {
+    this.sequences?.grew(request);
     const full = Math.floor(request.numComputedTokens / this.blockSizeTokens);
     if (full <= request.numCachedBlocks) return;
     this.pool.cacheSequenceBlocks(request.blockIds, request.content, request.numCachedBlocks, full);
@@ -116,7 +150,8 @@ export class KvCacheManager {
 
   /**
    * Writes the request's full blocks computed since admission to the offload tiers (LMCache stores what
-   * it has not seen; the prefix the request found was stored by whoever computed it).
+   * it has not seen; the prefix the request found was stored by whoever computed it). Paged spec only: a
+   * sequence map saves whole sequences when it drops them.
    */
   writeThrough(request: Request): void {
     if (!this.tiers || request.numCachedBlocks <= request.numStoredBlocks) return;
@@ -129,27 +164,22 @@ export class KvCacheManager {
   /** Drops the request's hold on its blocks (tail first, so its last blocks are reused first). */
   freeRequest(request: Request): void {
     this.writeThrough(request);
+    this.sequences?.releasedRequest(request);
     this.freeBlocks(request.blockIds);
     request.blockIds = [];
     request.numCachedBlocks = 0;
   }
 
-  /**
-   * The request's blocks for a matched prefix: the matched blocks themselves, their counts raised, except,
-   * with `copiesHeldPrefixes`, fresh blocks in place of those another holder still holds.
-   */
-  private takePrefix(matched: readonly number[]): number[] {
-    if (!this.copiesHeldPrefixes) {
-      this.pool.touch(matched);
-      return matched.slice();
-    }
-    const held = matched.filter((blockId) => this.pool.refCount(blockId) > 0);
-    // revived before the copies are allocated, which could otherwise hand out a free block this prefix hits
-    this.pool.touch(matched.filter((blockId) => this.pool.refCount(blockId) === 0));
-    const copies = this.pool.allocate(held.length);
-    if (copies === null) throw new Error("admission was not checked for space");
-    const copyOf = new Map(held.map((blockId, i) => [blockId, copies[i] as number]));
-    return matched.map((blockId) => copyOf.get(blockId) ?? blockId);
+  /** A finished request's blocks and sequence are held by its program's pin. */
+  pin(request: Request, pin: Pin): void {
+    this.writeThrough(request);
+    this.sequences?.pinned(request, pin);
+  }
+
+  /** A pin's blocks go back to the pool (as reusable prefix cache), its sequence with them. */
+  releasePin(pin: Pin): void {
+    this.sequences?.releasedPin(pin);
+    this.freeBlocks(pin.blockIds);
   }
 
   /** Frees blocks held outside a request (a pin), tail first. */
