@@ -453,9 +453,10 @@ export class Scheduler {
     this.finishedOutsideUpdate = [];
     for (const requestId of result.failed ?? []) this.abort(requestId);
     for (const request of plan.admitted) this.accountAdmission(request, plan.nowS, result);
+    const held = result.held;
     for (const chunk of plan.chunks) {
       const request = chunk.request;
-      if (request.status !== "running") continue;
+      if (request.status !== "running" || held?.has(request.id)) continue;
       request.numComputedTokens += chunk.numTokens;
       this.kv.cacheFullBlocks(request);
       const program = request.program;
