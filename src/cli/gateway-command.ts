@@ -58,7 +58,12 @@ function policyName(value: string): string {
 /** Starts the gateway and its HTTP API; backends that do not answer yet are reported and probed again. */
 export async function runGateway(
   o: GatewayCliOptions,
-  { log = (line: string) => process.stderr.write(`${line}\n`), handleSignals = true } = {},
+  {
+    log = (line: string): void => {
+      process.stderr.write(`${line}\n`);
+    },
+    handleSignals = true,
+  }: { log?: (line: string) => void; handleSignals?: boolean } = {},
 ): Promise<RunningGateway> {
   if (o.backend.length === 0)
     throw new Error("give at least one --backend URL (e.g. --backend http://127.0.0.1:8080)");

@@ -314,20 +314,27 @@ export class BackendLane {
 
   /**
    * The backend is gone: turns still waiting here are handed back (BackendUnreachable: the gateway sends them
-   * elsewhere), turns it was running end as their streams do.
+   * elsewhere), turns sent to it end as their requests do (one that got no answer is handed back the same way,
+   * a stream it cut ends with an error); the loop ends once they have.
    */
-  failQueued(why: string): void {
+  async retire(why: string): Promise<void> {
+    this.stopping = true;
     for (const entry of [...this.entries.values()]) {
-      if (entry.forwarded) continue;
-      entry.reply.reject(new BackendUnreachable(this.name, why));
-      this.abort(entry.turn.requestId);
+      if (!entry.forwarded) this.abort(entry.turn.requestId, new BackendUnreachable(this.name, why));
     }
+    await this.stop();
   }
 
+  /** The gateway stops: every turn here ends now (its client is told the gateway is stopping). */
   async close(): Promise<void> {
     this.stopping = true;
-    for (const entry of [...this.entries.values()])
-      this.abort(entry.turn.requestId, new Error("the gateway stopped"));
+    for (const entry of [...this.entries.values()]) {
+      this.abort(entry.turn.requestId, new BackendUnreachable(this.name, "the gateway is stopping"));
+    }
+    await this.stop();
+  }
+
+  private async stop(): Promise<void> {
     this.wake();
     this.executor.notify();
     await this.loop;

@@ -193,10 +193,7 @@ export class Gateway {
     );
     const lane = backend.lane;
     backend.lane = null;
-    if (lane) {
-      lane.failQueued(why);
-      void lane.close();
-    }
+    if (lane) void lane.retire(why);
   }
 
   private async checkHealth(): Promise<void> {

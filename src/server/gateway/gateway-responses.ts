@@ -33,6 +33,7 @@ import { backendError } from "./backend-errors.js";
 import { ChatReply } from "./chat-reply.js";
 import { checkGatewayModel, type GatewayContext, submitTurn } from "./gateway-context.js";
 import { turnIdentity } from "./gateway-identity.js";
+import { BACKEND_HEADER } from "./gateway-routes.js";
 
 const STORED_RESPONSES = 1024;
 const STORED_RESPONSE_BYTES = 256 * 2 ** 20;
@@ -155,7 +156,10 @@ export function gatewayResponsesApi(ctx: GatewayContext) {
         streamUsage: false,
       },
     });
-    const headers = body.store ? { "X-Continuum-Response-Id": meta.id } : undefined;
+    const headers: Record<string, string> = {
+      [BACKEND_HEADER]: reply.backend,
+      ...(body.store ? { "X-Continuum-Response-Id": meta.id } : {}),
+    };
     if (reply.kind === "json") {
       if (reply.status >= 400) {
         const error = backendError(reply.backend, reply.status, reply.body);
@@ -224,7 +228,7 @@ export function gatewayResponsesApi(ctx: GatewayContext) {
       }
     }
     const response = sseResponse(events(reply.frames), () => {});
-    if (headers) for (const [name, value] of Object.entries(headers)) response.headers.set(name, value);
+    for (const [name, value] of Object.entries(headers)) response.headers.set(name, value);
     return response;
   };
 

@@ -23,6 +23,9 @@ import { type TurnIdentity, turnIdentity } from "./gateway-identity.js";
 
 type Json = Record<string, unknown>;
 
+/** Response header naming the backend that answered (b1, b2... in the order of --backend). */
+export const BACKEND_HEADER = "X-Continuum-Backend";
+
 /** The error event that ends a stream whose backend went away, in the API's own shape. */
 function lostFrames(api: BackendApi, backend: string, message: string): string {
   const text = `backend ${backend} stopped answering in the middle of the reply (${message}); send the turn again`;
@@ -55,13 +58,15 @@ export function passThroughStream(
       yield lostFrames(api, reply.backend, error instanceof Error ? error.message : String(error));
     }
   }
-  const generator = frames();
-  return sseResponse(generator, () => {});
+  const response = sseResponse(frames(), () => {});
+  response.headers.set(BACKEND_HEADER, reply.backend);
+  return response;
 }
 
 /** The backend's whole answer: its JSON as it is, or its error as the client's. */
 function passThroughJson(c: Context<AppEnv>, reply: Extract<BackendReply, { kind: "json" }>): Response {
   if (reply.status >= 400) throw backendError(reply.backend, reply.status, reply.body);
+  c.header(BACKEND_HEADER, reply.backend);
   return c.json(reply.body as Json, reply.status as ContentfulStatusCode);
 }
 
