@@ -136,12 +136,107 @@ describe("continuum gateway in front of llama.cpp's llama-server", { skip: llama
       metricValue(metrics, "continuum:gateway_slot_hits_total", "b1") +
       metricValue(metrics, "continuum:gateway_slot_hits_total", "b2");
     assert.ok(slotHits >= PROGRAMS.length, `returning turns went to their program's slot (${slotHits})`);
+    const overflow = await post(gateway.url, "/v1/chat/completions", {
+      messages: [{ role: "user", content: "word ".repeat(6000) }],
+    });
+    assert.equal(overflow.status, 400, "llama-server's exceed_context_size_error, as OpenAI's overflow");
+    assert.equal((overflow.body["error"] as { code: string }).code, "context_length_exceeded");
+    assert.match(
+      (overflow.body["error"] as { message: string }).message,
+      /maximum context length is 4096 tokens/,
+    );
     const byName = new Map<string, Server>(servers.map((s, i) => [`b${i + 1}`, s]));
     await killAndContinue(programs, async (backend) => {
       const child = (byName.get(backend) as Server).child as ChildProcess;
       child.kill("SIGKILL");
       await new Promise((resolve) => child.once("exit", resolve));
     });
+  });
+});
+
+async function post(
+  url: string,
+  path: string,
+  body: object,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+describe("continuum gateway: bad input", { skip: llamaSkip }, () => {
+  test("a backend down at start is reported and answered 503 until it is up; a prompt over its context is each API's overflow", async () => {
+    const port = await freePort();
+    const lines: string[] = [];
+    const gateway = await runGateway(
+      {
+        backend: [`http://127.0.0.1:${port}`],
+        schedulingPolicy: "cachettl-adaptive",
+        host: "127.0.0.1",
+        port: 0,
+        servedModelName: [],
+        apiKey: [],
+      },
+      { log: (line) => lines.push(line), handleSignals: false },
+    );
+    let replica: LlamaServer | null = null;
+    try {
+      assert.ok(
+        lines.some((line) => line.includes(`http://127.0.0.1:${port}`) && line.includes("not available")),
+        lines.join("\n"),
+      );
+      const health = await fetch(`${gateway.url}/health`);
+      assert.equal(health.status, 503);
+      const refused = await fetch(`${gateway.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
+      });
+      assert.equal(refused.status, 503);
+      assert.ok(refused.headers.get("retry-after"), "503 with Retry-After");
+      assert.equal(((await refused.json()) as { error: { code: string } }).error.code, "no_backend");
+      replica = await startLlamaServer(["--port", String(port), "--scheduling-policy", "vllm"]);
+      const deadline = Date.now() + 15_000;
+      while ((await fetch(`${gateway.url}/health`)).status !== 200) {
+        assert.ok(Date.now() < deadline, "the backend was not taken in within 15 s of starting");
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      const served = await post(gateway.url, "/v1/chat/completions", {
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 2,
+      });
+      assert.equal(served.status, 200);
+      // the replica's context is 4096 tokens
+      const long = "word ".repeat(6000);
+      const chat = await post(gateway.url, "/v1/chat/completions", {
+        messages: [{ role: "user", content: long }],
+      });
+      assert.equal(chat.status, 400);
+      assert.equal((chat.body["error"] as { code: string }).code, "context_length_exceeded");
+      assert.match(
+        (chat.body["error"] as { message: string }).message,
+        /maximum context length is 4096 tokens/,
+      );
+      const messages = await post(gateway.url, "/v1/messages", {
+        max_tokens: 4,
+        messages: [{ role: "user", content: long }],
+      });
+      assert.equal(messages.status, 400);
+      assert.deepEqual(Object.keys(messages.body), ["type", "error"], "Anthropic's error shape");
+      assert.match(
+        (messages.body["error"] as { message: string }).message,
+        /^prompt is too long: \d+ tokens > 4095 maximum$/,
+      );
+      const responses = await post(gateway.url, "/v1/responses", { input: long });
+      assert.equal(responses.status, 400);
+      assert.equal((responses.body["error"] as { code: string }).code, "context_length_exceeded");
+    } finally {
+      await gateway.close();
+      await replica?.close();
+    }
   });
 });
 

@@ -4,7 +4,7 @@
  * as the client's own context-overflow error (ContextOverflow), whichever engine said it and how:
  * llama-server's `exceed_context_size_error` (with `n_prompt_tokens` and `n_ctx`), vLLM's and Continuum's
  * "maximum context length is N tokens. However, ... M tokens", SGLang's "The input (M tokens) is longer than
- * the model's context length (N tokens)".
+ * the model's context length (N tokens)", an Anthropic-shaped "prompt is too long: M tokens > N - 1 maximum".
  */
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ContextOverflow } from "../context-overflow.js";
@@ -35,6 +35,8 @@ export function overflowOf(detail: Json, message: string): { prompt: number; con
       numberIn(message, /\((\d+) in the messages/i);
     if (tokens !== null) return { prompt: tokens, context: maxContext };
   }
+  const anthropic = /prompt is too long: (\d+) tokens > (\d+) maximum/i.exec(message);
+  if (anthropic) return { prompt: Number(anthropic[1]), context: Number(anthropic[2]) + 1 };
   const sglang = /input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)/i.exec(
     message,
   );
