@@ -63,6 +63,8 @@ export class GatewayExecutor implements Executor<Promise<StepResult>> {
 
   async execute(plan: StepPlan): Promise<StepResult> {
     const startS = this.deps.clock.nowS();
+    // pins the plan's scheduling expired, sacrificed or gave back to their returning turns
+    this.deps.applyKvChanges(plan);
     for (const request of plan.admitted) {
       const entry = this.deps.entries.get(request.id);
       if (entry && !entry.forwarded) {

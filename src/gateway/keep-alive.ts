@@ -6,10 +6,11 @@
  *
  * When: the backend allocates KV for what it computes (prompt tokens it did not find cached, output tokens);
  * freed blocks are reused in LRU order, so a prefix freed at allocation count A is reached once the backend
- * has allocated about as much as it holds beside its running requests. A pinned prefix is touched once the
- * backend allocated KEEP_ALIVE_SHARE of that room since it was last touched. What it costs (requests, the
+ * has allocated about as much as it holds beside its running requests; a pinned prefix is touched before
+ * (core/keep-alive-rule.ts). What it costs (requests, the
  * tokens the backend computed for them, their time) is counted and shown on /metrics.
  */
+import { keepAliveDue } from "../core/keep-alive-rule.js";
 import type { KvChanges } from "../core/step-plan.js";
 import { backendBody } from "./forward.js";
 import type { ReplyTap } from "./reply-tap.js";
@@ -17,12 +18,12 @@ import { type MutableStats, NO_RETENTION_STATS, programKey, type Retention } fro
 import type { ForwardRequest, GatewayTurn } from "./turn.js";
 import { API_PATHS } from "./turn.js";
 
-/** A pinned prefix is touched once this share of the backend's room beside running requests was allocated since. */
-export const KEEP_ALIVE_SHARE = 0.5;
 const KEEP_ALIVE_TIMEOUT_MS = 120_000;
 
 interface LastTurn {
   readonly request: ForwardRequest;
+  /** its prompt's tokens, as the backend counted them */
+  readonly promptTokens: number;
   /** the allocation count when the backend last touched the prefix */
   touchedAt: number;
 }
@@ -60,7 +61,11 @@ export class KeepAliveRetention implements Retention {
     if (!ok || turn.programId === null) return;
     const program = programKey(turn, requestId);
     this.lastTurns.delete(program);
-    this.lastTurns.set(program, { request: turn.request, touchedAt: this.allocated });
+    this.lastTurns.set(program, {
+      request: turn.request,
+      promptTokens: usage?.promptTokens ?? 0,
+      touchedAt: this.allocated,
+    });
   }
 
   applyKvChanges(changes: KvChanges): void {
@@ -74,11 +79,11 @@ export class KeepAliveRetention implements Retention {
 
   tick(): void {
     if (this.pinned.size === 0) return;
-    const room = KEEP_ALIVE_SHARE * Math.max(0, this.backend.idleTokens());
+    const idle = this.backend.idleTokens();
     for (const program of this.pinned) {
       const last = this.lastTurns.get(program);
       if (last === undefined || this.inFlight.has(program)) continue;
-      if (this.allocated - last.touchedAt < room) continue;
+      if (!keepAliveDue(this.allocated - last.touchedAt, idle, last.promptTokens)) continue;
       last.touchedAt = this.allocated;
       void this.keepAlive(program, last.request);
     }

@@ -11,6 +11,7 @@ import { traceStats } from "../workload/trace-stats.js";
 import { createSimPolicy } from "./clairvoyant.js";
 import { createRouter, type RouterName, runClusterSimulation } from "./cluster.js";
 import { type ProgramOutcome, runSimulation, type SimProgramSpec, type TurnOutcome } from "./event-loop.js";
+import { type GatewaySimStats, SimGatewayExecutor } from "./gateway-sim.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
 import { stepAccumulatorFor } from "./hardware/step-latency.js";
 
@@ -27,6 +28,11 @@ export interface EngineOptions {
   /** identical engine instances (each with the whole profile's GPUs) behind a router */
   readonly replicas: number;
   readonly router: RouterName;
+  /**
+   * the policy runs in a gateway in front of an engine with vLLM's FCFS, an LRU prefix cache and no pins
+   * (gateway-sim.ts; one replica)
+   */
+  readonly gateway: boolean;
 }
 
 /** KV tokens one replica's pool holds: the cap when one is set, else what the GPU's memory holds. */
@@ -44,6 +50,7 @@ export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
   kvCapacityTokens: 0,
   replicas: 1,
   router: "sticky-least-loaded",
+  gateway: false,
 };
 
 export interface PointSpec {
@@ -129,6 +136,13 @@ export interface PointResult {
   /** each started program's total wait (seconds, see program_wait), for tails pooled over runs */
   program_waits: number[];
   kv_usage: UsageSample[];
+  /** `--gateway`: the keep-alives the gateway sent its engine for pinned prefixes, and what they cost */
+  gateway?: {
+    keepalives: number;
+    keepalive_computed_tokens: number;
+    /** share of the engine's step time the keep-alives' computed tokens took, by tokens */
+    keepalive_token_share: number;
+  };
 }
 
 const USAGE_SAMPLES = 200;
@@ -141,27 +155,38 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const log = spec.recordPath ? new MemorySink() : null;
   const recorder: EventRecorder = log ? new TeeRecorder([pins, new Recorder(log)]) : pins;
   const capacityTokens = kvPoolTokensOf(profile, engine);
+  if (engine.gateway && engine.replicas > 1) {
+    throw new Error("--gateway simulates one engine: give --replicas 1");
+  }
+  const costs = quadraticCostModel({
+    prefillQuadratic: profile.prefillQuadratic,
+    kvBytesPerToken: profile.kvBytesPerToken,
+    reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
+  });
+  const numBlocks = Math.floor(capacityTokens / engine.blockSizeTokens);
   // Each replica has its own policy: policies learn from what they schedule (tool times, program sizes).
-  const replica = () => {
-    const policy = createSimPolicy(spec.policy, spec.programs);
+  const replica = (policyName: string, withRecorder: boolean) => {
+    const policy = createSimPolicy(policyName, spec.programs);
     return new Scheduler(
       {
-        numBlocks: Math.floor(capacityTokens / engine.blockSizeTokens),
+        numBlocks,
         blockSizeTokens: engine.blockSizeTokens,
         maxNumBatchedTokens: engine.maxNumBatchedTokens,
         maxNumSeqs: engine.maxNumSeqs,
         kvBytesPerToken: profile.kvBytesPerToken,
         tiers: offloadTiers(profile, engine, policy.needsOffload),
-        costs: quadraticCostModel({
-          prefillQuadratic: profile.prefillQuadratic,
-          kvBytesPerToken: profile.kvBytesPerToken,
-          reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
-        }),
+        costs,
       },
-      { clock, policy, recorder },
+      { clock, policy, ...(withRecorder ? { recorder } : {}) },
     );
   };
-  const schedulers = Array.from({ length: engine.replicas }, replica);
+  // In a gateway the engine runs vLLM's FCFS without pins; the policy schedules in the gateway, over a model of
+  // the engine's KV (a pass-through `vllm` gateway over one too large to ever hold a turn back).
+  const engines = engine.gateway
+    ? [replica("vllm", false)]
+    : Array.from({ length: engine.replicas }, () => replica(spec.policy, true));
+  const gatewayScheduler = engine.gateway ? gatewayModel(spec, numBlocks, costs, clock, recorder) : null;
+  const schedulers = gatewayScheduler ? [gatewayScheduler] : engines;
   const accumulator = stepAccumulatorFor(profile.latency);
   const gpu: GpuTime = { prefillStepS: 0, decodeStepS: 0, sequences: 0, steps: 0 };
   const stepTimeS = (plan: StepPlan) => {
@@ -198,11 +223,9 @@ export function simulatePoint(spec: PointSpec): PointResult {
     nextSampleS = nowS + expectedEndS / USAGE_SAMPLES;
     let used = 0;
     let pinned = 0;
-    for (const s of schedulers) {
-      used += s.kvUsageFraction();
-      pinned += s.numPinnedTokens / engine.blockSizeTokens / s.numKvBlocks;
-    }
-    usage.push({ timeS: nowS, used: used / schedulers.length, pinned: pinned / schedulers.length });
+    for (const s of engines) used += s.kvUsageFraction();
+    for (const s of schedulers) pinned += s.numPinnedTokens / engine.blockSizeTokens / numBlocks;
+    usage.push({ timeS: nowS, used: used / engines.length, pinned: pinned / schedulers.length });
   };
   const common = {
     clock,
@@ -212,8 +235,19 @@ export function simulatePoint(spec: PointSpec): PointResult {
     horizonS: spec.horizonS,
     onStep: sampleUsage,
   };
-  const result =
-    schedulers.length === 1
+  const gatewayExecutor = gatewayScheduler
+    ? new SimGatewayExecutor(engines[0] as Scheduler, clock, stepTimeS, sampleUsage)
+    : null;
+  const result = gatewayExecutor
+    ? runSimulation(specs, {
+        ...common,
+        scheduler: gatewayScheduler as Scheduler,
+        executor: gatewayExecutor,
+        onFinished: (finished) => {
+          for (const request of finished) gatewayExecutor.turnFinished(request);
+        },
+      })
+    : schedulers.length === 1
       ? runSimulation(specs, { ...common, scheduler: schedulers[0] as Scheduler })
       : runClusterSimulation(specs, { ...common, schedulers, router: createRouter(engine.router) });
   if (log && spec.recordPath) {
@@ -221,8 +255,47 @@ export function simulatePoint(spec: PointSpec): PointResult {
     writeFileSync(`${spec.recordPath}.jsonl.tmp`, log.toJsonl());
     renameSync(`${spec.recordPath}.jsonl.tmp`, `${spec.recordPath}.jsonl`);
   }
-  return summarizePoint(spec, result.programs, result.endS, schedulers, pins, result.steps, usage, gpu);
+  const point = summarizePoint(
+    spec,
+    result.programs,
+    result.endS,
+    { engines, schedulers },
+    pins,
+    result.steps,
+    usage,
+    gpu,
+    gatewayExecutor?.stats ?? null,
+  );
+  return point;
 }
+
+/** The gateway's scheduler: the policy over a model of the engine's KV (forward-at-once for `vllm`). */
+function gatewayModel(
+  spec: PointSpec,
+  numBlocks: number,
+  costs: ReturnType<typeof quadraticCostModel>,
+  clock: VirtualClock,
+  recorder: EventRecorder,
+): Scheduler {
+  const policy = createSimPolicy(spec.policy, spec.programs);
+  const passThrough = policy.name === "vllm";
+  const blocks = passThrough ? numBlocks * GATEWAY_PASS_THROUGH_FACTOR : numBlocks;
+  return new Scheduler(
+    {
+      numBlocks: blocks,
+      blockSizeTokens: spec.engine.blockSizeTokens,
+      maxNumBatchedTokens: blocks * spec.engine.blockSizeTokens,
+      maxNumSeqs: passThrough ? GATEWAY_PASS_THROUGH_SEQS : spec.engine.maxNumSeqs,
+      kvBytesPerToken: spec.profile.kvBytesPerToken,
+      costs,
+    },
+    { clock, policy, recorder },
+  );
+}
+
+/** The `vllm` gateway forwards at once: its model is this many times the engine, and runs this many turns. */
+const GATEWAY_PASS_THROUGH_FACTOR = 64;
+const GATEWAY_PASS_THROUGH_SEQS = 65536;
 
 class TeeRecorder implements EventRecorder {
   constructor(private readonly targets: readonly EventRecorder[]) {}
@@ -263,11 +336,13 @@ function summarizePoint(
   spec: PointSpec,
   outcomes: readonly ProgramOutcome[],
   endS: number,
-  schedulers: readonly Scheduler[],
+  /** the engines (prefix hits, preemptions, their time) and the schedulers the policy ran in (pins, TTLs) */
+  { engines, schedulers }: { engines: readonly Scheduler[]; schedulers: readonly Scheduler[] },
   pins: PinDurationRecorder,
   steps: number,
   usage: UsageSample[],
   gpu: GpuTime,
+  gateway: GatewaySimStats | null,
 ): PointResult {
   const completed = outcomes.filter((p) => p.finishS !== null);
   const jcts = completed.map((p) => (p.finishS as number) - p.arrivalS);
@@ -285,12 +360,14 @@ function summarizePoint(
     .filter((p) => p.turns.some((t) => t.admittedS !== null))
     .map((p) => p.turns.reduce((sum, t) => sum + (t.admittedS === null ? 0 : t.admittedS - t.arrivalS), 0));
   const sum = (of: (s: Scheduler) => number) => schedulers.reduce((total, s) => total + of(s), 0);
+  const sumEngines = (of: (s: Scheduler) => number) => engines.reduce((total, s) => total + of(s), 0);
   const meanOf = (of: (s: Scheduler) => number) => sum(of) / schedulers.length;
+  // a gateway's keep-alives are its own requests, not the programs': left out of the hit ratio
   const stats = {
-    prefixQueryTokens: sum((s) => s.stats.prefixQueryTokens),
-    prefixHitTokens: sum((s) => s.stats.prefixHitTokens),
-    reloadTokens: sum((s) => s.stats.reloadTokens),
-    preemptions: sum((s) => s.stats.preemptions),
+    prefixQueryTokens: sumEngines((s) => s.stats.prefixQueryTokens) - (gateway?.keepAlivePromptTokens ?? 0),
+    prefixHitTokens: sumEngines((s) => s.stats.prefixHitTokens) - (gateway?.keepAliveCachedTokens ?? 0),
+    reloadTokens: sumEngines((s) => s.stats.reloadTokens),
+    preemptions: sumEngines((s) => s.stats.preemptions),
     pinsCreated: sum((s) => s.stats.pinsCreated),
     pinsReused: sum((s) => s.stats.pinsReused),
     pinsExpired: sum((s) => s.stats.pinsExpired),
@@ -333,8 +410,7 @@ function summarizePoint(
     },
     steps,
     gpu: {
-      busy_fraction:
-        makespanS > 0 ? (gpu.prefillStepS + gpu.decodeStepS) / (makespanS * schedulers.length) : 0,
+      busy_fraction: makespanS > 0 ? (gpu.prefillStepS + gpu.decodeStepS) / (makespanS * engines.length) : 0,
       prefill_step_s: gpu.prefillStepS,
       decode_step_s: gpu.decodeStepS,
       sequences_per_step: gpu.steps > 0 ? gpu.sequences / gpu.steps : 0,
@@ -344,6 +420,16 @@ function summarizePoint(
     first_turn_ttfts: firstTurnTtfts,
     program_waits: programWaits,
     kv_usage: usage,
+    ...(gateway === null
+      ? {}
+      : {
+          gateway: {
+            keepalives: gateway.keepAlives,
+            keepalive_computed_tokens: gateway.keepAliveComputedTokens,
+            keepalive_token_share:
+              gateway.computedTokens > 0 ? gateway.keepAliveComputedTokens / gateway.computedTokens : 0,
+          },
+        }),
   };
 }
 
