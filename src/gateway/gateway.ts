@@ -28,7 +28,7 @@ export interface GatewayOptions {
   /** requests forwarded to one backend at once at most, where the backend does not say (default 256) */
   readonly maxNumSeqs?: number;
   readonly costs?: CostModel;
-  /** how often a backend's /health is asked (default 1 s); two failures in a row take it out */
+  /** how often a backend's /health is asked (default 1 s); HEALTH_FAILURES failures in a row take it out */
   readonly healthIntervalMs?: number;
   /** how often a backend that is out is probed again (default 2 s) */
   readonly probeIntervalMs?: number;
@@ -62,7 +62,9 @@ export class NoBackendAvailable extends Error {
 }
 
 const DEFAULT_MAX_NUM_SEQS = 256;
-const HEALTH_TIMEOUT_MS = 2000;
+/** A backend busy with a long step may answer /health late: this long, this many times in a row, and it is out. */
+const HEALTH_TIMEOUT_MS = 3000;
+const HEALTH_FAILURES = 3;
 /** Programs whose backend the gateway remembers (least recently used forgotten first). */
 const AFFINITY_KEPT = 65536;
 /** Tries of one turn on successive backends that could not be reached. */
@@ -73,7 +75,7 @@ export class Gateway {
   /** program -> the backend that served its latest turn */
   private readonly affinity = new Map<string, string>();
   private readonly log: (line: string) => void;
-  private readonly timers: NodeJS.Timeout[] = [];
+  private readonly timers = new Set<NodeJS.Timeout>();
   private closed = false;
   /** turns that went to another backend than their program's previous one because that one was down */
   movedTurns = 0;
@@ -97,9 +99,22 @@ export class Gateway {
   /** Probes every backend once (reporting each), then keeps checking them; never fails for a backend that is down. */
   async start(): Promise<void> {
     await Promise.all(this.backends.map((backend) => this.probe(backend)));
-    this.timers.push(setInterval(() => void this.checkHealth(), this.options.healthIntervalMs ?? 1000));
-    this.timers.push(setInterval(() => void this.reprobe(), this.options.probeIntervalMs ?? 2000));
-    for (const timer of this.timers) timer.unref();
+    this.every(this.options.healthIntervalMs ?? 1000, () => this.checkHealth());
+    this.every(this.options.probeIntervalMs ?? 2000, () => this.reprobe());
+  }
+
+  /** Runs `task` every `ms`, the next run timed from the end of the last (checks never pile up on a slow backend). */
+  private every(ms: number, task: () => Promise<void>): void {
+    const schedule = () => {
+      const timer = setTimeout(async () => {
+        this.timers.delete(timer);
+        await task();
+        if (!this.closed) schedule();
+      }, ms);
+      timer.unref();
+      this.timers.add(timer);
+    };
+    schedule();
   }
 
   get upBackends(): GatewayBackend[] {
@@ -210,7 +225,9 @@ export class Gateway {
           ok = false;
         }
         if (ok) backend.healthFailures = 0;
-        else if (++backend.healthFailures >= 2) this.markDown(backend, "its /health failed twice");
+        else if (++backend.healthFailures >= HEALTH_FAILURES) {
+          this.markDown(backend, `its /health failed ${HEALTH_FAILURES} times in a row`);
+        }
       }),
     );
   }
@@ -292,7 +309,7 @@ export class Gateway {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const timer of this.timers) clearInterval(timer);
+    for (const timer of this.timers) clearTimeout(timer);
     await Promise.all(
       this.backends.map(async (backend) => {
         await backend.lane?.close();
