@@ -26,7 +26,7 @@ import {
 import { GatewayExecutor, TurnProgress } from "./gateway-executor.js";
 import { ReplyTap } from "./reply-tap.js";
 import type { Retention } from "./retention.js";
-import type { GatewayTurn } from "./turn.js";
+import { type ForwardRequest, type GatewayTurn, requestFor } from "./turn.js";
 import { CharsPerToken, TurnContent } from "./turn-content.js";
 
 /** The model counts KV in blocks of at least this many tokens (SGLang's page of 1 would be a block per token). */
@@ -94,6 +94,8 @@ function deferred<T>(): Deferred<T> {
 
 interface LaneEntry {
   readonly turn: GatewayTurn;
+  /** what the backend is sent: the turn's request in the backend's API */
+  readonly request: ForwardRequest;
   readonly spec: RequestSpec;
   readonly progress: TurnProgress;
   readonly tap: ReplyTap;
@@ -252,8 +254,10 @@ export class BackendLane {
     const info = this.options.info;
     const promptTokens = Math.min(this.chars.tokensOf(turn.promptText.length), info.contextTokens - 1);
     const progress = new TurnProgress();
+    const request = requestFor(turn.request, info.messagesApi);
     const entry: LaneEntry = {
       turn,
+      request,
       spec: {
         requestId,
         programId: turn.programId,
@@ -268,7 +272,7 @@ export class BackendLane {
         arrivalS: this.clock.nowS(),
       },
       progress,
-      tap: new ReplyTap(turn.request.api, {
+      tap: new ReplyTap(request.api, {
         onTokens: (count) => {
           progress.received += count;
           if (entry.firstTokenS === null) entry.firstTokenS = this.clock.nowS();
@@ -415,10 +419,10 @@ export class BackendLane {
     }
     try {
       const extra = await this.options.retention.prepare(turn, turn.requestId);
-      const body = backendBody(turn.request, this.options.target.modelId, extra);
+      const body = backendBody(entry.request, this.options.target.modelId, extra);
       const reply = await forwardTurn(
         this.options.target,
-        turn.request,
+        entry.request,
         body,
         entry.tap,
         entry.controller.signal,

@@ -6,7 +6,7 @@
  */
 import { type ReplyTap, readSseTapped } from "./reply-tap.js";
 import type { SseFrame } from "./sse.js";
-import { API_PATHS, type ForwardRequest } from "./turn.js";
+import { API_PATHS, type BackendApi, type ForwardRequest } from "./turn.js";
 
 export class BackendUnreachable extends Error {
   constructor(
@@ -23,6 +23,8 @@ export type BackendReply =
   | {
       readonly kind: "json";
       readonly backend: string;
+      /** the API the backend answered in */
+      readonly api: BackendApi;
       readonly status: number;
       /** the parsed body, or the text when it was not JSON */
       readonly body: unknown;
@@ -30,6 +32,7 @@ export type BackendReply =
   | {
       readonly kind: "sse";
       readonly backend: string;
+      readonly api: BackendApi;
       readonly status: number;
       readonly frames: AsyncIterable<SseFrame>;
     };
@@ -93,6 +96,7 @@ export async function forwardTurn(
     return {
       kind: "sse",
       backend: target.name,
+      api: request.api,
       status: response.status,
       frames: readSseTapped(response.body, tap, !request.streamUsage),
     };
@@ -107,7 +111,7 @@ export async function forwardTurn(
   const parsed = parsedBody(text);
   if (response.ok) tap.whole(parsed);
   tap.end(response.ok ? null : `HTTP ${response.status}`);
-  return { kind: "json", backend: target.name, status: response.status, body: parsed };
+  return { kind: "json", backend: target.name, api: request.api, status: response.status, body: parsed };
 }
 
 function causeOf(error: unknown): string {

@@ -194,6 +194,7 @@ export class Gateway {
       name: backend.spec.name,
       url: backend.spec.url,
       modelId: info.modelId,
+      messagesApi: info.messagesApi,
       idleTokens: () => lane()?.idleTokens() ?? 0,
     });
   }

@@ -15,8 +15,7 @@ import type { KvChanges } from "../core/step-plan.js";
 import { backendBody } from "./forward.js";
 import type { ReplyTap } from "./reply-tap.js";
 import { type MutableStats, NO_RETENTION_STATS, programKey, type Retention } from "./retention.js";
-import type { ForwardRequest, GatewayTurn } from "./turn.js";
-import { API_PATHS } from "./turn.js";
+import { API_PATHS, type ForwardRequest, type GatewayTurn, requestFor } from "./turn.js";
 
 const KEEP_ALIVE_TIMEOUT_MS = 120_000;
 
@@ -32,6 +31,8 @@ export interface KeepAliveBackend {
   readonly name: string;
   readonly url: string;
   readonly modelId: string;
+  /** it answers the Messages API itself (else a Messages turn is sent again as its chat completion) */
+  readonly messagesApi: boolean;
   /** KV tokens the backend holds beside its running requests now (the gateway's model) */
   idleTokens(): number;
 }
@@ -62,7 +63,7 @@ export class KeepAliveRetention implements Retention {
     const program = programKey(turn, requestId);
     this.lastTurns.delete(program);
     this.lastTurns.set(program, {
-      request: turn.request,
+      request: requestFor(turn.request, this.backend.messagesApi),
       promptTokens: usage?.promptTokens ?? 0,
       touchedAt: this.allocated,
     });

@@ -17,6 +17,17 @@ export interface ForwardRequest {
   readonly stream: boolean;
   /** the client asked for usage in its stream (else the usage chunk the gateway asks for is not passed on) */
   readonly streamUsage: boolean;
+  /**
+   * the same request as a chat completion, for a backend without this API (Messages on SGLang); the reply
+   * says which API answered
+   */
+  readonly asChat?: Readonly<Record<string, unknown>>;
+}
+
+/** The request a backend is sent: in its own API, else as the chat completion it carries. */
+export function requestFor(request: ForwardRequest, hasMessagesApi: boolean): ForwardRequest {
+  if (request.api !== "messages" || hasMessagesApi || request.asChat === undefined) return request;
+  return { api: "chat", body: request.asChat, stream: request.stream, streamUsage: false };
 }
 
 export interface GatewayTurn {

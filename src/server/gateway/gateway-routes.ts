@@ -13,13 +13,14 @@ import { writeSse } from "../../gateway/sse.js";
 import type { BackendApi, GatewayTurn } from "../../gateway/turn.js";
 import { readJsonBody } from "../chat-completions.js";
 import { type AppEnv, SSE_DONE, sseData, sseResponse } from "../generation.js";
-import { chatMessages } from "../messages-request.js";
+import { chatCompletionRequest, chatMessages } from "../messages-request.js";
 import { countTokensSchema, messagesSchema } from "../messages-schema.js";
 import { chatCompletionSchema, completionSchema } from "../schemas.js";
 import { backendError, unavailable } from "./backend-errors.js";
 import { ChatReply } from "./chat-reply.js";
 import { checkGatewayModel, type GatewayContext, submitTurn } from "./gateway-context.js";
 import { type TurnIdentity, turnIdentity } from "./gateway-identity.js";
+import { messageEventsFromChat, messageFromChat } from "./messages-from-chat.js";
 
 type Json = Record<string, unknown>;
 
@@ -163,15 +164,36 @@ export async function gatewayCompletions(c: Context<AppEnv>, ctx: GatewayContext
 export async function gatewayMessages(c: Context<AppEnv>, ctx: GatewayContext): Promise<Response> {
   const raw = (await readJsonBody(c)) as Json;
   const body = messagesSchema.parse(raw);
-  checkGatewayModel(ctx, body.model);
+  const model = checkGatewayModel(ctx, body.model);
   // program fields come from the headers, and Claude Code's session (a Messages body has no job_id)
   const identity = turnIdentity(ctx, c, {}, { metadataUserId: body.metadata?.user_id ?? null });
   const promptText = `${JSON.stringify(body.tools ?? null)}\n${JSON.stringify(body.system ?? null)}\n${JSON.stringify(body.messages)}`;
   const priorTurns = body.messages.filter((m) => m.role === "assistant").length;
-  const turn = turnOf(ctx, c, identity, "messages", raw, promptText, body.max_tokens, priorTurns);
+  const base = turnOf(ctx, c, identity, "messages", raw, promptText, body.max_tokens, priorTurns);
+  // for a backend without the Messages API: the chat completion serve makes of it
+  const asChat = chatCompletionSchema.parse(chatCompletionRequest(body, null));
+  const turn = { ...base, request: { ...base.request, asChat: { ...asChat, stream: body.stream === true } } };
   const reply = await submitTurn(ctx, c, turn);
-  if (reply.kind === "json") return passThroughJson(c, reply);
-  return passThroughStream(reply, "messages");
+  if (reply.api === "messages") {
+    if (reply.kind === "json") return passThroughJson(c, reply);
+    return passThroughStream(reply, "messages");
+  }
+  const meta = { id: `msg_${turn.requestId}`, model };
+  if (reply.kind === "json") {
+    if (reply.status >= 400) throw backendError(reply.backend, reply.status, reply.body);
+    c.header(BACKEND_HEADER, reply.backend);
+    return c.json(messageFromChat(reply.body, meta));
+  }
+  async function* events(frames: AsyncIterable<SseFrame>): AsyncGenerator<string> {
+    try {
+      yield* messageEventsFromChat(frames, meta);
+    } catch (error) {
+      yield lostFrames("messages", reply.backend, error instanceof Error ? error.message : String(error));
+    }
+  }
+  const response = sseResponse(events(reply.frames), () => {});
+  response.headers.set(BACKEND_HEADER, reply.backend);
+  return response;
 }
 
 /**
