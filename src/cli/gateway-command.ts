@@ -48,9 +48,14 @@ function port(value: string): number {
   return n;
 }
 
+/** The policies a gateway runs: not those whose KV falls to an offload tier, which is the backend's own. */
+const GATEWAY_POLICIES = POLICY_NAMES.filter((name) => !createPolicy(name).needsOffload);
+
 function policyName(value: string): string {
-  if (!isPolicyName(value)) {
-    throw new InvalidArgumentError(`unknown policy "${value}"; choose from ${POLICY_NAMES.join(", ")}`);
+  if (!isPolicyName(value) || !GATEWAY_POLICIES.includes(value)) {
+    throw new InvalidArgumentError(
+      `unknown policy "${value}" for a gateway; choose from ${GATEWAY_POLICIES.join(", ")} (offload tiers are the backend's own)`,
+    );
   }
   return value;
 }
@@ -125,7 +130,7 @@ export function gatewayCommand(): Command {
     )
     .option(
       "--scheduling-policy <name>",
-      `the gateway's policy (${POLICY_NAMES.join(", ")}); vllm forwards every turn at once`,
+      `the gateway's policy (${GATEWAY_POLICIES.join(", ")}); vllm forwards every turn at once`,
       policyName,
       "cachettl-adaptive",
     )

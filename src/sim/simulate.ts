@@ -278,6 +278,11 @@ function gatewayModel(
   recorder: EventRecorder,
 ): Scheduler {
   const policy = createSimPolicy(spec.policy, spec.programs);
+  if (policy.needsOffload) {
+    throw new Error(
+      `${spec.policy} needs an offload tier, which is the engine's own: not a gateway's policy`,
+    );
+  }
   const passThrough = policy.name === "vllm";
   const blocks = passThrough ? numBlocks * GATEWAY_PASS_THROUGH_FACTOR : numBlocks;
   return new Scheduler(
