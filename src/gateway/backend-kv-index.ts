@@ -27,6 +27,8 @@ interface StoredRun {
 const ATTRIBUTION_GRACE_MS = 1000;
 /** Stored runs kept for attribution (the newest). */
 const RUNS_KEPT = 4096;
+/** Programs whose latest chain is kept (the least recently attributed forgotten first). */
+const CHAINS_KEPT = 65536;
 
 export interface KvIndexStats {
   storedBlocks: number;
@@ -65,10 +67,6 @@ export class BackendKvIndex {
 
   get residentBlocks(): number {
     return this.numResident;
-  }
-
-  get residentTokens(): number {
-    return this.numResident * this.blockSizeTokens;
   }
 
   apply(batch: KvEventBatch, nowMs: number): void {
@@ -179,7 +177,9 @@ export class BackendKvIndex {
       this.stats.unattributed++;
       return false;
     }
+    this.chains.delete(programId);
     this.chains.set(programId, this.chainTo(candidates[0]!.tail));
+    if (this.chains.size > CHAINS_KEPT) this.chains.delete(this.chains.keys().next().value as string);
     this.stats.attributed++;
     return true;
   }
@@ -197,9 +197,5 @@ export class BackendKvIndex {
   chainTokens(programId: string): number | null {
     const chain = this.chains.get(programId);
     return chain === undefined ? null : chain.length * this.blockSizeTokens;
-  }
-
-  forgetProgram(programId: string): void {
-    this.chains.delete(programId);
   }
 }

@@ -12,7 +12,6 @@ import { ROOT_HASH, saltedRootHash } from "../core/kv/prefix-hash.js";
 import type { SchedulingPolicy } from "../core/policy.js";
 import type { Request, RequestSpec } from "../core/request.js";
 import { RequestRejectedError, Scheduler } from "../core/scheduler.js";
-import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
 import { type LoopEnvironment, runStepLoopAsync, StepLoop } from "../core/step-loop.js";
 import type { BackendKvIndex } from "./backend-kv-index.js";
 import type { BackendInfo } from "./backend-probe.js";
@@ -232,10 +231,6 @@ export class BackendLane {
     const capacity = this.options.info.capacityTokens;
     const used = this.scheduler.kvUsageFraction() * this.scheduler.numKvBlocks * this.blockSizeTokens;
     return Math.max(0, capacity - (used - this.scheduler.numPinnedTokens));
-  }
-
-  snapshot(): SchedulerSnapshot {
-    return this.scheduler.snapshot();
   }
 
   /**

@@ -93,7 +93,11 @@ export async function detectEngine(url: string): Promise<EngineKind> {
     if (/^sglang:/m.test(metrics.text)) return "sglang";
   }
   if (positive(jsonOf(await get(`${url}/props`))?.["total_slots"]) !== null) return "llama-server";
-  if (jsonOf(await get(`${url}/get_server_info`)) !== null) return "sglang";
+  if (
+    jsonOf(await get(`${url}/get_server_info`)) !== null ||
+    jsonOf(await get(`${url}/server_info`)) !== null
+  )
+    return "sglang";
   throw new BackendProbeError(
     `${url} answers, but not as vLLM (vllm: metrics), SGLang (/get_server_info), llama-server (/props) or Continuum: name it with --engine`,
   );

@@ -280,12 +280,6 @@ export class Gateway {
     }
   }
 
-  /** Where a program's turns go now (null: none seen, or its backend is down). */
-  backendOf(programId: string): string | null {
-    const name = this.affinity.get(programId);
-    return this.upBackends.some((backend) => backend.spec.name === name) ? (name as string) : null;
-  }
-
   /**
    * Ends a program (`DELETE /v1/programs/{id}`): its pin in the gateway goes now, and a Continuum replica that
    * holds it is told too. False when no backend holds a live program of that id.

@@ -122,11 +122,6 @@ export class SlotRetention implements Retention {
 
   tick(): void {}
 
-  /** Slots pinned now (for the dashboard and /metrics). */
-  get pinnedSlots(): number {
-    return this.slots.filter((slot) => slot.pinned).length;
-  }
-
   private fileOf(program: string): string {
     return `continuum-gateway-${createHash("sha256").update(program).digest("hex").slice(0, 32)}.bin`;
   }
