@@ -151,7 +151,7 @@ export function gatewayResponsesApi(ctx: GatewayContext) {
       maxOutputTokens: chat.max_completion_tokens ?? null,
       request: {
         api: "chat",
-        body: { ...forwarded, stream },
+        body: { ...forwarded, stream, ...(named.tenant === null ? {} : { cache_salt: named.cacheSalt }) },
         stream,
         streamUsage: false,
       },

@@ -93,7 +93,14 @@ function turnOf(
     cacheSalt: identity.cacheSalt,
     promptText,
     maxOutputTokens,
-    request: { api, body, stream, streamUsage: options?.include_usage === true },
+    // tenants never share a prefix on engines that read vLLM's cache_salt (vLLM, Continuum)
+    request: {
+      api,
+      body:
+        identity.tenant === null || api === "messages" ? body : { ...body, cache_salt: identity.cacheSalt },
+      stream,
+      streamUsage: options?.include_usage === true,
+    },
   };
 }
 
