@@ -240,6 +240,47 @@ describe("continuum gateway: bad input", { skip: llamaSkip }, () => {
   });
 });
 
+describe("continuum gateway: tenants", { skip: llamaSkip }, () => {
+  test("a key is a tenant: a prompt another tenant sent is not found cached, one's own is", async () => {
+    const replica = await startLlamaServer(["--scheduling-policy", "vllm"]);
+    const gateway = await runGateway(
+      {
+        backend: [replica.server.url],
+        engine: "vllm",
+        schedulingPolicy: "cachettl-adaptive",
+        host: "127.0.0.1",
+        port: 0,
+        servedModelName: [],
+        apiKey: ["key-one", "key-two"],
+      },
+      { log: () => {}, handleSignals: false },
+    );
+    try {
+      const ask = async (key: string) => {
+        const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json", Authorization: `Bearer ${key}` },
+          body: JSON.stringify({
+            messages: [{ role: "user", content: `shared context ${"lorem ipsum ".repeat(80)}` }],
+            max_tokens: 2,
+          }),
+        });
+        assert.equal(response.status, 200);
+        return ((await response.json()) as { usage: { prompt_tokens_details: { cached_tokens: number } } })
+          .usage.prompt_tokens_details.cached_tokens;
+      };
+      assert.equal(await ask("key-one"), 0);
+      assert.equal(await ask("key-two"), 0, "the other tenant's prefix is not shared");
+      assert.ok((await ask("key-one")) > 0, "the tenant's own prefix is");
+      const anonymous = await fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", body: "{}" });
+      assert.equal(anonymous.status, 401);
+    } finally {
+      await gateway.close();
+      await replica.close();
+    }
+  });
+});
+
 describe("continuum gateway in front of continuum serve --scheduling-policy vllm (vLLM protocol)", {
   skip: llamaSkip,
 }, () => {
