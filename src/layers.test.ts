@@ -1,8 +1,9 @@
 /**
  * `npm test` enforces the layers of the code base and the rule between them: an import may only point down (or sideways
- * within a layer), never up. core <- policies, analysis, workload <- sim, engine <- server, bench,
- * cluster <- cli, all above the install-time scripts/. The simulator and the engine are the two executors of one step loop: neither imports
- * the other. Tests follow the same rule (though a test may compare the two executors), so a test lives in the
+ * within a layer), never up. core <- policies, analysis, workload <- sim, engine, gateway <- server, bench,
+ * cluster <- cli, all above the install-time scripts/. The simulator, the engine and the gateway are the three executors of
+ * one step loop: none imports another (the server is the HTTP front end of the engine and of the gateway). Tests follow
+ * the same rule (though a test may compare the executors), so a test lives in the
  * lowest layer holding everything it imports: the end-to-end tests of `continuum serve` live in cli/. And no
  * module imports itself back through others, type imports included.
  */
@@ -19,6 +20,7 @@ const LAYERS: Readonly<Record<string, number>> = {
   workload: 1,
   sim: 2,
   engine: 2,
+  gateway: 2,
   server: 3,
   bench: 3,
   cluster: 3,
@@ -26,7 +28,11 @@ const LAYERS: Readonly<Record<string, number>> = {
 };
 
 /** Sibling folders of one layer that must not import each other. */
-const APART: readonly (readonly [string, string])[] = [["sim", "engine"]];
+const APART: readonly (readonly [string, string])[] = [
+  ["sim", "engine"],
+  ["gateway", "engine"],
+  ["gateway", "sim"],
+];
 
 interface ImportEdge {
   /** paths relative to src, with forward slashes */
@@ -48,7 +54,7 @@ function isTest(path: string): boolean {
   return path.endsWith(".test.ts");
 }
 
-/** Why an import breaks the layering, or null. A test may compare the two executors. */
+/** Why an import breaks the layering, or null. A test may compare the executors. */
 function violation(edge: ImportEdge): string | null {
   const from = areaOf(edge.from);
   const to = areaOf(edge.to);
@@ -59,7 +65,7 @@ function violation(edge: ImportEdge): string | null {
   if (b === undefined) return `${edge.to}: folder src/${to} has no layer (add it to LAYERS)`;
   if (b > a) return `${edge.from} imports ${edge.to}: ${from} (layer ${a}) may not import ${to} (layer ${b})`;
   if (!isTest(edge.from) && APART.some(([x, y]) => (x === from && y === to) || (x === to && y === from))) {
-    return `${edge.from} imports ${edge.to}: ${from} and ${to} are the two executors and stay apart`;
+    return `${edge.from} imports ${edge.to}: ${from} and ${to} are executors of the step loop and stay apart`;
   }
   return null;
 }

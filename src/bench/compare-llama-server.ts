@@ -69,6 +69,9 @@ const { values: args } = parseArgs({
       default:
         "vllm,cachettl,cachettl-adaptive,cachettl-adaptive@q8_0,continuum-heuristic,thunderagent,concur",
     },
+    // `continuum gateway --engine llama-server` in front of the same llama-server, one row per policy
+    // ("" for none): the gateway's scheduling over an engine it does not own, against that engine alone
+    "gateway-policies": { type: "string", default: "cachettl-adaptive,thunderagent" },
     seed: { type: "string", default: "1" },
     // the agent trace replayed (default: the SWE-agent trace beside the repository when there is one,
     // else a generated SWE-bench workload, said on stderr and in the report)
@@ -94,7 +97,14 @@ const seed = Number(args.seed);
 /** RAM for KV that left the pool: llama-server's --cache-ram, Continuum's --cpu-offload-gb */
 const ramGb = Number(args["cache-ram-mib"]) / 1024;
 /** the Continuum servers to run: a policy, and `@<kv type>` for a KV element type other than f16 */
-const policies = args.policies.split(",").map((s) => s.trim());
+const policies = args.policies
+  .split(",")
+  .map((s) => s.trim())
+  .filter((s) => s.length > 0);
+const gatewayPolicies = args["gateway-policies"]
+  .split(",")
+  .map((s) => s.trim())
+  .filter((s) => s.length > 0);
 /** the policies the simulator predicts (it has no q8_0 KV) */
 const simulatedPolicies = policies.filter((p) => !p.includes("@"));
 const serveRounds = Number(args["serve-rounds"]);
@@ -247,6 +257,40 @@ async function withContinuum<T>(
   }
 }
 
+/** `continuum gateway` with `policy` in front of llama-server `c` (same model, threads, slots and RAM cache). */
+async function withGateway<T>(
+  bin: string,
+  model: string,
+  c: LlamaConfig,
+  policy: string,
+  body: (s: Server) => Promise<T>,
+): Promise<T> {
+  return withLlamaServer(bin, model, c, async (backend) => {
+    const port = await freePort();
+    const argv = [
+      ...CLI,
+      "gateway",
+      "--backend",
+      // one KV pool over the slots (-kvu): say its size, which /props cannot
+      c.unified ? `${backend.url}?kv-tokens=${kvTokens}` : backend.url,
+      "--engine",
+      "llama-server",
+      "--scheduling-policy",
+      policy,
+      "--host",
+      HOST,
+      "--port",
+      String(port),
+    ];
+    const gateway = await startServer(`gateway-${policy}`, process.execPath, argv, port, outDir);
+    try {
+      return await body(gateway);
+    } finally {
+      await stopServer(gateway);
+    }
+  });
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // main
 
@@ -317,26 +361,29 @@ log(
     `<= ${args["max-turns"]} turns, tokens x${args["token-scale"]}, tools <= ${args["max-tool-s"]} s`,
 );
 
-// 3. profile of our engine
+// 3. profile of our engine (for its serving runs and the simulator)
 const profilePath = join(outDir, "profile.json");
-const profileFile = await measureProfileToFile(
-  {
-    model: modelPath,
-    threads,
-    kvCacheTokens: kvTokens,
-    maxNumBatchedTokens: 512,
-    quick: false,
-    out: profilePath,
-    json: false,
-    prefillTokens: [256, 512, 1024, 2048, 4096],
-    decodeBatches: [1, 2, 4, 8, 16],
-    decodeContexts: [0, 512, 2048],
-  },
-  (line) => log(`profile: ${line}`),
-  (text) => log(`profile: ${text.trimEnd()}`),
-);
+const needsProfile = policies.length > 0 || !args["skip-sim"];
+const profileFile = !needsProfile
+  ? null
+  : await measureProfileToFile(
+      {
+        model: modelPath,
+        threads,
+        kvCacheTokens: kvTokens,
+        maxNumBatchedTokens: 512,
+        quick: false,
+        out: profilePath,
+        json: false,
+        prefillTokens: [256, 512, 1024, 2048, 4096],
+        decodeBatches: [1, 2, 4, 8, 16],
+        decodeContexts: [0, 512, 2048],
+      },
+      (line) => log(`profile: ${line}`),
+      (text) => log(`profile: ${text.trimEnd()}`),
+    );
 
-const profileLatency = loadEngineProfile(profileFile).latency;
+const profileLatency = profileFile === null ? null : loadEngineProfile(profileFile).latency;
 
 // 4. raw kernels: llama-batched-bench vs ours
 const raw: RawRow[] = args["skip-raw"]
@@ -391,7 +438,7 @@ log(`llama-server config: ${best.name}`);
 const seqsList = args.seqs.split(",").map(Number);
 const continuumTrial: { maxNumSeqs: number; result: BenchResult }[] = [];
 let maxNumSeqs = Math.max(...seqsList);
-if (!args["no-trial"] && seqsList.length > 1) {
+if (!args["no-trial"] && seqsList.length > 1 && policies.length > 0) {
   const trialPrograms = Number(args["trial-programs"]);
   for (const seqs of seqsList) {
     const result = await withContinuum("cachettl", seqs, modelPath, profilePath, (s) =>
@@ -445,13 +492,21 @@ for (const load of loads) {
           stepLog,
         ),
       );
-      if (stepLog) {
+      if (stepLog && profileLatency !== null) {
         stepSplits.push({
           load: load.name,
           policy,
           totals: analyzeSteps(readStepLog(stepLog), profileLatency),
         });
       }
+    }
+    for (const policy of gatewayPolicies) {
+      record(
+        `gateway ${policy}`,
+        await withGateway(llamaServerBin, modelPath, best, policy, (s) =>
+          runBench(s, load.jps, load.programs, tag(`gateway-${policy}`)),
+        ),
+      );
     }
   }
 }

@@ -5,6 +5,7 @@ import { benchCommand } from "./bench-command.js";
 import { buildGpuCommand } from "./build-gpu-command.js";
 import { capacityCommand } from "./capacity-command.js";
 import { clusterCommand } from "./cluster-command.js";
+import { gatewayCommand } from "./gateway-command.js";
 import { policiesCommand } from "./policies-command.js";
 import { profileCommand } from "./profile-command.js";
 import { reproduceCommand } from "./reproduce-command.js";
@@ -19,6 +20,7 @@ const program = new Command("continuum")
   .enablePositionalOptions()
   .addCommand(serveCommand())
   .addCommand(clusterCommand())
+  .addCommand(gatewayCommand())
   .addCommand(profileCommand())
   .addCommand(buildGpuCommand())
   .addCommand(policiesCommand())

@@ -108,7 +108,7 @@ function keyListDigest(keys: readonly string[]): string {
 }
 
 /** Keys from --api-key, --api-keys-file, else CONTINUUM_API_KEY; none: an open server. */
-function apiKeysOf(o: ServeCliOptions): string[] {
+export function apiKeysOf(o: Pick<ServeCliOptions, "apiKey" | "apiKeysFile">): string[] {
   const keys = [...o.apiKey];
   if (o.apiKeysFile) {
     let text: string;

@@ -25,6 +25,7 @@ export interface SimCliOptions {
   kvCacheTokens: number;
   replicas: number;
   router: RouterName;
+  gateway: boolean;
   tokenScale: number;
   toolTimeScale: number;
   turnRepeat: number;
@@ -215,6 +216,11 @@ export function addSimOptions(command: Command, defaults: { policies: string; pr
         .choices([...ROUTER_NAMES])
         .default(DEFAULT_ENGINE_OPTIONS.router),
     )
+    .option(
+      "--gateway",
+      "run each policy in a gateway in front of an engine it does not own (vLLM's FCFS, LRU prefix cache, no pins): admission in the gateway, pins kept by keep-alives",
+      false,
+    )
     .option("--token-scale <f>", "scale every token count", positiveNumber, 1)
     .option("--tool-time-scale <f>", "scale every tool time", positiveNumber, 1)
     .option(
@@ -265,6 +271,7 @@ export function engineOf(o: SimCliOptions): EngineOptions {
     kvCapacityTokens: o.kvCacheTokens,
     replicas: o.replicas,
     router: o.router,
+    gateway: o.gateway ?? false,
     defaultOffloadGb: o.hardware === "a100" ? 100 : 200,
   };
 }
@@ -297,5 +304,8 @@ export function describeSettings(o: SimCliOptions): string[] {
       : `hardware ${o.hardware} / ${o.model}, KV cache ${o.kvCacheDtype}`,
     `max-num-seqs ${o.maxNumSeqs}, max-num-batched-tokens ${o.maxNumBatchedTokens}, cpu offload ${o.cpuOffloadGb} GB, disk offload ${o.diskOffloadGb} GB, kv cap ${o.kvCacheTokens || "GPU memory"}`,
     ...(o.replicas > 1 ? [`${o.replicas} replicas behind the ${o.router} router`] : []),
+    ...(o.gateway
+      ? ["each policy in a gateway in front of an engine with vLLM's FCFS, an LRU prefix cache and no pins"]
+      : []),
   ];
 }

@@ -33,6 +33,7 @@ export function toJsonResult(r: PointResult) {
     ttl: r.ttl,
     steps: r.steps,
     gpu: r.gpu,
+    ...(r.gateway ? { gateway: r.gateway } : {}),
   };
 }
 

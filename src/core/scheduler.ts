@@ -489,9 +489,10 @@ export class Scheduler {
     const lost = new Set(this.kv.sequences?.lostEntries(result.lostEntries ?? []) ?? []);
     for (const request of lost) this.recomputeLost(request);
     for (const request of plan.admitted) if (!lost.has(request)) this.accountAdmission(request, plan.nowS);
+    const held = result.held;
     for (const chunk of plan.chunks) {
       const request = chunk.request;
-      if (request.status !== "running") continue;
+      if (request.status !== "running" || held?.has(request.id)) continue;
       request.numComputedTokens += chunk.numTokens;
       this.kv.cacheFullBlocks(request);
       const program = request.program;

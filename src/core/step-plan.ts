@@ -106,4 +106,10 @@ export interface StepResult {
    * not trusted and their clients were told; update() ends them as aborted and counts none of their chunks.
    */
   readonly failed?: ReadonlySet<string>;
+  /**
+   * Request ids whose chunk the executor did not carry in this step and still holds (a gateway whose backend
+   * has not produced the request's next token yet): update() leaves them as they were, and the next plan
+   * schedules the same tokens again. Missing: every chunk was carried.
+   */
+  readonly held?: ReadonlySet<string>;
 }

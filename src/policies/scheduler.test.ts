@@ -90,6 +90,31 @@ describe("Scheduler: batching", () => {
     assert.equal(scheduler.kvUsageFraction(), 2 / 64, "only B's two blocks are held");
   });
 
+  it("chunks the executor holds are not counted: the next plan schedules the same tokens again", () => {
+    const { scheduler } = testScheduler(vllm(), { numBlocks: 64 });
+    const a = addRequest(scheduler, "A", 32, { maxOutputTokens: 2 });
+    const b = addRequest(scheduler, "B", 20, { maxOutputTokens: 5 });
+    const first = scheduler.update(scheduler.schedule(), { durationS: 0.01, held: new Set(["A"]) });
+    assert.deepEqual(first.finished, []);
+    assert.equal(a.numComputedTokens, 0, "A's prefill is still to come");
+    assert.equal(a.numOutputTokens, 0);
+    assert.equal(b.numComputedTokens, 20);
+    assert.equal(b.numOutputTokens, 1);
+    const again = scheduler.schedule();
+    const chunkOfA = again.chunks.find((chunk) => chunk.request === a);
+    assert.deepEqual(
+      chunkOfA && [chunkOfA.startToken, chunkOfA.numTokens, chunkOfA.samples],
+      [0, 32, true],
+      "A's whole prompt is scheduled again",
+    );
+    assert.deepEqual(again.admitted, [], "A was admitted once");
+    scheduler.update(again, { durationS: 0.01 });
+    assert.equal(a.numComputedTokens, 32);
+    assert.equal(a.numOutputTokens, 1);
+    scheduler.checkInvariants();
+    assert.equal(scheduler.kvUsageFraction(), 4 / 64, "A holds its two blocks once, B its two");
+  });
+
   it("chunked prefill: a long prompt takes several steps, each within maxNumBatchedTokens", () => {
     const { scheduler, clock } = testScheduler(vllm(), { numBlocks: 64, maxNumBatchedTokens: 64 });
     const a = addRequest(scheduler, "A", 200, { maxOutputTokens: 2 });

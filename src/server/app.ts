@@ -28,6 +28,7 @@ import { ServerMetrics } from "./metrics.js";
 import { PROGRAM_API_PATHS, PROGRAM_PATH_PREFIX, scopeToTenant } from "./program-identity.js";
 import type { ThinkTags } from "./reasoning.js";
 import { responsesApi } from "./responses.js";
+import { tenantAuth } from "./tenant-auth.js";
 import { detokenize, tokenize } from "./tokenize.js";
 import type { ToolCallFormat } from "./tool-call-formats.js";
 import { TurnPrograms } from "./turn-programs.js";
@@ -144,11 +145,6 @@ export function createApp(options: AppOptions): ContinuumApp {
     engine.modelId,
     ...(options.servedModelNames ?? []).filter((n) => n !== engine.modelId),
   ];
-  const keys = [...new Set(options.apiKeys ?? [])].filter((key) => key.length > 0);
-  // Looked up by SHA-256 digest: comparing digests leaks nothing useful about a key.
-  const tenantOfDigest = new Map(
-    keys.map((key, i) => [digest(key).toString("hex"), keys.length > 1 ? `tenant-${i + 1}` : null]),
-  );
   const logError = options.logError ?? ((message: string) => process.stderr.write(`${message}\n`));
   let draining = false;
   let drainingPrograms = false;
@@ -216,24 +212,7 @@ export function createApp(options: AppOptions): ContinuumApp {
     app.use("*", allowedOriginsCors(origins));
   }
 
-  app.use("*", async (c, next) => {
-    if (tenantOfDigest.size === 0 || isOpenPath(c.req.path)) return next();
-    const header = c.req.header("authorization") ?? "";
-    const match = /^Bearer\s+(.+)$/i.exec(header.trim());
-    // Anthropic's clients send the key as x-api-key: an equal alternative to the bearer token.
-    const key = match?.[1] ?? c.req.header("x-api-key")?.trim();
-    const tenant = key ? tenantOfDigest.get(digest(key).toString("hex")) : undefined;
-    if (tenant === undefined) {
-      throw new ApiError(
-        401,
-        "Incorrect or missing API key (send Authorization: Bearer <key> or x-api-key: <key>).",
-        "invalid_request_error",
-        "invalid_api_key",
-      );
-    }
-    c.set("tenant", tenant);
-    return next();
-  });
+  app.use("*", tenantAuth(options.apiKeys, isOpenPath));
 
   // Admission: a draining server and a full one say so before reading the body.
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;

@@ -27,7 +27,7 @@ export interface MessageMeta {
 }
 
 /** Opens, fills and closes content blocks, numbering them in order. */
-class BlockWriter {
+export class BlockWriter {
   private next = 0;
   private open: "thinking" | "text" | "tool_use" | null = null;
 

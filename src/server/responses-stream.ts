@@ -39,7 +39,7 @@ export function responseFrame(type: string, sequence: number, fields: Record<str
 }
 
 /** The events of one response, numbered, and the output items they have announced. */
-class ResponseEvents {
+export class ResponseEvents {
   private sequence = 0;
   readonly items: OutputItem[] = [];
   private text: { id: string; index: number; text: string; logprobs: OutputLogprob[] } | null = null;

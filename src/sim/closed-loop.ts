@@ -1,7 +1,6 @@
 import { type AgentxMetrics, agentxMetrics, type MeasuredCall } from "../analysis/agentx-metrics.js";
 import { LogHistogram } from "../analysis/log-histogram.js";
 import { VirtualClock } from "../core/clock.js";
-import type { EventRecorder } from "../core/recorder/recorder.js";
 import type { Request } from "../core/request.js";
 import type { Scheduler } from "../core/scheduler.js";
 import { type LoopEnvironment, runStepLoop, StepLoop } from "../core/step-loop.js";
@@ -43,8 +42,6 @@ export interface ClosedLoopResult extends AgentxMetrics {
   /** share of the measured window the accelerator spent in steps */
   busy_fraction: number;
 }
-
-const NULL_RECORDER: EventRecorder = { record: () => {}, close: () => Promise.resolve() };
 
 /** The tool a call ends in, as the scheduler is told it: a subagent spawn, a tool, or the person's reply. */
 function toolHints(node: AgentNode): (string | null)[] {
@@ -225,7 +222,7 @@ export function simulateClosedLoop(spec: ClosedLoopSpec): ClosedLoopResult {
   if (isClairvoyantPolicy(spec.policy))
     throw new Error(`${spec.policy} reads a program trace's future; closed-loop replay has none`);
   const clock = new VirtualClock();
-  const scheduler = createSimScheduler(spec.policy, [], spec.profile, spec.engine, clock, NULL_RECORDER);
+  const scheduler = createSimScheduler(spec.policy, [], spec.profile, spec.engine, clock, null);
   const gpu: GpuTime = { prefillStepS: 0, decodeStepS: 0, sequences: 0, steps: 0 };
   const stepTimeS = createStepTimer(spec.profile, gpu);
   const theoretical = new TheoreticalPrefixCache();

@@ -57,6 +57,10 @@ export interface SimRunOptions {
   /** stop simulating at this virtual time (programs still running stay unfinished) */
   readonly horizonS?: number;
   readonly seedSalt?: number;
+  /** runs the scheduler's plans instead of the latency model directly (a simulated gateway: gateway-sim.ts) */
+  readonly executor?: Executor<StepResult>;
+  /** requests that finished, after the programs' own bookkeeping */
+  readonly onFinished?: (finished: readonly Request[]) => void;
 }
 
 export interface SimRunResult {
@@ -264,13 +268,16 @@ export function runSimulation(specs: readonly SimProgramSpec[], options: SimRunO
     options.blockSizeTokens,
     options.seedSalt ?? 0,
   );
-  const executor = new LatencyModelExecutor(clock, options.stepTimeS);
+  const executor = options.executor ?? new LatencyModelExecutor(clock, options.stepTimeS);
   const loop = new StepLoop(scheduler, clock, programs, executor, {
     onStep: (plan, result) => {
       programs.onStep(plan);
       options.onStep?.(plan, result.durationS);
     },
-    onFinished: (finished) => programs.onFinished(finished),
+    onFinished: (finished) => {
+      programs.onFinished(finished);
+      options.onFinished?.(finished);
+    },
   });
   runStepLoop(loop);
   return { programs: programs.live.map((p) => p.outcome), steps: loop.counters.steps, endS: clock.nowS() };

@@ -1,7 +1,7 @@
 import { renameSync, writeFileSync } from "node:fs";
 import { summarize } from "../analysis/stats.js";
 import { VirtualClock } from "../core/clock.js";
-import { quadraticCostModel } from "../core/cost-model.js";
+import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
 import { GIB, type TierConfig, tierConfigs } from "../core/kv/offload-tiers.js";
 import { type EventRecorder, MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Scheduler } from "../core/scheduler.js";
@@ -11,6 +11,7 @@ import { traceStats } from "../workload/trace-stats.js";
 import { createSimPolicy } from "./clairvoyant.js";
 import { createRouter, type RouterName, runClusterSimulation } from "./cluster.js";
 import { type ProgramOutcome, runSimulation, type SimProgramSpec, type TurnOutcome } from "./event-loop.js";
+import { type GatewaySimStats, SimGatewayExecutor } from "./gateway-sim.js";
 import type { HardwareProfile } from "./hardware/profiles.js";
 import { stepAccumulatorFor } from "./hardware/step-latency.js";
 import { type SeqOpPrices, seqOpsS } from "./seq-op-cost.js";
@@ -28,6 +29,11 @@ export interface EngineOptions {
   /** identical engine instances (each with the whole profile's GPUs) behind a router */
   readonly replicas: number;
   readonly router: RouterName;
+  /**
+   * the policy runs in a gateway in front of an engine with vLLM's FCFS, an LRU prefix cache and no pins
+   * (gateway-sim.ts; one replica)
+   */
+  readonly gateway: boolean;
 }
 
 /** KV tokens one replica's pool holds: the cap when one is set, else what the GPU's memory holds. */
@@ -45,6 +51,7 @@ export const DEFAULT_ENGINE_OPTIONS: EngineOptions = {
   kvCapacityTokens: 0,
   replicas: 1,
   router: "sticky-least-loaded",
+  gateway: false,
 };
 
 export interface PointSpec {
@@ -130,6 +137,13 @@ export interface PointResult {
   /** each started program's total wait (seconds, see program_wait), for tails pooled over runs */
   program_waits: number[];
   kv_usage: UsageSample[];
+  /** `--gateway`: the keep-alives the gateway sent its engine for pinned prefixes, and what they cost */
+  gateway?: {
+    keepalives: number;
+    keepalive_computed_tokens: number;
+    /** share of the engine's step time the keep-alives' computed tokens took, by tokens */
+    keepalive_token_share: number;
+  };
 }
 
 const USAGE_SAMPLES = 200;
@@ -141,10 +155,22 @@ export function simulatePoint(spec: PointSpec): PointResult {
   const pins = new PinDurationRecorder();
   const log = spec.recordPath ? new MemorySink() : null;
   const recorder: EventRecorder = log ? new TeeRecorder([pins, new Recorder(log)]) : pins;
+  if (engine.gateway && engine.replicas > 1) {
+    throw new Error("--gateway simulates one engine: give --replicas 1");
+  }
+  const numBlocks = Math.floor(kvPoolTokensOf(profile, engine) / engine.blockSizeTokens);
   // Each replica has its own policy: policies learn from what they schedule (tool times, program sizes).
-  const schedulers = Array.from({ length: engine.replicas }, () =>
-    createSimScheduler(spec.policy, spec.programs, profile, engine, clock, recorder),
-  );
+  // In a gateway the engine runs vLLM's FCFS without pins; the policy schedules in the gateway, over a model of
+  // the engine's KV (a pass-through `vllm` gateway over one too large to ever hold a turn back).
+  const engines = engine.gateway
+    ? [createSimScheduler("vllm", spec.programs, profile, engine, clock, null)]
+    : Array.from({ length: engine.replicas }, () =>
+        createSimScheduler(spec.policy, spec.programs, profile, engine, clock, recorder),
+      );
+  const gatewayScheduler = engine.gateway
+    ? gatewayModel(spec, numBlocks, simCostModel(profile), clock, recorder)
+    : null;
+  const schedulers = gatewayScheduler ? [gatewayScheduler] : engines;
   const gpu: GpuTime = { prefillStepS: 0, decodeStepS: 0, sequences: 0, steps: 0 };
   const stepTimeS = createStepTimer(profile, gpu);
   const specs: SimProgramSpec[] = spec.programs.map((program, i) => ({
@@ -162,11 +188,9 @@ export function simulatePoint(spec: PointSpec): PointResult {
     nextSampleS = nowS + expectedEndS / USAGE_SAMPLES;
     let used = 0;
     let pinned = 0;
-    for (const s of schedulers) {
-      used += s.kvUsageFraction();
-      pinned += s.numPinnedTokens / engine.blockSizeTokens / s.numKvBlocks;
-    }
-    usage.push({ timeS: nowS, used: used / schedulers.length, pinned: pinned / schedulers.length });
+    for (const s of engines) used += s.kvUsageFraction();
+    for (const s of schedulers) pinned += s.numPinnedTokens / engine.blockSizeTokens / numBlocks;
+    usage.push({ timeS: nowS, used: used / engines.length, pinned: pinned / schedulers.length });
   };
   const common = {
     clock,
@@ -176,8 +200,19 @@ export function simulatePoint(spec: PointSpec): PointResult {
     horizonS: spec.horizonS,
     onStep: sampleUsage,
   };
-  const result =
-    schedulers.length === 1
+  const gatewayExecutor = gatewayScheduler
+    ? new SimGatewayExecutor(engines[0] as Scheduler, clock, stepTimeS, sampleUsage)
+    : null;
+  const result = gatewayExecutor
+    ? runSimulation(specs, {
+        ...common,
+        scheduler: gatewayScheduler as Scheduler,
+        executor: gatewayExecutor,
+        onFinished: (finished) => {
+          for (const request of finished) gatewayExecutor.turnFinished(request);
+        },
+      })
+    : schedulers.length === 1
       ? runSimulation(specs, { ...common, scheduler: schedulers[0] as Scheduler })
       : runClusterSimulation(specs, { ...common, schedulers, router: createRouter(engine.router) });
   if (log && spec.recordPath) {
@@ -185,17 +220,40 @@ export function simulatePoint(spec: PointSpec): PointResult {
     writeFileSync(`${spec.recordPath}.jsonl.tmp`, log.toJsonl());
     renameSync(`${spec.recordPath}.jsonl.tmp`, `${spec.recordPath}.jsonl`);
   }
-  return summarizePoint(spec, result.programs, result.endS, schedulers, pins, result.steps, usage, gpu);
+  const point = summarizePoint(
+    spec,
+    result.programs,
+    result.endS,
+    { engines, schedulers },
+    pins,
+    result.steps,
+    usage,
+    gpu,
+    gatewayExecutor?.stats ?? null,
+  );
+  return point;
 }
 
-/** One replica's scheduler: the policy (fresh), its KV pool and offload tiers, and the cost model. */
+/** The cost model a simulated scheduler prices prefills and reloads with. */
+function simCostModel(profile: HardwareProfile): CostModel {
+  return quadraticCostModel({
+    prefillQuadratic: profile.prefillQuadratic,
+    kvBytesPerToken: profile.kvBytesPerToken,
+    reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
+  });
+}
+
+/**
+ * One replica's scheduler: the policy (fresh), its KV pool and offload tiers, and the cost model; `recorder`
+ * null: its events are not recorded (the engine behind a gateway, whose turns the gateway records).
+ */
 export function createSimScheduler(
   policyName: string,
   programs: readonly TraceProgram[],
   profile: HardwareProfile,
   engine: EngineOptions,
   clock: VirtualClock,
-  recorder: EventRecorder,
+  recorder: EventRecorder | null,
 ): Scheduler {
   const policy = createSimPolicy(policyName, programs);
   return new Scheduler(
@@ -206,11 +264,36 @@ export function createSimScheduler(
       maxNumSeqs: engine.maxNumSeqs,
       kvBytesPerToken: profile.kvBytesPerToken,
       tiers: offloadTiers(profile, engine, policy.needsOffload),
-      costs: quadraticCostModel({
-        prefillQuadratic: profile.prefillQuadratic,
-        kvBytesPerToken: profile.kvBytesPerToken,
-        reloadBandwidthBps: { cpu: profile.cpuOffloadBandwidthBps, disk: profile.diskBandwidthBps },
-      }),
+      costs: simCostModel(profile),
+    },
+    { clock, policy, ...(recorder === null ? {} : { recorder }) },
+  );
+}
+
+/** The gateway's scheduler: the policy over a model of the engine's KV (forward-at-once for `vllm`). */
+function gatewayModel(
+  spec: PointSpec,
+  numBlocks: number,
+  costs: CostModel,
+  clock: VirtualClock,
+  recorder: EventRecorder,
+): Scheduler {
+  const policy = createSimPolicy(spec.policy, spec.programs);
+  if (policy.needsOffload) {
+    throw new Error(
+      `${spec.policy} needs an offload tier, which is the engine's own: not a gateway's policy`,
+    );
+  }
+  const passThrough = policy.name === "vllm";
+  const blocks = passThrough ? numBlocks * GATEWAY_PASS_THROUGH_FACTOR : numBlocks;
+  return new Scheduler(
+    {
+      numBlocks: blocks,
+      blockSizeTokens: spec.engine.blockSizeTokens,
+      maxNumBatchedTokens: blocks * spec.engine.blockSizeTokens,
+      maxNumSeqs: passThrough ? GATEWAY_PASS_THROUGH_SEQS : spec.engine.maxNumSeqs,
+      kvBytesPerToken: spec.profile.kvBytesPerToken,
+      costs,
     },
     { clock, policy, recorder },
   );
@@ -243,6 +326,10 @@ export function createStepTimer(profile: HardwareProfile, gpu: GpuTime): (plan: 
     return durationS;
   };
 }
+
+/** The `vllm` gateway forwards at once: its model is this many times the engine, and runs this many turns. */
+const GATEWAY_PASS_THROUGH_FACTOR = 64;
+const GATEWAY_PASS_THROUGH_SEQS = 65536;
 
 class TeeRecorder implements EventRecorder {
   constructor(private readonly targets: readonly EventRecorder[]) {}
@@ -283,11 +370,13 @@ function summarizePoint(
   spec: PointSpec,
   outcomes: readonly ProgramOutcome[],
   endS: number,
-  schedulers: readonly Scheduler[],
+  /** the engines (prefix hits, preemptions, their time) and the schedulers the policy ran in (pins, TTLs) */
+  { engines, schedulers }: { engines: readonly Scheduler[]; schedulers: readonly Scheduler[] },
   pins: PinDurationRecorder,
   steps: number,
   usage: UsageSample[],
   gpu: GpuTime,
+  gateway: GatewaySimStats | null,
 ): PointResult {
   const completed = outcomes.filter((p) => p.finishS !== null);
   const jcts = completed.map((p) => (p.finishS as number) - p.arrivalS);
@@ -305,12 +394,14 @@ function summarizePoint(
     .filter((p) => p.turns.some((t) => t.admittedS !== null))
     .map((p) => p.turns.reduce((sum, t) => sum + (t.admittedS === null ? 0 : t.admittedS - t.arrivalS), 0));
   const sum = (of: (s: Scheduler) => number) => schedulers.reduce((total, s) => total + of(s), 0);
+  const sumEngines = (of: (s: Scheduler) => number) => engines.reduce((total, s) => total + of(s), 0);
   const meanOf = (of: (s: Scheduler) => number) => sum(of) / schedulers.length;
+  // a gateway's keep-alives are its own requests, not the programs': left out of the hit ratio
   const stats = {
-    prefixQueryTokens: sum((s) => s.stats.prefixQueryTokens),
-    prefixHitTokens: sum((s) => s.stats.prefixHitTokens),
-    reloadTokens: sum((s) => s.stats.reloadTokens),
-    preemptions: sum((s) => s.stats.preemptions),
+    prefixQueryTokens: sumEngines((s) => s.stats.prefixQueryTokens) - (gateway?.keepAlivePromptTokens ?? 0),
+    prefixHitTokens: sumEngines((s) => s.stats.prefixHitTokens) - (gateway?.keepAliveCachedTokens ?? 0),
+    reloadTokens: sumEngines((s) => s.stats.reloadTokens),
+    preemptions: sumEngines((s) => s.stats.preemptions),
     pinsCreated: sum((s) => s.stats.pinsCreated),
     pinsReused: sum((s) => s.stats.pinsReused),
     pinsExpired: sum((s) => s.stats.pinsExpired),
@@ -353,8 +444,7 @@ function summarizePoint(
     },
     steps,
     gpu: {
-      busy_fraction:
-        makespanS > 0 ? (gpu.prefillStepS + gpu.decodeStepS) / (makespanS * schedulers.length) : 0,
+      busy_fraction: makespanS > 0 ? (gpu.prefillStepS + gpu.decodeStepS) / (makespanS * engines.length) : 0,
       prefill_step_s: gpu.prefillStepS,
       decode_step_s: gpu.decodeStepS,
       sequences_per_step: gpu.steps > 0 ? gpu.sequences / gpu.steps : 0,
@@ -364,6 +454,16 @@ function summarizePoint(
     first_turn_ttfts: firstTurnTtfts,
     program_waits: programWaits,
     kv_usage: usage,
+    ...(gateway === null
+      ? {}
+      : {
+          gateway: {
+            keepalives: gateway.keepAlives,
+            keepalive_computed_tokens: gateway.keepAliveComputedTokens,
+            keepalive_token_share:
+              gateway.computedTokens > 0 ? gateway.keepAliveComputedTokens / gateway.computedTokens : 0,
+          },
+        }),
   };
 }
 

@@ -26,6 +26,8 @@ const runs = [
   { ...heavy, server: "continuum cachettl", round: 0, result: result(28, 0.36) },
   { ...heavy, server: "llama-server", round: 1, result: result(50, 0.3) },
   { ...heavy, server: "continuum cachettl", round: 1, result: result(30, 0.33) },
+  { ...heavy, server: "gateway cachettl-adaptive", round: 0, result: result(36, 0.4) },
+  { ...heavy, server: "gateway cachettl-adaptive", round: 1, result: result(35, 0.31) },
 ];
 
 describe("compare results over interleaved rounds", () => {
@@ -91,6 +93,16 @@ describe("compare results over interleaved rounds", () => {
     );
     assert.match(text, /mean JCT <= 0\.6x llama-server \| 0\.65 \(0\.60–0\.70\)x \| missed by 8% \|/);
     assert.match(text, /throughput >= 1\.0x llama-server \| 1\.00 \(0\.90–1\.10\)x \| met \|/);
+    // the gateway over llama-server: 0.90x and 0.70x of the same round's llama-server
+    assert.match(text, /`gateway <policy>`: `continuum gateway --engine llama-server/);
+    assert.match(
+      text,
+      /gateway \(cachettl-adaptive\) mean JCT <= 0\.8x llama-server \(goal 0\.65x\) \| 0\.80 \(0\.70–0\.90\)x \| met \|/,
+    );
+    assert.match(
+      text,
+      /gateway \(cachettl-adaptive\) throughput >= 1\.0x llama-server \| 1\.02 \(1\.00–1\.03\)x \| met \|/,
+    );
     // each engine at its best layout, and unified pool against unified buffer beside it
     assert.match(
       text,

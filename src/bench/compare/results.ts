@@ -230,6 +230,12 @@ export function renderResults(r: CompareResults): string {
   lines.push("");
   lines.push(`llama-server configuration: \`${r.llamaServer.chosenArgs}\` (best mean JCT of the trial).`);
   lines.push(`Continuum: \`${r.continuum.args}\` (best mean JCT of its trial, cachettl).`);
+  if (r.runs.some((x) => x.server.startsWith("gateway "))) {
+    lines.push(
+      "`gateway <policy>`: `continuum gateway --engine llama-server --scheduling-policy <policy>` in front of the " +
+        "same llama-server configuration (a fresh one each run), the bench sent to the gateway.",
+    );
+  }
   if (r.llamaServer.trial.length > 0 || r.continuum.trial.length > 0) {
     lines.push("");
     lines.push("| trial (heavy load, fewer programs) | done | mean JCT s | p95 JCT s | cached prompt |");
@@ -344,6 +350,23 @@ export function renderResults(r: CompareResults): string {
           `${throughput.median >= 1 ? "met" : `missed by ${f((1 - throughput.median) * 100, 0)}%`} |`,
       );
     }
+  }
+  const heavy = s.loads.find((load) => load.name === "heavy");
+  const gateway = heavy
+    ? summarizeLoad(r.runs, heavy.name).find((x) => x.server === "gateway cachettl-adaptive")
+    : undefined;
+  if (gateway?.meanVsLlama && gateway.throughputVsLlama) {
+    // issue #54: the gateway over llama-server against llama-server alone (goal 0.65x)
+    const mean = gateway.meanVsLlama;
+    const throughput = gateway.throughputVsLlama;
+    lines.push(
+      `| heavy load: gateway (cachettl-adaptive) mean JCT <= 0.8x llama-server (goal 0.65x) | ${formatSpread(mean)}x | ` +
+        `${mean.median <= 0.8 ? "met" : `missed by ${f(((mean.median - 0.8) / 0.8) * 100, 0)}%`} |`,
+    );
+    lines.push(
+      `| heavy load: gateway (cachettl-adaptive) throughput >= 1.0x llama-server | ${formatSpread(throughput)}x | ` +
+        `${throughput.median >= 1 ? "met" : `missed by ${f((1 - throughput.median) * 100, 0)}%`} |`,
+    );
   }
   if (r.raw.length > 0) {
     const gm = (xs: number[]) => Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);

@@ -1,0 +1,45 @@
+/**
+ * llama.cpp's own `llama-server`, built from the pinned source by scripts/build-llama-server.mjs (a no-op once
+ * built; the first build takes tens of minutes on 2 cores), for tests that run the gateway in front of the
+ * real thing. Where the build cannot run (no compiler or cmake, no npm to fetch the source), the reason is
+ * returned for the test to skip with.
+ */
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = resolve(fileURLToPath(new URL("../../..", import.meta.url)));
+const SCRIPT = join(ROOT, "scripts", "build-llama-server.mjs");
+
+export type LlamaServerBinary = { readonly path: string } | { readonly skip: string };
+
+let built: Promise<LlamaServerBinary> | null = null;
+
+/** The built binary's path (building it first when needed), or why it cannot be built here. */
+export function llamaServerBinary(): Promise<LlamaServerBinary> {
+  built ??= new Promise((resolveBinary) => {
+    const child = spawn(process.execPath, [SCRIPT], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      err += d.toString();
+    });
+    child.on("error", (error) =>
+      resolveBinary({ skip: `build-llama-server.mjs could not run: ${error.message}` }),
+    );
+    child.on("exit", (code) => {
+      const binDir = out.trim().split("\n").at(-1)?.trim() ?? "";
+      const path = join(binDir, "llama-server");
+      if (code === 0 && existsSync(path)) resolveBinary({ path });
+      else {
+        const why = (err.trim().split("\n").at(-1) ?? "").slice(0, 300) || `exit ${code}`;
+        resolveBinary({ skip: `llama-server could not be built here (${why})` });
+      }
+    });
+  });
+  return built;
+}
