@@ -93,6 +93,13 @@ describe("vLLM's metric families under load (real engine, tiny model)", { skip: 
         "vllm:num_preemptions_total",
         "vllm:prefix_cache_queries_total",
         "vllm:prefix_cache_hits_total",
+        "vllm:request_prompt_tokens",
+        "vllm:request_generation_tokens",
+        "vllm:request_max_num_generation_tokens",
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+        "vllm:request_inference_time_seconds",
       ]) {
         assert.ok(types.has(family), `${family} is exported`);
       }
@@ -117,6 +124,27 @@ describe("vLLM's metric families under load (real engine, tiny model)", { skip: 
       assert.ok(
         value("vllm:e2e_request_latency_seconds_sum") >= value("vllm:time_to_first_token_seconds_sum"),
         "a request ends after its first token",
+      );
+
+      assert.equal(value("vllm:request_prompt_tokens_sum"), value("vllm:prompt_tokens_total"));
+      assert.equal(value("vllm:request_generation_tokens_sum"), value("vllm:generation_tokens_total"));
+      assert.equal(value("vllm:request_max_num_generation_tokens_count"), requests, "one choice each");
+      assert.equal(
+        value("vllm:request_max_num_generation_tokens_sum"),
+        value("vllm:generation_tokens_total"),
+      );
+      for (const phase of ["queue", "prefill", "decode", "inference"]) {
+        assert.equal(value(`vllm:request_${phase}_time_seconds_count`), requests, phase);
+      }
+      assert.ok(
+        value("vllm:request_queue_time_seconds_sum") > 0,
+        `${PROGRAMS} programs on ${MAX_NUM_SEQS} run slots: some waited to be admitted`,
+      );
+      const phases =
+        value("vllm:request_queue_time_seconds_sum") + value("vllm:request_inference_time_seconds_sum");
+      assert.ok(
+        Math.abs(phases - value("vllm:e2e_request_latency_seconds_sum")) < 1e-6,
+        "queued + inference = end to end",
       );
 
       const stats = s.engine.scheduler.stats;

@@ -17,6 +17,7 @@ import { chatTurns, contentText } from "./chat-render.js";
 import { streamFrames } from "./chat-stream.js";
 import type { ChatTemplate } from "./chat-template.js";
 import { IndexedRequestIds, startChoiceGroup } from "./choice-group.js";
+import type { ChoiceTally } from "./choice-tally.js";
 import { ApiError } from "./errors.js";
 import type { GeneratedReplies, ReplyMemory } from "./generated-replies.js";
 import { type AppEnv, openAIUsage, sseResponse, sumUsage, unixSeconds } from "./generation.js";
@@ -200,6 +201,8 @@ export async function startChat(
     sibling?: boolean;
     /** return once the first token is out, streaming or not (the first of several choices) */
     awaitFirstToken?: boolean;
+    /** the request's choices this one is one of (`n`) */
+    tally?: ChoiceTally;
   },
 ): Promise<ChatGeneration> {
   const tools = toolSetup(body, ctx.generatedReplies.scoped(c.get("tenant") ?? null, body.messages));
@@ -240,6 +243,7 @@ export async function startChat(
       promptLogprobs: options.promptLogprobs ?? null,
       sibling: options.sibling ?? false,
       awaitFirstToken: options.awaitFirstToken ?? false,
+      ...(options.tally ? { tally: options.tally } : {}),
       thinkingBudget: thinkingBudgetOf(body, insideThinking, format, thinkTags),
       // the markers the output is read by, should the model hold them as control tokens
       preservedTokens: [
@@ -363,11 +367,12 @@ function startChoices(
   options: Parameters<typeof startChat>[4],
 ): Promise<ChatGeneration[]> {
   const ids = new IndexedRequestIds();
-  return startChoiceGroup(n, async (i, awaitFirstToken) => {
+  return startChoiceGroup(n, async (i, awaitFirstToken, tally) => {
     const started = await startChat(c, ids.contextFor(ctx, i), choiceBody(body, i), chatOutputLimit(body), {
       ...options,
       sibling: i > 0,
       awaitFirstToken,
+      tally,
     });
     ids.started(i, started.requestId);
     return started;

@@ -1,3 +1,4 @@
+import { ChoiceTally } from "./choice-tally.js";
 import type { Generation } from "./generation.js";
 
 interface Started {
@@ -8,15 +9,18 @@ interface Started {
 /**
  * Starts `count` generations of one prompt (a request's `n` choices): the first until its first token when
  * others follow, so that the prompt's KV is computed once and there for them, then the others at once.
- * `start(i, awaitFirstToken)` starts the i-th. If one cannot start, those started end and its error is
- * thrown.
+ * `start(i, awaitFirstToken, tally)` starts the i-th, all reporting their end to `tally`. If one cannot
+ * start, those started end and its error is thrown.
  */
 export async function startChoiceGroup<T extends Started>(
   count: number,
-  start: (index: number, awaitFirstToken: boolean) => Promise<T>,
+  start: (index: number, awaitFirstToken: boolean, tally: ChoiceTally) => Promise<T>,
 ): Promise<T[]> {
-  const first = await start(0, count > 1);
-  const rest = await Promise.allSettled(Array.from({ length: count - 1 }, (_, k) => start(k + 1, false)));
+  const tally = new ChoiceTally(count);
+  const first = await start(0, count > 1, tally);
+  const rest = await Promise.allSettled(
+    Array.from({ length: count - 1 }, (_, k) => start(k + 1, false, tally)),
+  );
   const started = [first, ...rest.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []))];
   const failed = rest.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failed) {

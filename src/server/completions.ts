@@ -177,7 +177,7 @@ async function startAll(
   const ids = new IndexedRequestIds();
   try {
     for (const [p, prompt] of prompts.entries()) {
-      const group = await startChoiceGroup(n, async (k, awaitFirstToken) => {
+      const group = await startChoiceGroup(n, async (k, awaitFirstToken, tally) => {
         const i = p * n + k;
         const generation = await startGeneration(
           c,
@@ -198,6 +198,7 @@ async function startAll(
             sibling: k > 0,
             awaitFirstToken,
             parentProgramId: program.parentId,
+            tally,
           },
         );
         ids.started(i, generation.requestId);

@@ -8,6 +8,7 @@ import {
   type GenerateRequest,
   type GenerateUsage,
 } from "../engine/engine-api.js";
+import { ChoiceTally } from "./choice-tally.js";
 import type { MediaApi } from "./media-notes.js";
 import type { ServerMetrics } from "./metrics.js";
 
@@ -80,6 +81,7 @@ export class Generation {
   private released = false;
   private finished = false;
   private abandonCounted = false;
+  private settled = false;
   private readonly doneListeners: ((done: DoneEvent) => void)[] = [];
 
   private constructor(
@@ -88,13 +90,16 @@ export class Generation {
     private readonly first: IteratorResult<GenerateEvent> | null,
     private readonly iterator: AsyncIterator<GenerateEvent>,
     private readonly detach: () => void,
+    private readonly tally: ChoiceTally,
   ) {}
 
+  /** `tally`: the request's choices it is one of (`n`; by default it is the request's only one). */
   static async start(
     deps: GenerationDeps,
     c: Context<AppEnv>,
     request: GenerateRequest,
     waitForFirstEvent = true,
+    tally = new ChoiceTally(1),
   ): Promise<Generation> {
     const controller = new AbortController();
     const exchange = c.get("exchange");
@@ -107,7 +112,7 @@ export class Generation {
     try {
       const iterator = deps.engine.generate(request, controller.signal)[Symbol.asyncIterator]();
       const first = waitForFirstEvent ? await iterator.next() : null;
-      return new Generation(deps, controller, first, iterator, detach);
+      return new Generation(deps, controller, first, iterator, detach, tally);
     } catch (error) {
       detach();
       if (error instanceof EngineRejection) deps.metrics.observeRejected(error.code);
@@ -131,6 +136,15 @@ export class Generation {
     if (this.abandonCounted) return;
     this.abandonCounted = true;
     this.deps.metrics.observeAbandoned();
+    this.settle(null);
+  }
+
+  /** Its end, done or left by its client (whichever came first), told to its request's choices. */
+  private settle(done: DoneEvent | null): void {
+    if (this.settled) return;
+    this.settled = true;
+    const mostTokens = this.tally.settle(done);
+    if (mostTokens !== null) this.deps.metrics.observeMaxGenerationTokens(mostTokens);
   }
 
   /** The engine's events, first one included; ends the request however the loop is left. */
@@ -150,6 +164,7 @@ export class Generation {
           this.finished = true;
           // A client that left was counted as an abort already.
           if (!this.abandonCounted) this.deps.metrics.observeDone(event);
+          this.settle(event);
           for (const listener of this.doneListeners) listener(event);
         }
         yield event;

@@ -130,7 +130,7 @@ export class ServerMetrics {
     registerMemoryMetrics(registers, () => m().memory);
     registerVllmGauges(registers, m);
     this.vllmTokenLatency = registerVllmTokenLatency(registers);
-    this.vllmRequests = registerVllmRequestMetrics(registers);
+    this.vllmRequests = registerVllmRequestMetrics(registers, engine.maxContextTokens);
 
     this.ttft = new Histogram({
       name: "continuum:time_to_first_token_seconds",
@@ -220,6 +220,11 @@ export class ServerMetrics {
   observeAbandoned(): void {
     this.finished.inc({ finished_reason: "abort" satisfies FinishReason });
     this.vllmRequests.observeAbandoned();
+  }
+
+  /** A request's choices (`n`, one for most) all ended: the most tokens one of them generated. */
+  observeMaxGenerationTokens(tokens: number): void {
+    this.vllmRequests.observeMaxGenerationTokens(tokens);
   }
 
   observeRejected(code: string): void {

@@ -6,6 +6,7 @@ import {
   type TokenBias,
   type ToolNamer,
 } from "../engine/engine-api.js";
+import type { ChoiceTally } from "./choice-tally.js";
 import { ContextOverflow } from "./context-overflow.js";
 import { type AppEnv, Generation, type GenerationDeps } from "./generation.js";
 import { logitBias, withRequestBias } from "./logit-bias.js";
@@ -63,6 +64,8 @@ export async function startGeneration(
     toolNamer?: ToolNamer | null;
     /** the program that spawned this request's program as a subagent, as the client names it */
     parentProgramId?: string | null;
+    /** the request's choices this generation is one of (`n`) */
+    tally?: ChoiceTally;
   } = {},
 ): Promise<{
   requestId: string;
@@ -81,6 +84,7 @@ export async function startGeneration(
     preservedTokens = [],
     toolNamer = null,
     parentProgramId: namedParent = null,
+    tally,
     ...tokenIds
   } = options;
   // No tokenizer makes fewer tokens than this: refuse a prompt that cannot fit before tokenizing it
@@ -130,7 +134,13 @@ export async function startGeneration(
     ...tokenIds,
   };
   try {
-    const generation = await Generation.start(ctx, c, request, awaitFirstToken || body.stream !== true);
+    const generation = await Generation.start(
+      ctx,
+      c,
+      request,
+      awaitFirstToken || body.stream !== true,
+      tally,
+    );
     ctx.turnPrograms.queued(program, requestId, fields.isLastStep, chat ?? null);
     const { programId, cacheSalt } = program;
     return {

@@ -1,8 +1,10 @@
 /**
  * vLLM's per-request series, with its names, types, labels and buckets (vllm/v1/metrics/loggers.py), observed
- * as requests finish: the time to first token, end-to-end latency, prompt and generation token counters and
- * finished requests by reason that vLLM's Grafana dashboard (examples/online_serving/prometheus_grafana)
- * plots. Prompt tokens count every prompt token, cached ones included, as vLLM's do.
+ * as requests finish: the time to first token, end-to-end latency, prompt and generation tokens (counters and
+ * per-request histograms), the time in each phase and finished requests by reason that vLLM's Grafana
+ * dashboard (examples/observability/prometheus_grafana) plots. Prompt tokens count every prompt token, cached
+ * ones included, as vLLM's do. The phases are vLLM's: queued from arrival to admission, prefill from admission
+ * to the first token, decode from the first token to the last, inference from admission to the last.
  */
 import { Counter, Histogram, type Registry } from "prom-client";
 import type { FinishReason, GenerateEvent } from "../engine/engine-api.js";
@@ -19,6 +21,20 @@ export const VLLM_REQUEST_LATENCY_BUCKETS = [
   0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680,
 ];
 
+/**
+ * vLLM's `build_1_2_5_buckets(max_model_len)`: 1, 2, 5, 10, 20, 50... up to the context length, for token
+ * counts per request.
+ */
+export function oneTwoFiveBuckets(max: number): number[] {
+  const buckets: number[] = [];
+  for (let scale = 1; ; scale *= 10) {
+    for (const mantissa of [1, 2, 5]) {
+      if (mantissa * scale > max) return buckets;
+      buckets.push(mantissa * scale);
+    }
+  }
+}
+
 type VllmFinishReason = "stop" | "length" | "abort";
 /** vLLM's finish reasons this engine produces; vLLM creates each series at start, so they read 0 until used. */
 const VLLM_FINISH_REASONS: readonly VllmFinishReason[] = ["stop", "length", "abort"];
@@ -32,9 +48,12 @@ export interface VllmRequestMetrics {
   observeDone(done: DoneEvent): void;
   /** a request whose client left before its end (vLLM counts it as finished with reason abort) */
   observeAbandoned(): void;
+  /** a request's choices (`n`) all ended: the most tokens one of them generated */
+  observeMaxGenerationTokens(tokens: number): void;
 }
 
-export function registerVllmRequestMetrics(registers: Registry[]): VllmRequestMetrics {
+/** `maxModelLen`: the context length, the top of the token-count buckets. */
+export function registerVllmRequestMetrics(registers: Registry[], maxModelLen: number): VllmRequestMetrics {
   const ttft = new Histogram({
     name: "vllm:time_to_first_token_seconds",
     help: "Histogram of time to first token in seconds.",
@@ -64,16 +83,59 @@ export function registerVllmRequestMetrics(registers: Registry[]): VllmRequestMe
     registers,
   });
   for (const reason of VLLM_FINISH_REASONS) success.inc({ finished_reason: reason }, 0);
+  const tokenCounts = (name: string, help: string) =>
+    new Histogram({ name, help, buckets: oneTwoFiveBuckets(maxModelLen), registers });
+  const requestPromptTokens = tokenCounts(
+    "vllm:request_prompt_tokens",
+    "Number of prefill tokens processed.",
+  );
+  const requestGenerationTokens = tokenCounts(
+    "vllm:request_generation_tokens",
+    "Number of generation tokens processed.",
+  );
+  const maxGenerationTokens = tokenCounts(
+    "vllm:request_max_num_generation_tokens",
+    "Histogram of maximum number of requested generation tokens.",
+  );
+  const phase = (name: string, help: string) =>
+    new Histogram({ name, help, buckets: VLLM_REQUEST_LATENCY_BUCKETS, registers });
+  const queueTime = phase(
+    "vllm:request_queue_time_seconds",
+    "Histogram of time spent in WAITING phase for request.",
+  );
+  const prefillTime = phase(
+    "vllm:request_prefill_time_seconds",
+    "Histogram of time spent in PREFILL phase for request.",
+  );
+  const decodeTime = phase(
+    "vllm:request_decode_time_seconds",
+    "Histogram of time spent in DECODE phase for request.",
+  );
+  const inferenceTime = phase(
+    "vllm:request_inference_time_seconds",
+    "Histogram of time spent in RUNNING phase for request.",
+  );
   return {
     observeDone(done) {
       if (done.ttftS !== null) ttft.observe(done.ttftS);
       e2e.observe(done.e2eS);
       promptTokens.inc(done.usage.promptTokens);
       generationTokens.inc(done.usage.completionTokens);
+      requestPromptTokens.observe(done.usage.promptTokens);
+      requestGenerationTokens.observe(done.usage.completionTokens);
+      queueTime.observe(done.queueS);
+      inferenceTime.observe(Math.max(0, done.e2eS - done.queueS));
+      if (done.ttftS !== null) {
+        prefillTime.observe(Math.max(0, done.ttftS - done.queueS));
+        decodeTime.observe(Math.max(0, done.e2eS - done.ttftS));
+      }
       success.inc({ finished_reason: vllmFinishReason(done.finishReason) });
     },
     observeAbandoned() {
       success.inc({ finished_reason: "abort" });
+    },
+    observeMaxGenerationTokens(tokens) {
+      maxGenerationTokens.observe(tokens);
     },
   };
 }
