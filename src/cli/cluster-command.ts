@@ -112,7 +112,7 @@ export function clusterCommand(): Command {
     )
     .argument(
       "[serve-flags...]",
-      "any `continuum serve` flag, given to every started replica (--kv-events-endpoint tcp://*:5557 binds 5557 on r1, 5558 on r2...)",
+      "any `continuum serve` flag, given to every started replica (--kv-events-endpoint tcp://*:5557 binds 5557 on r1, 5558 on r2..., each with topic kv@<host>-r<N>@<model> and data-parallel rank N-1)",
     )
     .allowUnknownOption()
     .addHelpText(
@@ -151,7 +151,9 @@ export function clusterCommand(): Command {
       });
       log(`continuum cluster: ${cluster.replicas.length} replicas behind HAProxy on ${cluster.url}`);
       for (const r of cluster.started) {
-        const kvEvents = r.kvEventsEndpoint ? `, KV events on ${r.kvEventsEndpoint}` : "";
+        const kvEvents = r.kvEventsEndpoint
+          ? `, KV events on ${r.kvEventsEndpoint} with topic kv@${r.kvEventsPod}@<model>`
+          : "";
         log(`  ${r.name} ${r.url} (pid ${r.process.pid}${kvEvents})`);
       }
       for (const r of cluster.replicas.slice(cluster.started.length)) log(`  ${r.name} ${r.url} (remote)`);

@@ -3,9 +3,15 @@ import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { describeDevice } from "../engine/device-info.js";
 import type { EngineService } from "../engine/engine-api.js";
-import type { LlamaEngineOptions } from "../engine/engine-factory.js";
+import type { KvEventsConfig, LlamaEngineOptions } from "../engine/engine-factory.js";
 import { BUILTIN_PRESETS, type BuiltinPreset } from "../engine/gguf/index.js";
-import { defaultKvEventsTopic } from "../engine/kv-event-wire.js";
+import {
+  DEFAULT_BUFFER_STEPS,
+  KV_EVENTS_FORMATS,
+  type KvEventsFormat,
+  kvEventsPodProblem,
+  kvEventsTopicOf,
+} from "../engine/kv-event-wire.js";
 import { persistentTierDir } from "../engine/kv-tier-store.js";
 import { KV_LAYOUTS, type KvLayout } from "../engine/model-runner.js";
 import type { KvCacheType } from "../engine/native/llama-native.js";
@@ -68,6 +74,11 @@ export interface ServeCliOptions {
   agentPort?: number;
   kvEventsEndpoint?: string;
   kvEventsTopic?: string;
+  kvEventsPod?: string;
+  kvEventsReplayEndpoint?: string;
+  kvEventsBufferSteps?: number;
+  kvEventsDataParallelRank?: number;
+  kvEventsFormat?: KvEventsFormat;
   logitBias: LogitBiasSpec[];
 }
 
@@ -81,6 +92,32 @@ function policyName(value: string): string {
     );
   }
   return value;
+}
+
+function kvEventsPod(value: string): string {
+  const problem = kvEventsPodProblem(value);
+  if (problem) throw new InvalidArgumentError(`the pod ${problem}`);
+  return value;
+}
+
+function nonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected an integer of 0 or more");
+  return n;
+}
+
+/** The `--kv-events-*` flags, or undefined without `--kv-events-endpoint` (no events published). */
+function kvEventsConfigOf(o: ServeCliOptions): KvEventsConfig | undefined {
+  if (!o.kvEventsEndpoint) return undefined;
+  return {
+    endpoint: o.kvEventsEndpoint,
+    ...(o.kvEventsTopic ? { topic: o.kvEventsTopic } : {}),
+    ...(o.kvEventsPod ? { pod: o.kvEventsPod } : {}),
+    ...(o.kvEventsReplayEndpoint ? { replayEndpoint: o.kvEventsReplayEndpoint } : {}),
+    bufferSteps: o.kvEventsBufferSteps ?? DEFAULT_BUFFER_STEPS,
+    dataParallelRank: o.kvEventsDataParallelRank ?? 0,
+    format: o.kvEventsFormat ?? "array",
+  };
 }
 
 function port(value: string): number {
@@ -197,8 +234,7 @@ export function engineOptionsOf(
     profilePath: o.profile,
     maxWaiting: o.maxWaiting,
     maxPrograms: o.maxPrograms,
-    kvEventsEndpoint: o.kvEventsEndpoint,
-    kvEventsTopic: o.kvEventsTopic,
+    kvEvents: kvEventsConfigOf(o),
   };
   for (const key of Object.keys(options)) if (options[key] === undefined) delete options[key];
   return options as LlamaEngineOptions;
@@ -332,9 +368,13 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       : "  TTL cost model: prefill and tier reloads priced from the engine's own steps and restores (--profile <file> for a measured one)",
   );
   if (o.dashboard ?? true) log(`  live dashboard at ${server.url}/dashboard`);
-  if (o.kvEventsEndpoint) {
-    const topic = o.kvEventsTopic ?? defaultKvEventsTopic(engine.modelId);
-    log(`  KV events (vLLM's format) on ${o.kvEventsEndpoint}, topic ${topic}`);
+  const kvEvents = kvEventsConfigOf(o);
+  if (kvEvents) {
+    const topic = kvEventsTopicOf(kvEvents, engine.modelId);
+    const replay = kvEvents.replayEndpoint ? `, replay on ${kvEvents.replayEndpoint}` : "";
+    log(
+      `  KV events (vLLM's ${kvEvents.format} layout) on ${kvEvents.endpoint}, topic ${topic}, data-parallel rank ${kvEvents.dataParallelRank}${replay}`,
+    );
   }
   const agent =
     o.agentPort === undefined
@@ -559,7 +599,36 @@ export function serveCommand(): Command {
     )
     .option(
       "--kv-events-topic <topic>",
-      "topic of the KV events (default kv@<$POD_IP or host name>@<model id>, as llm-d expects)",
+      "topic of the KV events (default kv@<pod>@<model id>, as llm-d expects)",
+    )
+    .option(
+      "--kv-events-pod <name>",
+      "the pod of the default KV events topic (default $POD_IP, else the host name; continuum cluster gives each replica <host>-r<N>)",
+      kvEventsPod,
+    )
+    .option(
+      "--kv-events-replay-endpoint <endpoint>",
+      "bind a ZMQ ROUTER socket there that resends past KV event batches from a sequence number (vLLM's replay_endpoint)",
+    )
+    .option(
+      "--kv-events-buffer-steps <n>",
+      "KV event batches kept for replay (vLLM's buffer_steps)",
+      positiveInt,
+      DEFAULT_BUFFER_STEPS,
+    )
+    .option(
+      "--kv-events-data-parallel-rank <n>",
+      "the data_parallel_rank every KV event batch carries (continuum cluster gives r1 0, r2 1...)",
+      nonNegativeInt,
+      0,
+    )
+    .addOption(
+      new Option(
+        "--kv-events-format <layout>",
+        "KV events as vLLM up to 0.25 writes them (array: each event a tagged array) or as vLLM 0.26 on does (map: each event a map of its fields)",
+      )
+        .choices(KV_EVENTS_FORMATS)
+        .default("array"),
     )
     .action(async (o: ServeCliOptions) => {
       await runServe(o);

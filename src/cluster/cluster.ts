@@ -9,6 +9,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { bindsEndpoint } from "../engine/kv-event-wire.js";
@@ -35,7 +36,7 @@ export interface ClusterOptions {
   readonly port: number;
   /** where the balancer listens */
   readonly host: string;
-  /** flags passed to every started `continuum serve` (its `--kv-events-endpoint` its own: replicaServeArgs) */
+  /** flags passed to every started `continuum serve` (its KV events' endpoints and topic its own: replicaServeArgs) */
   readonly serveArgs: readonly string[];
   /** the haproxy binary */
   readonly haproxy: string;
@@ -74,6 +75,8 @@ export interface StartedReplica extends ClusterReplica {
   readonly restarts: number;
   /** where it publishes KV events (its own `--kv-events-endpoint`, see replicaServeArgs), null: not at all */
   readonly kvEventsEndpoint: string | null;
+  /** the pod its KV events' topic names (`kv@<pod>@<model>`), null when it publishes none */
+  readonly kvEventsPod: string | null;
 }
 
 export interface RunningCluster {
@@ -135,7 +138,27 @@ export function parseReplicaUrl(text: string): RemoteReplica {
 }
 
 const KV_EVENTS_FLAG = "--kv-events-endpoint";
+const KV_REPLAY_FLAG = "--kv-events-replay-endpoint";
+const KV_POD_FLAG = "--kv-events-pod";
+const KV_RANK_FLAG = "--kv-events-data-parallel-rank";
 const DISK_DIR_FLAG = "--disk-offload-dir";
+
+/**
+ * `endpoint` moved by replica `index` (0 for r1), as vLLM moves an endpoint by the data-parallel rank: a tcp
+ * one to port + index, an ipc:// or inproc:// one to its name with `_dp<index>` appended. `tcp://*:*` (a free
+ * port each) is kept.
+ */
+function offsetEndpoint(endpoint: string, index: number, flag: string): string {
+  if (index === 0) return endpoint;
+  if (endpoint.startsWith("ipc://") || endpoint.startsWith("inproc://")) return `${endpoint}_dp${index}`;
+  const tcp = /^(tcp:\/\/.+):(\d+)$/.exec(endpoint);
+  if (!tcp) return endpoint;
+  const port = Number(tcp[2]) + index;
+  if (port > 65535) {
+    throw new Error(`${flag} ${endpoint}: replica r${index + 1} would bind port ${port}`);
+  }
+  return `${tcp[1]}:${port}`;
+}
 
 /**
  * Replica `index`'s (0 for r1) KV events endpoint, as vLLM offsets it by the data-parallel rank: an endpoint
@@ -144,15 +167,15 @@ const DISK_DIR_FLAG = "--disk-offload-dir";
  * several publishers may connect to one subscriber. `tcp://*:*` (a free port each) is kept too.
  */
 export function replicaKvEventsEndpoint(endpoint: string, index: number): string {
-  if (index === 0 || !bindsEndpoint(endpoint)) return endpoint;
-  if (endpoint.startsWith("ipc://") || endpoint.startsWith("inproc://")) return `${endpoint}_dp${index}`;
-  const tcp = /^(tcp:\/\/.+):(\d+)$/.exec(endpoint);
-  if (!tcp) return endpoint;
-  const port = Number(tcp[2]) + index;
-  if (port > 65535) {
-    throw new Error(`${KV_EVENTS_FLAG} ${endpoint}: replica r${index + 1} would bind port ${port}`);
-  }
-  return `${tcp[1]}:${port}`;
+  return bindsEndpoint(endpoint) ? offsetEndpoint(endpoint, index, KV_EVENTS_FLAG) : endpoint;
+}
+
+/**
+ * The pod replica `index` names in its KV events' default topic, `<pod>-r<N>` (`kv@<host>-r2@<model>`), so that
+ * llm-d indexes each replica's blocks as a pod of its own.
+ */
+export function replicaKvEventsPod(pod: string, index: number): string {
+  return `${pod}-r${index + 1}`;
 }
 
 /**
@@ -163,32 +186,58 @@ function replicaDiskDir(dir: string, index: number): string {
   return join(dir, `r${index + 1}`);
 }
 
+/** The value of `flag` among serve flags (the last one given, as commander takes it), else null. */
+function flagValue(serveArgs: readonly string[], flag: string): string | null {
+  let value: string | null = null;
+  serveArgs.forEach((arg, i) => {
+    if (serveArgs[i - 1] === flag) value = arg;
+    else if (arg.startsWith(`${flag}=`)) value = arg.slice(flag.length + 1);
+  });
+  return value;
+}
+
 /**
- * The serve flags of started replica `index` (0 for r1): `--kv-events-endpoint` and `--disk-offload-dir`
- * made its own.
+ * The serve flags of started replica `index` (0 for r1), made its own: its `--kv-events-endpoint` and
+ * `--kv-events-replay-endpoint` (the replay socket is always bound, so always moved), the pod of its KV
+ * events' topic (`--kv-events-pod`, given or else `$POD_IP` or the host name, with `-r<N>`) and its
+ * data-parallel rank (the one given plus index, else index), and its `--disk-offload-dir`.
  */
-export function replicaServeArgs(serveArgs: readonly string[], index: number): string[] {
+export function replicaServeArgs(
+  serveArgs: readonly string[],
+  index: number,
+  env: NodeJS.ProcessEnv = process.env,
+): string[] {
   const perReplica: [string, (value: string) => string][] = [
     [KV_EVENTS_FLAG, (endpoint) => replicaKvEventsEndpoint(endpoint, index)],
+    [KV_REPLAY_FLAG, (endpoint) => offsetEndpoint(endpoint, index, KV_REPLAY_FLAG)],
+    [KV_POD_FLAG, (pod) => replicaKvEventsPod(pod, index)],
+    [KV_RANK_FLAG, (rank) => (/^\d+$/.test(rank) ? String(Number(rank) + index) : rank)],
     [DISK_DIR_FLAG, (dir) => replicaDiskDir(dir, index)],
   ];
-  return serveArgs.map((arg, i) => {
+  const args = serveArgs.map((arg, i) => {
     for (const [flag, own] of perReplica) {
       if (serveArgs[i - 1] === flag) return own(arg);
       if (arg.startsWith(`${flag}=`)) return `${flag}=${own(arg.slice(flag.length + 1))}`;
     }
     return arg;
   });
+  if (flagValue(serveArgs, KV_EVENTS_FLAG) !== null) {
+    if (flagValue(serveArgs, KV_POD_FLAG) === null) {
+      args.push(KV_POD_FLAG, replicaKvEventsPod(env["POD_IP"] || hostname(), index));
+    }
+    if (flagValue(serveArgs, KV_RANK_FLAG) === null) args.push(KV_RANK_FLAG, String(index));
+  }
+  return args;
 }
 
 /** The `--kv-events-endpoint` among serve flags (the last one given, as commander takes it), else null. */
 export function kvEventsEndpointOf(serveArgs: readonly string[]): string | null {
-  let endpoint: string | null = null;
-  serveArgs.forEach((arg, i) => {
-    if (serveArgs[i - 1] === KV_EVENTS_FLAG) endpoint = arg;
-    else if (arg.startsWith(`${KV_EVENTS_FLAG}=`)) endpoint = arg.slice(KV_EVENTS_FLAG.length + 1);
-  });
-  return endpoint;
+  return flagValue(serveArgs, KV_EVENTS_FLAG);
+}
+
+/** The `--kv-events-pod` among serve flags, else null. */
+export function kvEventsPodOf(serveArgs: readonly string[]): string | null {
+  return flagValue(serveArgs, KV_POD_FLAG);
 }
 
 /** Where a replica listening on `host` is reached from this host. */
@@ -307,6 +356,7 @@ class Replica implements StartedReplica {
     readonly port: number,
     readonly agentPort: number,
     readonly kvEventsEndpoint: string | null,
+    readonly kvEventsPod: string | null,
     private readonly launch: () => ChildProcess,
   ) {
     this.spawn();
@@ -389,6 +439,7 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
           port,
           agentPort,
           kvEventsEndpointOf(serveArgs),
+          kvEventsEndpointOf(serveArgs) === null ? null : kvEventsPodOf(serveArgs),
           launch,
         ),
       );

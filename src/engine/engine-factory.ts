@@ -10,8 +10,8 @@ import { Engine, type EngineTierOptions } from "./engine.js";
 import { DEFAULT_BLOCK_SIZE_TOKENS } from "./engine-setup.js";
 import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { setUpGpuBackend } from "./gpu/gpu-backend-setup.js";
-import type { KvEventPublisher } from "./kv-event-publisher.js";
-import { defaultKvEventsTopic } from "./kv-event-wire.js";
+import type { KvEventPublisher, KvEventPublisherOptions } from "./kv-event-publisher.js";
+import { kvEventsTopicOf } from "./kv-event-wire.js";
 import { kvStateIdentity } from "./kv-state-identity.js";
 import { LlamaModelRunner, type ModelKvShape } from "./llama-model-runner.js";
 import type { KvLayout } from "./model-runner.js";
@@ -97,12 +97,22 @@ export interface LlamaEngineOptions {
   /** TTL estimator knobs (tests, experiments). */
   readonly ttl?: TtlEstimatorOptions;
   /**
-   * `--kv-events-endpoint`: publish the pool's prefix cache as vLLM's KV events on a ZMQ PUB socket bound
-   * (`tcp://*:5557`) or connected (`tcp://host:5557`) there, as vLLM's `--kv-events-config` endpoint.
+   * `--kv-events-*`: publish the pool's prefix cache as vLLM's KV events on a ZMQ PUB socket bound
+   * (`tcp://*:5557`) or connected (`tcp://host:5557`) at its endpoint, as vLLM's `--kv-events-config`.
    */
-  readonly kvEventsEndpoint?: string;
-  /** `--kv-events-topic`: the events' topic (default `kv@<$POD_IP or host name>@<model id>`, llm-d's form). */
-  readonly kvEventsTopic?: string;
+  readonly kvEvents?: KvEventsConfig;
+}
+
+/** The `--kv-events-*` flags: vLLM's `--kv-events-config` fields, and the pod of the default topic. */
+export interface KvEventsConfig
+  extends Pick<
+    KvEventPublisherOptions,
+    "endpoint" | "replayEndpoint" | "bufferSteps" | "dataParallelRank" | "format"
+  > {
+  /** the events' topic (default `kv@<pod>@<model id>`, llm-d's form) */
+  readonly topic?: string;
+  /** the pod of the default topic (default `$POD_IP`, else the host name) */
+  readonly pod?: string;
 }
 
 /** Cost model and offload bandwidths from a profile file, or null without one. */
@@ -127,11 +137,16 @@ async function profileCosts(
 
 /** The KV event publisher `--kv-events-endpoint` asks for (the zeromq addon is loaded only then), or null. */
 async function openKvEvents(options: LlamaEngineOptions, modelId: string): Promise<KvEventPublisher | null> {
-  if (!options.kvEventsEndpoint) return null;
+  const config = options.kvEvents;
+  if (!config) return null;
   const { KvEventPublisher } = await import("./kv-event-publisher.js");
   return KvEventPublisher.open({
-    endpoint: options.kvEventsEndpoint,
-    topic: options.kvEventsTopic ?? defaultKvEventsTopic(modelId),
+    endpoint: config.endpoint,
+    topic: kvEventsTopicOf(config, modelId),
+    replayEndpoint: config.replayEndpoint,
+    bufferSteps: config.bufferSteps,
+    dataParallelRank: config.dataParallelRank,
+    format: config.format,
   });
 }
 

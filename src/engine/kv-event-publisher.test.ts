@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { hostname } from "node:os";
 import { describe, test } from "node:test";
+import { encode } from "@msgpack/msgpack";
 import { KvEventPublisher } from "./kv-event-publisher.js";
 import {
   ALL_BLOCKS_CLEARED,
@@ -9,9 +10,10 @@ import {
   blockStored,
   defaultKvEventsTopic,
   encodeEventBatch,
+  kvEventsPodProblem,
   sequenceFrame,
 } from "./kv-event-wire.js";
-import { decodeMessage, KvEventSubscriber } from "./test-support/kv-event-subscriber.js";
+import { decodeMessage, KvEventSubscriber, requestReplay } from "./test-support/kv-event-subscriber.js";
 
 const ascii = (text: string) => Buffer.from(text, "ascii").toString("hex");
 
@@ -46,6 +48,50 @@ describe("vLLM's KV event wire format", () => {
     assert.equal(Buffer.from(payload).toString("hex"), expected);
   });
 
+  // vLLM from PR #42892 (0.26): msgspec structs without array_like, so each event is a map of its fields in
+  // their declared order, the tag first under "type"; BlockStored's fields that have a default (extra_keys,
+  // group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window) are left out at that default (omit_defaults),
+  // lora_id, medium and lora_name have none and are always written
+  test("the map layout is msgspec's encoding of vLLM's tagged structs, byte for byte", () => {
+    const payload = encodeEventBatch(
+      1.5,
+      [
+        blockStored({ hashes: [1, 2 ** 40], parentHash: null, tokenIds: [7, 8], blockSizeTokens: 1 }),
+        blockRemoved([3]),
+        ALL_BLOCKS_CLEARED,
+      ],
+      2,
+      "map",
+    );
+    const expected = [
+      "93", // the batch stays [ts, events, rank]
+      "cb3ff8000000000000", // 1.5 as float64
+      "93", // three events
+      "88", // BlockStored: a map of 8 entries
+      `a4${ascii("type")}ab${ascii("BlockStored")}`,
+      `ac${ascii("block_hashes")}9201cf0000010000000000`,
+      `b1${ascii("parent_block_hash")}c0`,
+      `a9${ascii("token_ids")}920708`,
+      `aa${ascii("block_size")}01`,
+      `a7${ascii("lora_id")}c0`,
+      `a6${ascii("medium")}a3${ascii("GPU")}`,
+      `a9${ascii("lora_name")}c0`,
+      "83", // BlockRemoved: 3 entries
+      `a4${ascii("type")}ac${ascii("BlockRemoved")}`,
+      `ac${ascii("block_hashes")}9103`,
+      `a6${ascii("medium")}a3${ascii("GPU")}`,
+      `81a4${ascii("type")}b0${ascii("AllBlocksCleared")}`,
+      "02", // data_parallel_rank 2
+    ].join("");
+    assert.equal(Buffer.from(payload).toString("hex"), expected);
+    const decoded = decodeMessage([Buffer.from("kv@p@m"), sequenceFrame(0), Buffer.from(payload)]);
+    assert.deepEqual(
+      decoded.events.map((e) => e.type),
+      ["BlockStored", "BlockRemoved", "AllBlocksCleared"],
+    );
+    assert.equal(decoded.dataParallelRank, 2);
+  });
+
   test("ts is a float64 even when it is a whole number of seconds; prefix hashes (52 bits) are uint64", () => {
     const payload = Buffer.from(encodeEventBatch(1_700_000_000, [blockRemoved([2 ** 52 - 1])]));
     assert.equal(payload.subarray(1, 10).toString("hex"), "cb41d954fc40000000");
@@ -65,9 +111,13 @@ describe("vLLM's KV event wire format", () => {
     assert.equal(bindsEndpoint("tcp://127.0.0.1:5557"), false);
   });
 
-  test("the default topic is llm-d's kv@<pod>@<model>, the pod $POD_IP or else the host name", () => {
+  test("the default topic is llm-d's kv@<pod>@<model>, the pod given, else $POD_IP, else the host name", () => {
     assert.equal(defaultKvEventsTopic("llama-3.1-8b", { POD_IP: "10.0.0.7" }), "kv@10.0.0.7@llama-3.1-8b");
     assert.equal(defaultKvEventsTopic("m", {}), `kv@${hostname()}@m`);
+    assert.equal(defaultKvEventsTopic("m", { POD_IP: "10.0.0.7" }, "gpu-host-r2"), "kv@gpu-host-r2@m");
+    assert.equal(kvEventsPodProblem("gpu-host-r2"), null);
+    assert.match(kvEventsPodProblem("a@b") ?? "", /@/);
+    assert.match(kvEventsPodProblem("") ?? "", /empty/);
   });
 });
 
@@ -140,10 +190,61 @@ describe("KvEventPublisher", () => {
     const payload = Buffer.from(encodeEventBatch(1, [ALL_BLOCKS_CLEARED]));
     assert.throws(() => decodeMessage([Buffer.from("kv@p@m"), payload]));
     assert.throws(() => decodeMessage([Buffer.from("kv@p@m"), Buffer.alloc(4), payload]));
-    const unknown = Buffer.from(encodeEventBatch(1, [["Unknown"] as unknown as typeof ALL_BLOCKS_CLEARED]));
+    const unknown = Buffer.from(encode([1.5, [["Unknown"]], 0]));
     assert.throws(
       () => decodeMessage([Buffer.from("kv@p@m"), sequenceFrame(0), unknown]),
       /unknown vLLM event tag/,
+    );
+  });
+
+  test("a replay socket resends the kept batches from a sequence on, with the topic, then -1 (vLLM's framing)", async () => {
+    const publisher = await KvEventPublisher.open({
+      endpoint: "tcp://127.0.0.1:*",
+      topic: "kv@pod-b@m",
+      replayEndpoint: "tcp://127.0.0.1:*",
+      bufferSteps: 3,
+      dataParallelRank: 1,
+      format: "map",
+    });
+    try {
+      assert.ok(publisher.replayEndpoint?.startsWith("tcp://127.0.0.1:"));
+      for (let i = 0; i < 5; i++) {
+        publisher.blocksStored({ hashes: [100 + i], parentHash: null, tokenIds: [i, i], blockSizeTokens: 2 });
+        await new Promise((resolve) => setTimeout(resolve, 0));
+      }
+      // no subscriber saw these five batches: a late one asks for them
+      const all = await requestReplay(publisher.replayEndpoint ?? "", 0n);
+      assert.deepEqual(
+        all.map((b) => b.sequence),
+        [2n, 3n, 4n],
+        "the last 3 (buffer steps) of 5",
+      );
+      for (const batch of all) {
+        assert.deepEqual([batch.topic, batch.podId, batch.dataParallelRank], ["kv@pod-b@m", "pod-b", 1]);
+      }
+      assert.deepEqual(
+        all.flatMap((b) => b.events.map((e) => (e.type === "BlockStored" ? e.blockHashes[0] : null))),
+        [102n, 103n, 104n],
+      );
+      const tail = await requestReplay(publisher.replayEndpoint ?? "", 4n);
+      assert.deepEqual(
+        tail.map((b) => b.sequence),
+        [4n],
+      );
+      assert.deepEqual(await requestReplay(publisher.replayEndpoint ?? "", 5n), [], "nothing past the last");
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  test("a replay endpoint that cannot be bound names its flag, and the PUB socket is closed again", async () => {
+    await assert.rejects(
+      KvEventPublisher.open({
+        endpoint: "tcp://127.0.0.1:*",
+        topic: "t",
+        replayEndpoint: "tcp://*:not-a-port",
+      }),
+      /--kv-events-replay-endpoint tcp:\/\/\*:not-a-port/,
     );
   });
 });

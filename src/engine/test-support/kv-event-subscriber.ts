@@ -2,12 +2,14 @@
  * A KV event subscriber that reads the wire the way llm-d-kv-cache's kvevents package does (its vLLM adapter):
  * three frames [topic, sequence, payload]; the topic split on "@" into `kv`, pod and model; the sequence 8
  * bytes big-endian; the payload a msgpack array [ts, events, data_parallel_rank?], each event an array whose
- * first element is its tag, fields by position; hashes read as unsigned 64-bit integers. It rebuilds the set
- * of blocks the publisher holds as those events apply them in order.
+ * first element is its tag, fields by position, or (vLLM from PR #42892) a map with the tag under "type",
+ * fields by name; hashes read as unsigned 64-bit integers. It rebuilds the set of blocks the publisher holds
+ * as those events apply them in order. `requestReplay` asks a replay socket for past batches as llm-d-router's
+ * replay client does.
  */
 import assert from "node:assert/strict";
 import { decode } from "@msgpack/msgpack";
-import { Subscriber } from "zeromq";
+import { Dealer, Subscriber } from "zeromq";
 
 export interface DecodedStored {
   readonly type: "BlockStored";
@@ -59,8 +61,32 @@ function intOrNull(raw: unknown): number | null {
   return Number(raw);
 }
 
-function decodeEvent(raw: unknown): DecodedEvent {
-  assert.ok(Array.isArray(raw) && raw.length >= 1, "an event is a tagged array");
+/** A map-encoded event in the positional layout (absent fields null), as llm-d-kv-cache normalizes it. */
+function positional(raw: Record<string, unknown>): unknown[] {
+  const fields: Record<string, readonly string[]> = {
+    BlockStored: [
+      "block_hashes",
+      "parent_block_hash",
+      "token_ids",
+      "block_size",
+      "lora_id",
+      "medium",
+      "lora_name",
+    ],
+    BlockRemoved: ["block_hashes", "medium"],
+    AllBlocksCleared: [],
+  };
+  const tag = raw["type"];
+  assert.equal(typeof tag, "string", "a map event names its tag under type");
+  return [tag, ...(fields[tag as string] ?? []).map((field) => raw[field] ?? null)];
+}
+
+function decodeEvent(encoded: unknown): DecodedEvent {
+  const raw =
+    encoded !== null && typeof encoded === "object" && !Array.isArray(encoded)
+      ? positional(encoded as Record<string, unknown>)
+      : encoded;
+  assert.ok(Array.isArray(raw) && raw.length >= 1, "an event is a tagged array or map");
   const [tag] = raw;
   if (tag === "BlockStored") {
     assert.ok(raw.length >= 5, "BlockStored has hashes, parent, tokens and block size");
@@ -110,6 +136,33 @@ export function decodeMessage(frames: readonly Buffer[]): DecodedBatch {
 }
 
 const SUBSCRIPTION_SETTLE_MS = 100;
+
+/**
+ * Asks a publisher's replay socket for its batches from `first` on, as llm-d-router's replay client does: a
+ * DEALER sends ["", sequence], every answer (its empty delimiter dropped) is [topic, sequence, payload] and
+ * [topic, -1, ""] ends the replay.
+ */
+export async function requestReplay(replayEndpoint: string, first: bigint): Promise<DecodedBatch[]> {
+  const dealer = new Dealer({ linger: 0, receiveTimeout: 5_000 });
+  try {
+    dealer.connect(replayEndpoint);
+    const start = Buffer.alloc(8);
+    start.writeBigUInt64BE(first);
+    await dealer.send(["", start]);
+    const batches: DecodedBatch[] = [];
+    for (;;) {
+      let frames = await dealer.receive();
+      if (frames[0]?.length === 0) frames = frames.slice(1);
+      if (frames.length === 3 && frames[2]?.length === 0) {
+        assert.equal(frames[1]?.toString("hex"), "ffffffffffffffff", "the end is sequence -1");
+        return batches;
+      }
+      batches.push(decodeMessage(frames));
+    }
+  } finally {
+    dealer.close();
+  }
+}
 
 /** A SUB socket collecting every batch and applying it to the block set, as llm-d's index does. */
 export class KvEventSubscriber {
