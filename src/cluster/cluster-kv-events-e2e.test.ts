@@ -67,6 +67,7 @@ describe("continuum cluster: KV events per replica", { skip }, () => {
       maxConnections: 256,
       startTimeoutMs: 120_000,
       stopTimeoutMs: 20_000,
+      drainTimeoutMs: 10_000,
     });
     const subscribers = [0, 1].map((i) => KvEventSubscriber.connect(`tcp://127.0.0.1:${events + i}`));
     try {

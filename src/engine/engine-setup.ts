@@ -20,6 +20,8 @@ export interface EngineTierOptions {
   readonly diskDir?: string | null;
   /** keep the disk tier across restarts, for states saved with this identity (KvTierStoreOptions) */
   readonly persistIdentity?: string;
+  /** where a persistent disk tier reports a state file it refuses when reading it (default stderr) */
+  readonly report?: (message: string) => void;
   /** transfer rates the scheduler's cost model assumes for reloads (bytes/s) */
   readonly cpuBandwidthBps?: number;
   readonly diskBandwidthBps?: number;
@@ -107,7 +109,8 @@ function persistence(restored: RestoredTier | null): string {
       : restored.states === 0
         ? "no states found"
         : `${restored.states} state${restored.states === 1 ? "" : "s"} (${size(restored.bytes)}) restored`;
-  return ` kept across restarts (${found})`;
+  const refused = restored.rejected.length > 0 ? `; not used: ${restored.rejected.join("; ")}` : "";
+  return ` kept across restarts (${found}${refused})`;
 }
 
 /** Tokens per KV block, as vLLM's default `--block-size` (also the KV events' `block_size`). */
@@ -155,6 +158,7 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
           diskDir: tierOpts.diskDir ?? null,
           ...(runner.allocateStateBuffer ? { allocateState: runner.allocateStateBuffer.bind(runner) } : {}),
           ...(tierOpts.persistIdentity === undefined ? {} : { persistIdentity: tierOpts.persistIdentity }),
+          ...(tierOpts.report ? { report: tierOpts.report } : {}),
         })
       : null;
 
@@ -214,6 +218,7 @@ export function buildEngineParts(options: EngineOptions, clock: Clock): EnginePa
     );
     tierStore.bind(entries?.map((e) => e.id) ?? []);
   }
+  tierStore?.describeEntries((id) => scheduler.kv.sequences?.tiers?.get(id));
   return {
     scheduler,
     tierStore,

@@ -1,14 +1,17 @@
 /**
  * The disk KV tier kept across restarts (`serve --disk-offload-persist`): a program's next turn after a
  * restart reloads its KV from disk instead of computing it again, and only where the states were saved with
- * the same model and KV settings; a crash leaves nothing a later start trusts; one server per directory.
+ * the same model and KV settings; a process killed keeps what its index named; a state file whose bytes are not
+ * the ones saved is named and not used; one server per directory.
  */
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { TokenIdContent } from "../core/kv/token-content.js";
 import type { Engine } from "./engine.js";
 import { createFakeEngine, defaultFakeReply } from "./fake-model-runner.js";
 import { KvTierStore } from "./kv-tier-store.js";
@@ -22,14 +25,47 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function persistentEngine(tierDir: string, identity: string, diskBytes = 64 << 20): Engine {
+function persistentEngine(
+  tierDir: string,
+  identity: string,
+  {
+    diskBytes = 64 << 20,
+    report = () => {},
+  }: { diskBytes?: number; report?: (message: string) => void } = {},
+): Engine {
   return createFakeEngine({
     policy: "vllm",
     kvCells: 4096,
     maxSeqs: 4,
     maxNumSeqs: 2,
-    tiers: { cpuBytes: 8 << 20, diskBytes, diskDir: tierDir, persistIdentity: identity },
+    tiers: { cpuBytes: 8 << 20, diskBytes, diskDir: tierDir, persistIdentity: identity, report },
   });
+}
+
+/** The state files in the tier's directory. */
+function stateFiles(kvDir: string): string[] {
+  return readdirSync(kvDir).filter((f) => f.endsWith(".state"));
+}
+
+/** The state files the tier's index names now. */
+function indexedFiles(kvDir: string): string[] {
+  try {
+    const index = JSON.parse(readFileSync(join(kvDir, "index.json"), "utf8")) as {
+      states: { file: string }[];
+    };
+    return index.states.map((s) => s.file);
+  } catch {
+    return [];
+  }
+}
+
+async function until(done: () => boolean, timeoutMs = 5_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return true;
 }
 
 const turn1 = chat(`inspect ${"the repository ".repeat(40)}`);
@@ -90,29 +126,100 @@ describe("a persistent disk KV tier", () => {
     }
   });
 
-  test("after a crash (no index written at shutdown) nothing is reused and leftover files are deleted", async () => {
+  test("kill -9 after a clean restart keeps the earlier states: the index is kept, and rewritten as states change", async () => {
     const tierDir = join(dir, "crash");
-    await firstLife(tierDir, "model-A");
+    const { reply, tokens } = await firstLife(tierDir, "model-A");
     const kvDir = join(tierDir, "continuum-kv");
-    // the next life took the index at start and died before writing one
-    const crashed = new KvTierStore({
+    // the second life takes the states, saves one more to disk and is killed: it never closes
+    const killed = new KvTierStore({
       cpuBytes: 0,
       diskBytes: 64 << 20,
       diskDir: tierDir,
       persistIdentity: "model-A",
     });
-    assert.equal(crashed.restored?.states, 1);
-    writeFileSync(join(kvDir, "lock"), "999999999"); // a pid no process has
-    const store = new KvTierStore({
-      cpuBytes: 0,
-      diskBytes: 64 << 20,
-      diskDir: tierDir,
-      persistIdentity: "model-A",
-    });
-    assert.deepEqual(store.restored, { states: 0, bytes: 0, discarded: null });
-    assert.deepEqual(readdirSync(kvDir), ["lock"]);
-    await store.close([]);
-    assert.ok(existsSync(join(kvDir, "index.json")), "an empty index is written at a clean shutdown");
+    assert.equal(killed.restored?.states, 1);
+    const content = new TokenIdContent(
+      Array.from({ length: 64 }, (_, i) => 9000 + i),
+      16,
+    );
+    const entry = {
+      id: 7,
+      content,
+      length: 64,
+      owner: "job-b",
+      bytes: 4096,
+      tier: "disk" as const,
+      lastUse: 1,
+    };
+    killed.describeEntries((id) => (id === entry.id ? entry : undefined));
+    const before = stateFiles(kvDir);
+    await killed.save(entry.id, "disk", async (take) => take(4096).fill(7));
+    const newFile = stateFiles(kvDir).find((f) => !before.includes(f)) ?? "";
+    assert.ok(
+      await until(() => indexedFiles(kvDir).includes(newFile)),
+      "the index names the new state without a shutdown",
+    );
+    writeFileSync(join(kvDir, "lock"), "999999999"); // the killed process's pid, no process's now
+    const engine = persistentEngine(tierDir, "model-A");
+    try {
+      assert.match(engine.kvSummary, /kept across restarts \(2 states \(/);
+      const { second } = await secondTurn(engine, reply);
+      assert.ok(
+        second.done.usage.cachedTokens > tokens - 16,
+        `${second.done.usage.cachedTokens} of ${tokens}`,
+      );
+    } finally {
+      await engine.shutdown();
+    }
+  });
+
+  test("a state file overwritten with other bytes is named when read and not used; its program computes again", async () => {
+    const tierDir = join(dir, "corrupt");
+    const { reply, tokens } = await firstLife(tierDir, "model-A");
+    const kvDir = join(tierDir, "continuum-kv");
+    const [file] = readdirSync(kvDir).filter((f) => f.endsWith(".state"));
+    assert.ok(file);
+    const size = statSync(join(kvDir, file)).size;
+    writeFileSync(join(kvDir, file), randomBytes(size));
+    const reports: string[] = [];
+    const engine = persistentEngine(tierDir, "model-A", { report: (message) => reports.push(message) });
+    try {
+      // its size is the one written: found at start, refused when read
+      assert.match(engine.kvSummary, /1 state \(.*\) restored/);
+      const { prompt, second } = await secondTurn(engine, reply);
+      assert.deepEqual(reports, [
+        `disk KV tier: ${join(kvDir, file)} does not match the checksum it was saved with; its state is not used`,
+      ]);
+      assert.ok(second.done.usage.cachedTokens < tokens - 16, `${second.done.usage.cachedTokens} cached`);
+      assert.equal(engine.kvStats().restoredTokens, 0, "nothing restored from the corrupted file");
+      assert.equal(second.done.text, defaultFakeReply(prompt));
+      assert.ok(await until(() => !indexedFiles(kvDir).includes(file)), "the index drops it");
+    } finally {
+      await engine.shutdown();
+    }
+    assert.ok(!existsSync(join(kvDir, file)), "and its file is deleted");
+  });
+
+  test("a truncated state file is named at start and not used", async () => {
+    const tierDir = join(dir, "truncated");
+    const { reply } = await firstLife(tierDir, "model-A");
+    const kvDir = join(tierDir, "continuum-kv");
+    const [file] = readdirSync(kvDir).filter((f) => f.endsWith(".state"));
+    assert.ok(file);
+    const size = statSync(join(kvDir, file)).size;
+    truncateSync(join(kvDir, file), 100);
+    const engine = persistentEngine(tierDir, "model-A");
+    assert.ok(!existsSync(join(kvDir, file)), "its file is deleted at start");
+    try {
+      assert.match(
+        engine.kvSummary,
+        new RegExp(`no states found; not used: ${file} is 100 bytes, not the ${size} written \\(truncated`),
+      );
+      const { second } = await secondTurn(engine, reply);
+      assert.ok(second.done.usage.cachedTokens < 16, `${second.done.usage.cachedTokens} cached`);
+    } finally {
+      await engine.shutdown();
+    }
   });
 
   test("a directory in use by another live server is refused", async () => {
@@ -148,7 +255,7 @@ describe("a persistent disk KV tier", () => {
     const newest = saved.at(-1)?.owner;
     await full.shutdown();
     assert.equal(sizes.length, 3);
-    const oneFits = persistentEngine(tierDir, "model-A", Math.max(...sizes));
+    const oneFits = persistentEngine(tierDir, "model-A", { diskBytes: Math.max(...sizes) });
     assert.match(oneFits.kvSummary, /\(1 state \(/);
     assert.equal(oneFits.sequences.tiers?.all()[0]?.owner, newest);
     await oneFits.shutdown();

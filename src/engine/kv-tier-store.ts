@@ -1,17 +1,15 @@
-import { rmSync } from "node:fs";
-import { mkdir, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, unlink, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { TierName } from "../core/kv/offload-tiers.js";
 import type { TierEntry } from "../core/kv/sequence-tiers.js";
 import type { TokenIdContent } from "../core/kv/token-content.js";
 import {
+  CorruptStateError,
   decodeTokens,
   encodeTokens,
-  lockTierDir,
   type PersistedState,
-  takeIndex,
-  unlockTierDir,
-  writeIndex,
+  PersistentTierDir,
+  type StateRecord,
 } from "./kv-tier-persistence.js";
 import { StateBufferPool } from "./state-buffer-pool.js";
 
@@ -29,6 +27,8 @@ export interface KvTierStoreOptions {
    * llama.cpp build, KV type and layout); a start finding an index of the same identity takes its states.
    */
   readonly persistIdentity?: string;
+  /** where a persistent tier reports a state it refuses when reading it (default stderr) */
+  readonly report?: (message: string) => void;
 }
 
 /** The directory a persistent disk tier keeps its states in, under `--disk-offload-dir`. */
@@ -42,6 +42,8 @@ export interface RestoredTier {
   readonly bytes: number;
   /** why the states found were not used, if they were not */
   readonly discarded: string | null;
+  /** states of the index found that were not used, each naming its file and why */
+  readonly rejected: readonly string[];
 }
 
 /** A saved state a persistent tier found at start, for the scheduler's tiers to adopt. */
@@ -52,6 +54,7 @@ export interface FoundState {
   readonly owner: string | null;
   readonly path: string;
   readonly fileBytes: number;
+  readonly lastUse: number;
 }
 
 /** The bytes of one tier entry: a state blob in RAM, or its file. */
@@ -61,6 +64,8 @@ interface StoredState {
   path: string | null;
   /** the memory or file behind it */
   bytes: number;
+  /** when it was last saved or read, for a persistent tier's index (most recently used restored first) */
+  lastUse: number;
 }
 
 /** Dropped states' buffers kept for reuse (the largest); a few cover the saves between two drops. */
@@ -76,6 +81,11 @@ export class KvTierStore {
   private fileCounter = 0;
   private dirReady = false;
   private readonly dir: string | null;
+  /** a persistent tier's directory and index (null: not persistent) */
+  private readonly persistent: PersistentTierDir | null = null;
+  /** the scheduler's tier entry of an id: what a persistent tier's index records of its state on disk */
+  private entryOf: ((id: number) => TierEntry | undefined) | null = null;
+  private useCounter = 0;
   /** buffers of dropped states, for the next saves */
   readonly buffers: StateBufferPool;
   /** a persistent tier's states found at start (null: not persistent) */
@@ -95,7 +105,17 @@ export class KvTierStore {
         ? persistentTierDir(options.diskDir)
         : join(options.diskDir, `continuum-kv-${process.pid}`)
       : null;
-    if (persists && this.dir) this.restored = this.restore(this.dir, options.persistIdentity as string);
+    if (persists && this.dir) {
+      const { dir, opened } = PersistentTierDir.open(
+        this.dir,
+        options.persistIdentity as string,
+        () => this.diskStates(),
+        options.report ?? ((message) => process.stderr.write(`${message}\n`)),
+      );
+      this.persistent = dir;
+      this.dirReady = true;
+      this.restored = this.restore(dir, opened.states, opened.discarded, opened.rejected);
+    }
   }
 
   /** Whether the disk tier is kept across restarts. */
@@ -119,9 +139,33 @@ export class KvTierStore {
     this.found.forEach((state, i) => {
       const id = ids[i];
       if (id !== undefined)
-        this.states.set(id, { tier: "disk", data: null, path: state.path, bytes: state.fileBytes });
+        this.states.set(id, {
+          tier: "disk",
+          data: null,
+          path: state.path,
+          bytes: state.fileBytes,
+          lastUse: state.lastUse,
+        });
     });
     this.found = [];
+  }
+
+  /** Where a persistent tier's index learns what an entry written to disk holds: the scheduler's tiers. */
+  describeEntries(entryOf: (id: number) => TierEntry | undefined): void {
+    this.entryOf = entryOf;
+  }
+
+  private recordOf(id: number): StateRecord | null {
+    const entry = this.entryOf?.(id);
+    if (!entry) return null;
+    const content = entry.content as TokenIdContent;
+    return {
+      tokens: encodeTokens(content.tokenIds(0, entry.length)),
+      rootHash: content.rootHash,
+      length: entry.length,
+      owner: entry.owner,
+      bytes: entry.bytes,
+    };
   }
 
   /** Writes entry `id`'s state, which `save` puts into a buffer of `take`, into RAM or straight to disk. */
@@ -131,7 +175,13 @@ export class KvTierStore {
     save: (take: (bytes: number) => Buffer) => Promise<Buffer>,
   ): Promise<void> {
     const data = await save((bytes) => this.buffers.take(bytes));
-    const state: StoredState = { tier: "cpu", data, path: null, bytes: this.buffers.capacityOf(data) };
+    const state: StoredState = {
+      tier: "cpu",
+      data,
+      path: null,
+      bytes: this.buffers.capacityOf(data),
+      lastUse: ++this.useCounter,
+    };
     this.states.set(id, state);
     if (tier === "disk") await this.toDisk(id, state);
     this.saved++;
@@ -147,9 +197,17 @@ export class KvTierStore {
     const state = this.states.get(id);
     if (!state) throw new Error(`no saved state ${id}`);
     this.reloaded++;
+    state.lastUse = ++this.useCounter;
     if (state.data) return state.data;
     if (!state.path) throw new Error(`saved state ${id} has neither data nor file`);
-    return readFile(state.path);
+    if (!this.persistent) return readFile(state.path);
+    try {
+      return await this.persistent.readState(basename(state.path));
+    } catch (error) {
+      // a file that does not match its checksum is not used again (the scheduler forgets the entry)
+      if (error instanceof CorruptStateError) await this.forget(id);
+      throw error;
+    }
   }
 
   /** Entry `id` moves from RAM to disk. */
@@ -165,36 +223,57 @@ export class KvTierStore {
     this.states.delete(id);
     if (state.data) this.buffers.give(state.data);
     state.data = null;
-    if (state.path) await unlink(state.path).catch(() => {});
+    if (state.path && this.persistent) this.persistent.retire(basename(state.path));
+    else if (state.path) await unlink(state.path).catch(() => {});
   }
 
   /**
-   * Shutdown. A persistent tier writes its index of `keep` (the scheduler's entries, all on disk by now),
-   * else every state and the disk tier's files go.
+   * Shutdown. A persistent tier keeps the states of `keep` (the scheduler's entries, all on disk by now) and
+   * writes its final index, else every state and the disk tier's files go.
    */
   async close(keep: readonly TierEntry[] | null): Promise<void> {
-    if (this.persists && this.dir) {
-      await this.persist(this.dir, this.options.persistIdentity as string, keep ?? []);
+    if (this.persistent) {
+      const kept = new Set((keep ?? []).map((entry) => entry.id));
+      for (const id of [...this.states.keys()]) if (!kept.has(id)) await this.forget(id);
+      await this.persistent.close();
       return;
     }
     for (const id of [...this.states.keys()]) await this.forget(id);
     if (this.dirReady && this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 
-  private restore(dir: string, identity: string): RestoredTier {
-    lockTierDir(dir);
-    this.dirReady = true;
-    const { states, discarded } = takeIndex(dir, identity);
-    // the most recently used first while they fit (the disk may be smaller than when they were saved)
+  /** The states on disk, as a persistent tier's index names them. */
+  private diskStates(): { file: string; lastUse: number }[] {
+    const found = this.found.map((state) => ({ file: basename(state.path), lastUse: state.lastUse }));
+    return [
+      ...found,
+      ...[...this.states.values()].flatMap((state) =>
+        state.tier === "disk" && state.path ? [{ file: basename(state.path), lastUse: state.lastUse }] : [],
+      ),
+    ];
+  }
+
+  /**
+   * Takes the states a persistent tier's directory held: the most recently used first while they fit (the
+   * disk may be smaller than when they were saved); the index is written again with those kept.
+   */
+  private restore(
+    dir: PersistentTierDir,
+    states: readonly PersistedState[],
+    discarded: string | null,
+    rejected: readonly string[],
+  ): RestoredTier {
     const kept: PersistedState[] = [];
     let bytes = 0;
-    for (const state of states.sort((a, b) => b.lastUse - a.lastUse)) {
-      if (bytes + state.bytes > this.options.diskBytes) rmSync(join(dir, state.file), { force: true });
+    for (const state of [...states].sort((a, b) => b.lastUse - a.lastUse)) {
+      if (bytes + state.bytes > this.options.diskBytes) dir.retire(state.file);
       else {
         kept.push(state);
         bytes += state.bytes;
       }
     }
+    // uses go on from the last life's, so that states saved from now on count as more recent
+    this.useCounter = Math.max(0, ...kept.map((state) => state.lastUse));
     this.found = kept.reverse().map((state) => {
       const number = Number.parseInt(state.file.replace(/\D/g, ""), 10);
       if (number > this.fileCounter) this.fileCounter = number;
@@ -203,32 +282,13 @@ export class KvTierStore {
         rootHash: state.rootHash,
         length: state.length,
         owner: state.owner,
-        path: join(dir, state.file),
+        path: join(dir.path, state.file),
         fileBytes: state.fileBytes,
+        lastUse: state.lastUse,
       };
     });
-    return { states: kept.length, bytes, discarded };
-  }
-
-  private async persist(dir: string, identity: string, keep: readonly TierEntry[]): Promise<void> {
-    const states: PersistedState[] = [];
-    for (const entry of keep) {
-      const path = this.states.get(entry.id)?.path;
-      if (!path) continue;
-      const content = entry.content as TokenIdContent;
-      states.push({
-        file: basename(path),
-        tokens: encodeTokens(content.tokenIds(0, entry.length)),
-        rootHash: content.rootHash,
-        length: entry.length,
-        owner: entry.owner,
-        bytes: entry.bytes,
-        fileBytes: (await stat(path)).size,
-        lastUse: entry.lastUse,
-      });
-    }
-    await writeIndex(dir, identity, states);
-    unlockTierDir(dir);
+    dir.changed();
+    return { states: kept.length, bytes, discarded, rejected };
   }
 
   private async toDisk(id: number, state: StoredState): Promise<void> {
@@ -238,18 +298,23 @@ export class KvTierStore {
       await mkdir(dir, { recursive: true, mode: 0o700 });
       this.dirReady = true;
     }
-    const path = join(dir, `seq-${++this.fileCounter}.state`);
+    const file = `seq-${++this.fileCounter}.state`;
+    const data = state.data as Buffer;
+    const record = this.persistent ? this.recordOf(id) : null;
     try {
-      await writeFile(path, state.data as Buffer);
+      // a persistent tier's index names the file with what it holds (one it cannot describe is not kept)
+      if (this.persistent && record) await this.persistent.writeState(file, data, record);
+      else await writeFile(join(dir, file), data);
     } catch (error) {
       // a disk that filled up keeps nothing of it (a partial file is an orphan the next start deletes)
       await this.forget(id);
       throw error;
     }
-    this.buffers.give(state.data as Buffer);
-    state.bytes = (state.data as Buffer).length;
+    this.buffers.give(data);
+    state.bytes = data.length;
     state.tier = "disk";
     state.data = null;
-    state.path = path;
+    state.path = join(dir, file);
+    this.persistent?.changed();
   }
 }

@@ -1,9 +1,11 @@
 /**
  * `serve --disk-offload-persist` on llama.cpp (the built-in tiny model): a state saved by one process's
  * context restores into the next process's, and the turn runs as if computed from scratch; a start with other
- * KV settings does not take the states.
+ * KV settings does not take the states, nor a state file whose bytes are not the ones saved.
  */
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { readdirSync, statSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -75,6 +77,37 @@ describe("a persistent disk KV tier on llama.cpp", { skip: supported ? false : "
       const other = computed.done.logprobs?.[i];
       assert.ok(other && Math.abs(entry.logprob - other.logprob) < 0.01, `token ${i}`);
     }
+  });
+
+  test("a state file overwritten with random bytes is named and not used: the turn is computed", async (t) => {
+    const tierDir = join(dir, "random");
+    const first = await createLlamaEngine(options({ diskOffloadDir: tierDir }));
+    const turn = await run(
+      first,
+      request("t1", first.renderChat(turn1), { programId: "job", sampling: { maxTokens: 6 } }),
+    );
+    await first.shutdown();
+    const kvDir = join(tierDir, "continuum-kv");
+    const files = readdirSync(kvDir).filter((f) => f.endsWith(".state"));
+    assert.equal(files.length, 1);
+    const path = join(kvDir, files[0] as string);
+    writeFileSync(path, randomBytes(statSync(path).size));
+
+    const stderr: string[] = [];
+    t.mock.method(process.stderr, "write", (chunk: string | Uint8Array) => {
+      stderr.push(String(chunk));
+      return true;
+    });
+    const second = await createLlamaEngine(options({ diskOffloadDir: tierDir }));
+    const next = await secondTurn(second, turn.done.text).finally(() => second.shutdown());
+    t.mock.restoreAll();
+    assert.match(second.kvSummary, /kept across restarts \(1 state /);
+    assert.ok(
+      stderr.some((line) => line.includes(`${path} does not match the checksum it was saved with`)),
+      stderr.join(""),
+    );
+    assert.equal(next.done.usage.cachedTokens, 0, "the random bytes were not restored");
+    assert.equal(second.kvStats().restoredTokens, 0);
   });
 
   test("it needs a disk tier", async () => {

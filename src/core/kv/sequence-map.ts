@@ -74,7 +74,7 @@ export class SequenceMap {
   /** per pool block: its index in the sequences it backs (a block backs one position range) */
   private readonly blockIndex: Int32Array;
   /** tier entries restored into sequences in this step, and the request each one is for */
-  private restoredFor = new Map<number, Request>();
+  private restoredFor = new Map<number, { readonly request: Request; readonly tokens: number }>();
   private resetThisStep = false;
   /** the entry an admission is restoring: no save made meanwhile supersedes or pushes it out */
   private restoring: TierEntry | null = null;
@@ -218,7 +218,7 @@ export class SequenceMap {
           plan.shareFrom === null || shared === 0 ? null : { seq: plan.shareFrom.id, tokens: shared },
       });
       this.tiers?.touch(plan.entry);
-      this.restoredFor.set(plan.entry.id, request);
+      this.restoredFor.set(plan.entry.id, { request, tokens: held - shared });
       this.stats.restoredTokens += held - shared;
       this.stats.sharedTokens += shared;
     }
@@ -282,10 +282,12 @@ export class SequenceMap {
     for (const id of entries) {
       const entry = this.tiers?.get(id);
       if (entry) this.tiers?.forget(entry);
-      const request = this.restoredFor.get(id);
-      if (request && this.seqOf(request)) {
-        this.discard(request);
-        lost.push(request);
+      const restore = this.restoredFor.get(id);
+      if (restore && this.seqOf(restore.request)) {
+        // planned, never restored: its tokens are computed instead
+        this.stats.restoredTokens -= restore.tokens;
+        this.discard(restore.request);
+        lost.push(restore.request);
       }
     }
     return lost;
