@@ -14,6 +14,7 @@ import { after, before, describe, test } from "node:test";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { Engine } from "./engine.js";
 import { createFakeEngine, defaultFakeReply } from "./fake-model-runner.js";
+import { CorruptStateError, PersistentTierDir } from "./kv-tier-persistence.js";
 import { KvTierStore } from "./kv-tier-store.js";
 import { chat, request, run } from "./test-support/engine-helpers.js";
 
@@ -259,5 +260,28 @@ describe("a persistent disk KV tier", () => {
     assert.match(oneFits.kvSummary, /\(1 state \(/);
     assert.equal(oneFits.sequences.tiers?.all()[0]?.owner, newest);
     await oneFits.shutdown();
+  });
+
+  test("a byte changed anywhere in a large state file is caught (the checksum covers it chunk by chunk)", async () => {
+    const kvDir = join(dir, "large", "continuum-kv");
+    const reports: string[] = [];
+    const { dir: tier } = PersistentTierDir.open(
+      kvDir,
+      "model-A",
+      () => [{ file: "seq-1.state", lastUse: 1 }],
+      (m) => reports.push(m),
+    );
+    const data = Buffer.alloc(40 << 20, 7);
+    const record = { tokens: "", rootHash: 1, length: 16, owner: null, bytes: data.length };
+    await tier.writeState("seq-1.state", data, record);
+    assert.equal((await tier.readState("seq-1.state")).length, data.length);
+    const path = join(kvDir, "seq-1.state");
+    const changed = readFileSync(path);
+    changed[(36 << 20) + 5] = 8; // past the first two chunks
+    writeFileSync(path, changed);
+    await assert.rejects(tier.readState("seq-1.state"), CorruptStateError);
+    assert.equal(reports.length, 1);
+    assert.match(reports[0] ?? "", /seq-1\.state does not match the checksum it was saved with/);
+    await tier.close();
   });
 });

@@ -48,6 +48,19 @@ const LOCK_FILE = "lock";
 /** A state file whose bytes are not the ones saved; its message names the file. */
 export class CorruptStateError extends Error {}
 
+/** Bytes checksummed between two yields to the event loop (a large model's state is gigabytes). */
+const CRC_CHUNK_BYTES = 16 << 20;
+
+/** CRC-32 of `data`, a chunk at a time so that other work (HTTP, the step loop) goes on meanwhile. */
+async function checksum(data: Buffer): Promise<number> {
+  let crc = 0;
+  for (let at = 0; at < data.length; at += CRC_CHUNK_BYTES) {
+    if (at > 0) await new Promise((resolve) => setImmediate(resolve));
+    crc = crc32(data.subarray(at, at + CRC_CHUNK_BYTES), crc);
+  }
+  return crc;
+}
+
 export function encodeTokens(ids: readonly number[]): string {
   return Buffer.from(Int32Array.from(ids).buffer).toString("base64");
 }
@@ -194,14 +207,14 @@ export class PersistentTierDir {
   /** Writes a state's file; the next index names it with its size and CRC-32. */
   async writeState(file: string, data: Buffer, record: StateRecord): Promise<void> {
     await writeFile(join(this.path, file), data);
-    this.records.set(file, { ...record, file, fileBytes: data.length, crc32: crc32(data) });
+    this.records.set(file, { ...record, file, fileBytes: data.length, crc32: await checksum(data) });
   }
 
   /** A state file's bytes; a CorruptStateError naming it when they are not the ones written. */
   async readState(file: string): Promise<Buffer> {
     const record = this.records.get(file);
     const data = await readFile(join(this.path, file));
-    if (record && (data.length !== record.fileBytes || crc32(data) !== record.crc32)) {
+    if (record && (data.length !== record.fileBytes || (await checksum(data)) !== record.crc32)) {
       const message = `disk KV tier: ${join(this.path, file)} does not match the checksum it was saved with; its state is not used`;
       this.report(message);
       throw new CorruptStateError(message);
