@@ -14,7 +14,12 @@
 // embeds no web UI), no tests/examples/app. Only the two targets are built, with -j2 under `nice`.
 // A repeat with the same flags and release is a no-op.
 //
-// Usage: node scripts/build-llama-server.mjs [--force] [--jobs N]   (prints the bin dir last)
+// `--profile test` builds llama-server alone without optimisation (-O0, no debug info) into
+// .cache/llama-server/<version>-test/: the same sources and server, for tests that need the real thing and
+// not its speed (about 3 min on 2 cores where the optimised build takes 9-14).
+//
+// Usage: node scripts/build-llama-server.mjs [--profile release|test] [--force] [--jobs N]
+//        (prints the bin dir last)
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -24,9 +29,12 @@ import { ensureLlamaHeaders, ROOT, run } from "./fetch-llama-headers.mjs";
 import { ensureLlamaSource, removeStaleBuildDir } from "./llama-source.mjs";
 
 const META_FORMAT = 1;
-export const TARGETS = ["llama-server", "llama-batched-bench"];
+/** What each profile builds: the optimised peer of `npm run compare`, or llama-server alone for tests. */
+export const PROFILES = {
+  release: { suffix: "", buildType: "Release", targets: ["llama-server", "llama-batched-bench"] },
+  test: { suffix: "-test", buildType: "Debug", targets: ["llama-server"] },
+};
 export const CMAKE_FLAGS = [
-  "-DCMAKE_BUILD_TYPE=Release",
   "-DBUILD_SHARED_LIBS=OFF",
   "-DGGML_NATIVE=ON",
   "-DGGML_CUDA=OFF",
@@ -82,18 +90,18 @@ function runStreaming(cmd, args, opts = {}) {
   });
 }
 
-/** Where the build of `version` lives. */
-export function llamaServerDir(version, root = ROOT) {
-  return join(root, ".cache", "llama-server", version);
+/** Where the build of `version` in `profile` lives. */
+export function llamaServerDir(version, root = ROOT, profile = "release") {
+  return join(root, ".cache", "llama-server", `${version}${PROFILES[profile].suffix}`);
 }
 
-/** Paths of the built binaries (they may not exist yet). */
-export function llamaServerBinaries(version, root = ROOT) {
-  const bin = join(llamaServerDir(version, root), "bin");
+/** Paths of the built binaries (they may not exist yet; the test profile has no batched bench). */
+export function llamaServerBinaries(version, root = ROOT, profile = "release") {
+  const bin = join(llamaServerDir(version, root, profile), "bin");
   return { bin, server: join(bin, "llama-server"), batchedBench: join(bin, "llama-batched-bench") };
 }
 
-function cmakeFlags() {
+function cmakeFlags(profile) {
   const cxx = process.env.CXX ?? "c++";
   let version = "";
   try {
@@ -108,29 +116,41 @@ function cmakeFlags() {
   } catch {
     // not an x86 compiler that knows the flag
   }
-  return [...CMAKE_FLAGS, ...compilerWorkarounds(version, noFp16)];
+  const type = PROFILES[profile].buildType;
+  const unoptimised =
+    profile === "test" ? ["-DCMAKE_C_FLAGS_DEBUG=-O0 -g0", "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g0"] : [];
+  return [
+    `-DCMAKE_BUILD_TYPE=${type}`,
+    ...CMAKE_FLAGS,
+    ...unoptimised,
+    ...compilerWorkarounds(version, noFp16),
+  ];
 }
 
-function stampOf(headerMeta, flags) {
+function stampOf(headerMeta, flags, targets) {
   return createHash("sha256")
-    .update(JSON.stringify({ META_FORMAT, commit: headerMeta.bundleHead, flags, TARGETS }))
+    .update(JSON.stringify({ META_FORMAT, commit: headerMeta.bundleHead, flags, TARGETS: targets }))
     .digest("hex")
     .slice(0, 16);
 }
 
 /**
- * Makes sure llama-server and llama-batched-bench of the pinned release are built; returns
- * `{ dir, server, batchedBench, meta, built }` (built = false when it was already there).
+ * Makes sure the profile's targets of the pinned release are built (llama-server and llama-batched-bench,
+ * or llama-server alone for `test`); returns `{ dir, server, batchedBench, meta, built }` (built = false
+ * when it was already there).
  */
-export async function ensureLlamaServer({ root = ROOT, force = false, jobs = 2 } = {}) {
+export async function ensureLlamaServer({ root = ROOT, force = false, jobs = 2, profile = "release" } = {}) {
+  if (!(profile in PROFILES)) throw new Error(`unknown profile ${profile} (release or test)`);
+  const { targets, buildType } = PROFILES[profile];
   const { meta: headerMeta } = ensureLlamaHeaders({ root, log });
   const version = headerMeta.nodeLlamaCppVersion;
-  const dir = llamaServerDir(version, root);
-  const bins = llamaServerBinaries(version, root);
+  const dir = llamaServerDir(version, root, profile);
+  const bins = llamaServerBinaries(version, root, profile);
   const metaPath = join(dir, "meta.json");
-  const flags = cmakeFlags();
-  const stamp = stampOf(headerMeta, flags);
-  if (!force && existsSync(metaPath) && existsSync(bins.server) && existsSync(bins.batchedBench)) {
+  const flags = cmakeFlags(profile);
+  const stamp = stampOf(headerMeta, flags, targets);
+  const binaries = targets.map((target) => join(bins.bin, target));
+  if (!force && existsSync(metaPath) && binaries.every((path) => existsSync(path))) {
     const meta = JSON.parse(readFileSync(metaPath, "utf8"));
     if (meta.stamp === stamp) {
       log(`already built (llama.cpp ${meta.llamaCppTag}, ${meta.commit.slice(0, 12)}): ${bins.bin}`);
@@ -152,7 +172,7 @@ export async function ensureLlamaServer({ root = ROOT, force = false, jobs = 2 }
   const generator = hasCommand("ninja") ? ["-G", "Ninja"] : [];
   log(`cmake configure ${flags.join(" ")}`);
   await runStreaming("nice", ["-n", "10", "cmake", "-S", srcDir, "-B", buildDir, ...generator, ...flags]);
-  log(`building ${TARGETS.join(", ")} with -j${jobs} (several minutes on 2 cores)`);
+  log(`building ${targets.join(", ")} with -j${jobs} (several minutes on 2 cores)`);
   await runStreaming("nice", [
     "-n",
     "10",
@@ -160,14 +180,14 @@ export async function ensureLlamaServer({ root = ROOT, force = false, jobs = 2 }
     "--build",
     buildDir,
     "--config",
-    "Release",
+    buildType,
     "-j",
     String(jobs),
     "--target",
-    ...TARGETS,
+    ...targets,
   ]);
   mkdirSync(bins.bin, { recursive: true });
-  for (const target of TARGETS) {
+  for (const target of targets) {
     const built = join(buildDir, "bin", target);
     if (!existsSync(built)) throw new Error(`${built} was not produced`);
     run("cp", ["-f", built, join(bins.bin, target)]);
@@ -180,13 +200,14 @@ export async function ensureLlamaServer({ root = ROOT, force = false, jobs = 2 }
     llamaCppTag: headerMeta.llamaCppTag,
     commit: headerMeta.bundleHead,
     patches,
+    profile,
     cmakeFlags: flags,
-    targets: TARGETS,
+    targets,
     buildSeconds: Math.round(seconds),
     builtAt: new Date().toISOString(),
   };
   writeFileSync(metaPath, `${JSON.stringify(meta, null, 2)}\n`);
-  log(`built ${TARGETS.join(", ")} in ${formatDuration(seconds)} -> ${bins.bin}`);
+  log(`built ${targets.join(", ")} in ${formatDuration(seconds)} -> ${bins.bin}`);
   return { dir, ...bins, meta, built: true };
 }
 
@@ -209,8 +230,10 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const args = process.argv.slice(2);
   const jobsAt = args.indexOf("--jobs");
   const jobs = jobsAt >= 0 ? Number(args[jobsAt + 1]) : 2;
+  const profileAt = args.indexOf("--profile");
+  const profile = profileAt >= 0 ? args[profileAt + 1] : "release";
   const t0 = performance.now();
-  ensureLlamaServer({ force: args.includes("--force"), jobs }).then(
+  ensureLlamaServer({ force: args.includes("--force"), jobs, profile }).then(
     (r) => {
       if (!r.built) log(`nothing to do (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
       console.log(r.bin);

@@ -1,11 +1,12 @@
 /**
- * llama.cpp's own `llama-server`, built from the pinned source by scripts/build-llama-server.mjs (a no-op once
- * built; the first build takes tens of minutes on 2 cores), for tests that run the gateway in front of the
- * real thing. Where the build cannot run (no compiler or cmake, no npm to fetch the source), the reason is
- * returned for the test to skip with.
+ * llama.cpp's own `llama-server`, built from the pinned source by scripts/build-llama-server.mjs, for tests
+ * that run the gateway in front of the real thing: the optimised build `npm run compare` made where there is
+ * one, else the unoptimised test profile (about 3 min on 2 cores the first time; a no-op once built). Where
+ * the build cannot run (no compiler or cmake, no npm to fetch the source), the reason is returned for the
+ * test to skip with.
  */
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -19,7 +20,15 @@ let built: Promise<LlamaServerBinary> | null = null;
 /** The built binary's path (building it first when needed), or why it cannot be built here. */
 export function llamaServerBinary(): Promise<LlamaServerBinary> {
   built ??= new Promise((resolveBinary) => {
-    const child = spawn(process.execPath, [SCRIPT], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    const release = releaseBuild();
+    if (release !== null) {
+      resolveBinary({ path: release });
+      return;
+    }
+    const child = spawn(process.execPath, [SCRIPT, "--profile", "test"], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     let err = "";
     child.stdout.on("data", (d: Buffer) => {
@@ -42,4 +51,17 @@ export function llamaServerBinary(): Promise<LlamaServerBinary> {
     });
   });
   return built;
+}
+
+/**
+ * The optimised llama-server `npm run compare` built from the release our prebuilt libraries come from, when
+ * its build finished (its meta is written last); null: none.
+ */
+function releaseBuild(): string | null {
+  const lib = join(ROOT, "node_modules", "@node-llama-cpp", "linux-x64", "package.json");
+  if (!existsSync(lib)) return null;
+  const { version } = JSON.parse(readFileSync(lib, "utf8")) as { version: string };
+  const dir = join(ROOT, ".cache", "llama-server", version);
+  const server = join(dir, "bin", "llama-server");
+  return existsSync(join(dir, "meta.json")) && existsSync(server) ? server : null;
 }
