@@ -7,6 +7,7 @@ import { runBench } from "../bench/bench-run.js";
 import { compareWithRecorder, formatRecorderCheck } from "../bench/compare-recorder.js";
 import type { ReplayApi } from "../bench/replay-client.js";
 import type { ObservationRole } from "../bench/replay-conversation.js";
+import { WORKLOAD_KINDS, type WorkloadKind } from "../workload/generators.js";
 import { nonNegativeNumber, positiveInt, positiveNumber } from "./sim-options.js";
 
 interface BenchCliOptions {
@@ -15,7 +16,7 @@ interface BenchCliOptions {
   model?: string;
   apiKey?: string;
   trace?: string;
-  workload: "swe-bench" | "bfcl";
+  workload: WorkloadKind;
   programs: number;
   jps: number;
   seed: number;
@@ -193,8 +194,8 @@ export function benchCommand(): Command {
     .option("--api-key <key>", "Authorization: Bearer <key> (default: env CONTINUUM_API_KEY)")
     .option("--trace <file>", "agent trace (JSONL, see docs/workloads.md); default: a generated workload")
     .addOption(
-      new Option("--workload <kind>", "generated workload when no --trace is given")
-        .choices(["swe-bench", "bfcl"])
+      new Option("--workload <kind>", "generated workload when no --trace is given (docs/workloads.md)")
+        .choices([...WORKLOAD_KINDS])
         .default("swe-bench"),
     )
     .option("--programs <n>", "agent programs to schedule", positiveInt, 20)

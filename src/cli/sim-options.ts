@@ -5,10 +5,11 @@ import { ROUTER_NAMES, type RouterName } from "../sim/cluster.js";
 import { KV_CACHE_DTYPES, type KvCacheDtype } from "../sim/hardware/roofline-spec.js";
 import type { HardwareOptions, PointJob, WorkloadOptions } from "../sim/point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions } from "../sim/simulate.js";
+import { WORKLOAD_KINDS, type WorkloadKind } from "../workload/generators.js";
 
 export interface SimCliOptions {
   trace?: string;
-  workload: "swe-bench" | "bfcl";
+  workload: WorkloadKind;
   hardware: string;
   model: string;
   kvCacheDtype: KvCacheDtype;
@@ -79,8 +80,8 @@ export function addSimOptions(command: Command, defaults: { policies: string; pr
       "agent trace (JSONL: docs/workloads.md; `continuum trace` makes one); default: a generated workload",
     )
     .addOption(
-      new Option("--workload <kind>", "generated workload when no --trace is given")
-        .choices(["swe-bench", "bfcl"])
+      new Option("--workload <kind>", "generated workload when no --trace is given (docs/workloads.md)")
+        .choices([...WORKLOAD_KINDS])
         .default("swe-bench"),
     )
     .option("--hardware <gpu>", "GPU: a100, h100, h200, b200", "h100")
