@@ -1,0 +1,229 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Command, InvalidArgumentError } from "commander";
+import { formatTextTable } from "../analysis/text-table.js";
+import { isPolicySpec, loadPolicyModules } from "../policies/index.js";
+import { type CapacityResult, measureCapacity, REFERENCE_POLICY } from "../sim/capacity.js";
+import { type CaseResult, type HeldOutRow, leaveOneOut } from "../sim/leave-one-out.js";
+import { resolveHardware, validateJobInputs } from "../sim/point-job.js";
+import { DEFAULT_ENGINE_OPTIONS } from "../sim/simulate.js";
+import { runSweep } from "../sim/sweep.js";
+import { WORKLOAD_KINDS, type WorkloadKind } from "../workload/generators.js";
+import {
+  engineOf,
+  hardwareOf,
+  nonNegativeNumber,
+  positiveInt,
+  positiveNumber,
+  type SimCliOptions,
+  workloadOf,
+} from "./sim-options.js";
+
+/** A workload family: a generator, or a trace file under a name. */
+interface Family {
+  readonly name: string;
+  readonly workload: WorkloadKind | null;
+  readonly trace: string | null;
+}
+
+function familyList(value: string): Family[] {
+  return value.split(",").map((part) => {
+    const spec = part.trim();
+    const eq = spec.indexOf("=");
+    if (eq > 0) return { name: spec.slice(0, eq), workload: null, trace: spec.slice(eq + 1) };
+    if ((WORKLOAD_KINDS as readonly string[]).includes(spec))
+      return { name: spec, workload: spec as WorkloadKind, trace: null };
+    throw new InvalidArgumentError(
+      `family "${spec}" is neither a generator (${WORKLOAD_KINDS.join(", ")}) nor name=<trace.jsonl>`,
+    );
+  });
+}
+
+function nameList(value: string): string[] {
+  const names = value.split(",").map((s) => s.trim());
+  for (const name of names)
+    if (!isPolicySpec(name)) throw new InvalidArgumentError(`unknown policy "${name}"`);
+  return names;
+}
+
+function tierList(value: string): number[] {
+  return value.split(",").map((s) => nonNegativeNumber(s.trim()));
+}
+
+interface LooCliOptions {
+  families: Family[];
+  tiers: number[];
+  candidates: string[];
+  peers: string[];
+  programs: number;
+  seeds: number;
+  seed: number;
+  hardware: string;
+  model: string;
+  sloFactor: number;
+  tolerance: number;
+  threads?: number;
+  saveDir?: string;
+  json: boolean;
+}
+
+const settingOf = (tierGb: number) => (tierGb > 0 ? `${tierGb} GiB tier` : "no tier");
+
+function simOptionsOf(o: LooCliOptions, family: Family, tierGb: number): SimCliOptions {
+  return {
+    ...(family.trace === null ? {} : { trace: family.trace }),
+    workload: family.workload ?? "swe-bench",
+    hardware: o.hardware,
+    model: o.model,
+    kvCacheDtype: "bf16",
+    policies: [...new Set([REFERENCE_POLICY, ...o.candidates, ...o.peers])],
+    programs: o.programs,
+    seed: o.seed,
+    maxNumSeqs: DEFAULT_ENGINE_OPTIONS.maxNumSeqs,
+    maxNumBatchedTokens: DEFAULT_ENGINE_OPTIONS.maxNumBatchedTokens,
+    cpuOffloadGb: tierGb,
+    diskOffloadGb: 0,
+    kvCacheTokens: 0,
+    replicas: 1,
+    router: DEFAULT_ENGINE_OPTIONS.router,
+    tokenScale: 1,
+    toolTimeScale: 1,
+    turnRepeat: 1,
+    json: false,
+    report: false,
+  };
+}
+
+/** What a saved case was measured with: a saved file is reused only for the same settings. */
+function caseKey(o: LooCliOptions, family: Family, tierGb: number, policies: readonly string[]) {
+  return {
+    family: family.name,
+    workload: family.workload,
+    trace: family.trace,
+    tier_gb: tierGb,
+    policies,
+    programs: o.programs,
+    seeds: o.seeds,
+    seed: o.seed,
+    hardware: o.hardware,
+    model: o.model,
+    slo_factor: o.sloFactor,
+    tolerance: o.tolerance,
+  };
+}
+
+async function measureCase(o: LooCliOptions, family: Family, tierGb: number): Promise<CapacityResult> {
+  const sim = simOptionsOf(o, family, tierGb);
+  const key = caseKey(o, family, tierGb, sim.policies);
+  const path = o.saveDir ? join(o.saveDir, `${family.name}-${tierGb}gb.json`) : null;
+  if (path && existsSync(path)) {
+    const saved = JSON.parse(readFileSync(path, "utf8")) as { key: unknown; result: CapacityResult };
+    if (JSON.stringify(saved.key) === JSON.stringify(key)) {
+      process.stderr.write(`# ${family.name}, ${settingOf(tierGb)}: measured before, read from ${path}\n`);
+      return saved.result;
+    }
+    process.stderr.write(`# ${path} was measured with other settings: measuring again\n`);
+  }
+  validateJobInputs(workloadOf(sim), hardwareOf(sim), engineOf(sim));
+  const startMs = performance.now();
+  const result = await measureCapacity({
+    template: { workload: workloadOf(sim), hardware: hardwareOf(sim), engine: engineOf(sim) },
+    policies: sim.policies,
+    seeds: Array.from({ length: o.seeds }, (_, i) => o.seed + i),
+    sloFactor: o.sloFactor,
+    tolerance: o.tolerance,
+    profile: resolveHardware(hardwareOf(sim)),
+    run: (jobs) => runSweep(jobs, { threads: o.threads }),
+    onProgress: (line) =>
+      process.stderr.write(
+        `# ${family.name}, ${settingOf(tierGb)} [${((performance.now() - startMs) / 1000).toFixed(0)} s] ${line}\n`,
+      ),
+  });
+  if (path) {
+    mkdirSync(o.saveDir as string, { recursive: true });
+    writeFileSync(path, `${JSON.stringify({ key, result }, null, 2)}\n`);
+  }
+  return result;
+}
+
+function caseOf(family: string, tierGb: number, r: CapacityResult): CaseResult {
+  return {
+    family,
+    setting: settingOf(tierGb),
+    sustainable: Object.fromEntries(r.results.map((p) => [p.policy, p.sustainable_jps])),
+    kvBoundJps: r.kv_bound_jps,
+  };
+}
+
+/** The held-out table: losses marked, each candidate's in-sample ratio beside the held-out choice's. */
+export function heldOutTable(rows: readonly HeldOutRow[], candidates: readonly string[]): string {
+  const verdict = (r: HeldOutRow) =>
+    r.ratio >= r.target ? "holds" : r.ratio >= 1 ? `below ${r.target.toFixed(2)}x` : "LOSS";
+  return formatTextTable(
+    [
+      "family",
+      "memory",
+      "best peer",
+      "chosen without it",
+      "held-out ratio",
+      "target",
+      "verdict",
+      ...candidates,
+    ],
+    rows.map((r) => [
+      r.family,
+      r.setting,
+      `${r.bestPeer} ${r.bestPeerJps.toFixed(4)}`,
+      r.chosen,
+      `${r.ratio.toFixed(3)}x`,
+      `${r.target.toFixed(2)}x`,
+      verdict(r),
+      ...candidates.map((c) => `${(r.ratios[c] as number).toFixed(3)}x`),
+    ]),
+  );
+}
+
+export function leaveOneOutCommand(): Command {
+  return new Command("leave-one-out")
+    .description(
+      "leave-one-workload-out: for each workload family, the candidate policy chosen on the other families' capacity runs (highest worst ratio to the best peer), and its ratio to the best peer on the family left out, with and without a RAM tier",
+    )
+    .option(
+      "--families <list>",
+      `workload families: generators (${WORKLOAD_KINDS.join(", ")}) or name=<trace.jsonl>`,
+      familyList,
+      familyList(WORKLOAD_KINDS.join(",")),
+    )
+    .option("--tiers <list>", "CPU RAM tier per case, GiB (0: none)", tierList, [0, 200])
+    .option("--candidates <list>", "the policies a choice is made among", nameList, ["cachettl-adaptive"])
+    .option("--peers <list>", "the policies to lead", nameList, ["thunderagent", "concur"])
+    .option("--programs <n>", "programs per run", positiveInt, 500)
+    .option("--seeds <k>", "seeds per run (seed, seed+1, ...)", positiveInt, 3)
+    .option("--seed <n>", "first seed", (v) => Number.parseInt(v, 10), 1)
+    .option("--hardware <gpu>", "GPU: a100, h100, h200, b200", "h100")
+    .option("--model <model>", "model: llama-3.1-8b, llama-3.1-70b, gemma-3-12b", "llama-3.1-8b")
+    .option(
+      "--slo-factor <f>",
+      "mean JCT bound as a multiple of vllm's light-load mean JCT",
+      positiveNumber,
+      3,
+    )
+    .option("--tolerance <f>", "relative precision of the bisection", positiveNumber, 0.02)
+    .option("--threads <n>", "worker threads (default: one per core)", positiveInt)
+    .option(
+      "--save-dir <dir>",
+      "keep each case's capacity result there, and reuse one measured with the same settings",
+    )
+    .option("--json", "print the rows as JSON", false)
+    .action(async (o: LooCliOptions) => {
+      await loadPolicyModules([...o.candidates, ...o.peers]);
+      const cases: CaseResult[] = [];
+      for (const family of o.families) {
+        for (const tierGb of o.tiers)
+          cases.push(caseOf(family.name, tierGb, await measureCase(o, family, tierGb)));
+      }
+      const rows = leaveOneOut(cases, o.candidates, o.peers);
+      if (o.json) process.stdout.write(`${JSON.stringify({ cases, rows }, null, 2)}\n`);
+      else process.stdout.write(`${heldOutTable(rows, o.candidates)}\n`);
+    });
+}
