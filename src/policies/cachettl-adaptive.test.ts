@@ -231,6 +231,32 @@ describe("cachettl-adaptive admission", () => {
     assert.deepEqual(run("current"), ["B0"]);
   });
 
+  it("with a tier taking the overflow (:tier-overflow), reserves growth only at a reload's price", () => {
+    // As above, R and B grow from 80 to ~201 tokens; counted at their final size they do not fit the pool.
+    const fastTier: TierConfig = { name: "cpu", capacityBytes: 1 << 30, reloadBandwidthBps: 1e12 };
+    const run = (tier: AdaptiveOptions["tier"], tiers: TierConfig[]) => {
+      const policy = createCacheTtlAdaptivePolicy({
+        ...ADAPTIVE_DEFAULTS,
+        admission: "expected-final",
+        newcomer: "forecast",
+        tier,
+      });
+      const { scheduler, clock } = loggedScheduler(policy, { numBlocks: NUM_BLOCKS, tiers });
+      for (let i = 0; i < 10; i++) {
+        addRequest(scheduler, `done${i}`, 200, { isLastStep: true });
+        step(scheduler, clock);
+      }
+      addRequest(scheduler, "R0", 80, { programId: "R", maxOutputTokens: 100, isLastStep: true });
+      step(scheduler, clock);
+      addRequest(scheduler, "B0", 80, { programId: "B", isLastStep: true });
+      return admittedIds(step(scheduler, clock));
+    };
+    assert.deepEqual(run("overflow", [fastTier]), ["B0"], "growth reloads almost for free: B starts");
+    assert.deepEqual(run("pool-only", [fastTier]), [], "the pool alone, growth in full: B waits");
+    assert.deepEqual(run("overflow", []), [], "without a tier growth is recomputed: reserved in full");
+    assert.deepEqual(run("counts", [fastTier]), ["B0"], "the default counts the tier as memory");
+  });
+
   it("never stalls an idle scheduler, and never holds back a returning turn", () => {
     const { scheduler, clock } = crowdedScheduler();
     scheduler.abort("R0");

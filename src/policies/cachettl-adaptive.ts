@@ -2,6 +2,7 @@ import type { PolicyContext, SchedulingPolicy } from "../core/policy.js";
 import type { Program } from "../core/program.js";
 import type { Request } from "../core/request.js";
 import { FREE } from "../core/retention.js";
+import { CongestionHeadroom } from "./congestion-headroom.js";
 import { prefillReloadS } from "./context-cost.js";
 import { latestProgramFirst, pinnedThenProgramFcfs, programFcfs } from "./priorities.js";
 
@@ -74,6 +75,19 @@ export interface AdaptiveOptions {
   readonly newcomer: "forecast" | "prompt";
   /** how long admission may hold a new program: until the working set fits, or at most the longest tool call seen */
   readonly hold: "until-fits" | "longest-tool";
+  /**
+   * how an offload tier enters admission: as memory beside the KV pool (the working set may fill both);
+   * not at all (the pool alone); or as where growth overflows: programs must fit the pool at their current
+   * context plus their expected growth priced at what overflowing costs, a reload from the tier over a
+   * recompute (the cost model's reloadS / prefillS of the context: about 0 on a fast tier, 1 without one)
+   */
+  readonly tier: "counts" | "pool-only" | "overflow";
+  /**
+   * how much memory admission may fill: the forecast working set up to the memory, or up to a factor of it
+   * learned by CONCUR's congestion control from what returning turns had to recompute or reload
+   * (congestion-headroom.ts)
+   */
+  readonly headroom: "forecast" | "congestion";
 }
 
 /**
@@ -98,6 +112,8 @@ export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   room: "whole-prompt",
   newcomer: "prompt",
   hold: "until-fits",
+  tier: "counts",
+  headroom: "forecast",
 };
 
 /** Finished programs remembered for E[F | F >= c]; older ones are forgotten first. */
@@ -249,6 +265,12 @@ class ReturnShare {
   }
 }
 
+/** A reload of `tokens` from the offload tier over their recompute, at most 1 (1 without a tier). */
+function reloadOverRecompute(tokens: number, ctx: PolicyContext): number {
+  if (ctx.offloadTier === null || tokens <= 0) return 1;
+  return Math.min(1, ctx.costs.reloadS(tokens, ctx.offloadTier) / ctx.costs.prefillS(tokens));
+}
+
 const DESCRIPTION =
   "ours: CacheTTL with pinned programs' turns in program order + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits";
 
@@ -260,16 +282,36 @@ export function createCacheTtlAdaptivePolicy(
 ): SchedulingPolicy {
   const finals = new FinalContexts();
   const returns = new ReturnShare();
+  const congestion = options.headroom === "congestion" ? new CongestionHeadroom() : null;
+  /** each program's context when its latest turn ended: what its next prompt could find cached */
+  const leftContext = new WeakMap<Program, number>();
   // Share of finished programs' lifetimes during which their KV was held (a turn in flight or a pin).
   let heldS = 0;
   let lifetimeS = 0;
   const heldShare = () => (finals.size >= MIN_FINISHED_PROGRAMS && lifetimeS > 0 ? heldS / lifetimeS : 1);
-  const footprint = (program: Program, tokens: number) => {
+  const footprint = (program: Program, tokens: number, ctx: PolicyContext) => {
     const known = clairvoyance?.meanRemainingContext(program);
     if (known !== undefined && known !== null) return known;
     if (options.admission === "current" || finals.size < MIN_FINISHED_PROGRAMS) return tokens;
     const final = finals.expectedFinal(tokens);
-    return options.admission === "expected-final" ? final : (tokens + final) / 2;
+    const forecast = options.admission === "expected-final" ? final : (tokens + final) / 2;
+    return tokens + overflowPrice(tokens, ctx) * (forecast - tokens);
+  };
+  const observeTurn = (c: CongestionHeadroom, request: Request, program: Program, ctx: PolicyContext) => {
+    c.advance(ctx.nowS);
+    const reusable = Math.min(request.promptTokens, leftContext.get(program) ?? 0);
+    leftContext.set(program, request.numComputedTokens);
+    if (reusable <= 0) return;
+    const reused = request.cachedTokens ?? 0;
+    const recomputed = Math.max(0, reusable - reused);
+    const reloaded = Math.min(request.cachedReloadTokens, reusable);
+    const reloadPrice = ctx.offloadTier === null ? 1 : reloadOverRecompute(reusable, ctx);
+    c.observeTurn(reusable, recomputed + reloaded * reloadPrice);
+  };
+  /** What growth past the pool costs, relative to recomputing it: 1 unless it overflows into a tier. */
+  const overflowPrice = (tokens: number, ctx: PolicyContext) => {
+    if (options.tier !== "overflow" || ctx.offloadTier === null || tokens <= 0) return 1;
+    return reloadOverRecompute(tokens, ctx);
   };
 
   const toolP90S = (tool: string, ctx: PolicyContext): number | null => {
@@ -298,6 +340,7 @@ export function createCacheTtlAdaptivePolicy(
     },
     retain(request, program, tool, ctx) {
       returns.turnEnded(request, program, ctx.nowS);
+      if (congestion) observeTurn(congestion, request, program, ctx);
       if (options.ttl === "none") return FREE;
       const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
       if (options.ttl === "cachettl") return paper.ttlS > 0 ? { kind: "pin", ttlS: paper.ttlS } : FREE;
@@ -324,19 +367,32 @@ export function createCacheTtlAdaptivePolicy(
         options.counts === "holding-memory"
           ? holdsMemory
           : (other: Program) => expectedBack(other, ctx.nowS, withinS);
-      // KV pushed out to an offload tier comes back by a reload, not a recompute: the tier counts too.
-      const capacity = (ctx.kvCapacityTokens + ctx.offloadCapacityTokens) / weight;
+      // KV pushed out to a tier comes back by a reload, not a recompute: it counts as memory, or (overflow)
+      // prices the growth admission reserves.
+      const tierTokens = options.tier === "counts" ? ctx.offloadCapacityTokens : 0;
+      const memory = (ctx.kvCapacityTokens + tierTokens) / weight;
+      congestion?.advance(ctx.nowS);
+      const capacity = memory * (congestion?.factor ?? 1);
       returns.expire(ctx.nowS, withinS);
       const returnShare = returns.share;
       let workingSet =
-        options.newcomer === "prompt" ? request.promptTokens : footprint(program, request.promptTokens);
+        options.newcomer === "prompt" ? request.promptTokens : footprint(program, request.promptTokens, ctx);
+      let programsCounted = 1;
+      let heldTokens = ctx.runningKvTokens;
       for (const other of ctx.programs()) {
+        heldTokens += other.pin?.tokens ?? 0;
         if (other !== program && counted(other)) {
-          workingSet += footprint(other, other.contextTokens) * (hasTurnInFlight(other) ? 1 : returnShare);
+          workingSet +=
+            footprint(other, other.contextTokens, ctx) * (hasTurnInFlight(other) ? 1 : returnShare);
+          programsCounted++;
         }
-        if (workingSet > capacity) return false;
+        // the congestion controller reads the whole working set; without it, the first excess decides
+        if (workingSet > capacity && !congestion) return false;
       }
-      return true;
+      const admitted = workingSet <= capacity;
+      congestion?.observeUsage(heldTokens / ctx.kvCapacityTokens);
+      congestion?.observeAdmission(workingSet / memory, workingSet / programsCounted / memory, admitted);
+      return admitted;
     };
   }
   return policy;
