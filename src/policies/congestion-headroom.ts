@@ -7,8 +7,8 @@ import { Ticks } from "./ticks.js";
  * compares what returning turns found of the prefix their previous turn left (the reusable tokens) with what
  * they had to make again: recomputed tokens, and reloaded ones priced at a reload over a recompute. When
  * more than CONCUR's hit drop of it was made again (thrash: the forecast let in more than memory holds), the
- * factor falls to CONCUR's decrease of the share the working set filled, once the previous decrease has
- * taken effect; when new programs were held without thrash while the KV pool stayed under CONCUR's saturation
+ * factor falls to CONCUR's decrease of itself or of the share the working set filled, the smaller (CONCUR
+ * halves the window or the active agents), once the previous decrease has taken effect; when new programs were held without thrash while the KV pool stayed under CONCUR's saturation
  * (the forecast held back more than memory needed), it grows by one program's share of the memory, CONCUR's
  * additive increase of one agent. Its constants are
  * CONCUR_DEFAULTS', whose sources concur.ts names.
@@ -24,8 +24,8 @@ export class CongestionHeadroom {
   private peakUsage = 0;
   /** a decrease waits until the working set is within the factor the previous one set */
   private awaitingDecrease = false;
-  /** the working set over the memory at the latest admission check, and one program's mean share */
-  private filledShare = 0;
+  /** the working set over the memory at the latest admission check (none yet: unknown), one program's mean share */
+  private filledShare = Number.POSITIVE_INFINITY;
   private programShare = 0;
   /** every interval's decision, for tests and reports */
   readonly history: { atS: number; remadeShare: number | null; factor: number }[] = [];
@@ -58,7 +58,10 @@ export class CongestionHeadroom {
     const thrashing = remadeShare !== null && remadeShare > CONCUR_DEFAULTS.hitDrop;
     if (this.awaitingDecrease && this.filledShare <= this.factor) this.awaitingDecrease = false;
     if (thrashing && !this.awaitingDecrease) {
-      this.factor = Math.max(this.programShare, CONCUR_DEFAULTS.decrease * this.filledShare);
+      this.factor = Math.max(
+        this.programShare,
+        CONCUR_DEFAULTS.decrease * Math.min(this.factor, this.filledShare),
+      );
       this.awaitingDecrease = true;
     } else if (!thrashing && this.heldNewProgram && this.peakUsage < CONCUR_DEFAULTS.usageHigh) {
       this.factor += CONCUR_DEFAULTS.increase * this.programShare;
