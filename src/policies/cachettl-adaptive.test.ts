@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import type { VirtualClock } from "../core/clock.js";
 import type { TierConfig } from "../core/kv/offload-tiers.js";
 import type { Scheduler } from "../core/scheduler.js";
-import { addRequest, loggedScheduler, step, tokenRange } from "../core/test-support/drive.js";
+import { addRequest, loggedScheduler, runUntilIdle, step, tokenRange } from "../core/test-support/drive.js";
 import {
   ADAPTIVE_DEFAULTS,
   type AdaptiveOptions,
@@ -278,6 +278,33 @@ describe("cachettl-adaptive admission", () => {
     );
     addRequest(scheduler, "E0", 64, { programId: "E", maxOutputTokens: 100 });
     assert.deepEqual(admittedIds(step(scheduler, clock)), [], "a first turn is still held");
+  });
+});
+
+describe("cachettl-adaptive:congestion", () => {
+  it("after a returning turn recomputes the context its last turn left, admits into half the memory", () => {
+    // 640 tokens of KV. A's first turn leaves 201 tokens; X's 600-token prompt evicts most of them; A's next
+    // turn recomputes them. At the next control boundary R runs and B arrives: A (211), R and B fit the pool,
+    // not half of it.
+    const scenario = (headroom: AdaptiveOptions["headroom"]) => {
+      const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl: "none", headroom });
+      const { scheduler, clock } = loggedScheduler(policy, { numBlocks: 40 });
+      addRequest(scheduler, "A0", 200, { programId: "A", sequence: A_CONTEXT });
+      runUntilIdle(scheduler, clock);
+      addRequest(scheduler, "X0", 600, { programId: "X", isLastStep: true });
+      runUntilIdle(scheduler, clock);
+      step(scheduler, clock, 6); // A's tool call: the longest seen, so A counts for 6 s after its next turn
+      addRequest(scheduler, "A1", 210, { ...A_RETURN, isLastStep: false });
+      runUntilIdle(scheduler, clock);
+      assert.ok(scheduler.stats.prefixHitTokens <= 32, "all but two blocks of A's context were recomputed");
+      step(scheduler, clock, 4); // past the next 5 s control boundary
+      addRequest(scheduler, "R0", 64, { programId: "R", maxOutputTokens: 100, isLastStep: true });
+      step(scheduler, clock);
+      addRequest(scheduler, "B0", 64, { programId: "B", maxOutputTokens: 10, isLastStep: true });
+      return admittedIds(step(scheduler, clock));
+    };
+    assert.deepEqual(scenario("forecast"), ["B0"]);
+    assert.deepEqual(scenario("congestion"), []);
   });
 });
 
