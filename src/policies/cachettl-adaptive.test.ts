@@ -286,7 +286,7 @@ describe("cachettl-adaptive:congestion", () => {
     // 640 tokens of KV. A's first turn leaves 201 tokens; X's 600-token prompt evicts most of them; A's next
     // turn recomputes them. At the next control boundary R runs and B arrives: A (211), R and B fit the pool,
     // not half of it.
-    const scenario = (headroom: AdaptiveOptions["headroom"]) => {
+    const scenario = (headroom: AdaptiveOptions["headroom"], editsHistory = false) => {
       const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl: "none", headroom });
       const { scheduler, clock } = loggedScheduler(policy, { numBlocks: 40 });
       addRequest(scheduler, "A0", 200, { programId: "A", sequence: A_CONTEXT });
@@ -294,7 +294,9 @@ describe("cachettl-adaptive:congestion", () => {
       addRequest(scheduler, "X0", 600, { programId: "X", isLastStep: true });
       runUntilIdle(scheduler, clock);
       step(scheduler, clock, 6); // A's tool call: the longest seen, so A counts for 6 s after its next turn
-      addRequest(scheduler, "A1", 210, { ...A_RETURN, isLastStep: false });
+      // an agent that rewrote its history from the first block on has nothing to reuse
+      const sequence = editsHistory ? tokenRange(220, 700_000) : A_RETURN.sequence;
+      addRequest(scheduler, "A1", 210, { programId: "A", sequence });
       runUntilIdle(scheduler, clock);
       assert.ok(scheduler.stats.prefixHitTokens <= 32, "all but two blocks of A's context were recomputed");
       step(scheduler, clock, 4); // past the next 5 s control boundary
@@ -305,6 +307,7 @@ describe("cachettl-adaptive:congestion", () => {
     };
     assert.deepEqual(scenario("forecast"), ["B0"]);
     assert.deepEqual(scenario("congestion"), []);
+    assert.deepEqual(scenario("congestion", true), ["B0"], "a prefix the agent edited away is no thrash");
   });
 });
 

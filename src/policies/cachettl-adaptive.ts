@@ -265,6 +265,35 @@ class ReturnShare {
   }
 }
 
+/** The block hashes of a finished turn's prompt and output (the full blocks of them). */
+function blockHashesOf(request: Request, blockSizeTokens: number): Float64Array {
+  const hashes = new Float64Array(Math.floor(request.numComputedTokens / blockSizeTokens));
+  let blocks = 0;
+  try {
+    for (; blocks < hashes.length; blocks++) hashes[blocks] = request.content.blockHash(blocks);
+  } catch {
+    // content holding fewer tokens than the scheduler counted (an executor that dropped a sample): the blocks it has
+    return hashes.subarray(0, blocks);
+  }
+  return hashes;
+}
+
+/**
+ * The leading prompt tokens of a turn its program's previous turn left (equal chained block hashes), in whole
+ * blocks: an agent that edits its history (elided tool outputs) reuses only the prefix before the edit.
+ */
+function reusablePrefixTokens(
+  request: Request,
+  previous: Float64Array | null,
+  blockSizeTokens: number,
+): number {
+  if (previous === null) return 0;
+  const limit = Math.min(previous.length, Math.floor(request.promptTokens / blockSizeTokens));
+  let blocks = 0;
+  while (blocks < limit && request.content.blockHash(blocks) === previous[blocks]) blocks++;
+  return blocks * blockSizeTokens;
+}
+
 /** A reload of `tokens` from the offload tier over their recompute, at most 1 (1 without a tier). */
 function reloadOverRecompute(tokens: number, ctx: PolicyContext): number {
   if (ctx.offloadTier === null || tokens <= 0) return 1;
@@ -283,8 +312,8 @@ export function createCacheTtlAdaptivePolicy(
   const finals = new FinalContexts();
   const returns = new ReturnShare();
   const congestion = options.headroom === "congestion" ? new CongestionHeadroom() : null;
-  /** each program's context when its latest turn ended: what its next prompt could find cached */
-  const leftContext = new WeakMap<Program, number>();
+  /** the block hashes of each program's latest finished turn: what its next prompt could find cached */
+  const leftBlocks = new WeakMap<Program, Float64Array>();
   // Share of finished programs' lifetimes during which their KV was held (a turn in flight or a pin).
   let heldS = 0;
   let lifetimeS = 0;
@@ -299,8 +328,8 @@ export function createCacheTtlAdaptivePolicy(
   };
   const observeTurn = (c: CongestionHeadroom, request: Request, program: Program, ctx: PolicyContext) => {
     c.advance(ctx.nowS);
-    const reusable = Math.min(request.promptTokens, leftContext.get(program) ?? 0);
-    leftContext.set(program, request.numComputedTokens);
+    const reusable = reusablePrefixTokens(request, leftBlocks.get(program) ?? null, ctx.blockSizeTokens);
+    leftBlocks.set(program, blockHashesOf(request, ctx.blockSizeTokens));
     if (reusable <= 0) return;
     const reused = request.cachedTokens ?? 0;
     const recomputed = Math.max(0, reusable - reused);
