@@ -334,8 +334,7 @@ export function createCacheTtlAdaptivePolicy(
     const reused = request.cachedTokens ?? 0;
     const recomputed = Math.max(0, reusable - reused);
     const reloaded = Math.min(request.cachedReloadTokens, reusable);
-    const reloadPrice = ctx.offloadTier === null ? 1 : reloadOverRecompute(reusable, ctx);
-    c.observeTurn(reusable, recomputed + reloaded * reloadPrice);
+    c.observeTurn(reusable, recomputed + reloaded * reloadOverRecompute(reusable, ctx));
   };
   /** What growth past the pool costs, relative to recomputing it: 1 unless it overflows into a tier. */
   const overflowPrice = (tokens: number, ctx: PolicyContext) => {
