@@ -6,9 +6,9 @@ import { describe, it } from "node:test";
 import { runContinuum } from "./test-support/run-cli.js";
 
 describe("continuum leave-one-out", () => {
-  it("prints each family's held-out row, keeps each case's run, and reuses it for the same settings", async () => {
+  it("prints each family's held-out row, keeps each case's runs, and measures only a policy added later", async () => {
     const dir = mkdtempSync(join(tmpdir(), "loo-"));
-    const args = [
+    const args = (candidates: string) => [
       "leave-one-out",
       "--families",
       "bfcl,web-agent",
@@ -21,12 +21,12 @@ describe("continuum leave-one-out", () => {
       "--threads",
       "1",
       "--candidates",
-      "cachettl-adaptive,cachettl-adaptive:no-admission",
+      candidates,
       "--save-dir",
       dir,
       "--json",
     ];
-    const first = await runContinuum(args);
+    const first = await runContinuum(args("cachettl-adaptive"));
     assert.equal(first.code, 0, first.stderr);
     const { cases, rows } = JSON.parse(first.stdout);
     assert.deepEqual(
@@ -39,10 +39,19 @@ describe("continuum leave-one-out", () => {
     for (const c of cases) assert.ok(c.sustainable.vllm > 0 && c.sustainable.thunderagent > 0, c.family);
     assert.deepEqual(readdirSync(dir).sort(), ["bfcl-0gb.json", "web-agent-0gb.json"]);
 
-    const again = await runContinuum(args);
+    const more = await runContinuum(args("cachettl-adaptive,cachettl-adaptive:no-admission"));
+    assert.equal(more.code, 0, more.stderr);
+    assert.match(more.stderr, /bfcl, no tier: 4 policies read from/);
+    const widened = JSON.parse(more.stdout);
+    for (const [i, c] of widened.cases.entries()) {
+      assert.equal(c.sustainable["cachettl-adaptive"], cases[i].sustainable["cachettl-adaptive"]);
+      assert.ok(c.sustainable["cachettl-adaptive:no-admission"] > 0);
+    }
+
+    const again = await runContinuum(args("cachettl-adaptive,cachettl-adaptive:no-admission"));
     assert.equal(again.code, 0, again.stderr);
     assert.match(again.stderr, /bfcl, no tier: measured before/);
-    assert.deepEqual(JSON.parse(again.stdout), { cases, rows });
+    assert.deepEqual(JSON.parse(again.stdout), widened);
   });
 
   it("refuses a family that is neither a generator nor name=<trace>", async () => {

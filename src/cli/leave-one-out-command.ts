@@ -3,7 +3,12 @@ import { join } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { formatTextTable } from "../analysis/text-table.js";
 import { isPolicySpec, loadPolicyModules } from "../policies/index.js";
-import { type CapacityResult, measureCapacity, REFERENCE_POLICY } from "../sim/capacity.js";
+import {
+  type CapacityResult,
+  measureCapacity,
+  type PolicyCapacity,
+  REFERENCE_POLICY,
+} from "../sim/capacity.js";
 import { type CaseResult, type HeldOutRow, leaveOneOut } from "../sim/leave-one-out.js";
 import { resolveHardware, validateJobInputs } from "../sim/point-job.js";
 import { DEFAULT_ENGINE_OPTIONS } from "../sim/simulate.js";
@@ -95,13 +100,12 @@ function simOptionsOf(o: LooCliOptions, family: Family, tierGb: number): SimCliO
 }
 
 /** What a saved case was measured with: a saved file is reused only for the same settings. */
-function caseKey(o: LooCliOptions, family: Family, tierGb: number, policies: readonly string[]) {
+function caseKey(o: LooCliOptions, family: Family, tierGb: number) {
   return {
     family: family.name,
     workload: family.workload,
     trace: family.trace,
     tier_gb: tierGb,
-    policies,
     programs: o.programs,
     seeds: o.seeds,
     seed: o.seed,
@@ -112,46 +116,77 @@ function caseKey(o: LooCliOptions, family: Family, tierGb: number, policies: rea
   };
 }
 
-async function measureCase(o: LooCliOptions, family: Family, tierGb: number): Promise<CapacityResult> {
-  const sim = simOptionsOf(o, family, tierGb);
-  const key = caseKey(o, family, tierGb, sim.policies);
-  const path = o.saveDir ? join(o.saveDir, `${family.name}-${tierGb}gb.json`) : null;
-  if (path && existsSync(path)) {
-    const saved = JSON.parse(readFileSync(path, "utf8")) as { key: unknown; result: CapacityResult };
-    if (JSON.stringify(saved.key) === JSON.stringify(key)) {
-      process.stderr.write(`# ${family.name}, ${settingOf(tierGb)}: measured before, read from ${path}\n`);
-      return saved.result;
-    }
-    process.stderr.write(`# ${path} was measured with other settings: measuring again\n`);
-  }
-  validateJobInputs(workloadOf(sim), hardwareOf(sim), engineOf(sim));
-  const startMs = performance.now();
-  const result = await measureCapacity({
-    template: { workload: workloadOf(sim), hardware: hardwareOf(sim), engine: engineOf(sim) },
-    policies: sim.policies,
-    seeds: Array.from({ length: o.seeds }, (_, i) => o.seed + i),
-    sloFactor: o.sloFactor,
-    tolerance: o.tolerance,
-    profile: resolveHardware(hardwareOf(sim)),
-    run: (jobs) => runSweep(jobs, { threads: o.threads }),
-    onProgress: (line) =>
-      process.stderr.write(
-        `# ${family.name}, ${settingOf(tierGb)} [${((performance.now() - startMs) / 1000).toFixed(0)} s] ${line}\n`,
-      ),
-  });
-  if (path) {
-    mkdirSync(o.saveDir as string, { recursive: true });
-    writeFileSync(path, `${JSON.stringify({ key, result }, null, 2)}\n`);
-  }
-  return result;
+/**
+ * A case as saved: each policy's capacity, and what every policy's is measured against. Each policy's
+ * bisection is its own (the same seeds, the same reference: vllm's light-load JCT and sustainable load), so
+ * a policy measured in another run with the same settings is the same measurement and is kept.
+ */
+interface SavedCase {
+  readonly key: ReturnType<typeof caseKey>;
+  readonly reference: Omit<CapacityResult, "results" | "points">;
+  readonly results: Readonly<Record<string, PolicyCapacity>>;
 }
 
-function caseOf(family: string, tierGb: number, r: CapacityResult): CaseResult {
+function referenceOf(r: CapacityResult): SavedCase["reference"] {
+  const { ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s } = r;
+  return { ref_jps, bound_jps, kv_bound_jps, light_jps, reference_light_jct_s, slo_jct_s };
+}
+
+function readSaved(path: string | null, key: SavedCase["key"]): SavedCase | null {
+  if (path === null || !existsSync(path)) return null;
+  const saved = JSON.parse(readFileSync(path, "utf8")) as SavedCase;
+  if (JSON.stringify(saved.key) === JSON.stringify(key)) return saved;
+  process.stderr.write(`# ${path} was measured with other settings: measuring again\n`);
+  return null;
+}
+
+async function measureCase(o: LooCliOptions, family: Family, tierGb: number): Promise<CaseResult> {
+  const sim = simOptionsOf(o, family, tierGb);
+  const key = caseKey(o, family, tierGb);
+  const path = o.saveDir ? join(o.saveDir, `${family.name}-${tierGb}gb.json`) : null;
+  const saved = readSaved(path, key);
+  const missing = sim.policies.filter((p) => saved?.results[p] === undefined);
+  const label = `${family.name}, ${settingOf(tierGb)}`;
+  let reference = saved?.reference ?? null;
+  const results: Record<string, PolicyCapacity> = { ...saved?.results };
+  if (missing.length === 0) process.stderr.write(`# ${label}: measured before, read from ${path}\n`);
+  else {
+    if (saved)
+      process.stderr.write(
+        `# ${label}: ${sim.policies.length - missing.length} policies read from ${path}\n`,
+      );
+    validateJobInputs(workloadOf(sim), hardwareOf(sim), engineOf(sim));
+    const startMs = performance.now();
+    const measured = await measureCapacity({
+      template: { workload: workloadOf(sim), hardware: hardwareOf(sim), engine: engineOf(sim) },
+      policies: [...new Set([REFERENCE_POLICY, ...missing])],
+      seeds: Array.from({ length: o.seeds }, (_, i) => o.seed + i),
+      sloFactor: o.sloFactor,
+      tolerance: o.tolerance,
+      profile: resolveHardware(hardwareOf(sim)),
+      run: (jobs) => runSweep(jobs, { threads: o.threads }),
+      onProgress: (line) =>
+        process.stderr.write(`# ${label} [${((performance.now() - startMs) / 1000).toFixed(0)} s] ${line}\n`),
+    });
+    if (reference && JSON.stringify(referenceOf(measured)) !== JSON.stringify(reference)) {
+      throw new Error(
+        `${label}: the reference measured now differs from the one in ${path}; remove the file`,
+      );
+    }
+    reference = referenceOf(measured);
+    for (const r of measured.results) results[r.policy] = r;
+    if (path) {
+      mkdirSync(o.saveDir as string, { recursive: true });
+      writeFileSync(path, `${JSON.stringify({ key, reference, results } satisfies SavedCase, null, 2)}\n`);
+    }
+  }
   return {
-    family,
+    family: family.name,
     setting: settingOf(tierGb),
-    sustainable: Object.fromEntries(r.results.map((p) => [p.policy, p.sustainable_jps])),
-    kvBoundJps: r.kv_bound_jps,
+    sustainable: Object.fromEntries(
+      sim.policies.map((p) => [p, (results[p] as PolicyCapacity).sustainable_jps]),
+    ),
+    kvBoundJps: (reference as SavedCase["reference"]).kv_bound_jps,
   };
 }
 
@@ -212,15 +247,14 @@ export function leaveOneOutCommand(): Command {
     .option("--threads <n>", "worker threads (default: one per core)", positiveInt)
     .option(
       "--save-dir <dir>",
-      "keep each case's capacity result there, and reuse one measured with the same settings",
+      "keep each case's capacity results there, and reuse each policy's measured with the same settings (a policy added later is measured alone)",
     )
     .option("--json", "print the rows as JSON", false)
     .action(async (o: LooCliOptions) => {
       await loadPolicyModules([...o.candidates, ...o.peers]);
       const cases: CaseResult[] = [];
       for (const family of o.families) {
-        for (const tierGb of o.tiers)
-          cases.push(caseOf(family.name, tierGb, await measureCase(o, family, tierGb)));
+        for (const tierGb of o.tiers) cases.push(await measureCase(o, family, tierGb));
       }
       const rows = leaveOneOut(cases, o.candidates, o.peers);
       if (o.json) process.stdout.write(`${JSON.stringify({ cases, rows }, null, 2)}\n`);
