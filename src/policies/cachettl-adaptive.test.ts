@@ -199,10 +199,16 @@ describe("cachettl-adaptive admission", () => {
     assert.deepEqual(run("every-active"), [], "unweighted, they do not");
   });
 
-  it("with an offload tier the working set may spill into it (a reload, not a recompute)", () => {
+  it("holds a new program back by what the KV pool holds, an offload tier behind it or not", () => {
     const cpu: TierConfig = { name: "cpu", capacityBytes: 320 * 1024, reloadBandwidthBps: 1e9 };
-    const { scheduler, clock } = crowdedScheduler({}, true, undefined, [cpu]);
-    assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"]);
+    const withTier = crowdedScheduler({}, true, undefined, [cpu]);
+    assert.deepEqual(admittedIds(step(withTier.scheduler, withTier.clock)), []);
+    const counted = crowdedScheduler({ tier: "counts" }, true, undefined, [cpu]);
+    assert.deepEqual(
+      admittedIds(step(counted.scheduler, counted.clock)),
+      ["B0"],
+      "the rule before (:tier-counts) lets the working set spill into the tier",
+    );
   });
 
   it("without admission control (the ablation) the new program starts at once", () => {
@@ -254,7 +260,7 @@ describe("cachettl-adaptive admission", () => {
     assert.deepEqual(run("overflow", [fastTier]), ["B0"], "growth reloads almost for free: B starts");
     assert.deepEqual(run("pool-only", [fastTier]), [], "the pool alone, growth in full: B waits");
     assert.deepEqual(run("overflow", []), [], "without a tier growth is recomputed: reserved in full");
-    assert.deepEqual(run("counts", [fastTier]), ["B0"], "the default counts the tier as memory");
+    assert.deepEqual(run("counts", [fastTier]), ["B0"], ":tier-counts counts the tier as memory");
   });
 
   it("never stalls an idle scheduler, and never holds back a returning turn", () => {

@@ -26,8 +26,9 @@ import { latestProgramFirst, pinnedThenProgramFcfs, programFcfs } from "./priori
  * in flight or a pin): a program off in a long tool call without a pin needs no memory meanwhile. A
  * program between turns also counts only with the share of such programs whose next turn came back here
  * (ReturnShare).
- * With an offload tier, the working set may fill the tier too: what spills there is reloaded, not
- * recomputed, and the thrash admission prevents is recomputation.
+ * The working set must fit the KV pool even with an offload tier behind it: KV spilled there comes back by
+ * a reload, not a recompute, but programs whose contexts the pool cannot hold at once take each other's
+ * memory (pins given up, turns preempted, contexts reloaded) and every step carries fewer of them.
  *
  * The ablation variants (`cachettl-adaptive:...` in the registry) change one choice each.
  */
@@ -76,12 +77,12 @@ export interface AdaptiveOptions {
   /** how long admission may hold a new program: until the working set fits, or at most the longest tool call seen */
   readonly hold: "until-fits" | "longest-tool";
   /**
-   * how an offload tier enters admission: as memory beside the KV pool (the working set may fill both);
-   * not at all (the pool alone); or as where growth overflows: programs must fit the pool at their current
+   * how an offload tier enters admission: not at all (the pool alone); as memory beside the KV pool (the
+   * working set may fill both); or as where growth overflows: programs must fit the pool at their current
    * context plus their expected growth priced at what overflowing costs, a reload from the tier over a
    * recompute (the cost model's reloadS / prefillS of the context: about 0 on a fast tier, 1 without one)
    */
-  readonly tier: "counts" | "pool-only" | "overflow";
+  readonly tier: "pool-only" | "counts" | "overflow";
   /**
    * how much memory admission may fill: the forecast working set up to the memory, or up to a factor of it
    * learned by CONCUR's congestion control from what returning turns had to recompute or reload
@@ -112,7 +113,7 @@ export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   room: "whole-prompt",
   newcomer: "prompt",
   hold: "until-fits",
-  tier: "counts",
+  tier: "pool-only",
   headroom: "forecast",
 };
 

@@ -105,11 +105,11 @@ const FACTORIES = {
       "hold-longest-tool",
       "a new program is held at most the longest tool call seen",
     ),
-  "cachettl-adaptive:pool-only": () =>
+  "cachettl-adaptive:tier-counts": () =>
     adaptiveVariant(
-      { tier: "pool-only" },
-      "pool-only",
-      "admission counts the KV pool alone, not the offload tier, as memory",
+      { tier: "counts" },
+      "tier-counts",
+      "admission counts the offload tier as memory beside the KV pool (the rule before)",
     ),
   "cachettl-adaptive:tier-overflow": () =>
     adaptiveVariant(
