@@ -14,6 +14,7 @@ import { runClosedLoopBench } from "../bench/closed-loop-bench.js";
 import { compareWithRecorder, formatRecorderCheck } from "../bench/compare-recorder.js";
 import type { ReplayApi } from "../bench/replay-client.js";
 import type { ObservationRole } from "../bench/replay-conversation.js";
+import { WORKLOAD_KINDS, type WorkloadKind } from "../workload/generators.js";
 import { addClosedLoopOptions, nonNegativeNumber, positiveInt, positiveNumber } from "./sim-options.js";
 
 interface BenchCliOptions {
@@ -22,7 +23,7 @@ interface BenchCliOptions {
   model?: string;
   apiKey?: string;
   trace?: string;
-  workload: "swe-bench" | "bfcl";
+  workload: WorkloadKind;
   programs: number;
   jps: number;
   seed: number;
@@ -281,8 +282,8 @@ export function benchCommand(): Command {
       "agent trace (JSONL, see docs/workloads.md), or session traces with block ids for --concurrency (Weka file or directory, Mooncake JSONL); default: a generated workload",
     )
     .addOption(
-      new Option("--workload <kind>", "generated workload when no --trace is given")
-        .choices(["swe-bench", "bfcl"])
+      new Option("--workload <kind>", "generated workload when no --trace is given (docs/workloads.md)")
+        .choices([...WORKLOAD_KINDS])
         .default("swe-bench"),
     )
     .option("--programs <n>", "agent programs to schedule", positiveInt, 20)

@@ -6,6 +6,7 @@ import { buildGpuCommand } from "./build-gpu-command.js";
 import { capacityCommand } from "./capacity-command.js";
 import { clusterCommand } from "./cluster-command.js";
 import { gatewayCommand } from "./gateway-command.js";
+import { leaveOneOutCommand } from "./leave-one-out-command.js";
 import { policiesCommand } from "./policies-command.js";
 import { profileCommand } from "./profile-command.js";
 import { reproduceCommand } from "./reproduce-command.js";
@@ -27,6 +28,7 @@ const program = new Command("continuum")
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())
   .addCommand(capacityCommand())
+  .addCommand(leaveOneOutCommand())
   .addCommand(traceCommand())
   .addCommand(stepTimeCommand())
   .addCommand(reproduceCommand())

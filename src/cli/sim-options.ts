@@ -7,10 +7,11 @@ import { ROUTER_NAMES, type RouterName } from "../sim/cluster.js";
 import { KV_CACHE_DTYPES, type KvCacheDtype } from "../sim/hardware/roofline-spec.js";
 import type { HardwareOptions, PointJob, WorkloadOptions } from "../sim/point-job.js";
 import { DEFAULT_ENGINE_OPTIONS, type EngineOptions } from "../sim/simulate.js";
+import { WORKLOAD_KINDS, type WorkloadKind } from "../workload/generators.js";
 
 export interface SimCliOptions {
   trace?: string;
-  workload: "swe-bench" | "bfcl";
+  workload: WorkloadKind;
   hardware: string;
   model: string;
   kvCacheDtype: KvCacheDtype;
@@ -51,6 +52,14 @@ function gapCap(value: string): number {
 }
 
 /** AgentX's closed loop over session traces (docs/simulator.md, "Closed-loop replay"). */
+/** The closed loop's settings where no flag gives them (AgentX's: a 30-minute run, recorded gaps capped at 10 s). */
+export const CLOSED_LOOP_DEFAULTS = {
+  duration: 1800,
+  warmStart: false,
+  idleGapCap: 10,
+  interactivityFloor: DEFAULT_INTERACTIVITY_FLOOR,
+} as const;
+
 export function addClosedLoopOptions(command: Command, concurrencyHelp: string): Command {
   return command
     .option("--concurrency <n>", concurrencyHelp, positiveInt)
@@ -58,7 +67,7 @@ export function addClosedLoopOptions(command: Command, concurrencyHelp: string):
       "--duration <s>",
       "closed loop: seconds measured (after the warm-up with --warm-start)",
       positiveNumber,
-      1800,
+      CLOSED_LOOP_DEFAULTS.duration,
     )
     .option(
       "--warm-start",
@@ -69,13 +78,13 @@ export function addClosedLoopOptions(command: Command, concurrencyHelp: string):
       "--idle-gap-cap <s>",
       "closed loop: cap on every recorded gap a session tree waits (think times, subagent offsets; AgentX locks 10), or none",
       gapCap,
-      10,
+      CLOSED_LOOP_DEFAULTS.idleGapCap,
     )
     .option(
       "--interactivity-floor <tok/s>",
       "closed loop: P90 output tokens/s per user a run must reach",
       positiveNumber,
-      DEFAULT_INTERACTIVITY_FLOOR,
+      CLOSED_LOOP_DEFAULTS.interactivityFloor,
     )
     .option("--block-size <tokens>", "tokens per hash id of Mooncake JSONL (default 512)", positiveInt);
 }
@@ -167,8 +176,8 @@ export function addSimOptions(command: Command, defaults: { policies: string; pr
       "agent trace (JSONL: docs/workloads.md; `continuum trace` makes one), or session traces with block ids for --concurrency (a Weka file or directory, Mooncake JSONL); default: a generated workload",
     )
     .addOption(
-      new Option("--workload <kind>", "generated workload when no --trace is given")
-        .choices(["swe-bench", "bfcl"])
+      new Option("--workload <kind>", "generated workload when no --trace is given (docs/workloads.md)")
+        .choices([...WORKLOAD_KINDS])
         .default("swe-bench"),
     )
     .option("--hardware <gpu>", "GPU: a100, h100, h200, b200", "h100")

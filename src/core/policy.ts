@@ -18,6 +18,8 @@ export interface PolicyContext {
   readonly numRunning: number;
   /** tokens the KV pool holds in all */
   readonly kvCapacityTokens: number;
+  /** tokens per KV block: prefixes are cached, and found, in whole blocks */
+  readonly blockSizeTokens: number;
   /** tokens of KV the offload tiers hold in all (0 without a tier): evicted KV reloads from there */
   readonly offloadCapacityTokens: number;
   /** the programs the scheduler knows (running, waiting, pinned, or between turns and not forgotten) */

@@ -204,6 +204,7 @@ export class Scheduler {
       runningKvTokens: 0,
       numRunning: 0,
       kvCapacityTokens: config.numBlocks * blockSizeTokens,
+      blockSizeTokens,
       offloadCapacityTokens: (config.tiers ?? []).reduce(
         (tokens, tier) => tokens + Math.floor(tier.capacityBytes / config.kvBytesPerToken),
         0,

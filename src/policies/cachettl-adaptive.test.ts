@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import type { VirtualClock } from "../core/clock.js";
 import type { TierConfig } from "../core/kv/offload-tiers.js";
 import type { Scheduler } from "../core/scheduler.js";
-import { addRequest, loggedScheduler, step, tokenRange } from "../core/test-support/drive.js";
+import { addRequest, loggedScheduler, runUntilIdle, step, tokenRange } from "../core/test-support/drive.js";
 import {
   ADAPTIVE_DEFAULTS,
   type AdaptiveOptions,
@@ -199,10 +199,16 @@ describe("cachettl-adaptive admission", () => {
     assert.deepEqual(run("every-active"), [], "unweighted, they do not");
   });
 
-  it("with an offload tier the working set may spill into it (a reload, not a recompute)", () => {
+  it("holds a new program back by what the KV pool holds, an offload tier behind it or not", () => {
     const cpu: TierConfig = { name: "cpu", capacityBytes: 320 * 1024, reloadBandwidthBps: 1e9 };
-    const { scheduler, clock } = crowdedScheduler({}, true, undefined, [cpu]);
-    assert.deepEqual(admittedIds(step(scheduler, clock)), ["B0"]);
+    const withTier = crowdedScheduler({}, true, undefined, [cpu]);
+    assert.deepEqual(admittedIds(step(withTier.scheduler, withTier.clock)), []);
+    const counted = crowdedScheduler({ tier: "counts" }, true, undefined, [cpu]);
+    assert.deepEqual(
+      admittedIds(step(counted.scheduler, counted.clock)),
+      ["B0"],
+      "the rule before (:tier-counts) lets the working set spill into the tier",
+    );
   });
 
   it("without admission control (the ablation) the new program starts at once", () => {
@@ -231,6 +237,32 @@ describe("cachettl-adaptive admission", () => {
     assert.deepEqual(run("current"), ["B0"]);
   });
 
+  it("with a tier taking the overflow (:tier-overflow), reserves growth only at a reload's price", () => {
+    // As above, R and B grow from 80 to ~201 tokens; counted at their final size they do not fit the pool.
+    const fastTier: TierConfig = { name: "cpu", capacityBytes: 1 << 30, reloadBandwidthBps: 1e12 };
+    const run = (tier: AdaptiveOptions["tier"], tiers: TierConfig[]) => {
+      const policy = createCacheTtlAdaptivePolicy({
+        ...ADAPTIVE_DEFAULTS,
+        admission: "expected-final",
+        newcomer: "forecast",
+        tier,
+      });
+      const { scheduler, clock } = loggedScheduler(policy, { numBlocks: NUM_BLOCKS, tiers });
+      for (let i = 0; i < 10; i++) {
+        addRequest(scheduler, `done${i}`, 200, { isLastStep: true });
+        step(scheduler, clock);
+      }
+      addRequest(scheduler, "R0", 80, { programId: "R", maxOutputTokens: 100, isLastStep: true });
+      step(scheduler, clock);
+      addRequest(scheduler, "B0", 80, { programId: "B", isLastStep: true });
+      return admittedIds(step(scheduler, clock));
+    };
+    assert.deepEqual(run("overflow", [fastTier]), ["B0"], "growth reloads almost for free: B starts");
+    assert.deepEqual(run("pool-only", [fastTier]), [], "the pool alone, growth in full: B waits");
+    assert.deepEqual(run("overflow", []), [], "without a tier growth is recomputed: reserved in full");
+    assert.deepEqual(run("counts", [fastTier]), ["B0"], ":tier-counts counts the tier as memory");
+  });
+
   it("never stalls an idle scheduler, and never holds back a returning turn", () => {
     const { scheduler, clock } = crowdedScheduler();
     scheduler.abort("R0");
@@ -252,6 +284,36 @@ describe("cachettl-adaptive admission", () => {
     );
     addRequest(scheduler, "E0", 64, { programId: "E", maxOutputTokens: 100 });
     assert.deepEqual(admittedIds(step(scheduler, clock)), [], "a first turn is still held");
+  });
+});
+
+describe("cachettl-adaptive:congestion", () => {
+  it("after a returning turn recomputes the context its last turn left, admits into half the memory", () => {
+    // 640 tokens of KV. A's first turn leaves 201 tokens; X's 600-token prompt evicts most of them; A's next
+    // turn recomputes them. At the next control boundary R runs and B arrives: A (211), R and B fit the pool,
+    // not half of it.
+    const scenario = (headroom: AdaptiveOptions["headroom"], editsHistory = false) => {
+      const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl: "none", headroom });
+      const { scheduler, clock } = loggedScheduler(policy, { numBlocks: 40 });
+      addRequest(scheduler, "A0", 200, { programId: "A", sequence: A_CONTEXT });
+      runUntilIdle(scheduler, clock);
+      addRequest(scheduler, "X0", 600, { programId: "X", isLastStep: true });
+      runUntilIdle(scheduler, clock);
+      step(scheduler, clock, 6); // A's tool call: the longest seen, so A counts for 6 s after its next turn
+      // an agent that rewrote its history from the first block on has nothing to reuse
+      const sequence = editsHistory ? tokenRange(220, 700_000) : A_RETURN.sequence;
+      addRequest(scheduler, "A1", 210, { programId: "A", sequence });
+      runUntilIdle(scheduler, clock);
+      assert.ok(scheduler.stats.prefixHitTokens <= 32, "all but two blocks of A's context were recomputed");
+      step(scheduler, clock, 4); // past the next 5 s control boundary
+      addRequest(scheduler, "R0", 64, { programId: "R", maxOutputTokens: 100, isLastStep: true });
+      step(scheduler, clock);
+      addRequest(scheduler, "B0", 64, { programId: "B", maxOutputTokens: 10, isLastStep: true });
+      return admittedIds(step(scheduler, clock));
+    };
+    assert.deepEqual(scenario("forecast"), ["B0"]);
+    assert.deepEqual(scenario("congestion"), []);
+    assert.deepEqual(scenario("congestion", true), ["B0"], "a prefix the agent edited away is no thrash");
   });
 });
 

@@ -2,6 +2,7 @@ import type { PolicyContext, SchedulingPolicy } from "../core/policy.js";
 import type { Program } from "../core/program.js";
 import type { Request } from "../core/request.js";
 import { FREE } from "../core/retention.js";
+import { CongestionHeadroom } from "./congestion-headroom.js";
 import { prefillReloadS } from "./context-cost.js";
 import { latestProgramFirst, pinnedThenProgramFcfs, programFcfs } from "./priorities.js";
 
@@ -25,8 +26,9 @@ import { latestProgramFirst, pinnedThenProgramFcfs, programFcfs } from "./priori
  * in flight or a pin): a program off in a long tool call without a pin needs no memory meanwhile. A
  * program between turns also counts only with the share of such programs whose next turn came back here
  * (ReturnShare).
- * With an offload tier, the working set may fill the tier too: what spills there is reloaded, not
- * recomputed, and the thrash admission prevents is recomputation.
+ * The working set must fit the KV pool even with an offload tier behind it: KV spilled there comes back by
+ * a reload, not a recompute, but programs whose contexts the pool cannot hold at once take each other's
+ * memory (pins given up, turns preempted, contexts reloaded) and every step carries fewer of them.
  *
  * The ablation variants (`cachettl-adaptive:...` in the registry) change one choice each.
  */
@@ -74,6 +76,19 @@ export interface AdaptiveOptions {
   readonly newcomer: "forecast" | "prompt";
   /** how long admission may hold a new program: until the working set fits, or at most the longest tool call seen */
   readonly hold: "until-fits" | "longest-tool";
+  /**
+   * how an offload tier enters admission: not at all (the pool alone); as memory beside the KV pool (the
+   * working set may fill both); or as where growth overflows: programs must fit the pool at their current
+   * context plus their expected growth priced at what overflowing costs, a reload from the tier over a
+   * recompute (the cost model's reloadS / prefillS of the context: about 0 on a fast tier, 1 without one)
+   */
+  readonly tier: "pool-only" | "counts" | "overflow";
+  /**
+   * how much memory admission may fill: the forecast working set up to the memory, or up to a factor of it
+   * learned by CONCUR's congestion control from what returning turns had to recompute or reload
+   * (congestion-headroom.ts)
+   */
+  readonly headroom: "forecast" | "congestion";
 }
 
 /**
@@ -98,6 +113,8 @@ export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   room: "whole-prompt",
   newcomer: "prompt",
   hold: "until-fits",
+  tier: "pool-only",
+  headroom: "forecast",
 };
 
 /** Finished programs remembered for E[F | F >= c]; older ones are forgotten first. */
@@ -249,6 +266,41 @@ class ReturnShare {
   }
 }
 
+/** The block hashes of a finished turn's prompt and output (the full blocks of them). */
+function blockHashesOf(request: Request, blockSizeTokens: number): Float64Array {
+  const hashes = new Float64Array(Math.floor(request.numComputedTokens / blockSizeTokens));
+  let blocks = 0;
+  try {
+    for (; blocks < hashes.length; blocks++) hashes[blocks] = request.content.blockHash(blocks);
+  } catch {
+    // content holding fewer tokens than the scheduler counted (an executor that dropped a sample): the blocks it has
+    return hashes.subarray(0, blocks);
+  }
+  return hashes;
+}
+
+/**
+ * The leading prompt tokens of a turn its program's previous turn left (equal chained block hashes), in whole
+ * blocks: an agent that edits its history (elided tool outputs) reuses only the prefix before the edit.
+ */
+function reusablePrefixTokens(
+  request: Request,
+  previous: Float64Array | null,
+  blockSizeTokens: number,
+): number {
+  if (previous === null) return 0;
+  const limit = Math.min(previous.length, Math.floor(request.promptTokens / blockSizeTokens));
+  let blocks = 0;
+  while (blocks < limit && request.content.blockHash(blocks) === previous[blocks]) blocks++;
+  return blocks * blockSizeTokens;
+}
+
+/** A reload of `tokens` from the offload tier over their recompute, at most 1 (1 without a tier). */
+function reloadOverRecompute(tokens: number, ctx: PolicyContext): number {
+  if (ctx.offloadTier === null || tokens <= 0) return 1;
+  return Math.min(1, ctx.costs.reloadS(tokens, ctx.offloadTier) / ctx.costs.prefillS(tokens));
+}
+
 const DESCRIPTION =
   "ours: CacheTTL with pinned programs' turns in program order + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits";
 
@@ -260,16 +312,35 @@ export function createCacheTtlAdaptivePolicy(
 ): SchedulingPolicy {
   const finals = new FinalContexts();
   const returns = new ReturnShare();
+  const congestion = options.headroom === "congestion" ? new CongestionHeadroom() : null;
+  /** the block hashes of each program's latest finished turn: what its next prompt could find cached */
+  const leftBlocks = new WeakMap<Program, Float64Array>();
   // Share of finished programs' lifetimes during which their KV was held (a turn in flight or a pin).
   let heldS = 0;
   let lifetimeS = 0;
   const heldShare = () => (finals.size >= MIN_FINISHED_PROGRAMS && lifetimeS > 0 ? heldS / lifetimeS : 1);
-  const footprint = (program: Program, tokens: number) => {
+  const footprint = (program: Program, tokens: number, ctx: PolicyContext) => {
     const known = clairvoyance?.meanRemainingContext(program);
     if (known !== undefined && known !== null) return known;
     if (options.admission === "current" || finals.size < MIN_FINISHED_PROGRAMS) return tokens;
     const final = finals.expectedFinal(tokens);
-    return options.admission === "expected-final" ? final : (tokens + final) / 2;
+    const forecast = options.admission === "expected-final" ? final : (tokens + final) / 2;
+    return tokens + overflowPrice(tokens, ctx) * (forecast - tokens);
+  };
+  const observeTurn = (c: CongestionHeadroom, request: Request, program: Program, ctx: PolicyContext) => {
+    c.advance(ctx.nowS);
+    const reusable = reusablePrefixTokens(request, leftBlocks.get(program) ?? null, ctx.blockSizeTokens);
+    leftBlocks.set(program, blockHashesOf(request, ctx.blockSizeTokens));
+    if (reusable <= 0) return;
+    const reused = request.cachedTokens ?? 0;
+    const recomputed = Math.max(0, reusable - reused);
+    const reloaded = Math.min(request.cachedReloadTokens, reusable);
+    c.observeTurn(reusable, recomputed + reloaded * reloadOverRecompute(reusable, ctx));
+  };
+  /** What growth past the pool costs, relative to recomputing it: 1 unless it overflows into a tier. */
+  const overflowPrice = (tokens: number, ctx: PolicyContext) => {
+    if (options.tier !== "overflow" || ctx.offloadTier === null || tokens <= 0) return 1;
+    return reloadOverRecompute(tokens, ctx);
   };
 
   const toolP90S = (tool: string, ctx: PolicyContext): number | null => {
@@ -318,6 +389,7 @@ export function createCacheTtlAdaptivePolicy(
     },
     retain(request, program, tool, ctx) {
       returns.turnEnded(request, program, ctx.nowS);
+      if (congestion) observeTurn(congestion, request, program, ctx);
       if (options.ttl === "none") return FREE;
       const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
       // the paper's rule needs its durations: not before its cold start is over
@@ -355,19 +427,32 @@ export function createCacheTtlAdaptivePolicy(
         options.counts === "holding-memory"
           ? holdsMemory
           : (other: Program) => expectedBack(other, ctx.nowS, withinS);
-      // KV pushed out to an offload tier comes back by a reload, not a recompute: the tier counts too.
-      const capacity = (ctx.kvCapacityTokens + ctx.offloadCapacityTokens) / weight;
+      // KV pushed out to a tier comes back by a reload, not a recompute: it counts as memory, or (overflow)
+      // prices the growth admission reserves.
+      const tierTokens = options.tier === "counts" ? ctx.offloadCapacityTokens : 0;
+      const memory = (ctx.kvCapacityTokens + tierTokens) / weight;
+      congestion?.advance(ctx.nowS);
+      const capacity = memory * (congestion?.factor ?? 1);
       returns.expire(ctx.nowS, withinS);
       const returnShare = returns.share;
       let workingSet =
-        options.newcomer === "prompt" ? request.promptTokens : footprint(program, request.promptTokens);
+        options.newcomer === "prompt" ? request.promptTokens : footprint(program, request.promptTokens, ctx);
+      let programsCounted = 1;
+      let heldTokens = ctx.runningKvTokens;
       for (const other of ctx.programs()) {
+        heldTokens += other.pin?.tokens ?? 0;
         if (other !== program && counted(other)) {
-          workingSet += footprint(other, other.contextTokens) * (hasTurnInFlight(other) ? 1 : returnShare);
+          workingSet +=
+            footprint(other, other.contextTokens, ctx) * (hasTurnInFlight(other) ? 1 : returnShare);
+          programsCounted++;
         }
-        if (workingSet > capacity) return false;
+        // the congestion controller reads the whole working set; without it, the first excess decides
+        if (workingSet > capacity && !congestion) return false;
       }
-      return true;
+      const admitted = workingSet <= capacity;
+      congestion?.observeUsage(heldTokens / ctx.kvCapacityTokens);
+      congestion?.observeAdmission(workingSet / memory, workingSet / programsCounted / memory, admitted);
+      return admitted;
     };
   }
   return policy;

@@ -108,6 +108,24 @@ const FACTORIES = {
       "hold-longest-tool",
       "a new program is held at most the longest tool call seen",
     ),
+  "cachettl-adaptive:tier-counts": () =>
+    adaptiveVariant(
+      { tier: "counts" },
+      "tier-counts",
+      "admission counts the offload tier as memory beside the KV pool (the rule before)",
+    ),
+  "cachettl-adaptive:tier-overflow": () =>
+    adaptiveVariant(
+      { tier: "overflow" },
+      "tier-overflow",
+      "with an offload tier, programs must fit the KV pool with their expected growth priced at a reload over a recompute (the tier takes the overflow)",
+    ),
+  "cachettl-adaptive:congestion": () =>
+    adaptiveVariant(
+      { headroom: "congestion" },
+      "congestion",
+      "admission fills memory up to a factor learned by CONCUR's congestion control: down when returning turns recompute or reload more than 10% of their reusable prefix, up one program while new programs wait without that",
+    ),
 } satisfies Record<string, () => SchedulingPolicy>;
 
 function adaptiveVariant(change: Partial<AdaptiveOptions>, suffix: string, what: string): SchedulingPolicy {

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Rng } from "../core/rng.js";
 import { policyFileLabel } from "../policies/index.js";
 import { buildWorkload } from "../workload/arrivals.js";
+import type { WorkloadKind } from "../workload/generators.js";
 import { parseTraceJsonl } from "../workload/trace.js";
 import { loadEngineProfile } from "./hardware/engine-profile.js";
 import { getProfile, type HardwareProfile } from "./hardware/profiles.js";
@@ -12,7 +13,7 @@ import { type EngineOptions, type PointResult, simulatePoint } from "./simulate.
 /** Where programs come from: a trace file or a generator, with the paper's scaling knobs. */
 export interface WorkloadOptions {
   readonly trace?: string;
-  readonly kind?: "swe-bench" | "bfcl";
+  readonly kind?: WorkloadKind;
   readonly programs: number;
   readonly tokenScale: number;
   readonly toolTimeScale: number;

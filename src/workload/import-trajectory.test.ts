@@ -173,6 +173,57 @@ describe("mini-swe-agent .traj.json import", () => {
   });
 });
 
+describe("mini-swe-agent 2.x .traj.json import", () => {
+  // 2.x calls tools: the command is in extra.actions, and responses and observations carry local timestamps.
+  const call = (command: string, respondedS: number) => ({
+    role: "assistant",
+    content: "",
+    tool_calls: [
+      { id: "c", type: "function", function: { name: "bash", arguments: JSON.stringify({ command }) } },
+    ],
+    extra: { actions: [{ command }], response: { created: 1 }, timestamp: respondedS },
+  });
+  const observation = (finishedS: number) => ({
+    role: "tool",
+    content: "ok",
+    extra: { timestamp: finishedS },
+  });
+
+  it("names the tool by the action's command and times it from the timestamps", () => {
+    const program = importMiniSweAgentTraj({
+      messages: [
+        { role: "system", content: text(100) },
+        { role: "user", content: text(100) },
+        call("cd /testbed && pytest tests/", 100),
+        observation(112.5),
+        call("cat a.py", 115),
+        observation(115.25),
+        call("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", 118),
+      ],
+    });
+    assert.deepEqual(
+      program.turns.map((t) => [t.tool, t.toolS]),
+      [
+        ["pytest", 12.5],
+        ["cat", 0.25],
+        [null, null],
+      ],
+    );
+  });
+
+  it("falls back to the estimate when a turn's timestamps are missing", () => {
+    const program = importMiniSweAgentTraj({
+      messages: [
+        { role: "user", content: text(100) },
+        call("ls", 100),
+        { role: "tool", content: "ok" },
+        call("echo done", 103),
+      ],
+    });
+    assert.deepEqual([program.turns[0]!.tool, program.turns[0]!.toolS], ["ls", 0.15]);
+  });
+});
+
 describe("importTrajectoryFile", () => {
   it("detects the format from the file name, else from the content", () => {
     assert.equal(detectTrajectoryFormat("a.traj.json", {}), "mini-swe-agent");
