@@ -1,5 +1,5 @@
 // Builds llama.cpp's own `llama-server` and `llama-batched-bench` — the peer Continuum is compared against
-// (src/bench/compare-llama-server.ts, `npm run compare`) — from exactly the llama.cpp release our prebuilt libraries come from.
+// (src/bench/compare/compare-llama-server.ts, `npm run compare`) — from exactly the llama.cpp release our prebuilt libraries come from.
 //
 // Source: the pinned llama.cpp tree of scripts/llama-source.mjs (.cache/llama-src/<version>/, the release
 // the prebuilt libraries come from, with node-llama-cpp's patches). The build lives in

@@ -9,7 +9,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { analyzeRecorderLog } from "../analysis/recorder-analysis.js";
+import { analyzeRecorderLog } from "../analysis/recorder/recorder-analysis.js";
 import { Rng } from "../core/rng.js";
 import { createLlamaEngine } from "../engine/engine-factory.js";
 import { isNativeAvailable } from "../engine/native/llama-native.js";

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { mean, summarize } from "../analysis/stats.js";
-import type { ProgramStatus, ReplayRecords } from "./replay-runner.js";
+import type { ProgramStatus, ReplayRecords } from "./replay/replay-runner.js";
 
 export interface Percentiles {
   mean: number;

@@ -1,5 +1,5 @@
 /** Live progress of a replay on stderr: redrawn in place on a TTY, plain lines otherwise. */
-import type { ReplayProgress } from "./replay-runner.js";
+import type { ReplayProgress } from "./replay/replay-runner.js";
 
 export function formatProgress(p: ReplayProgress): string {
   const stopped = p.sendingStopped && p.started < p.scheduled ? " (sending stopped)" : "";

@@ -2,12 +2,12 @@
 import type { WorkloadKind } from "../workload/generators.js";
 import { loadTrace, type TraceProgram } from "../workload/trace.js";
 import { type BenchRun, summarizeReplay } from "./bench-metrics.js";
-import { type ReplayApi, ReplayHttpClient } from "./replay-client.js";
-import type { ObservationRole } from "./replay-conversation.js";
-import { type ReplayProgress, runReplay } from "./replay-runner.js";
-import { replayWorkload } from "./replay-schedule.js";
-import { builtinTokenCounter, CharsTokenCounter, type TokenCounter } from "./replay-tokens.js";
-import { SandboxTools, SleepTools, type ToolRunner } from "./replay-tools.js";
+import { type ReplayApi, ReplayHttpClient } from "./replay/replay-client.js";
+import type { ObservationRole } from "./replay/replay-conversation.js";
+import { type ReplayProgress, runReplay } from "./replay/replay-runner.js";
+import { replayWorkload } from "./replay/replay-schedule.js";
+import { builtinTokenCounter, CharsTokenCounter, type TokenCounter } from "./replay/replay-tokens.js";
+import { SandboxTools, SleepTools, type ToolRunner } from "./replay/replay-tools.js";
 
 export interface BenchConfig {
   readonly url: string;

@@ -6,8 +6,8 @@
  * length in tokens is what the trace says (with a foreign model, about; the bench reports the difference).
  */
 import { extendHash, saltedRootHash } from "../core/kv/prefix-hash.js";
-import { promptTokens, SpmTokenCounter, type TokenCounter } from "./replay-tokens.js";
-import { REPLAY_WORDS } from "./replay-words.js";
+import { promptTokens, SpmTokenCounter, type TokenCounter } from "./replay/replay-tokens.js";
+import { REPLAY_WORDS } from "./replay/replay-words.js";
 
 export interface BlockPrompt {
   /** `/v1/completions`' prompt, or the content of the one user message of a chat request */

@@ -1,19 +1,19 @@
 /**
  * `continuum bench --concurrency N`: AgentX's closed loop against a real server (ours, llama-server, a
- * gateway): the lanes of src/workload/closed-loop-lanes.ts in wall-clock time, each call sent as a prompt
+ * gateway): the lanes of src/workload/agent-traces/closed-loop-lanes.ts in wall-clock time, each call sent as a prompt
  * built from its block ids (block-prompt.ts) with `max_tokens` = its recorded output and `ignore_eos`,
  * streamed, and measured as the simulator measures (src/analysis/agentx-metrics.ts).
  */
 import { type AgentxMetrics, agentxMetrics, type MeasuredCall } from "../analysis/agentx-metrics.js";
 import { LogHistogram } from "../analysis/log-histogram.js";
-import { ownCalls } from "../workload/agent-trace.js";
-import { loadAgentTraces } from "../workload/agent-trace-files.js";
-import { scaleAgentTrace } from "../workload/agent-trace-scale.js";
-import { TheoreticalPrefixCache } from "../workload/agent-trace-stats.js";
-import { ClosedLoopLanes, type LaneSend } from "../workload/closed-loop-lanes.js";
+import { ownCalls } from "../workload/agent-traces/agent-trace.js";
+import { loadAgentTraces } from "../workload/agent-traces/agent-trace-files.js";
+import { scaleAgentTrace } from "../workload/agent-traces/agent-trace-scale.js";
+import { TheoreticalPrefixCache } from "../workload/agent-traces/agent-trace-stats.js";
+import { ClosedLoopLanes, type LaneSend } from "../workload/agent-traces/closed-loop-lanes.js";
 import { BlockPromptBuilder } from "./block-prompt.js";
-import { type ReplayApi, ReplayHttpClient, ReplayRequestError } from "./replay-client.js";
-import { builtinTokenCounter, CharsTokenCounter, type TokenCounter } from "./replay-tokens.js";
+import { type ReplayApi, ReplayHttpClient, ReplayRequestError } from "./replay/replay-client.js";
+import { builtinTokenCounter, CharsTokenCounter, type TokenCounter } from "./replay/replay-tokens.js";
 
 export interface ClosedLoopBenchConfig {
   readonly url: string;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { LogEntry } from "../analysis/recorder-report.js";
+import type { LogEntry } from "../analysis/recorder/recorder-report.js";
 import type { BenchRun, ProgramResult } from "./bench-metrics.js";
 import { checkRecorderEntries } from "./compare-recorder.js";
 

@@ -6,9 +6,9 @@
  * tokenization overheads. The server's span lies inside the client's, so the client's is the larger.
  */
 
-import { readForkLog } from "../analysis/fork-log.js";
-import { detectLogFormat } from "../analysis/log-format.js";
-import type { LogEntry } from "../analysis/recorder-report.js";
+import { readForkLog } from "../analysis/recorder/fork-log.js";
+import { detectLogFormat } from "../analysis/recorder/log-format.js";
+import type { LogEntry } from "../analysis/recorder/recorder-report.js";
 import { type Summary, summarize } from "../analysis/stats.js";
 import { readEventLog } from "../core/recorder/read-event-log.js";
 import type { BenchRun } from "./bench-metrics.js";

@@ -3,9 +3,9 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { createFakeEngine } from "../engine/fake-model-runner.js";
 import { stepLogFile } from "../engine/step-log.js";
 import { fixedTtlPolicy, request, run } from "../engine/test-support/engine-helpers.js";
+import { createFakeEngine } from "../engine/test-support/fake-model-runner.js";
 import type { LatencyModel } from "../sim/hardware/step-latency.js";
 import { analyzeSteps, readStepLog, stepKind } from "./step-log-analysis.js";
 

@@ -1,19 +1,19 @@
 import { Command } from "commander";
-import { analyzeCommand } from "./analyze-command.js";
-import { analyzeStepsCommand } from "./analyze-steps-command.js";
-import { benchCommand } from "./bench-command.js";
-import { buildGpuCommand } from "./build-gpu-command.js";
-import { capacityCommand } from "./capacity-command.js";
-import { clusterCommand } from "./cluster-command.js";
-import { gatewayCommand } from "./gateway-command.js";
-import { leaveOneOutCommand } from "./leave-one-out-command.js";
-import { policiesCommand } from "./policies-command.js";
-import { profileCommand } from "./profile-command.js";
-import { reproduceCommand } from "./reproduce-command.js";
-import { serveCommand } from "./serve-command.js";
-import { simulateCommand, sweepCommand } from "./simulate-command.js";
-import { stepTimeCommand } from "./step-time-command.js";
-import { traceCommand } from "./trace-command.js";
+import { analyzeCommand } from "./measurement/analyze-command.js";
+import { analyzeStepsCommand } from "./measurement/analyze-steps-command.js";
+import { benchCommand } from "./measurement/bench-command.js";
+import { traceCommand } from "./measurement/trace-command.js";
+import { buildGpuCommand } from "./serving/build-gpu-command.js";
+import { clusterCommand } from "./serving/cluster-command.js";
+import { gatewayCommand } from "./serving/gateway-command.js";
+import { profileCommand } from "./serving/profile-command.js";
+import { serveCommand } from "./serving/serve-command.js";
+import { capacityCommand } from "./simulation/capacity-command.js";
+import { leaveOneOutCommand } from "./simulation/leave-one-out-command.js";
+import { policiesCommand } from "./simulation/policies-command.js";
+import { reproduceCommand } from "./simulation/reproduce-command.js";
+import { simulateCommand, sweepCommand } from "./simulation/simulate-command.js";
+import { stepTimeCommand } from "./simulation/step-time-command.js";
 
 const program = new Command("continuum")
   .description("Continuum: multi-turn LLM agent serving with KV-cache time-to-live (CacheTTL)")

@@ -2,7 +2,7 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_INTERACTIVITY_FLOOR } from "../analysis/agentx-metrics.js";
 import { isPolicySpec, POLICY_NAMES } from "../policies/index.js";
 import { CLAIRVOYANT_POLICY, isClairvoyantPolicy } from "../sim/clairvoyant.js";
-import type { ClosedLoopJob } from "../sim/closed-loop-job.js";
+import type { ClosedLoopJob } from "../sim/closed-loop/closed-loop-job.js";
 import { ROUTER_NAMES, type RouterName } from "../sim/cluster.js";
 import { KV_CACHE_DTYPES, type KvCacheDtype } from "../sim/hardware/roofline-spec.js";
 import type { HardwareOptions, PointJob, WorkloadOptions } from "../sim/point-job.js";

@@ -1,6 +1,6 @@
 /**
  * `continuum cluster --replicas 2` routes a program's turns by the same table `continuum serve` reads its
- * program from (src/server/program-identity.ts): Claude Code's Messages turns, named by its session header
+ * program from (src/server/programs/program-identity.ts): Claude Code's Messages turns, named by its session header
  * alone, all land on one replica and find their KV there; and a program named by any source, on any API
  * that source is read on, runs every turn on one replica.
  */
@@ -15,7 +15,7 @@ import {
   PROGRAM_ID_SOURCES,
   type ProgramApi,
   type ProgramIdSource,
-} from "../server/program-identity.js";
+} from "../server/programs/program-identity.js";
 import { haproxyMissing } from "./cluster.js";
 import type { FleetState } from "./fleet.js";
 import { type CliProcess, runContinuum, TINY_SERVE_FLAGS } from "./test-support/cluster-cli.js";

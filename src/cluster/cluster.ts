@@ -12,7 +12,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
-import { bindsEndpoint } from "../engine/kv-event-wire.js";
+import { bindsEndpoint } from "../engine/kv/kv-event-wire.js";
 import type { FleetReplica } from "./fleet.js";
 import { haproxyConfig } from "./haproxy-config.js";
 import { type SupervisorServer, startSupervisorServer } from "./supervisor-server.js";

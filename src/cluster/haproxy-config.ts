@@ -28,7 +28,7 @@ import {
   type ProgramIdForm,
   type ProgramIdLocation,
   RESPONSE_ID_HEADER,
-} from "../server/program-identity.js";
+} from "../server/programs/program-identity.js";
 
 export interface HaproxyReplica {
   readonly name: string;

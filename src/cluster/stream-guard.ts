@@ -17,8 +17,8 @@ import {
   type ServerResponse,
 } from "node:http";
 import { ApiError, errorBody } from "../server/errors.js";
-import { SSE_DONE, sseData } from "../server/generation.js";
-import { anthropicErrorBody, isMessagesPath } from "../server/messages-errors.js";
+import { SSE_DONE, sseData } from "../server/generation/generation.js";
+import { anthropicErrorBody, isMessagesPath } from "../server/messages/messages-errors.js";
 
 const HOP_BY_HOP = new Set([
   "connection",

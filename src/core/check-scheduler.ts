@@ -1,5 +1,5 @@
 import { VirtualClock } from "./clock.js";
-import { quadraticCostModel } from "./cost-model.js";
+import { quadraticCostModel } from "./cost/cost-model.js";
 import type { KvSpec } from "./kv/kv-spec.js";
 import type { TierConfig } from "./kv/offload-tiers.js";
 import type { SchedulingPolicy } from "./policy.js";

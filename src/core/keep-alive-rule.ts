@@ -4,7 +4,7 @@
  * once it has allocated about as much again as it holds beside its running requests. The gateway sends a
  * keep-alive (the program's latest turn again, one output token: a hit that makes the prefix most recently
  * used) once the engine allocated this share of that room since the prefix was last touched. The gateway
- * (src/gateway/keep-alive.ts) and its simulation (src/sim/gateway-sim.ts) follow the same rule.
+ * (src/gateway/retention/keep-alive.ts) and its simulation (src/sim/gateway-sim.ts) follow the same rule.
  */
 export const KEEP_ALIVE_SHARE = 0.5;
 

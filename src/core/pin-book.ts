@@ -1,5 +1,5 @@
+import { MinHeap } from "./heaps/min-heap.js";
 import type { KvCacheManager } from "./kv/kv-cache-manager.js";
-import { MinHeap } from "./min-heap.js";
 import type { SchedulingPolicy } from "./policy.js";
 import type { Pin, Program } from "./program.js";
 import type { ProgramRegistry } from "./program-registry.js";

@@ -1,4 +1,4 @@
-import type { CostModel } from "./cost-model.js";
+import type { CostModel } from "./cost/cost-model.js";
 import type { TierName } from "./kv/offload-tiers.js";
 import type { Program } from "./program.js";
 import type { Request } from "./request.js";

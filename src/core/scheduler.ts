@@ -1,13 +1,13 @@
 import { applyRetentionHints } from "./client-hints.js";
 import type { Clock } from "./clock.js";
-import type { CostModel } from "./cost-model.js";
+import type { CostModel } from "./cost/cost-model.js";
+import { MinHeap } from "./heaps/min-heap.js";
 import type { KvBlockObserver } from "./kv/block-events.js";
 import { BlockPool } from "./kv/block-pool.js";
 import { KvCacheManager, type PrefixMatch } from "./kv/kv-cache-manager.js";
 import { copiesTakeBlocks, type KvSpec, PAGED_KV } from "./kv/kv-spec.js";
 import { OffloadTiers, type TierConfig } from "./kv/offload-tiers.js";
-import { SequenceMap } from "./kv/sequence-map.js";
-import { MinHeap } from "./min-heap.js";
+import { SequenceMap } from "./kv/sequences/sequence-map.js";
 import { PinBook } from "./pin-book.js";
 import type { PolicyContext, SchedulingPolicy } from "./policy.js";
 import { anonymousProgramId, type Program } from "./program.js";

@@ -1,5 +1,5 @@
 import type { TierName } from "./kv/offload-tiers.js";
-import type { SeqOp } from "./kv/seq-ops.js";
+import type { SeqOp } from "./kv/sequences/seq-ops.js";
 import type { Request } from "./request.js";
 
 /** One sequence's work in a step: compute tokens [startToken, startToken + numTokens) of its sequence. */

@@ -8,9 +8,9 @@ import type {
   PromptLogprob,
 } from "./engine-api.js";
 import type { EventChannel } from "./event-channel.js";
-import type { OutputText } from "./output-text.js";
-import type { OutputTokens } from "./output-tokens.js";
-import type { ThinkingBudgetWatch } from "./thinking-budget.js";
+import type { OutputText } from "./text/output-text.js";
+import type { OutputTokens } from "./text/output-tokens.js";
+import type { ThinkingBudgetWatch } from "./text/thinking-budget.js";
 
 /** A generate() call in flight: its scheduler request, its tokens, its text so far and its stream. */
 export interface ActiveRequest {

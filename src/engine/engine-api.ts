@@ -5,7 +5,7 @@
  */
 import type { RetentionHints } from "../core/client-hints.js";
 import type { SchedulerSnapshot } from "../core/scheduler-snapshot.js";
-import type { DeviceInfo } from "./device-info.js";
+import type { DeviceInfo } from "./gpu/device-info.js";
 
 /** The tool a finished output calls, as the server reads its model's call format; null: none found. */
 export type ToolNamer = (output: string) => string | null;

@@ -7,15 +7,15 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { Sequence } from "../core/kv/sequence.js";
+import type { Sequence } from "../core/kv/sequences/sequence.js";
 import { Rng } from "../core/rng.js";
 import type { StepPlan, StepResult } from "../core/step-plan.js";
 import { POLICY_NAMES } from "../policies/index.js";
 import type { Engine } from "./engine.js";
 import { Engine as EngineClass } from "./engine.js";
-import { FakeModelRunner } from "./fake-model-runner.js";
-import type { RunnerBatch } from "./model-runner.js";
+import type { RunnerBatch } from "./runners/model-runner.js";
 import { fixedTtlPolicy, request, run, sleep } from "./test-support/engine-helpers.js";
+import { FakeModelRunner } from "./test-support/fake-model-runner.js";
 
 interface Turn {
   readonly newChars: number;

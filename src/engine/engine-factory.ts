@@ -1,21 +1,21 @@
 import { readFile } from "node:fs/promises";
-import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
+import { type CostModel, quadraticCostModel } from "../core/cost/cost-model.js";
 import { GIB } from "../core/kv/offload-tiers.js";
 import { parseEngineProfile, prefillQuadraticOf } from "../core/profile/engine-profile-format.js";
 import { FileSink } from "../core/recorder/file-sink.js";
 import { Recorder } from "../core/recorder/recorder.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
+import { type BuiltinPreset, ensureBuiltinModel } from "../gguf/index.js";
 import { createPolicy, loadPolicyModules } from "../policies/index.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import { DEFAULT_BLOCK_SIZE_TOKENS } from "./engine-setup.js";
-import { type BuiltinPreset, ensureBuiltinModel } from "./gguf/index.js";
 import { setUpGpuBackend } from "./gpu/gpu-backend-setup.js";
-import type { KvEventPublisher, KvEventPublisherOptions } from "./kv-event-publisher.js";
-import { kvEventsTopicOf } from "./kv-event-wire.js";
-import { kvStateIdentity } from "./kv-state-identity.js";
-import { LlamaModelRunner, type ModelKvShape } from "./llama-model-runner.js";
-import type { KvLayout } from "./model-runner.js";
+import type { KvEventPublisher, KvEventPublisherOptions } from "./kv/kv-event-publisher.js";
+import { kvEventsTopicOf } from "./kv/kv-event-wire.js";
+import { kvStateIdentity } from "./kv/kv-state-identity.js";
 import { type KvCacheType, versionInfo } from "./native/llama-native.js";
+import { LlamaModelRunner, type ModelKvShape } from "./runners/llama-model-runner.js";
+import type { KvLayout } from "./runners/model-runner.js";
 import { stepLogFile } from "./step-log.js";
 
 const CPU_ENGINE_DEFAULT_OFFLOAD_GB = 4;
@@ -139,7 +139,7 @@ async function profileCosts(
 async function openKvEvents(options: LlamaEngineOptions, modelId: string): Promise<KvEventPublisher | null> {
   const config = options.kvEvents;
   if (!config) return null;
-  const { KvEventPublisher } = await import("./kv-event-publisher.js");
+  const { KvEventPublisher } = await import("./kv/kv-event-publisher.js");
   return KvEventPublisher.open({
     endpoint: config.endpoint,
     topic: kvEventsTopicOf(config, modelId),

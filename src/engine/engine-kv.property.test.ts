@@ -18,9 +18,9 @@ import type { Clock } from "../core/clock.js";
 import fc from "../core/test-support/fast-check.js";
 import { Engine } from "./engine.js";
 import type { GenerateEvent } from "./engine-api.js";
-import { FakeModelRunner } from "./fake-model-runner.js";
-import type { RunnerBatch } from "./model-runner.js";
+import type { RunnerBatch } from "./runners/model-runner.js";
 import { fixedTtlPolicy, request, sleep } from "./test-support/engine-helpers.js";
+import { FakeModelRunner } from "./test-support/fake-model-runner.js";
 
 type Fate = "complete" | "abort" | "disconnect";
 

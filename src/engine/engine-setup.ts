@@ -1,6 +1,6 @@
-import { CalibratedCostModel } from "../core/calibrated-cost-model.js";
 import type { Clock } from "../core/clock.js";
-import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
+import { CalibratedCostModel } from "../core/cost/calibrated-cost-model.js";
+import { type CostModel, quadraticCostModel } from "../core/cost/cost-model.js";
 import { GIB, tierConfigs } from "../core/kv/offload-tiers.js";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { SchedulingPolicy } from "../core/policy.js";
@@ -8,9 +8,9 @@ import type { EventRecorder } from "../core/recorder/recorder.js";
 import { Scheduler } from "../core/scheduler.js";
 import type { TtlEstimatorOptions } from "../core/ttl/ttl-model.js";
 import { createPolicy } from "../policies/index.js";
-import type { KvEventPublisher } from "./kv-event-publisher.js";
-import { KvTierStore, type RestoredTier } from "./kv-tier-store.js";
-import type { ModelRunner } from "./model-runner.js";
+import type { KvEventPublisher } from "./kv/kv-event-publisher.js";
+import { KvTierStore, type RestoredTier } from "./kv/kv-tier-store.js";
+import type { ModelRunner } from "./runners/model-runner.js";
 import type { StepLogFile } from "./step-log.js";
 
 /** RAM and disk tiers for KV the engine drops from the pool (both optional). */

@@ -10,13 +10,7 @@ import { MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { loadPolicyModules } from "../policies/index.js";
 import { Engine } from "./engine.js";
 import { EngineRejection } from "./engine-api.js";
-import {
-  createFakeEngine,
-  defaultFakeReply,
-  type FakeEngineOptions,
-  FakeModelRunner,
-} from "./fake-model-runner.js";
-import type { RunnerBatch } from "./model-runner.js";
+import type { RunnerBatch } from "./runners/model-runner.js";
 import {
   chat,
   type DoneEvent as Done,
@@ -25,6 +19,12 @@ import {
   run,
   sleep,
 } from "./test-support/engine-helpers.js";
+import {
+  createFakeEngine,
+  defaultFakeReply,
+  type FakeEngineOptions,
+  FakeModelRunner,
+} from "./test-support/fake-model-runner.js";
 
 async function withEngine<T>(options: FakeEngineOptions, body: (engine: Engine) => Promise<T>): Promise<T> {
   const engine = createFakeEngine(options);

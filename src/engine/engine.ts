@@ -1,8 +1,8 @@
-import type { CalibratedCostModel } from "../core/calibrated-cost-model.js";
 import { type Clock, RealClock } from "../core/clock.js";
-import type { CostModel } from "../core/cost-model.js";
+import type { CalibratedCostModel } from "../core/cost/calibrated-cost-model.js";
+import type { CostModel } from "../core/cost/cost-model.js";
 import { ROOT_HASH, saltedRootHash } from "../core/kv/prefix-hash.js";
-import type { SequenceMap, SequenceMapStats } from "../core/kv/sequence-map.js";
+import type { SequenceMap, SequenceMapStats } from "../core/kv/sequences/sequence-map.js";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { EventRecorder } from "../core/recorder/recorder.js";
 import type { Request } from "../core/request.js";
@@ -24,7 +24,6 @@ import {
   pushPromptUsage,
   requestSpecOf,
 } from "./active-request.js";
-import type { DeviceInfo } from "./device-info.js";
 import {
   type ChatTurn,
   type EngineMetrics,
@@ -41,17 +40,18 @@ import {
 import { EngineInbox } from "./engine-inbox.js";
 import { buildEngineParts, type EngineOptions } from "./engine-setup.js";
 import { EventChannel } from "./event-channel.js";
-import type { KvEventPublisher } from "./kv-event-publisher.js";
-import { kvByProgram } from "./kv-residency.js";
-import type { KvTierStore } from "./kv-tier-store.js";
+import type { DeviceInfo } from "./gpu/device-info.js";
+import type { KvEventPublisher } from "./kv/kv-event-publisher.js";
+import { kvByProgram } from "./kv/kv-residency.js";
+import type { KvTierStore } from "./kv/kv-tier-store.js";
 import { type EngineLoopStats, LlamaExecutor } from "./llama-executor.js";
-import type { ModelRunner } from "./model-runner.js";
-import { OutputText } from "./output-text.js";
-import { OutputTokens } from "./output-tokens.js";
-import { checkedTokenIds, PromptIds } from "./prompt-ids.js";
+import type { ModelRunner } from "./runners/model-runner.js";
 import type { StepLogFile } from "./step-log.js";
-import { ThinkingBudgetWatch } from "./thinking-budget.js";
-import { turnToolReader } from "./turn-tool.js";
+import { OutputText } from "./text/output-text.js";
+import { OutputTokens } from "./text/output-tokens.js";
+import { checkedTokenIds, PromptIds } from "./text/prompt-ids.js";
+import { ThinkingBudgetWatch } from "./text/thinking-budget.js";
+import { turnToolReader } from "./text/turn-tool.js";
 
 export { defaultCostModel, type EngineOptions, type EngineTierOptions } from "./engine-setup.js";
 export type { EngineLoopStats } from "./llama-executor.js";

@@ -7,22 +7,22 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { VirtualClock } from "../core/clock.js";
-import type { SeqOp } from "../core/kv/seq-ops.js";
+import type { SeqOp } from "../core/kv/sequences/seq-ops.js";
 import { TokenIdContent } from "../core/kv/token-content.js";
 import type { SchedulingPolicy } from "../core/policy.js";
 import type { Scheduler } from "../core/scheduler.js";
 import { type LoopEnvironment, runStepLoop, StepLoop } from "../core/step-loop.js";
 import type { StepPlan } from "../core/step-plan.js";
+import { ensureBuiltinModel } from "../gguf/index.js";
 import { LatencyModelExecutor } from "../sim/event-loop.js";
 import { seqOpsS } from "../sim/seq-op-cost.js";
 import { Engine } from "./engine.js";
 import { buildEngineParts, type EngineOptions } from "./engine-setup.js";
-import { type FakeModelOptions, FakeModelRunner } from "./fake-model-runner.js";
-import { ensureBuiltinModel } from "./gguf/index.js";
-import { LlamaModelRunner } from "./llama-model-runner.js";
-import type { ModelRunner } from "./model-runner.js";
 import { isNativeAvailable } from "./native/llama-native.js";
+import { LlamaModelRunner } from "./runners/llama-model-runner.js";
+import type { ModelRunner } from "./runners/model-runner.js";
 import { fixedTtlPolicy, request, run } from "./test-support/engine-helpers.js";
+import { type FakeModelOptions, FakeModelRunner } from "./test-support/fake-model-runner.js";
 
 /** One turn as the engine served it: its prompt's token ids and the ones it generated. */
 interface ServedTurn {

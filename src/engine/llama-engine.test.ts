@@ -8,6 +8,7 @@ import { before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { SchedulingPolicy } from "../core/policy.js";
 import { MemorySink, Recorder } from "../core/recorder/recorder.js";
+import { ensureBuiltinModel } from "../gguf/index.js";
 import { Engine, type EngineTierOptions } from "./engine.js";
 import {
   type EngineMetrics,
@@ -16,10 +17,9 @@ import {
   type SamplingParams,
 } from "./engine-api.js";
 import { createLlamaEngine, defaultKvCells } from "./engine-factory.js";
-import { ensureBuiltinModel } from "./gguf/index.js";
-import { LlamaModelRunner } from "./llama-model-runner.js";
-import type { KvLayout } from "./model-runner.js";
 import { isNativeAvailable } from "./native/llama-native.js";
+import { LlamaModelRunner } from "./runners/llama-model-runner.js";
+import type { KvLayout } from "./runners/model-runner.js";
 import { type EngineStepRecord, type StepLogFile, stepLogFile } from "./step-log.js";
 import { chat, type DoneEvent, fixedTtlPolicy, request, run } from "./test-support/engine-helpers.js";
 
@@ -105,7 +105,7 @@ for (const tokenizer of ["spm", "bpe"] as const)
 
     test("a pool larger than the model's trained context starts without llama.cpp's overflow warning", () => {
       // llama.cpp writes to the process's stderr from native code: only a child's stderr can be read.
-      const runnerUrl = new URL("./llama-model-runner.ts", import.meta.url).href;
+      const runnerUrl = new URL("./runners/llama-model-runner.ts", import.meta.url).href;
       const script = `
       const { LlamaModelRunner } = await import(${JSON.stringify(runnerUrl)});
       const open = (kvCells) => LlamaModelRunner.open({ modelPath: ${JSON.stringify(modelPath)}, kvCells, maxSeqs: 4, batchTokens: 64, threads: 1 });

@@ -1,7 +1,7 @@
-import type { CalibratedCostModel } from "../core/calibrated-cost-model.js";
 import type { Clock } from "../core/clock.js";
+import type { CalibratedCostModel } from "../core/cost/calibrated-cost-model.js";
 import type { TierName } from "../core/kv/offload-tiers.js";
-import type { SeqOp } from "../core/kv/seq-ops.js";
+import type { SeqOp } from "../core/kv/sequences/seq-ops.js";
 import type { TokenIdContent } from "../core/kv/token-content.js";
 import type { Request } from "../core/request.js";
 import type { Executor } from "../core/step-loop.js";
@@ -13,7 +13,7 @@ import {
   type PromptLogprob,
   type SamplingParams,
 } from "./engine-api.js";
-import type { KvTierStore } from "./kv-tier-store.js";
+import type { KvTierStore } from "./kv/kv-tier-store.js";
 import {
   type ModelRunner,
   RunnerBatch,
@@ -21,7 +21,7 @@ import {
   type SampledLogprobs,
   type SampledOutput,
   type ScoredOutput,
-} from "./model-runner.js";
+} from "./runners/model-runner.js";
 import type { StepLogFile } from "./step-log.js";
 
 /** Counters of the engine's executor (for benchmarks and the TS overhead measurement). */
@@ -130,7 +130,7 @@ function samplerFollowsOutput(s: SamplingParams): boolean {
 
 /**
  * The step loop's executor on llama.cpp: apply the plan's sequence ops (copies, cuts, saves and restores the
- * scheduler decided: core/kv/sequence-map.ts), then ONE batch of every chunk (decode tokens, prefill chunks)
+ * scheduler decided: core/kv/sequences/sequence-map.ts), then ONE batch of every chunk (decode tokens, prefill chunks)
  * into the sequence the plan names; sampled tokens are detokenized, checked against stop strings, EOS and
  * max tokens, and streamed. What went wrong is said in the StepResult (`failed`, `lostEntries`): the
  * scheduler changes only in its own update().

@@ -4,7 +4,7 @@
  * full-size caches, and a saved state leaves them out). A prefix reused from another request's longer
  * sequence, or restored from the tier and cut back, attended over keys that were gone: the first test read
  * 0.42 nats off a fresh run at its first token (-2.38 against -2.79), the second the same. The scheduler
- * offers such a prefix only where a sequence can give it whole (core/kv/sequence-map.ts), so the cached
+ * offers such a prefix only where a sequence can give it whole (core/kv/sequences/sequence-map.ts), so the cached
  * tokens reported are the ones not computed again.
  */
 import assert from "node:assert/strict";
@@ -13,12 +13,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { SchedulingPolicy } from "../core/policy.js";
+import { generateLlamaGguf } from "../gguf/llama-model.js";
 import { Engine } from "./engine.js";
 import type { OutputLogprob } from "./engine-api.js";
 import type { EngineTierOptions } from "./engine-setup.js";
-import { generateLlamaGguf } from "./gguf/llama-model.js";
-import { LlamaModelRunner } from "./llama-model-runner.js";
 import { isNativeAvailable } from "./native/llama-native.js";
+import { LlamaModelRunner } from "./runners/llama-model-runner.js";
 import { type DoneEvent, fixedTtlPolicy, request, run, sleep } from "./test-support/engine-helpers.js";
 
 const supported = process.platform === "linux" && process.arch === "x64" && isNativeAvailable();

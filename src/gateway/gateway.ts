@@ -5,18 +5,18 @@
  * does not answer is taken out (its queued turns move on at once, its programs re-prefill elsewhere) and
  * probed again until it is back. No backend up: requests are answered 503, and the gateway keeps probing.
  */
-import type { CostModel } from "../core/cost-model.js";
+import type { CostModel } from "../core/cost/cost-model.js";
 import type { SchedulingPolicy } from "../core/policy.js";
-import { BackendKvIndex } from "./backend-kv-index.js";
-import { BackendLane } from "./backend-lane.js";
-import { type BackendInfo, probeBackend } from "./backend-probe.js";
-import type { BackendSpec, EngineKind } from "./backend-spec.js";
-import { type BackendReply, BackendUnreachable } from "./forward.js";
-import { KeepAliveRetention } from "./keep-alive.js";
-import { KvEventFeed } from "./kv-event-feed.js";
-import { NativeRetention } from "./native-retention.js";
-import type { Retention } from "./retention.js";
-import { SlotRetention } from "./slot-retention.js";
+import { BackendKvIndex } from "./backends/backend-kv-index.js";
+import { BackendLane } from "./backends/backend-lane.js";
+import { type BackendInfo, probeBackend } from "./backends/backend-probe.js";
+import type { BackendSpec, EngineKind } from "./backends/backend-spec.js";
+import { type BackendReply, BackendUnreachable } from "./backends/forward.js";
+import { KvEventFeed } from "./backends/kv-event-feed.js";
+import { KeepAliveRetention } from "./retention/keep-alive.js";
+import { NativeRetention } from "./retention/native-retention.js";
+import type { Retention } from "./retention/retention.js";
+import { SlotRetention } from "./retention/slot-retention.js";
 import type { GatewayTurn } from "./turn.js";
 
 export interface GatewayOptions {

@@ -4,7 +4,7 @@
  * output and cached tokens as the backend counted them). Chat Completions, Completions and Messages, streamed
  * or whole.
  */
-import { readSse, type SseFrame } from "./sse.js";
+import { readSse, type SseFrame } from "./backends/sse.js";
 import type { BackendApi } from "./turn.js";
 
 export interface ReplyUsage {

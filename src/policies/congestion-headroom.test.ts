@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { CONCUR_DEFAULTS } from "./concur.js";
+import { CONCUR_DEFAULTS } from "./admission-control/concur.js";
 import { CongestionHeadroom } from "./congestion-headroom.js";
 
 describe("CongestionHeadroom (CONCUR's control on admission's forecast)", () => {

@@ -1,5 +1,5 @@
-import { CONCUR_DEFAULTS } from "./concur.js";
-import { Ticks } from "./ticks.js";
+import { CONCUR_DEFAULTS } from "./admission-control/concur.js";
+import { Ticks } from "./admission-control/ticks.js";
 
 /**
  * CONCUR's congestion control (arXiv 2601.22705; `concur.ts`) turned on working-set admission's own forecast:

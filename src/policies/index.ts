@@ -1,4 +1,7 @@
 import type { SchedulingPolicy } from "../core/policy.js";
+import { CONCUR_REUSABLE, createConcurPolicy } from "./admission-control/concur.js";
+import { createMoriPolicy } from "./admission-control/mori.js";
+import { createThunderAgentPolicy, THUNDERAGENT_DYNAMO } from "./admission-control/thunderagent.js";
 import { createAutellixPolicy } from "./autellix.js";
 import { createCacheTtlPolicy } from "./cachettl.js";
 import {
@@ -6,14 +9,11 @@ import {
   type AdaptiveOptions,
   createCacheTtlAdaptivePolicy,
 } from "./cachettl-adaptive.js";
-import { CONCUR_REUSABLE, createConcurPolicy } from "./concur.js";
 import { createContinuumHeuristicPolicy } from "./continuum-heuristic.js";
 import { createInferceptPolicy } from "./infercept.js";
-import { createMoriPolicy } from "./mori.js";
 import { isPolicyModuleSpec, policyModuleFactory } from "./policy-modules.js";
 import { createProgramFcfsPolicy } from "./program-fcfs.js";
 import { createStaticTtlPolicy } from "./static-ttl.js";
-import { createThunderAgentPolicy, THUNDERAGENT_DYNAMO } from "./thunderagent.js";
 import { createVllmPolicy } from "./vllm.js";
 
 const FACTORIES = {

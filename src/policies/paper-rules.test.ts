@@ -324,7 +324,7 @@ describe("baseline retention rules", () => {
   });
 
   it("continuum-heuristic asks for the fork's parser, and prices the tool its engine read by that tool's mean", () => {
-    // the engine reads `cd /x && pytest` as cd with this parser (engine/turn-tool.test.ts)
+    // the engine reads `cd /x && pytest` as cd with this parser (engine/text/turn-tool.test.ts)
     assert.equal(createContinuumHeuristicPolicy().toolParser, "fork");
     const a = loggedScheduler(createContinuumHeuristicPolicy(), { numBlocks: 16 });
     a.scheduler.ttl.tools.record("cd", 5);

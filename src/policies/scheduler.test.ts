@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { VirtualClock } from "../core/clock.js";
-import { quadraticCostModel } from "../core/cost-model.js";
+import { quadraticCostModel } from "../core/cost/cost-model.js";
 import { RequestRejectedError, Scheduler } from "../core/scheduler.js";
 import type { SampledToken } from "../core/step-plan.js";
 import {

@@ -9,7 +9,7 @@ import type {
   ChatCompletionCreateParamsNonStreaming,
   ChatCompletionMessageParam,
 } from "openai/resources/chat/completions";
-import { createFakeEngine } from "../engine/fake-model-runner.js";
+import { createFakeEngine } from "../engine/test-support/fake-model-runner.js";
 import { startServer } from "./server.js";
 
 async function withEngineServer(

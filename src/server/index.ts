@@ -1,8 +1,19 @@
 /** The OpenAI-compatible HTTP server over an EngineService. */
 export { type AppOptions, type ContinuumApp, createApp } from "./app.js";
 export { ApiError, type OpenAIErrorBody, toApiError } from "./errors.js";
-export { jsonObjectGbnf, jsonSchemaToGbnf, SchemaConversionError, toolCallGbnf } from "./json-schema-gbnf.js";
-export { ServerMetrics } from "./metrics.js";
+export {
+  jsonObjectGbnf,
+  jsonSchemaToGbnf,
+  SchemaConversionError,
+  toolCallGbnf,
+} from "./grammars/json-schema-gbnf.js";
+export { ServerMetrics } from "./observability/metrics.js";
+export {
+  type ParsedToolCall,
+  parseToolCalls,
+  type ToolCallParse,
+  type ToolSpec,
+} from "./output/tool-calls.js";
 export {
   type NamedProgram,
   PROGRAM_ID_SOURCES,
@@ -12,6 +23,5 @@ export {
   type RequestProgram,
   requestProgramOf,
   scopeToTenant,
-} from "./program-identity.js";
+} from "./programs/program-identity.js";
 export { type CloseOptions, type RunningServer, type StartServerOptions, startServer } from "./server.js";
-export { type ParsedToolCall, parseToolCalls, type ToolCallParse, type ToolSpec } from "./tool-calls.js";

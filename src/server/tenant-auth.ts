@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import { ApiError } from "./errors.js";
-import type { AppEnv } from "./generation.js";
+import type { AppEnv } from "./generation/generation.js";
 
 function digestHex(text: string): string {
   return createHash("sha256").update(text).digest("hex");

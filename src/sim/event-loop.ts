@@ -1,5 +1,5 @@
 import type { VirtualClock } from "../core/clock.js";
-import { MinHeap } from "../core/min-heap.js";
+import { MinHeap } from "../core/heaps/min-heap.js";
 import type { Request } from "../core/request.js";
 import type { Scheduler } from "../core/scheduler.js";
 import { type Executor, type LoopEnvironment, runStepLoop, StepLoop } from "../core/step-loop.js";

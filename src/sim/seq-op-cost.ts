@@ -1,5 +1,5 @@
 import type { TierName } from "../core/kv/offload-tiers.js";
-import type { SeqOp } from "../core/kv/seq-ops.js";
+import type { SeqOp } from "../core/kv/sequences/seq-ops.js";
 
 /** What moving KV costs the executor: bytes per token, and each tier's bandwidth (bytes per second). */
 export interface SeqOpPrices {

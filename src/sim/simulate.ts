@@ -1,7 +1,7 @@
 import { renameSync, writeFileSync } from "node:fs";
 import { summarize } from "../analysis/stats.js";
 import { VirtualClock } from "../core/clock.js";
-import { type CostModel, quadraticCostModel } from "../core/cost-model.js";
+import { type CostModel, quadraticCostModel } from "../core/cost/cost-model.js";
 import { GIB, type TierConfig, tierConfigs } from "../core/kv/offload-tiers.js";
 import { type EventRecorder, MemorySink, Recorder } from "../core/recorder/recorder.js";
 import { Scheduler } from "../core/scheduler.js";

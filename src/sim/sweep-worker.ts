@@ -1,6 +1,6 @@
 import { parentPort } from "node:worker_threads";
 import { loadPolicyModules } from "../policies/index.js";
-import { type ClosedLoopJob, runClosedLoopJob } from "./closed-loop-job.js";
+import { type ClosedLoopJob, runClosedLoopJob } from "./closed-loop/closed-loop-job.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 import type { JobKind } from "./sweep.js";
 

@@ -4,8 +4,8 @@ import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { isTypeScriptPolicyModule, loadPolicyModules } from "../policies/index.js";
 import { createSimPolicy } from "./clairvoyant.js";
-import type { ClosedLoopResult } from "./closed-loop.js";
-import { type ClosedLoopJob, runClosedLoopJob } from "./closed-loop-job.js";
+import type { ClosedLoopResult } from "./closed-loop/closed-loop.js";
+import { type ClosedLoopJob, runClosedLoopJob } from "./closed-loop/closed-loop-job.js";
 import { type PointJob, runPointJob } from "./point-job.js";
 import type { PointResult } from "./simulate.js";
 

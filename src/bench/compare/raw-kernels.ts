@@ -1,6 +1,6 @@
 /** The raw kernels side by side: llama.cpp's llama-batched-bench against ours, row by row. */
 import { join } from "node:path";
-import type { BatchedBenchRow } from "../../engine/profile/batched-bench.js";
+import type { BatchedBenchRow } from "../../profiler/batched-bench.js";
 import { REPO_ROOT, runCommand } from "./processes.js";
 import type { RawRow } from "./results.js";
 
@@ -58,7 +58,7 @@ export async function compareRawKernels(o: RawKernelsOptions): Promise<RawRow[]>
         [
           "--import",
           "tsx",
-          join(REPO_ROOT, "src", "engine", "profile", "batched-bench.ts"),
+          join(REPO_ROOT, "src", "profiler", "batched-bench.ts"),
           "--model",
           o.modelPath,
           "--threads",

@@ -8,7 +8,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { parseReferenceSteps } from "../../core/profile/step-reference.js";
 import { devices, loadModel } from "../../engine/native/llama-native.js";
-import { measureStepShapes } from "../../engine/profile/step-shapes.js";
+import { measureStepShapes } from "../../profiler/step-shapes.js";
 
 /** GPU memory left free for llama.cpp's compute buffers and the CUDA context. */
 const HEADROOM_BYTES = 8 * 2 ** 30;

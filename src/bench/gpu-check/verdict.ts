@@ -4,7 +4,7 @@
  * cachettl-adaptive against vllm under load) from what the check measured. A figure that was not measured
  * is `null`, never estimated.
  */
-import type { StepComparison } from "../../engine/profile/step-shapes.js";
+import type { StepComparison } from "../../profiler/step-shapes.js";
 
 export interface DeviceInfoLabels {
   readonly backend: string;

@@ -12,7 +12,7 @@ import { readEventLog } from "../../core/recorder/read-event-log.js";
 import type { Engine } from "../../engine/engine.js";
 import { createLlamaEngine } from "../../engine/engine-factory.js";
 import type { RunningServer } from "../../server/server.js";
-import { runServe, serveCommand } from "../serve-command.js";
+import { runServe, serveCommand } from "../serving/serve-command.js";
 
 export interface LlamaServer {
   readonly server: RunningServer;

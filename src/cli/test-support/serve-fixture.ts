@@ -4,7 +4,7 @@
  */
 
 import { FakeEngine } from "../../server/test-support/fake-engine.js";
-import { runServe } from "../serve-command.js";
+import { runServe } from "../serving/serve-command.js";
 
 class LoggingFakeEngine extends FakeEngine {
   override async shutdown(): Promise<void> {

@@ -2,10 +2,10 @@ import type { Pin } from "../program.js";
 import type { Request } from "../request.js";
 import type { BlockPool } from "./block-pool.js";
 import type { OffloadTiers, TierName } from "./offload-tiers.js";
-import { NO_MATCH, type PrefixMatch } from "./prefix-match.js";
-import type { SequenceMap } from "./sequence-map.js";
+import { NO_MATCH, type PrefixMatch } from "./sequences/prefix-match.js";
+import type { SequenceMap } from "./sequences/sequence-map.js";
 
-export { NO_MATCH, type PrefixMatch } from "./prefix-match.js";
+export { NO_MATCH, type PrefixMatch } from "./sequences/prefix-match.js";
 
 /** What the dashboard shows of the tiers, whichever index keeps them. */
 export interface TierIndex {

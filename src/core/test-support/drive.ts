@@ -1,5 +1,5 @@
 import { VirtualClock } from "../clock.js";
-import { quadraticCostModel } from "../cost-model.js";
+import { quadraticCostModel } from "../cost/cost-model.js";
 import type { TierConfig } from "../kv/offload-tiers.js";
 import { hashTokenBlock, ROOT_HASH } from "../kv/prefix-hash.js";
 import { BlockHashContent } from "../kv/token-content.js";

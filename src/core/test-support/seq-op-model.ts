@@ -1,6 +1,6 @@
 import { copiesPrefixData, type LlamaSeqKvSpec } from "../kv/kv-spec.js";
-import type { SeqOp } from "../kv/seq-ops.js";
-import type { SequenceMap } from "../kv/sequence-map.js";
+import type { SeqOp } from "../kv/sequences/seq-ops.js";
+import type { SequenceMap } from "../kv/sequences/sequence-map.js";
 import type { StepPlan } from "../step-plan.js";
 
 /**

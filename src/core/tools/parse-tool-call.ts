@@ -1,6 +1,6 @@
 /**
  * Tool calls in a model's output, read once for the whole code base: the TTL model names the tool a turn
- * called (`parseToolName`), the server returns the calls with their arguments (`src/server/tool-calls.ts`
+ * called (`parseToolName`), the server returns the calls with their arguments (`src/server/output/tool-calls.ts`
  * gives them ids and shapes their arguments). Formats: Hermes/Qwen `<tool_call>` blocks (JSON or
  * Qwen3-Coder XML), Llama 3 `<|python_tag|>`, plain Llama 3 JSON, the Llama 3.2/4 pythonic list and a
  * single ```bash block. Calls inside `<think>` reasoning do not count.

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ensureBuiltinModel } from "../gguf/index.js";
+import { ensureBuiltinModel } from "../../gguf/index.js";
 import { isNativeAvailable } from "../native/llama-native.js";
 import { probeGpuBackend, probeTimeoutS } from "./backend-probe.js";
 

@@ -6,8 +6,8 @@
 import { spawn } from "node:child_process";
 import { extname } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { DeviceInfo } from "../device-info.js";
 import type { KvCacheType } from "../native/llama-native.js";
+import type { DeviceInfo } from "./device-info.js";
 import { classifyProbeFailure, type ProbeFailure } from "./probe-failure.js";
 
 export interface GpuProbeRequest {

@@ -3,9 +3,10 @@
  * requested GPU layers, decodes a few tokens, and prints where the model ran (DeviceInfo) as one JSON line.
  * argv[2] is the GpuProbeRequest as JSON. Stage lines on stderr tell the parent how far it got if it dies.
  */
-import { type DeviceInfo, deviceInfoOf } from "../device-info.js";
+
 import { DecodeBatch, devices, loadBackends, loadModel } from "../native/llama-native.js";
 import type { GpuProbeRequest } from "./backend-probe.js";
+import { type DeviceInfo, deviceInfoOf } from "./device-info.js";
 import { PROBE_MARK } from "./probe-failure.js";
 
 const GENERATED_TOKENS = 3;

@@ -3,7 +3,7 @@ import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { ensureBuiltinModel, renderChatML } from "../gguf/index.js";
+import { ensureBuiltinModel, renderChatML } from "../../gguf/index.js";
 import {
   allocPinnedBuffer,
   DecodeBatch,

@@ -1,4 +1,4 @@
-import type { DeviceInfo } from "../device-info.js";
+import type { DeviceInfo } from "../gpu/device-info.js";
 
 /** Where a Llama-3.1-8B lands on an H100 with every layer offloaded (as measured, docs/gpu.md). */
 export const H100_ALL_LAYERS: DeviceInfo = {

@@ -1,8 +1,8 @@
 /** A tiny Mamba (state-space, recurrent) GGUF, for tests of what the engine does with recurrent models. */
 import { Rng } from "../../core/rng.js";
-import { GgmlType } from "../gguf/gguf-types.js";
-import { GgufWriter } from "../gguf/gguf-writer.js";
-import { writeSpmTokenizer } from "../gguf/llama-model.js";
+import { GgmlType } from "../../gguf/format/gguf-types.js";
+import { GgufWriter } from "../../gguf/format/gguf-writer.js";
+import { writeSpmTokenizer } from "../../gguf/llama-model.js";
 
 const VOCAB = 4096;
 

@@ -1,4 +1,4 @@
-import { type GgufLayout, generateLlamaGguf, type LlamaSpec } from "../gguf/index.js";
+import { type GgufLayout, generateLlamaGguf, type LlamaSpec } from "../../gguf/index.js";
 
 /** The smallest model llama.cpp loads and runs: for tests of what a GGUF carries, not of what it computes. */
 export const TINY_GGUF_SPEC: LlamaSpec = {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ContextOverflow } from "../context-overflow.js";
-import { anthropicErrorBody } from "../messages-errors.js";
+import { ContextOverflow } from "../generation/context-overflow.js";
+import { anthropicErrorBody } from "../messages/messages-errors.js";
 import { backendError } from "./backend-errors.js";
 
 describe("a backend's refusal as the gateway's client reads it", () => {

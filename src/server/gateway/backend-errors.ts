@@ -7,8 +7,8 @@
  * the model's context length (N tokens)", an Anthropic-shaped "prompt is too long: M tokens > N - 1 maximum".
  */
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { ContextOverflow } from "../context-overflow.js";
 import { ApiError } from "../errors.js";
+import { ContextOverflow } from "../generation/context-overflow.js";
 
 type Json = Record<string, unknown>;
 

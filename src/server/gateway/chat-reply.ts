@@ -4,7 +4,7 @@
  * usage, gathered from the streamed chunks (each delta passed on as it comes) or from the whole answer.
  */
 import type { GenerateUsage } from "../../engine/engine-api.js";
-import type { ParsedToolCall } from "../tool-calls.js";
+import type { ParsedToolCall } from "../output/tool-calls.js";
 
 type Json = Record<string, unknown>;
 

@@ -4,14 +4,14 @@
  * client going away cancels it; no backend up is a 503).
  */
 import type { Context } from "hono";
-import { GatewayRejection } from "../../gateway/backend-lane.js";
-import type { BackendReply } from "../../gateway/forward.js";
-import { BackendUnreachable } from "../../gateway/forward.js";
+import { GatewayRejection } from "../../gateway/backends/backend-lane.js";
+import type { BackendReply } from "../../gateway/backends/forward.js";
+import { BackendUnreachable } from "../../gateway/backends/forward.js";
 import { type Gateway, NoBackendAvailable } from "../../gateway/gateway.js";
 import type { GatewayTurn } from "../../gateway/turn.js";
-import type { ConversationPrograms } from "../conversation-programs.js";
 import { ApiError } from "../errors.js";
-import type { AppEnv } from "../generation.js";
+import type { AppEnv } from "../generation/generation.js";
+import type { ConversationPrograms } from "../programs/conversation-programs.js";
 import { unavailable } from "./backend-errors.js";
 
 export interface GatewayContext {

@@ -8,10 +8,10 @@
 import { randomUUID } from "node:crypto";
 import type { Context } from "hono";
 import type { RetentionHints } from "../../core/client-hints.js";
-import type { AppEnv } from "../generation.js";
-import { type ProgramApi, requestProgramOf, scopeToTenant } from "../program-identity.js";
+import type { AppEnv } from "../generation/generation.js";
+import { type ProgramApi, requestProgramOf, scopeToTenant } from "../programs/program-identity.js";
+import { turnFields } from "../programs/turn-fields.js";
 import type { ChatMessageInput, CommonBody } from "../schemas.js";
-import { turnFields } from "../turn-fields.js";
 import type { GatewayContext } from "./gateway-context.js";
 
 export interface TurnIdentity {

@@ -5,8 +5,9 @@
  * histograms added sample by sample, the running and waiting gauges added, KV usage averaged by each
  * backend's capacity (other vLLM gauges, which do not add up, are left out).
  */
+
+import { familyOf, parseExposition } from "../../gateway/backends/prometheus-text.js";
 import type { Gateway, GatewayBackend } from "../../gateway/gateway.js";
-import { familyOf, parseExposition } from "../../gateway/prometheus-text.js";
 
 const SCRAPE_TIMEOUT_MS = 2000;
 const ADDED_GAUGES = new Set([

@@ -11,12 +11,12 @@
  */
 import type { Context } from "hono";
 import type { GenerateUsage } from "../../engine/engine-api.js";
-import { readJsonBody } from "../chat-completions.js";
-import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "../context-overflow.js";
+import { readJsonBody } from "../chat/chat-completions.js";
 import { ApiError, errorBody, toApiError } from "../errors.js";
-import { type AppEnv, sseResponse, unixSeconds } from "../generation.js";
-import { chatRequestOf } from "../responses-input.js";
-import { inputItemsOf, type ListedItem, listItems } from "../responses-items.js";
+import { ContextOverflow, RESPONSES_OVERFLOW_MESSAGE } from "../generation/context-overflow.js";
+import { type AppEnv, sseResponse, unixSeconds } from "../generation/generation.js";
+import { chatRequestOf } from "../responses/responses-input.js";
+import { inputItemsOf, type ListedItem, listItems } from "../responses/responses-items.js";
 import {
   assistantTurn,
   outputItems,
@@ -24,10 +24,10 @@ import {
   type ResponseObject,
   type ResponseStatus,
   responseObject,
-} from "../responses-output.js";
-import { type ResponsesBody, responsesSchema } from "../responses-schema.js";
-import { type LiveRun, ResponseStore } from "../responses-store.js";
-import { failedResponseEvents, ResponseEvents } from "../responses-stream.js";
+} from "../responses/responses-output.js";
+import { type ResponsesBody, responsesSchema } from "../responses/responses-schema.js";
+import { type LiveRun, ResponseStore } from "../responses/responses-store.js";
+import { failedResponseEvents, ResponseEvents } from "../responses/responses-stream.js";
 import { backendError } from "./backend-errors.js";
 import { ChatReply } from "./chat-reply.js";
 import { checkGatewayModel, type GatewayContext, submitTurn } from "./gateway-context.js";

@@ -7,14 +7,14 @@
  */
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { BackendReply } from "../../gateway/forward.js";
-import type { SseFrame } from "../../gateway/sse.js";
-import { writeSse } from "../../gateway/sse.js";
+import type { BackendReply } from "../../gateway/backends/forward.js";
+import type { SseFrame } from "../../gateway/backends/sse.js";
+import { writeSse } from "../../gateway/backends/sse.js";
 import type { BackendApi, GatewayTurn } from "../../gateway/turn.js";
-import { readJsonBody } from "../chat-completions.js";
-import { type AppEnv, SSE_DONE, sseData, sseResponse } from "../generation.js";
-import { chatCompletionRequest, chatMessages } from "../messages-request.js";
-import { countTokensSchema, messagesSchema } from "../messages-schema.js";
+import { readJsonBody } from "../chat/chat-completions.js";
+import { type AppEnv, SSE_DONE, sseData, sseResponse } from "../generation/generation.js";
+import { chatCompletionRequest, chatMessages } from "../messages/messages-request.js";
+import { countTokensSchema, messagesSchema } from "../messages/messages-schema.js";
 import { chatCompletionSchema, completionSchema } from "../schemas.js";
 import { backendError, unavailable } from "./backend-errors.js";
 import { ChatReply } from "./chat-reply.js";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { SseFrame } from "../../gateway/sse.js";
+import type { SseFrame } from "../../gateway/backends/sse.js";
 import { messageEventsFromChat, messageFromChat } from "./messages-from-chat.js";
 
 const meta = { id: "msg_1", model: "m" };

@@ -5,9 +5,9 @@
  * reason as the stop reason (a stop sequence the backend does not name reads as end_turn), its usage with the
  * cached prompt tokens as cache reads.
  */
-import type { SseFrame } from "../../gateway/sse.js";
-import { messagesUsage, thinkingBlock, toolUseBlock, toolUseId } from "../messages-response.js";
-import { BlockWriter, sseEvent } from "../messages-stream.js";
+import type { SseFrame } from "../../gateway/backends/sse.js";
+import { messagesUsage, thinkingBlock, toolUseBlock, toolUseId } from "../messages/messages-response.js";
+import { BlockWriter, sseEvent } from "../messages/messages-stream.js";
 import type { ChatReply } from "./chat-reply.js";
 import { ChatReply as Reply } from "./chat-reply.js";
 

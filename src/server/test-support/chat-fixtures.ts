@@ -3,8 +3,8 @@
  * adds BOS itself) and a turn that called a tool and got its result back.
  */
 import type { ModelChatTemplate } from "../../engine/engine-api.js";
-import { ChatTemplate } from "../chat-template.js";
 import type { ChatMessageInput, ToolInput } from "../schemas.js";
+import { ChatTemplate } from "../templates/chat-template.js";
 
 export const TEST_MODEL: ModelChatTemplate = {
   source: null,

@@ -6,7 +6,6 @@
  * around it) as it first sees it, so detokenize() gives the text back.
  */
 import type { SchedulerSnapshot } from "../../core/scheduler-snapshot.js";
-import { cpuDeviceInfo, type DeviceInfo } from "../../engine/device-info.js";
 import {
   type ChatTurn,
   type EngineMetrics,
@@ -19,6 +18,7 @@ import {
   type ProgramKv,
   type RenderChatOptions,
 } from "../../engine/engine-api.js";
+import { cpuDeviceInfo, type DeviceInfo } from "../../engine/gpu/device-info.js";
 
 export interface FakeEngineOptions {
   /** the output for a request, as one string or its streamed pieces (default "Hello there!") */

@@ -6,10 +6,10 @@ import {
   type RunConfig as CheckConfig,
   checkedRun as checkedRunOf,
   type RunReport,
-} from "../policy-check.js";
+} from "../policy-checks/policy-check.js";
 
 /**
- * The conformance check's pieces for tests (src/sim/policy-check.ts holds them, for `continuum policies
+ * The conformance check's pieces for tests (src/sim/policy-checks/policy-check.ts holds them, for `continuum policies
  * --check` too), with a policy named by config and the rule that only InferCept pins without a TTL.
  */
 export {
@@ -21,14 +21,14 @@ export {
   randomDrafts,
   TOOLS,
   type TurnDraft,
-} from "../policy-check.js";
+} from "../policy-checks/policy-check.js";
 
 export interface RunConfig extends CheckConfig {
   readonly policy: string;
 }
 
 /**
- * checkedRun of src/sim/policy-check.ts on `policy` (default: a fresh one of config.policy); pins left
+ * checkedRun of src/sim/policy-checks/policy-check.ts on `policy` (default: a fresh one of config.policy); pins left
  * without a TTL after the drain must be InferCept's.
  */
 export function checkedRun(

@@ -1,0 +1,167 @@
+/**
+ * llama-server's retention: its slots. A program's turns go to the slot that holds its KV (`id_slot`), and a
+ * pinned program keeps its slot: a new program takes a slot nobody pinned (an empty one first, then the one
+ * idle longest), and a pinned slot only when every other slot is busy. A pinned slot given away is saved first
+ * (`POST /slots/{id}?action=save`, llama-server's `--slot-save-path`: the disk tier) and restored into the
+ * slot its program next gets (`action=restore`); without `--slot-save-path` (llama-server answers 501), KV
+ * that left its slot survives only in llama-server's own `--cache-ram` prompt cache.
+ */
+import { createHash } from "node:crypto";
+import type { KvChanges } from "../../core/step-plan.js";
+import type { ReplyTap } from "../reply-tap.js";
+import type { GatewayTurn } from "../turn.js";
+import { type MutableStats, NO_RETENTION_STATS, programKey, type Retention } from "./retention.js";
+
+interface Slot {
+  /** the program whose KV the slot holds (its latest turn's), null while empty */
+  program: string | null;
+  running: boolean;
+  pinned: boolean;
+  idleSinceMs: number;
+}
+
+/** How long a slot save or restore may take (a large context on a slow disk takes seconds). */
+const SLOT_ACTION_TIMEOUT_MS = 60_000;
+
+export class SlotRetention implements Retention {
+  readonly stats: MutableStats = { ...NO_RETENTION_STATS };
+  private readonly slots: Slot[];
+  private readonly slotOfProgram = new Map<string, number>();
+  private readonly slotOfRequest = new Map<string, number>();
+  /** programs whose KV was saved to disk when their pinned slot was given away: the file's name */
+  private readonly saved = new Map<string, string>();
+  /** false once llama-server said it has no `--slot-save-path` */
+  private canSave = true;
+
+  constructor(
+    private readonly url: string,
+    numSlots: number,
+    private readonly log: (line: string) => void,
+  ) {
+    this.slots = Array.from({ length: numSlots }, () => ({
+      program: null,
+      running: false,
+      pinned: false,
+      idleSinceMs: 0,
+    }));
+  }
+
+  async prepare(turn: GatewayTurn, requestId: string): Promise<Record<string, unknown>> {
+    const program = programKey(turn, requestId);
+    const own = this.slotOfProgram.get(program);
+    const index = own !== undefined && !this.slots[own]!.running ? own : this.pickSlot();
+    if (index === null) return {};
+    const slot = this.slots[index]!;
+    const displaced = slot.program !== null && slot.program !== program ? slot.program : null;
+    const displacedPinned = displaced !== null && slot.pinned;
+    if (index === own) this.stats.slotHits++;
+    slot.program = program;
+    slot.running = true;
+    slot.pinned = false;
+    this.slotOfProgram.set(program, index);
+    this.slotOfRequest.set(requestId, index);
+    if (displaced !== null) {
+      this.slotOfProgram.delete(displaced);
+      if (displacedPinned) {
+        this.stats.pinsDisplaced++;
+        await this.save(index, displaced);
+      }
+    }
+    const file = index === own ? undefined : this.saved.get(program);
+    if (file !== undefined) {
+      this.saved.delete(program);
+      await this.restore(index, file);
+    }
+    return { id_slot: index, cache_prompt: true };
+  }
+
+  /** An empty slot, else the unpinned one idle longest, else the pinned one idle longest; null while all run. */
+  private pickSlot(): number | null {
+    let best: number | null = null;
+    const rank = (slot: Slot) => (slot.program === null ? 0 : slot.pinned ? 2 : 1);
+    for (let i = 0; i < this.slots.length; i++) {
+      const slot = this.slots[i]!;
+      if (slot.running) continue;
+      if (best === null) {
+        best = i;
+        continue;
+      }
+      const current = this.slots[best]!;
+      if (
+        rank(slot) < rank(current) ||
+        (rank(slot) === rank(current) && slot.idleSinceMs < current.idleSinceMs)
+      )
+        best = i;
+    }
+    return best;
+  }
+
+  ended(_turn: GatewayTurn, requestId: string, _tap: ReplyTap, _ok: boolean): void {
+    const index = this.slotOfRequest.get(requestId);
+    if (index === undefined) return;
+    this.slotOfRequest.delete(requestId);
+    const slot = this.slots[index]!;
+    slot.running = false;
+    slot.idleSinceMs = Date.now();
+  }
+
+  applyKvChanges(changes: KvChanges): void {
+    for (const pin of changes.pinned) {
+      const index = this.slotOfProgram.get(pin.programId);
+      if (index !== undefined) this.slots[index]!.pinned = true;
+    }
+    for (const release of changes.released) {
+      if (release.holder !== "pin") continue;
+      const index = this.slotOfProgram.get(release.programId);
+      if (index !== undefined) this.slots[index]!.pinned = false;
+      if (release.reason === "last_step") {
+        this.saved.delete(release.programId);
+      }
+    }
+  }
+
+  tick(): void {}
+
+  private fileOf(program: string): string {
+    return `continuum-gateway-${createHash("sha256").update(program).digest("hex").slice(0, 32)}.bin`;
+  }
+
+  private async slotAction(index: number, action: "save" | "restore", filename: string): Promise<boolean> {
+    try {
+      const response = await fetch(`${this.url}/slots/${index}?action=${action}`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ filename }),
+        signal: AbortSignal.timeout(SLOT_ACTION_TIMEOUT_MS),
+      });
+      const text = await response.text();
+      if (response.status === 501) {
+        this.canSave = false;
+        this.log(
+          `gateway: ${this.url} has no --slot-save-path (${text.slice(0, 120)}): KV leaving a slot is kept by its --cache-ram only`,
+        );
+        return false;
+      }
+      return response.ok;
+    } catch {
+      return false;
+    }
+  }
+
+  private async save(index: number, program: string): Promise<void> {
+    if (!this.canSave) return;
+    const file = this.fileOf(program);
+    if (await this.slotAction(index, "save", file)) {
+      this.stats.slotSaves++;
+      this.saved.set(program, file);
+    } else if (this.canSave) {
+      this.stats.slotSaveFailures++;
+    }
+  }
+
+  private async restore(index: number, file: string): Promise<void> {
+    if (await this.slotAction(index, "restore", file)) this.stats.slotRestores++;
+  }
+
+  async close(): Promise<void> {}
+}
