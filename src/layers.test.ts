@@ -1,9 +1,9 @@
 /**
  * `npm test` enforces the layers of the code base and the rule between them: an import may only point down (or sideways
- * within a layer), never up. core <- policies, analysis, workload <- sim, engine, gateway <- server, bench,
- * cluster <- cli, all above the install-time scripts/. The simulator, the engine and the gateway are the three executors of
- * one step loop: none imports another (the server is the HTTP front end of the engine and of the gateway). Tests follow
- * the same rule (though a test may compare the executors), so a test lives in the
+ * within a layer), never up. core <- policies, analysis, workload <- sim, engine, gateway, gguf <- server, bench,
+ * cluster, profiler, gpu-build <- cli, all above the install-time scripts/. The simulator, the engine and the gateway are
+ * the three executors of one step loop: none imports another (the server is the HTTP front end of the engine and of the
+ * gateway). Tests follow the same rule (though a test may compare the executors), so a test lives in the
  * lowest layer holding everything it imports: the end-to-end tests of `continuum serve` live in cli/. And no
  * module imports itself back through others, type imports included.
  */
@@ -21,9 +21,15 @@ const LAYERS: Readonly<Record<string, number>> = {
   sim: 2,
   engine: 2,
   gateway: 2,
+  /** the built-in models; its tests load what it writes into llama.cpp, so it sits beside the engine */
+  gguf: 2,
   server: 3,
   bench: 3,
   cluster: 3,
+  /** measures the engine */
+  profiler: 3,
+  /** builds the GPU plugin that the engine finds at run time (engine/gpu) */
+  "gpu-build": 3,
   cli: 4,
 };
 
@@ -45,7 +51,7 @@ function areaOf(path: string): string {
 }
 
 /**
- * The install-time scripts (npm's prepare runs them before any TypeScript is built; `build-gpu` shares their
+ * The install-time scripts (npm's prepare runs them before any TypeScript is built; gpu-build shares their
  * unpacking of the pinned llama.cpp source) sit below every layer: they import nothing from src.
  */
 const SCRIPTS = "../scripts/";
@@ -191,6 +197,10 @@ describe("layers", () => {
       violation({ from: "bench/a.ts", to: "cli/b.ts" }) ?? "",
       /bench \(layer 3\) may not import cli/,
     );
+    assert.match(
+      violation({ from: "engine/gpu/a.ts", to: "gpu-build/b.ts" }) ?? "",
+      /engine \(layer 2\) may not import gpu-build/,
+    );
     assert.match(violation({ from: "engine/a.ts", to: "sim/b.ts" }) ?? "", /stay apart/);
     assert.equal(violation({ from: "engine/a.test.ts", to: "sim/b.ts" }), null);
     assert.match(
@@ -198,7 +208,7 @@ describe("layers", () => {
       /core \(layer 0\) may not import policies/,
     );
     assert.match(violation({ from: "gadgets/a.ts", to: "core/b.ts" }) ?? "", /src\/gadgets has no layer/);
-    assert.equal(violation({ from: "engine/gpu/a.ts", to: "../scripts/b.mjs" }), null);
+    assert.equal(violation({ from: "gpu-build/a.ts", to: "../scripts/b.mjs" }), null);
     assert.match(violation({ from: "engine/a.ts", to: "../tools/b.mjs" }) ?? "", /has no layer/);
   });
 });
