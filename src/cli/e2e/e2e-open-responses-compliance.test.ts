@@ -4,7 +4,7 @@
  * generated zod schemas and is not published to npm, so CI cannot run it as it is. Its templates run here
  * against `continuum serve` (real llama.cpp engine, built-in tiny model), each checked as the suite
  * checks it: the final response object against the spec's ResponseResource schema
- * (test-support/open-responses-schema.ts), every streamed event against its event's schema, then the
+ * (server/test-support/open-responses-schema.ts), every streamed event against its event's schema, then the
  * template's own validators. A failure lists each failing field as `path: message (got value)`.
  *
  * Deviations from the templates, because the tiny model's weights are random:

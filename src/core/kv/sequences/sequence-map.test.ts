@@ -1,6 +1,6 @@
 /**
  * Where the scheduler places KV in llama.cpp's sequences (sequence-map.ts), through the scheduler: the ops a
- * plan carries, applied to a model of llama.cpp's rules (test-support/seq-op-model.ts) that throws on any op
+ * plan carries, applied to a model of llama.cpp's rules (core/test-support/seq-op-model.ts) that throws on any op
  * an executor could not carry out, and every sequence held against what the map says after every step.
  */
 import assert from "node:assert/strict";
