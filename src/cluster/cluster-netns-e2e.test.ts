@@ -191,9 +191,11 @@ describe("continuum cluster across hosts (network namespaces; real engine, tiny 
       const cutAt = performance.now();
       net.setLink(hosts[0] as Host, false);
       let retriedAfterS: number | null = null;
+      let answeredAfterS: number | null = null;
       let answered = false;
       void cutTurn.then(() => {
         answered = true;
+        answeredAfterS = (performance.now() - cutAt) / 1000;
       });
       while (!answered && performance.now() - cutAt < 60_000) {
         const metricsView = await fleetView("/metrics");
@@ -204,7 +206,12 @@ describe("continuum cluster across hosts (network namespaces; real engine, tiny 
       }
       const cut = await cutTurn;
       assert.equal(cut.status, 200, "answered by the replica still reachable");
-      assert.ok(retriedAfterS !== null && retriedAfterS < 10, `retried after ${retriedAfterS} s`);
+      // seen running on the other replica, or (a retry that finished between two looks) answered from it
+      const endedAfterS = retriedAfterS ?? answeredAfterS;
+      assert.ok(
+        endedAfterS !== null && endedAfterS < 10,
+        `retried after ${retriedAfterS} s, answered after ${answeredAfterS} s`,
+      );
       assert.ok(Math.max(...views) < 0.5, `the fleet view took ${Math.max(...views)} s at most`);
       const cutOff = (await fleetState()).replicas.find((r) => r.name === "r2");
       assert.equal(cutOff?.up, false);
