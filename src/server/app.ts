@@ -3,21 +3,21 @@
  * models, tokenize / detokenize, health and Prometheus metrics. Every error leaves through one
  * handler as OpenAI's error body.
  */
-import { createHash, randomUUID } from "node:crypto";
+import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { EngineService } from "../engine/engine-api.js";
 import { allowedMethods } from "./allowed-methods.js";
+import { answerErrors, errorResponse, requestIdOf } from "./app-answers.js";
 import { chatCompletions, type RequestContext } from "./chat/chat-completions.js";
 import { completions } from "./chat/completions.js";
 import { detokenize, tokenize } from "./chat/tokenize.js";
 import { allowedOriginsCors } from "./cors-policy.js";
-import { ApiError, errorBody, errorHeaders, toApiError } from "./errors.js";
+import { ApiError } from "./errors.js";
 import { type AppEnv, InflightRequests, unixSeconds } from "./generation/generation.js";
 import { type LogitBiasSpec, resolveLogitBias } from "./generation/logit-bias.js";
 import { countMessageTokens, messages } from "./messages/messages.js";
-import { anthropicErrorBody, isMessagesPath } from "./messages/messages-errors.js";
 import { AnswerCounter } from "./observability/answer-counts.js";
 import { DASHBOARD_ASSET_PREFIX, registerDashboard } from "./observability/dashboard.js";
 import { DashboardHistory } from "./observability/dashboard-history.js";
@@ -127,12 +127,6 @@ function systemFingerprint(engine: EngineService): string {
 }
 
 /** An error in the shape of the API the path belongs to (Anthropic's on the Messages routes, else OpenAI's). */
-function errorResponse(c: Context<AppEnv>, error: ApiError): Response {
-  for (const [name, value] of Object.entries(errorHeaders(error))) c.header(name, value);
-  if (isMessagesPath(c.req.path)) return c.json(anthropicErrorBody(error), error.status);
-  return c.json(errorBody(error), error.status);
-}
-
 /** `POST /v1/responses/{id}/cancel` */
 const CANCEL_PATH = /^\/v1\/responses\/[^/]+\/cancel$/;
 
@@ -168,23 +162,12 @@ export function createApp(options: AppOptions): ContinuumApp {
       engine.vocabSize,
       engine.chatTemplate.eosTokenId,
     ),
-    newRequestId: (c) => {
-      const given = c.req.header("x-request-id")?.trim();
-      return given && given.length <= 128 ? given : randomUUID().replace(/-/g, "");
-    },
+    newRequestId: requestIdOf,
   };
 
   const app = new Hono<AppEnv>();
 
-  app.onError((error, c) => {
-    const apiError = toApiError(error);
-    if (apiError.status >= 500 && apiError.code === "internal_error") {
-      logError(
-        `continuum server: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
-      );
-    }
-    return errorResponse(c, apiError);
-  });
+  app.onError(answerErrors("continuum server", logError));
   // a path served with other methods is a 405 naming them (the routes are all registered by then); a route
   // of this method that finds nothing (an unknown dashboard asset) is a 404
   let methodsOf: ((path: string) => string[]) | null = null;

@@ -1,16 +1,9 @@
-/**
- * `continuum gateway`'s HTTP API: what `continuum serve` speaks (Chat Completions, Completions, Messages with
- * count_tokens, Responses with previous_response_id), the same API keys and tenants, in front of the
- * gateway's backends. `/health` is 200 while a backend is up and 503 while none is; `/metrics` has the
- * gateway's families and the backends' vLLM families summed (gateway-metrics.ts).
- */
-import { randomUUID } from "node:crypto";
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Gateway } from "../../gateway/gateway.js";
-import { ApiError, errorBody, errorHeaders, toApiError } from "../errors.js";
+import { answerErrors, errorResponse, requestIdOf } from "../app-answers.js";
+import { ApiError } from "../errors.js";
 import { type AppEnv, unixSeconds } from "../generation/generation.js";
-import { anthropicErrorBody, isMessagesPath } from "../messages/messages-errors.js";
 import { ConversationPrograms } from "../programs/conversation-programs.js";
 import { scopeToTenant } from "../programs/program-identity.js";
 import { tenantAuth } from "../tenant-auth.js";
@@ -34,12 +27,6 @@ const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 /** Replies of programs whose clients name none, kept to find the program of their next turn. */
 const REPLIES_KEPT = 16384;
 
-function errorResponse(c: Context<AppEnv>, error: ApiError): Response {
-  for (const [name, value] of Object.entries(errorHeaders(error))) c.header(name, value);
-  if (isMessagesPath(c.req.path)) return c.json(anthropicErrorBody(error), error.status);
-  return c.json(errorBody(error), error.status);
-}
-
 export function createGatewayApp(options: GatewayAppOptions): Hono<AppEnv> {
   const { gateway } = options;
   const logError = options.logError ?? ((message: string) => process.stderr.write(`${message}\n`));
@@ -48,21 +35,10 @@ export function createGatewayApp(options: GatewayAppOptions): Hono<AppEnv> {
     servedModelNames: options.servedModelNames ?? [],
     conversations: new ConversationPrograms(REPLIES_KEPT),
     retryAfterS: options.retryAfterS ?? 2,
-    newRequestId: (c) => {
-      const given = c.req.header("x-request-id")?.trim();
-      return given && given.length <= 128 ? given : randomUUID().replace(/-/g, "");
-    },
+    newRequestId: requestIdOf,
   };
   const app = new Hono<AppEnv>();
-  app.onError((error, c) => {
-    const apiError = toApiError(error);
-    if (apiError.status >= 500 && apiError.code === "internal_error") {
-      logError(
-        `continuum gateway: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
-      );
-    }
-    return errorResponse(c, apiError);
-  });
+  app.onError(answerErrors("continuum gateway", logError));
   app.notFound((c) =>
     errorResponse(
       c,
