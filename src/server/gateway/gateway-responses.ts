@@ -97,17 +97,7 @@ export function gatewayResponsesApi(ctx: GatewayContext) {
     const body = { ...parsed, store: parsed.store ?? true };
     const model = checkGatewayModel(ctx, body.model);
     const tenant = c.get("tenant") ?? null;
-    const previousId = body.previous_response_id;
-    const previous = previousId ? store.get(tenant, previousId) : null;
-    if (previous === undefined) {
-      throw new ApiError(
-        404,
-        `Previous response with id '${previousId}' not found (responses created with store: false are not kept, nor the least recently used past the last ${STORED_RESPONSES}).`,
-        "invalid_request_error",
-        "previous_response_not_found",
-        "previous_response_id",
-      );
-    }
+    const previous = store.previous(tenant, body.previous_response_id);
     const request = chatRequestOf(body, previous?.conversation ?? []);
     const chat = request.chat;
     const requestId = ctx.newRequestId(c);

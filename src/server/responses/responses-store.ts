@@ -1,3 +1,4 @@
+import { ApiError } from "../errors.js";
 import type { ChatMessageInput } from "../schemas.js";
 import type { ListedItem } from "./responses-items.js";
 import type { ResponseObject } from "./responses-output.js";
@@ -42,6 +43,25 @@ export class ResponseStore<Run extends LiveRun> extends TenantStore<StoredRespon
         JSON.stringify({ conversation, object: response, inputItems }).length,
       (stored) => stored.run?.live === true,
     );
+  }
+
+  /**
+   * The response `previous_response_id` names (null: none named), or OpenAI's 404 when this tenant keeps
+   * none of that id.
+   */
+  previous(tenant: string | null, previousId: string | null | undefined): StoredResponse<Run> | null {
+    if (!previousId) return null;
+    const previous = this.get(tenant, previousId);
+    if (previous === undefined) {
+      throw new ApiError(
+        404,
+        `Previous response with id '${previousId}' not found (responses created with store: false are not kept, nor the least recently used past the last ${this.capacity}).`,
+        "invalid_request_error",
+        "previous_response_not_found",
+        "previous_response_id",
+      );
+    }
+    return previous;
   }
 
   /**

@@ -249,16 +249,7 @@ export function responsesApi(
     const model = checkModel(ctx, body.model);
     const tenant = c.get("tenant") ?? null;
     const previousId = body.previous_response_id;
-    const previous = previousId ? store.get(tenant, previousId) : null;
-    if (previous === undefined) {
-      throw new ApiError(
-        404,
-        `Previous response with id '${previousId}' not found (responses created with store: false are not kept, nor the least recently used past the last ${STORED_RESPONSES}).`,
-        "invalid_request_error",
-        "previous_response_not_found",
-        "previous_response_id",
-      );
-    }
+    const previous = store.previous(tenant, previousId);
     if (previous?.run?.live) {
       throw ApiError.badRequest(
         `Previous response with id '${previousId}' is still ${previous.response.status}: wait for it to end (or cancel it) before continuing it.`,
