@@ -26,7 +26,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ensureLlamaHeaders, ROOT, run } from "./fetch-llama-headers.mjs";
-import { ensureLlamaSource, removeStaleBuildDir } from "./llama-source.mjs";
+import { compilerWorkarounds, ensureLlamaSource, removeStaleBuildDir } from "./llama-source.mjs";
 
 const META_FORMAT = 1;
 /** What each profile builds: the optimised peer of `npm run compare`, or llama-server alone for tests. */
@@ -54,25 +54,6 @@ export const CMAKE_FLAGS = [
   "-DLLAMA_BUILD_COMMON=ON",
   "-DLLAMA_ALL_WARNINGS=OFF",
 ];
-
-// Two compiler-level adjustments, each checked on this machine (sources stay unmodified):
-// - GCC 12 drops the stores that fill ggml's AMX tile configuration before `_tile_loadconfig` (the builtin is
-//   not treated as reading its operand, so dead-store elimination removes the rows/colsb writes); `ldtilecfg`
-//   then faults (SIGSEGV) on the first AMX matmul of a Q8_0 model on an AMX CPU (Sapphire Rapids and later).
-//   -fno-tree-dse -fno-dse for C++ keeps the stores (disassembly: the full 64-byte config is written).
-// - -march=native on a CPU with AVX512-FP16 switches ggml's F16 vectors to 32 lanes x 4 (a 128-element
-//   step), so ggml_vec_dot_f16 over a 64-wide attention head never enters its SIMD loop and runs scalar:
-//   flash-attention decode was 2.3x slower at 544 context than with the flag. -mno-avx512fp16 keeps
-//   everything else native (AVX512, VNNI, BF16, AMX), i.e. the ISA of the prebuilt sapphirerapids backend.
-export function compilerWorkarounds(cxxVersionText, acceptsNoAvx512Fp16) {
-  const isGcc = /\bGCC\b|g\+\+|Free Software Foundation/.test(cxxVersionText);
-  const common = acceptsNoAvx512Fp16 ? ["-mno-avx512fp16"] : [];
-  const cxx = [...(isGcc ? ["-fno-tree-dse", "-fno-dse"] : []), ...common];
-  return [
-    ...(common.length > 0 ? [`-DCMAKE_C_FLAGS=${common.join(" ")}`] : []),
-    ...(cxx.length > 0 ? [`-DCMAKE_CXX_FLAGS=${cxx.join(" ")}`] : []),
-  ];
-}
 
 function log(msg) {
   console.log(`build-llama-server: ${msg}`);

@@ -14,3 +14,6 @@ export function ensureLlamaSource(options?: { root?: string; log?: (line: string
 };
 
 export function removeStaleBuildDir(buildDir: string, sourceDir: string): void;
+
+/** -DCMAKE_C_FLAGS=... / -DCMAKE_CXX_FLAGS=... that native x86 builds of the tree need with this compiler. */
+export function compilerWorkarounds(cxxVersionText: string, acceptsNoAvx512Fp16: boolean): string[];

@@ -1,6 +1,6 @@
 // The pinned llama.cpp source tree, unpacked once into .cache/llama-src/<version>/ (gitignored) and shared by
 // every build from source: scripts/build-llama-server.mjs (the peer of `npm run compare`) and
-// `continuum build-gpu` (the ggml GPU plugin).
+// `continuum build-gpu` (the ggml GPU plugin) and `continuum build-cpu` (ggml's CPU backend for this CPU).
 //
 // Source: the node-llama-cpp npm tarball of the same version as @node-llama-cpp/linux-x64, checked against
 // the sha512 pinned in scripts/fetch-llama-headers.mjs; its llama/gitRelease.bundle must have the commit the
@@ -102,6 +102,26 @@ export function removeStaleBuildDir(buildDir, sourceDir) {
   if (!existsSync(cachePath)) return;
   const home = readFileSync(cachePath, "utf8").match(/^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$/m)?.[1];
   if (home !== resolve(sourceDir)) rmSync(buildDir, { recursive: true, force: true });
+}
+
+// Two compiler-level adjustments for native x86 builds of the tree, each checked on this machine (sources
+// stay unmodified):
+// - GCC 12 drops the stores that fill ggml's AMX tile configuration before `_tile_loadconfig` (the builtin is
+//   not treated as reading its operand, so dead-store elimination removes the rows/colsb writes); `ldtilecfg`
+//   then faults (SIGSEGV) on the first AMX matmul of a Q8_0 model on an AMX CPU (Sapphire Rapids and later).
+//   -fno-tree-dse -fno-dse for C++ keeps the stores (disassembly: the full 64-byte config is written).
+// - -march=native on a CPU with AVX512-FP16 switches ggml's F16 vectors to 32 lanes x 4 (a 128-element
+//   step), so ggml_vec_dot_f16 over a 64-wide attention head never enters its SIMD loop and runs scalar:
+//   flash-attention decode was 2.3x slower at 544 context than with the flag. -mno-avx512fp16 keeps
+//   everything else native (AVX512, VNNI, BF16, AMX), i.e. the ISA of the prebuilt sapphirerapids backend.
+export function compilerWorkarounds(cxxVersionText, acceptsNoAvx512Fp16) {
+  const isGcc = /\bGCC\b|g\+\+|Free Software Foundation/.test(cxxVersionText);
+  const common = acceptsNoAvx512Fp16 ? ["-mno-avx512fp16"] : [];
+  const cxx = [...(isGcc ? ["-fno-tree-dse", "-fno-dse"] : []), ...common];
+  return [
+    ...(common.length > 0 ? [`-DCMAKE_C_FLAGS=${common.join(" ")}`] : []),
+    ...(cxx.length > 0 ? [`-DCMAKE_CXX_FLAGS=${cxx.join(" ")}`] : []),
+  ];
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -3,6 +3,7 @@ import { analyzeCommand } from "./measurement/analyze-command.js";
 import { analyzeStepsCommand } from "./measurement/analyze-steps-command.js";
 import { benchCommand } from "./measurement/bench-command.js";
 import { traceCommand } from "./measurement/trace-command.js";
+import { buildCpuCommand } from "./serving/build-cpu-command.js";
 import { buildGpuCommand } from "./serving/build-gpu-command.js";
 import { clusterCommand } from "./serving/cluster-command.js";
 import { gatewayCommand } from "./serving/gateway-command.js";
@@ -24,6 +25,7 @@ const program = new Command("continuum")
   .addCommand(gatewayCommand())
   .addCommand(profileCommand())
   .addCommand(buildGpuCommand())
+  .addCommand(buildCpuCommand())
   .addCommand(policiesCommand())
   .addCommand(simulateCommand())
   .addCommand(sweepCommand())

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { accessSync, constants, statSync } from "node:fs";
 import { delimiter, join } from "node:path";
 
@@ -33,4 +33,16 @@ function isExecutableFile(file: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** Runs a build tool with its output on our stderr (stdout stays for results). */
+export function runStreaming(command: string, args: readonly string[], step: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ["ignore", 2, 2] });
+    child.on("error", reject);
+    child.on("exit", (code, signal) => {
+      if (code === 0) resolve();
+      else reject(new Error(`${step} failed (${command} ${signal ?? `exit ${code}`}): see its output above`));
+    });
+  });
 }

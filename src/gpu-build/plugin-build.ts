@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
@@ -11,7 +10,7 @@ import { type GpuBuildPlan, type GpuBuildTarget, planGpuBuild } from "./build-pl
 import { type ArchRequest, checkGpuToolchain } from "./build-prerequisites.js";
 import { type GpuBuildStamp, readBuildStamp, rebuildReason } from "./build-stamp.js";
 import { parseReadelfDynamic, pluginLinkProblem } from "./elf-links.js";
-import { findExecutable, outputOf } from "./executables.js";
+import { findExecutable, outputOf, runStreaming } from "./executables.js";
 
 export interface GpuPluginBuildOptions {
   projectRoot: string;
@@ -118,16 +117,4 @@ export async function buildGpuPlugin(
   writeFileSync(stampFile, `${JSON.stringify(stamp, null, 2)}\n`);
   log(`done in ${Math.round(seconds)} s: ${plugin}`);
   return { plugin, built: true };
-}
-
-/** Runs a build tool with its output on our stderr (stdout stays for results). */
-function runStreaming(command: string, args: readonly string[], step: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ["ignore", 2, 2] });
-    child.on("error", reject);
-    child.on("exit", (code, signal) => {
-      if (code === 0) resolve();
-      else reject(new Error(`${step} failed (${command} ${signal ?? `exit ${code}`}): see its output above`));
-    });
-  });
 }

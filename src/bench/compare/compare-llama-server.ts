@@ -2,6 +2,8 @@ import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { basename, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { NATIVE_CPU_VARIANT, PREBUILT_CPU_VARIANTS } from "../../engine/native/cpu-backend-location.js";
+import { loadedBackends } from "../../engine/native/llama-native.js";
 import {
   type BuiltinPreset,
   ensureBuiltinModel,
@@ -79,6 +81,9 @@ const { values: args } = parseArgs({
     cli: { type: "string", default: join(ROOT, "src", "cli", "main.ts") },
     // use these llama-server / llama-batched-bench binaries instead of building (meta.json beside bin/ if any)
     "llama-bin-dir": { type: "string" },
+    // our engine's CPU kernels: "native" (continuum build-cpu: compiled for this CPU, as llama.cpp's build
+    // compiles its own with GGML_NATIVE) or "prebuilt" (ggml's pick of the packaged variants)
+    "cpu-backend": { type: "string", default: "native" },
   },
 });
 const CLI = ["--import", "tsx", resolve(args.cli)];
@@ -324,6 +329,18 @@ const buildMeta = existsSync(metaPath)
   : { llamaCppTag: "unknown", commit: "unknown", buildSeconds: Number.NaN };
 log(`llama-server ${buildMeta.llamaCppTag} (${buildMeta.commit.slice(0, 12)}) ready`);
 
+// our CPU kernels; every engine this run starts (serve, profile, the raw bench) inherits the choice
+if (args["cpu-backend"] === "native") {
+  await runCommand(process.execPath, [...CLI, "build-cpu"], join(outDir, "build-cpu.log"));
+  process.env["CONTINUUM_GGML_CPU"] = NATIVE_CPU_VARIANT;
+} else if (args["cpu-backend"] === "prebuilt") {
+  process.env["CONTINUUM_GGML_CPU"] = PREBUILT_CPU_VARIANTS;
+} else {
+  throw new Error(`--cpu-backend ${args["cpu-backend"]}: native or prebuilt`);
+}
+const cpuBackend = loadedBackends().cpu.replace(`${REPO_ROOT}/`, "");
+log(`our CPU kernels: ${cpuBackend}`);
+
 // 2. model
 const modelPath =
   args.model ?? (await ensureBuiltinModel({ preset: args["builtin-model"] as BuiltinPreset }));
@@ -554,6 +571,7 @@ const results: CompareResults = {
     serveRounds,
     loads,
     llamaCpp: { tag: buildMeta.llamaCppTag, commit: buildMeta.commit, buildSeconds: buildMeta.buildSeconds },
+    cpuBackend,
   },
   llamaServer: {
     chosen: best,

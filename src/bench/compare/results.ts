@@ -101,6 +101,8 @@ export interface CompareResults {
     serveRounds: number;
     loads: readonly { name: string; jps: number; programs: number }[];
     llamaCpp: { tag: string; commit: string; buildSeconds: number };
+    /** our engine's CPU kernels, in words (loadedBackends().cpu) */
+    cpuBackend?: string;
   };
   llamaServer: {
     chosen: LlamaConfig;
@@ -200,7 +202,8 @@ export function renderResults(r: CompareResults): string {
       `(llama.cpp ${s.llamaCpp.tag}, ${s.llamaCpp.commit.slice(0, 12)}, already built; the build itself took ` +
       `${f(s.llamaCpp.buildSeconds / 60, 1)} min). Model \`${s.model}\`, ${s.threads} thread(s), ${s.kvTokens} KV ` +
       `tokens for every server, Continuum max-num-seqs ${s.maxNumSeqs}. Trace: ${s.trace}, ${s.programsInTrace} ` +
-      `programs cut to <= ${s.maxTurns} turns, tokens x${s.tokenScale}, tool times capped at ${s.maxToolS} s, seed ${s.seed}.`,
+      `programs cut to <= ${s.maxTurns} turns, tokens x${s.tokenScale}, tool times capped at ${s.maxToolS} s, seed ${s.seed}.` +
+      (s.cpuBackend ? ` Our CPU kernels: ${s.cpuBackend}; llama.cpp's: its own build, GGML_NATIVE.` : ""),
   );
   lines.push("");
   lines.push("### Serving: mean and p95 JCT against llama-server");
@@ -333,20 +336,24 @@ export function renderResults(r: CompareResults): string {
   lines.push("| target | measured | verdict |");
   lines.push("|---|---|---|");
   for (const load of s.loads) {
-    const ttl = summarizeLoad(r.runs, load.name).find((x) => x.server === "continuum cachettl");
-    const ratio = ttl?.meanVsLlama;
-    if (!ratio) continue;
-    // heavy: the first goal (0.5x), and issue #11's (0.6x while carrying at least llama-server's throughput)
-    for (const goal of load.name === "heavy" ? [0.5, 0.6] : [1.02]) {
-      lines.push(
-        `| ${load.name} load: Continuum (cachettl) mean JCT <= ${goal}x llama-server | ${formatSpread(ratio)}x | ` +
-          `${ratio.median <= goal ? "met" : `missed by ${f(((ratio.median - goal) / goal) * 100, 0)}%`} |`,
-      );
-    }
-    const throughput = ttl.throughputVsLlama;
+    // Continuum's default policy, or the paper's where a run served only that
+    const summaries = summarizeLoad(r.runs, load.name);
+    const ours =
+      summaries.find((x) => x.server === "continuum cachettl-adaptive") ??
+      summaries.find((x) => x.server === "continuum cachettl");
+    const ratio = ours?.meanVsLlama;
+    if (!ours || !ratio) continue;
+    const name = ours.server.replace("continuum ", "");
+    // heavy: issue #57's 0.55x while carrying at least llama-server's throughput
+    const goal = load.name === "heavy" ? 0.55 : 1.02;
+    lines.push(
+      `| ${load.name} load: Continuum (${name}) mean JCT <= ${goal}x llama-server | ${formatSpread(ratio)}x | ` +
+        `${ratio.median <= goal ? "met" : `missed by ${f(((ratio.median - goal) / goal) * 100, 0)}%`} |`,
+    );
+    const throughput = ours.throughputVsLlama;
     if (load.name === "heavy" && throughput) {
       lines.push(
-        `| heavy load: Continuum (cachettl) throughput >= 1.0x llama-server | ${formatSpread(throughput)}x | ` +
+        `| heavy load: Continuum (${name}) throughput >= 1.0x llama-server | ${formatSpread(throughput)}x | ` +
           `${throughput.median >= 1 ? "met" : `missed by ${f((1 - throughput.median) * 100, 0)}%`} |`,
       );
     }
@@ -369,16 +376,17 @@ export function renderResults(r: CompareResults): string {
     );
   }
   if (r.raw.length > 0) {
-    const gm = (xs: number[]) => Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);
-    const pp = gm(r.raw.map((x) => x.ours.speedPp / x.llama.speedPp));
-    const tg = gm(r.raw.map((x) => x.ours.speedTg / x.llama.speedTg));
-    for (const [what, v] of [
-      ["prefill", pp],
-      ["decode", tg],
-    ] as const) {
+    // issue #57: at every batch size, one sequence included
+    for (const what of ["prefill", "decode"] as const) {
+      const ratios = r.raw.map((x) => ({
+        pl: x.pl,
+        v: what === "prefill" ? x.ours.speedPp / x.llama.speedPp : x.ours.speedTg / x.llama.speedTg,
+      }));
+      const lowest = ratios.reduce((a, b) => (b.v < a.v ? b : a));
+      const all = ratios.map((x) => `${f(x.v)} (${x.pl})`).join(", ");
       lines.push(
-        `| engine ${what} tokens/s >= 0.9x llama-batched-bench (geometric mean of the rows) | ${f(v)}x | ` +
-          `${v >= 0.9 ? "met" : `missed by ${f(((0.9 - v) / 0.9) * 100, 0)}%`} |`,
+        `| engine ${what} tokens/s >= 1.0x llama-batched-bench at every row (sequences) | ${all} | ` +
+          `${lowest.v >= 1 ? "met" : `missed by ${f((1 - lowest.v) * 100, 0)}% at ${lowest.pl} sequence(s)`} |`,
       );
     }
   }

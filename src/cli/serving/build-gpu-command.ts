@@ -100,6 +100,6 @@ async function printDryRun(o: BuildGpuOptions): Promise<void> {
   process.stdout.write(`${lines.join("\n")}\n`);
 }
 
-function shellWord(word: string): string {
+export function shellWord(word: string): string {
   return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }

@@ -89,7 +89,10 @@ describe("llama native addon", { skip: supported ? false : "llama.cpp engine is 
     assert.equal(v.libGgmlVersion, v.headerGgmlVersion);
     assert.ok(v.maxParallelSequences >= 256);
     const b = loadBackends();
-    assert.ok(b.dir.endsWith("bins/linux-x64"), b.dir);
+    // the prebuilt package's variants, or the backend `continuum build-cpu` compiled here; it says which
+    const native = b.cpu.startsWith("built for this CPU");
+    assert.ok(native ? b.dir.endsWith(".cache/cpu-backend") : b.dir.endsWith("bins/linux-x64"), b.dir);
+    assert.match(b.cpu, /^(built for this CPU \(.*libggml-cpu-native\.so\)|prebuilt)/);
     assert.ok(devices().some((d) => d.type === "cpu"));
   });
 

@@ -38,6 +38,7 @@ export {
   findProjectRoot,
   isNativeAvailable,
   loadBackends,
+  loadedBackends,
   measureHostCopyBandwidth,
   nativeAddonPath,
   type RowSamplerImpl,

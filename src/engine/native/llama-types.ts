@@ -24,8 +24,10 @@ export interface DeviceInfo {
 }
 
 export interface BackendsInfo {
-  /** Directory ggml_backend_load_all_from_path was given (the prebuilt package's bin dir). */
+  /** Directory the CPU backend came from (the prebuilt package's bin dir, or continuum build-cpu's). */
   dir: string;
+  /** Which CPU backend runs the model, in words (built for this CPU, or which prebuilt variant and why). */
+  cpu: string;
   /** Extra GPU backend plugins loaded from optional GPU packages. */
   loaded: string[];
   /** Extra GPU backend plugins found but not loadable (e.g. no CUDA runtime). */
@@ -43,8 +45,9 @@ export interface LoadBackendsOptions {
   gpuPlugins?: readonly string[];
   /**
    * Load only this CPU variant (libggml-cpu-<name>.so: haswell is AVX2, zen4/skylakex/sapphirerapids
-   * AVX-512, ...) instead of the best one for this CPU; default env CONTINUUM_GGML_CPU. A variant this CPU
-   * cannot run is an error.
+   * AVX-512, ..., "native": the one `continuum build-cpu` compiled here, "prebuilt": ggml's pick of the
+   * prebuilt ones) instead of the native build when there is one, else the best prebuilt one for this CPU;
+   * default env CONTINUUM_GGML_CPU. A variant this CPU cannot run is an error.
    */
   cpuVariant?: string;
 }

@@ -8,6 +8,18 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { findGpuPlugin } from "../gpu/plugin-discovery.js";
+import {
+  builtCpuBackendDir,
+  builtCpuBackendFile,
+  builtCpuBackendProblem,
+  builtCpuBackendStampFile,
+  cpuIdentity,
+  fileSha256,
+  loadedGgmlBase,
+  NATIVE_CPU_VARIANT,
+  PREBUILT_CPU_VARIANTS,
+  readCpuBackendStamp,
+} from "./cpu-backend-location.js";
 import type {
   BackendsInfo,
   ChatMessage,
@@ -109,7 +121,7 @@ export interface RawAddon {
   versionInfo(): VersionInfo;
   systemInfo(): string;
   setLogLevel(level: LogLevel): void;
-  loadBackends(dir?: string, extraPluginPaths?: string[], cpuVariant?: string): BackendsInfo;
+  loadBackends(dir?: string, extraPluginPaths?: string[], cpuVariant?: string): Omit<BackendsInfo, "cpu">;
   devices(): DeviceInfo[];
   loadModel(
     path: string,
@@ -246,23 +258,73 @@ function defaultGpuPlugins(): string[] {
 }
 
 let backends: BackendsInfo | undefined;
+let cpuChoice: CpuBackendChoice | undefined;
+
+interface CpuBackendChoice {
+  dir: string | undefined;
+  variant: string | undefined;
+  description: string;
+}
 
 /**
- * Loads ggml's runtime backend plugins: the best libggml-cpu-<arch>.so from the prebuilt package's bin dir
- * (or the variant opts.cpuVariant / CONTINUUM_GGML_CPU names) and the GPU plugins of opts.gpuPlugins. Must
- * run before loadModel (which calls it if needed). Idempotent.
+ * Loads ggml's runtime backend plugins: the CPU backend (the one `continuum build-cpu` compiled for this
+ * machine when it is built and fits, else the best libggml-cpu-<arch>.so from the prebuilt package's bin
+ * dir; opts.cpuVariant / CONTINUUM_GGML_CPU name one) and the GPU plugins of opts.gpuPlugins. Must run
+ * before loadModel (which calls it if needed). Idempotent.
  */
 export function loadBackends(opts: LoadBackendsOptions = {}): BackendsInfo {
   const gpuPlugins = opts.gpuPlugins ?? defaultGpuPlugins();
-  const cpuVariant = opts.cpuVariant ?? (process.env["CONTINUUM_GGML_CPU"] || undefined);
-  const info = native().loadBackends(opts.dir, [...gpuPlugins], cpuVariant);
+  const requested = opts.cpuVariant ?? (process.env["CONTINUUM_GGML_CPU"] || undefined);
+  const raw = native();
+  // the first call decides: ggml would register a second CPU backend beside the first
+  cpuChoice ??= chooseCpuBackend(requested, opts.dir);
+  const cpu = cpuChoice;
+  const info = raw.loadBackends(cpu.dir, [...gpuPlugins], cpu.variant);
   backends = {
     dir: info.dir,
+    cpu: cpu.description,
     loaded: [...(backends?.loaded ?? []), ...info.loaded],
     failed: [...(backends?.failed ?? []), ...info.failed],
     devices: info.devices,
   };
   return backends;
+}
+
+/**
+ * The CPU backend to load: a prebuilt variant when one is named (ggml's pick of them for "prebuilt"), else the native build when it is there and
+ * was built on this CPU against the engine's ggml-base (a mismatch is named: an error when "native" was
+ * asked for, the reason in the description when it was only found), else ggml's pick of the prebuilt ones.
+ */
+function chooseCpuBackend(requested: string | undefined, prebuiltDir: string | undefined): CpuBackendChoice {
+  const prebuilt: CpuBackendChoice = {
+    dir: prebuiltDir,
+    variant: undefined,
+    description: "prebuilt, the variant ggml picks for this CPU",
+  };
+  if (requested === PREBUILT_CPU_VARIANTS)
+    return { ...prebuilt, description: `${prebuilt.description} (as asked)` };
+  if (requested !== undefined && requested !== NATIVE_CPU_VARIANT) {
+    return { dir: prebuiltDir, variant: requested, description: `prebuilt ${requested} variant (as asked)` };
+  }
+  const root = findProjectRoot();
+  const file = builtCpuBackendFile(root);
+  if (requested === undefined && !existsSync(file)) return prebuilt;
+  const base = loadedGgmlBase();
+  const problem = builtCpuBackendProblem(file, readCpuBackendStamp(builtCpuBackendStampFile(root)), {
+    cpu: cpuIdentity(),
+    ggmlBase: base ? fileSha256(base) : "",
+  });
+  if (problem && requested === NATIVE_CPU_VARIANT) {
+    throw Object.assign(new Error(`CPU backend ${NATIVE_CPU_VARIANT}: ${problem}`), {
+      code: "LLAMA_CPU_VARIANT",
+    });
+  }
+  if (problem) return { ...prebuilt, description: `${prebuilt.description} (${problem})` };
+  return {
+    dir: builtCpuBackendDir(root),
+    variant: NATIVE_CPU_VARIANT,
+    description: `built for this CPU (${file})`,
+  };
 }
 
 /** The backends loaded so far; the default ones are loaded first when none were. */
