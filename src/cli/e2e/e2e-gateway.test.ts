@@ -313,7 +313,12 @@ describe("continuum gateway in front of continuum serve --scheduling-policy vllm
       "KV capacity read from vllm:cache_config_info",
     );
     const programs = new GatewayPrograms(gateway.url, PROGRAMS);
-    for (let turn = 0; turn < 3; turn++) await programs.turn(turn);
+    for (let turn = 0; turn < 3; turn++) {
+      await programs.turn(turn);
+      // a tool call's time: the gateway reads a turn's blocks from the events that came up to 200 ms after
+      // its reply, and a returning turn sent sooner has no blocks of its program to look for yet
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
     assertSticky(programs);
     // the last turns' events are on their way: give them a moment
     await new Promise((resolve) => setTimeout(resolve, 500));

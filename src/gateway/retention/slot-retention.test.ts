@@ -40,7 +40,7 @@ async function closedPort(): Promise<number> {
 }
 
 describe("llama-server retention: slots", () => {
-  it("a program's turns go to its slot; new programs take empty slots, then unpinned ones; a pinned slot goes last", async () => {
+  it("a program's turns go to its slot; new programs take empty slots, then unpinned ones; a pinned slot goes last; with every slot running a turn waits for one", async () => {
     const slots = new SlotRetention(`http://127.0.0.1:${await closedPort()}`, 3, () => {});
     const run = async (program: string) => {
       const turn = turnOf(program);
@@ -66,11 +66,14 @@ describe("llama-server retention: slots", () => {
     assert.equal(slots.stats.pinsDisplaced, 1);
     assert.equal(slots.stats.slotSaves, 0);
     assert.equal(slots.stats.slotSaveFailures, 1, "its save was tried, and failed: the backend is gone");
-    const f = await run("F");
-    assert.equal(
-      f.slot,
-      undefined,
-      "all three slots run: llama-server picks (the scheduler holds turns beyond its slots)",
-    );
+    const f = run("F");
+    let placed = false;
+    void f.then(() => {
+      placed = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(placed, false, "all three slots run: F waits, it is not sent for llama-server to place");
+    d.end();
+    assert.equal((await f).slot, 1, "the slot that stopped running is F's");
   });
 });

@@ -1,7 +1,8 @@
 /**
  * llama-server's retention: its slots. A program's turns go to the slot that holds its KV (`id_slot`), and a
  * pinned program keeps its slot: a new program takes a slot nobody pinned (an empty one first, then the one
- * idle longest), and a pinned slot only when every other slot is busy. A pinned slot given away is saved first
+ * idle longest), and a pinned slot only when every other slot is busy; with every slot busy, a turn waits for
+ * one (every turn is sent with its slot). A pinned slot given away is saved first
  * (`POST /slots/{id}?action=save`, llama-server's `--slot-save-path`: the disk tier) and restored into the
  * slot its program next gets (`action=restore`); without `--slot-save-path` (llama-server answers 501), KV
  * that left its slot survives only in llama-server's own `--cache-ram` prompt cache.
@@ -32,6 +33,8 @@ export class SlotRetention implements Retention {
   private readonly saved = new Map<string, string>();
   /** false once llama-server said it has no `--slot-save-path` */
   private canSave = true;
+  /** turns waiting for a slot to stop running, first come first served */
+  private readonly slotFreed: (() => void)[] = [];
 
   constructor(
     private readonly url: string,
@@ -49,8 +52,15 @@ export class SlotRetention implements Retention {
   async prepare(turn: GatewayTurn, requestId: string): Promise<Record<string, unknown>> {
     const program = programKey(turn, requestId);
     const own = this.slotOfProgram.get(program);
-    const index = own !== undefined && !this.slots[own]!.running ? own : this.pickSlot();
-    if (index === null) return {};
+    let index = own !== undefined && !this.slots[own]!.running ? own : this.pickSlot();
+    // Every slot still runs: the scheduler let this turn start as another's reply reached its last token,
+    // before that reply's stream ended. Wait for the slot: sent without one, llama-server places the turn by
+    // itself, on a slot this table then hands to another program while the turn still runs there, and
+    // llama-server held both requests until their clients gave up (npm run compare, heavy load).
+    while (index === null) {
+      await new Promise<void>((resolve) => this.slotFreed.push(resolve));
+      index = own !== undefined && !this.slots[own]!.running ? own : this.pickSlot();
+    }
     const slot = this.slots[index]!;
     const displaced = slot.program !== null && slot.program !== program ? slot.program : null;
     const displacedPinned = displaced !== null && slot.pinned;
@@ -103,6 +113,7 @@ export class SlotRetention implements Retention {
     const slot = this.slots[index]!;
     slot.running = false;
     slot.idleSinceMs = Date.now();
+    this.slotFreed.shift()?.();
   }
 
   applyKvChanges(changes: KvChanges): void {
