@@ -58,22 +58,23 @@ export function planGpuBuild(options: {
   const backend = options.target.backend;
   return {
     cmakeFlags,
-    configureArgs: [
-      "-S",
-      options.ggmlDir,
-      "-B",
-      options.buildDir,
-      ...(options.ninja ? ["-G", "Ninja"] : []),
-      ...cmakeFlags,
-    ],
-    buildArgs: [
-      "--build",
-      options.buildDir,
-      "--target",
-      pluginTargetName(backend),
-      "-j",
-      String(options.jobs),
-    ],
+    configureArgs: cmakeConfigureArgs(options.ggmlDir, options.buildDir, options.ninja, cmakeFlags),
+    buildArgs: cmakeBuildArgs(options.buildDir, pluginTargetName(backend), options.jobs),
     builtPlugin: join(options.buildDir, "bin", `lib${pluginTargetName(backend)}.so`),
   };
+}
+
+/** `cmake` arguments that configure ggml's tree in buildDir (Ninja where there is one). */
+export function cmakeConfigureArgs(
+  ggmlDir: string,
+  buildDir: string,
+  ninja: boolean,
+  cmakeFlags: readonly string[],
+): string[] {
+  return ["-S", ggmlDir, "-B", buildDir, ...(ninja ? ["-G", "Ninja"] : []), ...cmakeFlags];
+}
+
+/** `cmake` arguments that build one target with `jobs` parallel jobs. */
+export function cmakeBuildArgs(buildDir: string, target: string, jobs: number): string[] {
+  return ["--build", buildDir, "--target", target, "-j", String(jobs)];
 }

@@ -11,6 +11,7 @@ import {
   readCpuBackendStamp,
 } from "../engine/native/cpu-backend-location.js";
 import { native } from "../engine/native/native-addon.js";
+import { cmakeBuildArgs, cmakeConfigureArgs } from "./build-plan.js";
 import { parseReadelfDynamic, pluginLinkProblem } from "./elf-links.js";
 import { findExecutable, outputOf, runStreaming } from "./executables.js";
 
@@ -60,15 +61,8 @@ export function planCpuBackendBuild(options: {
   const cmakeFlags = [...CPU_BACKEND_FLAGS, compilerFlags("C"), compilerFlags("CXX")];
   return {
     cmakeFlags,
-    configureArgs: [
-      "-S",
-      options.ggmlDir,
-      "-B",
-      options.buildDir,
-      ...(options.ninja ? ["-G", "Ninja"] : []),
-      ...cmakeFlags,
-    ],
-    buildArgs: ["--build", options.buildDir, "--target", "ggml-cpu", "-j", String(options.jobs)],
+    configureArgs: cmakeConfigureArgs(options.ggmlDir, options.buildDir, options.ninja, cmakeFlags),
+    buildArgs: cmakeBuildArgs(options.buildDir, "ggml-cpu", options.jobs),
     builtLibrary: join(options.buildDir, "bin", "libggml-cpu.so"),
   };
 }

@@ -12,7 +12,7 @@ import {
   kvEventsTopicOf,
 } from "../../engine/kv/kv-event-wire.js";
 import { persistentTierDir } from "../../engine/kv/kv-tier-store.js";
-import { type KvCacheType, loadedBackends } from "../../engine/native/llama-native.js";
+import { backendsIfLoaded, type KvCacheType } from "../../engine/native/llama-native.js";
 import { KV_LAYOUTS, type KvLayout } from "../../engine/runners/model-runner.js";
 import { BUILTIN_PRESETS, type BuiltinPreset } from "../../gguf/index.js";
 import { isPolicySpec, loadPolicyModules, POLICY_NAMES } from "../../policies/index.js";
@@ -311,7 +311,10 @@ export async function runServe(o: ServeCliOptions, run: RunServeOptions = {}): P
       `scheduling policy ${o.schedulingPolicy}${o.record ? `, recording to ${o.record}` : ""}`,
   );
   log(`  device: ${describeDevice(engine.device)}`);
-  if (engine.device.backend === "cpu") log(`  CPU kernels: ${loadedBackends().cpu}`);
+  // the llama.cpp engine loaded them; another engine (a test's fake) has none, and loading them here would
+  // hold the process before its signal handlers are in place
+  const cpuKernels = backendsIfLoaded()?.cpu;
+  if (engine.device.backend === "cpu" && cpuKernels) log(`  CPU kernels: ${cpuKernels}`);
   if (o.model === undefined) log(`  ${randomWeightsNote(o)}`);
   const quantizedKv = o.kvCacheDtype === "q8_0" || o.kvCacheDtype === "q4_0";
   if (quantizedKv && engine.device.kvCache !== "gpu") {

@@ -34,6 +34,7 @@ export {
 } from "./llama-types.js";
 export {
   allocPinnedBuffer,
+  backendsIfLoaded,
   devices,
   findProjectRoot,
   isNativeAvailable,

@@ -327,6 +327,11 @@ function chooseCpuBackend(requested: string | undefined, prebuiltDir: string | u
   };
 }
 
+/** The backends loaded so far, or undefined before any were (loads nothing). */
+export function backendsIfLoaded(): BackendsInfo | undefined {
+  return backends;
+}
+
 /** The backends loaded so far; the default ones are loaded first when none were. */
 export function loadedBackends(): BackendsInfo {
   return backends ?? loadBackends();
