@@ -18,7 +18,12 @@ import {
 } from "../server/programs/program-identity.js";
 import { haproxyMissing } from "./cluster.js";
 import type { FleetState } from "./fleet.js";
-import { type CliProcess, runContinuum, TINY_SERVE_FLAGS } from "./test-support/cluster-cli.js";
+import {
+  type CliProcess,
+  runContinuum,
+  TINY_SERVE_FLAGS,
+  waitForReplicasUp,
+} from "./test-support/cluster-cli.js";
 
 const skip = llamaSkip || haproxyMissing("haproxy") || false;
 const PORT = 29000 + (process.pid % 300) * 16;
@@ -107,6 +112,7 @@ describe("continuum cluster --replicas 2: a program's turns on one replica, what
       ...TINY_SERVE_FLAGS,
     ]);
     await cluster.waitFor(/^ {2}fleet view: /, 120_000);
+    await waitForReplicasUp(url, 2, 120_000);
   });
   after(async () => {
     cluster.kill();

@@ -21,6 +21,7 @@ import {
   globalFetch,
   runContinuum,
   TINY_SERVE_FLAGS,
+  waitForReplicasUp,
 } from "./test-support/cluster-cli.js";
 
 const skip = llamaSkip || haproxyMissing("haproxy") || false;
@@ -77,6 +78,7 @@ describe("continuum cluster, operated (real engine, tiny model)", { skip }, () =
     ]);
     await cluster.waitFor(/^ {2}fleet view: /, 120_000);
     url = `http://127.0.0.1:${PORT}`;
+    await waitForReplicasUp(url, 3, 120_000);
   });
   after(async () => {
     cluster.kill();

@@ -150,3 +150,25 @@ export function conversation(p: number): object[] {
     { role: "user", content: `Task ${p}: list the files of project ${p * 7}.` },
   ];
 }
+
+/**
+ * Waits until HAProxy counts `replicas` replicas up (the fleet view's balancer status): the balancer answers
+ * as soon as it listens, with 503 while no replica is up, and a program hashed before the last replica is
+ * up can move once it is.
+ */
+export async function waitForReplicasUp(url: string, replicas: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const fleet = (await (await fetch(`${url}/dashboard/state`)).json()) as {
+        replicas: { balancer: { status: string } | null }[];
+      };
+      const up = fleet.replicas.filter((r) => r.balancer?.status === "UP").length;
+      if (up >= replicas) return;
+      if (Date.now() > deadline) throw new Error(`${up} of ${replicas} replicas up after ${timeoutMs} ms`);
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
