@@ -76,9 +76,8 @@ export async function forwardTurn(
   tap: ReplyTap,
   signal: AbortSignal,
 ): Promise<BackendReply> {
-  let response: Response;
-  try {
-    response = await fetch(`${target.url}${API_PATHS[request.api]}`, {
+  const post = () =>
+    fetch(`${target.url}${API_PATHS[request.api]}`, {
       method: "POST",
       headers: {
         "Content-Type": "application/json",
@@ -87,6 +86,16 @@ export async function forwardTurn(
       body: JSON.stringify(body),
       signal,
     });
+  let response: Response;
+  try {
+    try {
+      response = await post();
+    } catch (error) {
+      // A kept-alive connection the backend closed while idle (llama-server does) as the request went out on
+      // it: tried once more, on a new connection. A backend that is gone fails again (refused).
+      if (signal.aborted || !STALE_CONNECTION.has(causeOf(error))) throw error;
+      response = await post();
+    }
   } catch (error) {
     if (signal.aborted) throw error;
     throw new BackendUnreachable(target.name, `${target.url} did not answer: ${causeOf(error)}`);
@@ -113,6 +122,9 @@ export async function forwardTurn(
   tap.end(response.ok ? null : `HTTP ${response.status}`);
   return { kind: "json", backend: target.name, api: request.api, status: response.status, body: parsed };
 }
+
+/** How a request fails on a pooled connection the server had closed: undici's "other side closed", a reset. */
+const STALE_CONNECTION = new Set(["UND_ERR_SOCKET", "ECONNRESET"]);
 
 function causeOf(error: unknown): string {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
