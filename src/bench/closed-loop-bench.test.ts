@@ -81,8 +81,10 @@ describe("bench --concurrency against the server (tiny built-in model)", {
       }
       const m = run.metrics;
       assert.deepEqual(run.errors, {});
+      // later prompts carry the replies the model wrote, which vary with the batches they were decoded in and
+      // retokenize a token or two off; a prompt built wrong is off by tens
       assert.ok(
-        run.prompt_tokens_mae !== null && run.prompt_tokens_mae <= 2,
+        run.prompt_tokens_mae !== null && run.prompt_tokens_mae <= 4,
         `prompt MAE ${run.prompt_tokens_mae}`,
       );
       assert.ok(m.requests.completed >= 6, JSON.stringify(m.requests));
