@@ -5,9 +5,7 @@ import {
   builtCpuBackendFile,
   builtCpuBackendStampFile,
   type CpuBackendStamp,
-  cpuIdentity,
-  fileSha256,
-  loadedGgmlBase,
+  cpuBackendHost,
   readCpuBackendStamp,
 } from "../engine/native/cpu-backend-location.js";
 import { native } from "../engine/native/native-addon.js";
@@ -130,16 +128,10 @@ export async function buildCpuBackend(options: {
   const source = scripts.ensureLlamaSource({ root: projectRoot, log });
   const { plan, compiler } = await describeCpuBackendBuild(projectRoot, options.jobs);
   native();
-  const base = loadedGgmlBase();
-  if (!base)
+  const host = cpuBackendHost();
+  if (host.ggmlBase === "")
     throw new Error("the engine's libggml-base.so is not loaded: the backend could not be bound to it");
-  const now = {
-    commit: source.meta.commit,
-    cmakeFlags: plan.cmakeFlags,
-    compiler,
-    cpu: cpuIdentity(),
-    ggmlBase: fileSha256(base),
-  };
+  const now = { commit: source.meta.commit, cmakeFlags: plan.cmakeFlags, compiler, ...host };
   if (now.cpu === "")
     throw new Error(
       "this CPU cannot be identified (/proc/cpuinfo): a native build could not be told apart from another CPU's",

@@ -99,6 +99,12 @@ export interface CpuBackendHost {
   ggmlBase: string;
 }
 
+/** This process's host: its CPU, and the engine's libggml-base.so once the addon mapped it ("" before). */
+export function cpuBackendHost(): CpuBackendHost {
+  const base = loadedGgmlBase();
+  return { cpu: cpuIdentity(), ggmlBase: base ? fileSha256(base) : "" };
+}
+
 /** Why the built backend must not be loaded here, or undefined when it may. */
 export function builtCpuBackendProblem(
   file: string,

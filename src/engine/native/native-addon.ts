@@ -13,9 +13,7 @@ import {
   builtCpuBackendFile,
   builtCpuBackendProblem,
   builtCpuBackendStampFile,
-  cpuIdentity,
-  fileSha256,
-  loadedGgmlBase,
+  cpuBackendHost,
   NATIVE_CPU_VARIANT,
   PREBUILT_CPU_VARIANTS,
   readCpuBackendStamp,
@@ -291,8 +289,8 @@ export function loadBackends(opts: LoadBackendsOptions = {}): BackendsInfo {
 }
 
 /**
- * The CPU backend to load: a prebuilt variant when one is named (ggml's pick of them for "prebuilt"), else the native build when it is there and
- * was built on this CPU against the engine's ggml-base (a mismatch is named: an error when "native" was
+ * The CPU backend to load: a prebuilt variant when one is named (ggml's pick of them for "prebuilt"), else
+ * the native build when it is there and was built on this CPU against the engine's ggml-base (a mismatch is named: an error when "native" was
  * asked for, the reason in the description when it was only found), else ggml's pick of the prebuilt ones.
  */
 function chooseCpuBackend(requested: string | undefined, prebuiltDir: string | undefined): CpuBackendChoice {
@@ -309,11 +307,11 @@ function chooseCpuBackend(requested: string | undefined, prebuiltDir: string | u
   const root = findProjectRoot();
   const file = builtCpuBackendFile(root);
   if (requested === undefined && !existsSync(file)) return prebuilt;
-  const base = loadedGgmlBase();
-  const problem = builtCpuBackendProblem(file, readCpuBackendStamp(builtCpuBackendStampFile(root)), {
-    cpu: cpuIdentity(),
-    ggmlBase: base ? fileSha256(base) : "",
-  });
+  const problem = builtCpuBackendProblem(
+    file,
+    readCpuBackendStamp(builtCpuBackendStampFile(root)),
+    cpuBackendHost(),
+  );
   if (problem && requested === NATIVE_CPU_VARIANT) {
     throw Object.assign(new Error(`CPU backend ${NATIVE_CPU_VARIANT}: ${problem}`), {
       code: "LLAMA_CPU_VARIANT",
