@@ -4,6 +4,7 @@
  * that cannot be reached (no connection, a connection closed before an answer) is a BackendUnreachable: the
  * turn never ran there and may go to another backend.
  */
+import { Agent, fetch } from "undici";
 import { type ReplyTap, readSseTapped } from "../reply-tap.js";
 import { API_PATHS, type BackendApi, type ForwardRequest } from "../turn.js";
 import type { SseFrame } from "./sse.js";
@@ -76,7 +77,7 @@ export async function forwardTurn(
   tap: ReplyTap,
   signal: AbortSignal,
 ): Promise<BackendReply> {
-  const post = () =>
+  const post = (dispatcher?: Agent) =>
     fetch(`${target.url}${API_PATHS[request.api]}`, {
       method: "POST",
       headers: {
@@ -85,16 +86,24 @@ export async function forwardTurn(
       },
       body: JSON.stringify(body),
       signal,
+      ...(dispatcher ? { dispatcher } : {}),
     });
-  let response: Response;
+  let response: Awaited<ReturnType<typeof post>>;
   try {
     try {
       response = await post();
     } catch (error) {
       // A kept-alive connection the backend closed while idle (llama-server does) as the request went out on
-      // it: tried once more, on a new connection. A backend that is gone fails again (refused).
+      // it: sent once more on a connection of its own, as the pool's other idle ones may be closed too. A
+      // backend that is gone fails again (refused).
       if (signal.aborted || !STALE_CONNECTION.has(causeOf(error))) throw error;
-      response = await post();
+      const fresh = new Agent();
+      try {
+        response = await post(fresh);
+      } finally {
+        // graceful: the connection closes once the answer (a stream too) is read
+        void fresh.close();
+      }
     }
   } catch (error) {
     if (signal.aborted) throw error;
