@@ -1,4 +1,4 @@
-// Builds Continuum's own N-API addon (src/engine/native/*.cpp) against the prebuilt llama.cpp shared
+// Builds Continuum's own N-API addon (src/engine/native/addon/*.cpp) against the prebuilt llama.cpp shared
 // libraries of @node-llama-cpp/linux-x64, with headers of the same release (scripts/fetch-llama-headers.mjs).
 // No llama.cpp compilation: seven small translation units, compiled in parallel, then linked. Seconds.
 //
@@ -19,7 +19,7 @@ import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ensureLlamaHeaders, findLibPackageDir, LIB_PACKAGE, ROOT } from "./fetch-llama-headers.mjs";
 
-const SRC_DIR = join(ROOT, "src", "engine", "native");
+const SRC_DIR = join(ROOT, "src", "engine", "native", "addon");
 const SOURCES = [
   "addon.cpp",
   "context.cpp",

@@ -1,6 +1,6 @@
 /**
  * `npm test` enforces the layers of the code base and the rule between them: an import may only point down (or sideways
- * within a layer), never up. core <- policies, analysis, workload <- sim, engine, gateway, gguf <- server, bench,
+ * within a layer), never up. core <- policies, analysis, workload, tool-calls <- sim, engine, gateway, gguf <- server, bench,
  * cluster, profiler, gpu-build <- cli, all above the install-time scripts/. The simulator, the engine and the gateway are
  * the three executors of one step loop: none imports another (the server is the HTTP front end of the engine and of the
  * gateway). Tests follow the same rule (though a test may compare the executors), so a test lives in the
@@ -18,6 +18,12 @@ const LAYERS: Readonly<Record<string, number>> = {
   policies: 1,
   analysis: 1,
   workload: 1,
+  /**
+   * reads the tool calls in a model's output: the engine and the gateway name a finished turn's tool for the
+   * scheduler with it, the server returns the calls, the trace importers read recorded ones. Core never
+   * reads model text.
+   */
+  "tool-calls": 1,
   sim: 2,
   engine: 2,
   gateway: 2,
@@ -58,6 +64,22 @@ const SCRIPTS = "../scripts/";
 
 function isTest(path: string): boolean {
   return path.endsWith(".test.ts");
+}
+
+/** A folder with more files than this at its root hides its parts: split it into folders that name them. */
+const MAX_FILES_PER_FOLDER = 20;
+
+/** Folders under `dir` (itself included) holding more than MAX_FILES_PER_FOLDER files at their root. */
+function crowdedFolders(dir: string, root = dir): string[] {
+  const entries = readdirSync(dir, { withFileTypes: true });
+  const files = entries.filter((entry) => entry.isFile()).length;
+  const here = files > MAX_FILES_PER_FOLDER ? [`src/${relative(root, dir)} holds ${files} files`] : [];
+  return [
+    ...here,
+    ...entries
+      .filter((entry) => entry.isDirectory())
+      .flatMap((entry) => crowdedFolders(join(dir, entry.name), root)),
+  ];
 }
 
 /** Why an import breaks the layering, or null. A test may compare the executors. */
@@ -139,10 +161,7 @@ function importCycles(edges: readonly ImportEdge[]): string[][] {
   return cycles.sort((a, b) => a[0]!.localeCompare(b[0]!));
 }
 
-/**
- * Cycles still to break. Break one, and this test fails until it is taken off the list. This one: the
- * request handler starts the generation, which imports the handler's request context type back.
- */
+/** Cycles still to break. Break one, and this test fails until it is taken off the list. */
 const KNOWN_CYCLES: readonly (readonly string[])[] = [];
 
 describe("layers", () => {
@@ -169,6 +188,10 @@ describe("layers", () => {
 
   test("no import cycle among the modules of src, type imports included, but the known ones", () => {
     assert.deepEqual(importCycles(edges), KNOWN_CYCLES);
+  });
+
+  test(`no folder in src holds more than ${MAX_FILES_PER_FOLDER} files at its root`, () => {
+    assert.deepEqual(crowdedFolders(src), []);
   });
 
   test("the cycle finder: cycles and self-imports are found, a diamond is none; type imports count", () => {

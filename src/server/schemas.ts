@@ -3,7 +3,7 @@
  * many); a known field of the wrong type fails validation (400).
  */
 import { z } from "zod";
-import { jsonTextDepth, MAX_JSON_DEPTH } from "../core/tools/json-depth.js";
+import { jsonTextDepth, MAX_JSON_DEPTH } from "../tool-calls/json-depth.js";
 
 const textPart = z.object({ type: z.string(), text: z.string().optional() });
 const content = z.union([z.string(), z.array(textPart)]).nullish();

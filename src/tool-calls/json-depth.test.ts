@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import fc from "../test-support/fast-check.js";
+import fc from "../core/test-support/fast-check.js";
 import { jsonTextDepth, MAX_JSON_DEPTH, nestingDepth, tooDeepPath } from "./json-depth.js";
 import { leadingJsonObject, parseJsonLenient } from "./json-objects.js";
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import fc from "../test-support/fast-check.js";
+import fc from "../core/test-support/fast-check.js";
 import {
   parseForkToolName,
   parseToolName,

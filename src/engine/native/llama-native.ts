@@ -1,5 +1,5 @@
 /**
- * Typed wrapper over Continuum's own N-API addon for llama.cpp (src/engine/native/*.cpp, built by
+ * Typed wrapper over Continuum's own N-API addon for llama.cpp (src/engine/native/addon/*.cpp, built by
  * scripts/build-native.mjs into .cache/native/continuum_llama.node), one import for its users:
  * - llama-types.ts: options, infos, decode results and error codes;
  * - native-addon.ts: the addon's raw shapes, where it is found and loaded, and what it offers

@@ -1,5 +1,5 @@
 /**
- * Continuum's own N-API addon for llama.cpp (src/engine/native/*.cpp, built by scripts/build-native.mjs into
+ * Continuum's own N-API addon for llama.cpp (src/engine/native/addon/*.cpp, built by scripts/build-native.mjs into
  * .cache/native/continuum_llama.node): its raw shapes (as defined in addon.cpp / context.cpp), where it is
  * found and loaded, and what it offers process-wide (versions, log level, backends, devices, host buffers).
  */

@@ -3,7 +3,7 @@
  * scheduler is told the name and never reads model text.
  */
 import type { SchedulingPolicy } from "../../core/policy.js";
-import { parseForkToolName, parseToolName } from "../../core/tools/parse-tool-call.js";
+import { parseForkToolName, parseToolName } from "../../tool-calls/parse-tool-call.js";
 import type { GenerateRequest } from "../engine-api.js";
 
 /**

@@ -14,7 +14,7 @@ import type { SchedulingPolicy } from "../../core/policy.js";
 import type { Request, RequestSpec } from "../../core/request.js";
 import { RequestRejectedError, Scheduler } from "../../core/scheduler.js";
 import { type LoopEnvironment, runStepLoopAsync, StepLoop } from "../../core/step-loop.js";
-import { parseToolName } from "../../core/tools/parse-tool-call.js";
+import { parseToolName } from "../../tool-calls/parse-tool-call.js";
 import { GatewayExecutor, TurnProgress } from "../gateway-executor.js";
 import { ReplyTap } from "../reply-tap.js";
 import type { Retention } from "../retention/retention.js";

@@ -4,8 +4,8 @@
  * started. A finished output is read in chat-output.ts, a stream written in chat-stream.ts.
  */
 import type { Context } from "hono";
-import { MAX_JSON_DEPTH, tooDeepPath } from "../../core/tools/json-depth.js";
 import type { ThinkingBudget } from "../../engine/engine-api.js";
+import { MAX_JSON_DEPTH, tooDeepPath } from "../../tool-calls/json-depth.js";
 import { ApiError } from "../errors.js";
 import { IndexedRequestIds, startChoiceGroup } from "../generation/choice-group.js";
 import type { ChoiceTally } from "../generation/choice-tally.js";

@@ -1,6 +1,7 @@
 /** The engine's output in the Anthropic Messages API's shapes: content blocks, stop reason, usage. */
-import { parseJsonLenient } from "../../core/tools/json-objects.js";
+
 import type { GenerateUsage } from "../../engine/engine-api.js";
+import { parseJsonLenient } from "../../tool-calls/json-objects.js";
 import type { DoneEvent } from "../generation/generation.js";
 import type { ParsedToolCall } from "../output/tool-calls.js";
 

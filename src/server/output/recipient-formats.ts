@@ -5,8 +5,9 @@
  * message's header up to its recipient (`>>>`, `<|start|>assistant`): the output opens with it. The output
  * is read as its messages (output-messages.ts), as harmony's is.
  */
-import { leadingJsonObjectEnd } from "../../core/tools/json-objects.js";
+
 import type { ThinkingBudget } from "../../engine/engine-api.js";
+import { leadingJsonObjectEnd } from "../../tool-calls/json-objects.js";
 import {
   controlTokenMessages,
   type MessageHeader,

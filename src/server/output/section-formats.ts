@@ -4,8 +4,8 @@
  * MiniMax M1 and Apriel, Command R7B and R+, Apertus, LFM2): how a template tells each, its markers, and its
  * calls' names and arguments as written (tool-call-formats.ts shapes them into calls).
  */
-import { jsonObjectsIn, parseJsonLenient } from "../../core/tools/json-objects.js";
-import { parsePythonCallList } from "../../core/tools/python-call.js";
+import { jsonObjectsIn, parseJsonLenient } from "../../tool-calls/json-objects.js";
+import { parsePythonCallList } from "../../tool-calls/python-call.js";
 
 /** A parameter written as bare text, read as its tool's schema types it. */
 export type Typed = (tool: string, key: string, text: string) => unknown;

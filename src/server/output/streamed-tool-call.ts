@@ -1,4 +1,4 @@
-import { leadingJsonObjectEnd } from "../../core/tools/json-objects.js";
+import { leadingJsonObjectEnd } from "../../tool-calls/json-objects.js";
 import { newToolCallId } from "./tool-calls.js";
 
 const CALL_HEAD = /^\s*<tool_call>\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*/;

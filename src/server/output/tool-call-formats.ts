@@ -7,9 +7,9 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { isRecord, jsonObjectsIn, parseJsonLenient } from "../../core/tools/json-objects.js";
-import { stripReasoning } from "../../core/tools/parse-tool-call.js";
-import { asToolName } from "../../core/tools/tool-name.js";
+import { isRecord, jsonObjectsIn, parseJsonLenient } from "../../tool-calls/json-objects.js";
+import { stripReasoning } from "../../tool-calls/parse-tool-call.js";
+import { asToolName } from "../../tool-calls/tool-name.js";
 import { readNotationValue } from "./gemma-call-notation.js";
 import { harmonyCalls, templateIsHarmony } from "./harmony.js";
 import {

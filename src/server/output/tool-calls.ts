@@ -1,10 +1,10 @@
 /**
- * Tool calls in a model's output as OpenAI `tool_calls`: the calls `src/core/tools/parse-tool-call.ts`
+ * Tool calls in a model's output as OpenAI `tool_calls`: the calls `src/tool-calls/parse-tool-call.ts`
  * reads, with ids and their arguments as JSON text typed by the offered tools' schemas; a single ```bash
  * block is a call of the bash-like function when one is offered. Streaming holds back what may be a call.
  */
 import { randomUUID } from "node:crypto";
-import { isRecord, leadingJsonObject, parseJsonLenient } from "../../core/tools/json-objects.js";
+import { isRecord, leadingJsonObject, parseJsonLenient } from "../../tool-calls/json-objects.js";
 import {
   HERMES_OPEN,
   hermesCalls,
@@ -15,8 +15,8 @@ import {
   shellBlock,
   type WrittenArguments,
   type WrittenToolCall,
-} from "../../core/tools/parse-tool-call.js";
-import { headCommand } from "../../core/tools/shell-head-command.js";
+} from "../../tool-calls/parse-tool-call.js";
+import { headCommand } from "../../tool-calls/shell-head-command.js";
 
 export interface ToolSpec {
   readonly name: string;

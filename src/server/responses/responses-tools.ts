@@ -10,7 +10,7 @@
  * `name` with its `namespace`, by which Codex routes it. Every other tool (hosted ones, `local_shell`, ...)
  * is dropped: the server cannot run it.
  */
-import { isRecord } from "../../core/tools/json-objects.js";
+import { isRecord } from "../../tool-calls/json-objects.js";
 import { ApiError } from "../errors.js";
 import {
   type CustomTool,

@@ -6,9 +6,9 @@
  * @huggingface/jinja lacks into what it runs (jinja-compat.ts).
  */
 
-import { isRecord, parseJsonLenient } from "../../core/tools/json-objects.js";
 import type { ModelChatTemplate, RenderChatOptions } from "../../engine/engine-api.js";
 import { CHATML_TEMPLATE } from "../../gguf/chat-template.js";
+import { isRecord, parseJsonLenient } from "../../tool-calls/json-objects.js";
 import { ApiError } from "../errors.js";
 import { templateIsHarmony } from "../output/harmony.js";
 import { type ThinkTags, thinkTagsOf } from "../output/reasoning.js";

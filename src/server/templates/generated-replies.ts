@@ -15,8 +15,8 @@
  * arguments say nothing the generated text does not (partial-json.ts).
  */
 import { createHash } from "node:crypto";
-import { withinJsonDepth } from "../../core/tools/json-depth.js";
-import { isRecord } from "../../core/tools/json-objects.js";
+import { withinJsonDepth } from "../../tool-calls/json-depth.js";
+import { isRecord } from "../../tool-calls/json-objects.js";
 import type { ParsedToolCall } from "../output/tool-calls.js";
 import type { ChatMessageInput } from "../schemas.js";
 import { contentText } from "./chat-render.js";

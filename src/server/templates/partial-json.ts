@@ -5,8 +5,8 @@
  * mid-way, a key without its value), but each keeps only what the text says.
  */
 
-import { jsonTextDepth, MAX_JSON_DEPTH } from "../../core/tools/json-depth.js";
-import { isRecord } from "../../core/tools/json-objects.js";
+import { jsonTextDepth, MAX_JSON_DEPTH } from "../../tool-calls/json-depth.js";
+import { isRecord } from "../../tool-calls/json-objects.js";
 
 const ESCAPES: Readonly<Record<string, string>> = {
   '"': '"',

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { isRecord } from "../../core/tools/json-objects.js";
+import { isRecord } from "../../tool-calls/json-objects.js";
 import type { ImportOptions } from "./conversation.js";
 import {
   type LogLine,

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { parseToolName } from "../../core/tools/parse-tool-call.js";
-import { headCommand } from "../../core/tools/shell-head-command.js";
+import { parseToolName } from "../../tool-calls/parse-tool-call.js";
+import { headCommand } from "../../tool-calls/shell-head-command.js";
 import { formatIssues } from "../format-issues.js";
 import { quantileSorted } from "../stats.js";
 import { tokensFromChars } from "../tokens.js";

@@ -1,4 +1,4 @@
-import { isRecord } from "../../core/tools/json-objects.js";
+import { isRecord } from "../../tool-calls/json-objects.js";
 import type { ImportOptions } from "./conversation.js";
 import {
   laterMs,

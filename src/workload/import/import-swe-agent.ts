@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { headCommand } from "../../core/tools/shell-head-command.js";
+import { headCommand } from "../../tool-calls/shell-head-command.js";
 import { formatIssues } from "../format-issues.js";
 import type { TraceProgram } from "../trace.js";
 import {

@@ -1,5 +1,5 @@
 import { basename } from "node:path";
-import { isRecord } from "../../core/tools/json-objects.js";
+import { isRecord } from "../../tool-calls/json-objects.js";
 import { roundToolS, type TraceProgram, type TraceTurn } from "../trace.js";
 import type { ImportOptions } from "./conversation.js";
 
