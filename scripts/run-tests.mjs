@@ -1,7 +1,8 @@
-// Runs every *.test.ts under src/ with node's test runner (Node 20's --test takes no globs).
-// With no filter, the tests that reach the llama.cpp engine then run again under the AVX2 CPU variant when
-// ggml picked an AVX-512 one: the two round differently, so a test whose verdict depends on the variant
-// fails here rather than on another machine.
+// Runs every *.test.ts under src/ (those whose path contains the filter, when one is given) with node's test
+// runner (Node 20's --test takes no globs).
+// --cpu-variant: runs the tests that reach the llama.cpp engine under the AVX2 CPU variant instead, when ggml
+// picks an AVX-512 one here: the two round differently, so a test whose verdict depends on the variant fails
+// here rather than on another machine (CI runs it after the whole suite: `npm run test:ci`).
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -51,7 +52,7 @@ function testsReachingNative(testFiles) {
   return testFiles.filter((f) => reaches.has(resolve(f)));
 }
 
-/** The CPU variant ggml loads here by default (e.g. "zen4"), or null without the native addon. */
+/** The prebuilt CPU variant ggml picks for this CPU (e.g. "zen4"), or null without the native addon. */
 function defaultCpuVariant() {
   const probe = spawnSync(
     process.execPath,
@@ -61,29 +62,29 @@ function defaultCpuVariant() {
       "-e",
       'import("./src/engine/native/native-addon.ts").then((m) => m.loadBackends({ gpuPlugins: [] }))',
     ],
-    { encoding: "utf8", env: { ...process.env, CONTINUUM_LLAMA_LOG: "info", CONTINUUM_GGML_CPU: "" } },
+    { encoding: "utf8", env: { ...process.env, CONTINUUM_LLAMA_LOG: "info", CONTINUUM_GGML_CPU: "prebuilt" } },
   );
   const loaded = /libggml-cpu-([\w-]+)\.so/.exec(`${probe.stdout}${probe.stderr}`);
   return loaded ? loaded[1] : null;
 }
 
-const filter = process.argv[2];
+const cpuVariantPass = process.argv.includes("--cpu-variant");
+const filter = process.argv.slice(2).find((arg) => !arg.startsWith("--"));
 const files = findFiles("src", ".test.ts")
   .filter((f) => !filter || f.includes(filter))
   .sort();
-let status = runTests(files);
-if (!filter && status === 0) {
-  const variant = defaultCpuVariant();
-  const avx2Only = ["haswell", "x64", "sse42", "sandybridge", "ivybridge", "piledriver"];
-  if (variant === null) {
-    console.log("# CPU variant pass skipped: the native addon does not load here");
-  } else if (avx2Only.includes(variant)) {
-    console.log(`# CPU variant pass skipped: ggml runs '${variant}' here, this CPU has no AVX-512`);
-  } else {
-    const native = testsReachingNative(files);
-    console.log(`# CPU variant pass: ${native.length} tests that reach the engine, under 'haswell' (AVX2)`);
-    console.log(`# (ggml's default here is '${variant}')`);
-    status = runTests(native, { ...process.env, CONTINUUM_GGML_CPU: "haswell" });
-  }
+if (!cpuVariantPass) process.exit(runTests(files));
+const variant = defaultCpuVariant();
+const avx2Only = ["haswell", "x64", "sse42", "sandybridge", "ivybridge", "piledriver"];
+if (variant === null) {
+  console.log("# CPU variant pass skipped: the native addon does not load here");
+  process.exit(0);
 }
-process.exit(status);
+if (avx2Only.includes(variant)) {
+  console.log(`# CPU variant pass skipped: ggml runs '${variant}' here, this CPU has no AVX-512`);
+  process.exit(0);
+}
+const native = testsReachingNative(files);
+console.log(`# CPU variant pass: ${native.length} tests that reach the engine, under 'haswell' (AVX2)`);
+console.log(`# (ggml's default here is '${variant}')`);
+process.exit(runTests(native, { ...process.env, CONTINUUM_GGML_CPU: "haswell" }));

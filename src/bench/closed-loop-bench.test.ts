@@ -64,9 +64,10 @@ describe("bench --concurrency against the server (tiny built-in model)", {
           api: "completions",
           tracePaths: [dir],
           tokenScale: 1,
-          timeScale: 1,
+          // the trace's 2 s between calls made 0.5 s: the loop needs a few sessions' calls, not their pace
+          timeScale: 0.25,
           concurrency: 2,
-          durationS: 20,
+          durationS: 8,
           warmStart: false,
           idleGapCapS: 10,
           interactivityFloor: 50,

@@ -27,6 +27,7 @@ import {
   runContinuum,
   TINY_SERVE_FLAGS,
   type Turn,
+  waitForReplicasUp,
 } from "./test-support/cluster-cli.js";
 import { type Host, HostClient, Network, netnsSkip } from "./test-support/netns.js";
 
@@ -84,6 +85,8 @@ describe("continuum cluster across hosts (network namespaces; real engine, tiny 
       );
       client = new HostClient(clientHost);
       const fetcher = client.fetch;
+      // the balancer answers once it listens, 503 until a replica is up: the first turns wait for both
+      await waitForReplicasUp(url, 2, 120_000, fetcher);
 
       const conversations = Array.from({ length: PROGRAMS }, (_, p) => conversation(p));
       const results: Turn[][] = conversations.map(() => []);

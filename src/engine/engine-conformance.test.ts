@@ -139,25 +139,31 @@ describe("policy conformance through the engine's loop (fake runner)", () => {
       assert.ok(count > 0, `${name}: ${JSON.stringify(pressure)}`);
   });
 
-  for (const policy of [...POLICY_NAMES, fixedTtlPolicy(Number.POSITIVE_INFINITY)]) {
-    const name = typeof policy === "string" ? policy : "a pin without a TTL";
-    test(`an idle engine under ${name} wakes at most a few times per second`, async () => {
-      const runner = new FakeModelRunner({ kvCells: 1024, maxSeqs: 8 });
-      const engine = new EngineClass({ runner, policy, maxNumSeqs: 2 });
-      engine.scheduler.ttl.queueing.observe(5);
-      try {
-        const { done } = await run(
-          engine,
-          request("t0", "a turn that ends in a tool call", { programId: "job", sampling: { maxTokens: 4 } }),
-        );
-        assert.ok(done.usage.completionTokens > 0);
-        const before = engine.loopCounters.waits;
-        await sleep(300);
-        const waits = engine.loopCounters.waits - before;
-        assert.ok(waits <= 2, `${waits} wake-ups in 300 ms idle`);
-      } finally {
-        await engine.shutdown();
-      }
-    });
-  }
+  // each engine idles on its own timers, so the policies' 300 ms idles run side by side
+  describe("an idle engine wakes at most a few times per second", { concurrency: true }, () => {
+    for (const policy of [...POLICY_NAMES, fixedTtlPolicy(Number.POSITIVE_INFINITY)]) {
+      const name = typeof policy === "string" ? policy : "a pin without a TTL";
+      test(`under ${name}`, async () => {
+        const runner = new FakeModelRunner({ kvCells: 1024, maxSeqs: 8 });
+        const engine = new EngineClass({ runner, policy, maxNumSeqs: 2 });
+        engine.scheduler.ttl.queueing.observe(5);
+        try {
+          const { done } = await run(
+            engine,
+            request("t0", "a turn that ends in a tool call", {
+              programId: "job",
+              sampling: { maxTokens: 4 },
+            }),
+          );
+          assert.ok(done.usage.completionTokens > 0);
+          const before = engine.loopCounters.waits;
+          await sleep(300);
+          const waits = engine.loopCounters.waits - before;
+          assert.ok(waits <= 2, `${waits} wake-ups in 300 ms idle`);
+        } finally {
+          await engine.shutdown();
+        }
+      });
+    }
+  });
 });

@@ -156,11 +156,16 @@ export function conversation(p: number): object[] {
  * as soon as it listens, with 503 while no replica is up, and a program hashed before the last replica is
  * up can move once it is.
  */
-export async function waitForReplicasUp(url: string, replicas: number, timeoutMs: number): Promise<void> {
+export async function waitForReplicasUp(
+  url: string,
+  replicas: number,
+  timeoutMs: number,
+  get: Fetch = globalFetch,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      const fleet = (await (await fetch(`${url}/dashboard/state`)).json()) as {
+      const fleet = JSON.parse((await get(`${url}/dashboard/state`, { method: "GET" })).text) as {
         replicas: { balancer: { status: string } | null }[];
       };
       const up = fleet.replicas.filter((r) => r.balancer?.status === "UP").length;
