@@ -4,7 +4,7 @@
  * that cannot be reached (no connection, a connection closed before an answer) is a BackendUnreachable: the
  * turn never ran there and may go to another backend.
  */
-import { Agent, fetch } from "undici";
+import { Agent } from "undici";
 import { type ReplyTap, readSseTapped } from "../reply-tap.js";
 import { API_PATHS, type BackendApi, type ForwardRequest } from "../turn.js";
 import type { SseFrame } from "./sse.js";
@@ -86,9 +86,10 @@ export async function forwardTurn(
       },
       body: JSON.stringify(body),
       signal,
-      ...(dispatcher ? { dispatcher } : {}),
+      // Node's own fetch takes undici's dispatchers (it is undici 6 inside)
+      ...(dispatcher ? ({ dispatcher } as RequestInit) : {}),
     });
-  let response: Awaited<ReturnType<typeof post>>;
+  let response: Response;
   try {
     try {
       response = await post();
