@@ -62,7 +62,10 @@ function defaultCpuVariant() {
       "-e",
       'import("./src/engine/native/native-addon.ts").then((m) => m.loadBackends({ gpuPlugins: [] }))',
     ],
-    { encoding: "utf8", env: { ...process.env, CONTINUUM_LLAMA_LOG: "info", CONTINUUM_GGML_CPU: "prebuilt" } },
+    {
+      encoding: "utf8",
+      env: { ...process.env, CONTINUUM_LLAMA_LOG: "info", CONTINUUM_GGML_CPU: "prebuilt" },
+    },
   );
   const loaded = /libggml-cpu-([\w-]+)\.so/.exec(`${probe.stdout}${probe.stderr}`);
   return loaded ? loaded[1] : null;

@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { haproxyMissing, type RemoteReplica, type RunningCluster, startCluster } from "./cluster.js";
 import type { FleetState } from "./fleet.js";
+import { runContinuum } from "./test-support/cluster-cli.js";
 import { FakeReplica } from "./test-support/fake-replica.js";
 
 const skip = haproxyMissing("haproxy") || false;
@@ -243,6 +244,48 @@ describe("continuum cluster when replicas fail (HAProxy, fake replicas)", { skip
       assert.equal(await cluster.stop(), false);
       assert.equal(await inFlight, null, "the request was cut");
     } finally {
+      await replica.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a supervisor killed outright (SIGKILL, no exit handler) takes its HAProxy with it: the port is free within seconds", async () => {
+    const replica = await FakeReplica.start("a");
+    const dir = await mkdtemp(join(tmpdir(), "continuum-cluster-killed-"));
+    const port = await freePort();
+    const cluster = runContinuum([
+      "cluster",
+      "--replicas",
+      "0",
+      "--replica",
+      replica.url,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--config-dir",
+      dir,
+    ]);
+    try {
+      await cluster.waitFor(/^ {2}fleet view: /, 60_000);
+      await until(
+        "the replica serves",
+        async () => (await chat(`http://127.0.0.1:${port}`, "p")).status === 200,
+        10_000,
+      );
+      // the supervisor alone, as the OOM killer or `kill -9 <pid>` would
+      process.kill(cluster.child.pid as number, "SIGKILL");
+      await until(
+        "nothing listens on the balancer's port",
+        () =>
+          fetch(`http://127.0.0.1:${port}/health`).then(
+            () => false,
+            () => true,
+          ),
+        5_000,
+      );
+    } finally {
+      cluster.kill();
       await replica.close();
       await rm(dir, { recursive: true, force: true });
     }

@@ -8,7 +8,7 @@
  * (it takes no new request and lets those in flight finish), then the replicas.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -270,6 +270,17 @@ function pipeLines(child: ChildProcess, prefix: string, log: (line: string) => v
 }
 
 /** SIGKILL to a child's whole process group (it leads one: spawned detached). */
+/** util-linux's setpriv, which asks the kernel to signal the command it runs when its parent dies; null if absent. */
+const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"].find((path) => existsSync(path)) ?? null;
+
+/**
+ * `command` run so that it is sent SIGTERM when this process dies however it dies (a SIGKILL, the OOM killer),
+ * where an exit handler never runs: HAProxy left behind would keep the balancer's port. Without setpriv, as it is.
+ */
+export function diesWithThisProcess(command: readonly string[]): string[] {
+  return SETPRIV === null ? [...command] : [SETPRIV, "--pdeathsig", "TERM", "--", ...command];
+}
+
 function killGroup(child: ChildProcess): void {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   try {
@@ -521,7 +532,8 @@ export async function startCluster(o: ClusterOptions): Promise<RunningCluster> {
     }),
   );
   // -db: foreground, logs to stderr; -W: master-worker, so SIGTERM stops it cleanly
-  const haproxy = spawn(o.haproxy, ["-W", "-db", "-f", configPath], {
+  const [haproxyCommand, ...haproxyArgs] = diesWithThisProcess([o.haproxy, "-W", "-db", "-f", configPath]);
+  const haproxy = spawn(haproxyCommand as string, haproxyArgs, {
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   });
