@@ -269,18 +269,19 @@ function pipeLines(child: ChildProcess, prefix: string, log: (line: string) => v
   }
 }
 
-/** SIGKILL to a child's whole process group (it leads one: spawned detached). */
-/** util-linux's setpriv, which asks the kernel to signal the command it runs when its parent dies; null if absent. */
+/** util-linux's setpriv, which has the kernel signal the command it runs when its parent dies; null if absent. */
 const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"].find((path) => existsSync(path)) ?? null;
 
 /**
- * `command` run so that it is sent SIGTERM when this process dies however it dies (a SIGKILL, the OOM killer),
- * where an exit handler never runs: HAProxy left behind would keep the balancer's port. Without setpriv, as it is.
+ * `command` run so that it is sent SIGTERM when this process dies however it dies (a SIGKILL, the OOM
+ * killer), where an exit handler never runs: HAProxy left behind would keep the balancer's port. Without
+ * setpriv, as it is.
  */
-export function diesWithThisProcess(command: readonly string[]): string[] {
+function diesWithThisProcess(command: readonly string[]): string[] {
   return SETPRIV === null ? [...command] : [SETPRIV, "--pdeathsig", "TERM", "--", ...command];
 }
 
+/** SIGKILL to a child's whole process group (it leads one: spawned detached). */
 function killGroup(child: ChildProcess): void {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   try {

@@ -290,8 +290,9 @@ export function loadBackends(opts: LoadBackendsOptions = {}): BackendsInfo {
 
 /**
  * The CPU backend to load: a prebuilt variant when one is named (ggml's pick of them for "prebuilt"), else
- * the native build when it is there and was built on this CPU against the engine's ggml-base (a mismatch is named: an error when "native" was
- * asked for, the reason in the description when it was only found), else ggml's pick of the prebuilt ones.
+ * the native build when it is there and was built on this CPU against the engine's ggml-base (a mismatch is
+ * named: an error when "native" was asked for, the reason in the description when it was only found), else
+ * ggml's pick of the prebuilt ones.
  */
 function chooseCpuBackend(requested: string | undefined, prebuiltDir: string | undefined): CpuBackendChoice {
   const prebuilt: CpuBackendChoice = {
