@@ -167,9 +167,10 @@ export class Gateway {
 
   private laneFor(backend: GatewayBackend, info: BackendInfo): BackendLane {
     const target = { name: backend.spec.name, url: backend.spec.url, modelId: info.modelId };
-    const maxNumSeqs = info.maxRunning ?? this.options.maxNumSeqs ?? DEFAULT_MAX_NUM_SEQS;
     let lane: BackendLane | null = null;
     const retention = this.retentionFor(backend, info, () => lane);
+    const maxNumSeqs =
+      (info.maxRunning ?? this.options.maxNumSeqs ?? DEFAULT_MAX_NUM_SEQS) + retention.turnsAhead;
     lane = new BackendLane({
       target,
       info,

@@ -152,6 +152,35 @@ describe("continuum gateway in front of llama.cpp's llama-server", { skip: llama
       await new Promise((resolve) => child.once("exit", resolve));
     });
   });
+
+  test("in front of a server of one slot, the next turn is sent ahead for llama-server to queue: every turn answered, later turns cached", async (t) => {
+    if ("skip" in binary) {
+      t.skip(binary.skip);
+      return;
+    }
+    const port = await freePort();
+    const argv = ["-m", await ensureBuiltinModel({ preset: "tiny" }), "-t", "1", "-c", "4096", "-np", "1"];
+    argv.push("--host", "127.0.0.1", "--port", String(port), "--cache-prompt", "--cache-ram", "64");
+    const server = await startServer(
+      "one-slot",
+      binary.path,
+      [...argv, "--no-webui", "--no-warmup"],
+      port,
+      dir,
+    );
+    servers.push(server);
+    const oneSlot = await startGateway([server.url]);
+    try {
+      const programs = new GatewayPrograms(oneSlot.url, PROGRAMS);
+      for (let turn = 0; turn < 3; turn++) await programs.turn(turn);
+      assertSticky(programs);
+      const metrics = await (await fetch(`${oneSlot.url}/metrics`)).text();
+      const ahead = metricValue(metrics, "continuum:gateway_turns_sent_ahead_total", "b1");
+      assert.ok(ahead > 0, `four programs at once on one slot: some turns were sent ahead (${ahead})`);
+    } finally {
+      await oneSlot.close();
+    }
+  });
 });
 
 async function post(

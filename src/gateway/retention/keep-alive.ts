@@ -39,6 +39,7 @@ export interface KeepAliveBackend {
 
 export class KeepAliveRetention implements Retention {
   readonly stats: MutableStats = { ...NO_RETENTION_STATS };
+  readonly turnsAhead = 0;
   /** KV tokens the backend allocated (computed prompt and output tokens) since the gateway started */
   private allocated = 0;
   private readonly lastTurns = new Map<string, LastTurn>();

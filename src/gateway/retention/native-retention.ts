@@ -12,6 +12,7 @@ export const PROGRAM_FIELDS = ["job_id", "program_id", "session_id", "session_pa
 
 export class NativeRetention implements Retention {
   readonly stats: RetentionStats = NO_RETENTION_STATS;
+  readonly turnsAhead = 0;
 
   async prepare(turn: GatewayTurn): Promise<Record<string, unknown>> {
     const fields: Record<string, unknown> = {};

@@ -16,6 +16,8 @@ export interface RetentionStats {
   readonly slotSaves: number;
   readonly slotRestores: number;
   readonly slotSaveFailures: number;
+  /** llama-server with one slot: turns sent while the slot still ran, for llama-server to queue */
+  readonly turnsSentAhead: number;
   /** vLLM / SGLang: keep-alive requests sent for pinned prefixes, and what they cost the backend */
   readonly keepAlives: number;
   readonly keepAlivePromptTokens: number;
@@ -35,6 +37,7 @@ export const NO_RETENTION_STATS: RetentionStats = {
   slotSaves: 0,
   slotRestores: 0,
   slotSaveFailures: 0,
+  turnsSentAhead: 0,
   keepAlives: 0,
   keepAlivePromptTokens: 0,
   keepAliveComputedTokens: 0,
@@ -55,6 +58,8 @@ export interface Retention {
   applyKvChanges(changes: KvChanges): void;
   /** Once a step: what is due by now (keep-alives). */
   tick(): void;
+  /** Turns the backend may be sent beyond those it runs at once, for it to queue and start as one ends. */
+  readonly turnsAhead: number;
   readonly stats: RetentionStats;
   close(): Promise<void>;
 }

@@ -76,4 +76,45 @@ describe("llama-server retention: slots", () => {
     d.end();
     assert.equal((await f).slot, 1, "the slot that stopped running is F's");
   });
+
+  it("on a backend of one slot, the next turn is sent ahead without a slot for llama-server to queue, one at a time, in arrival order", async () => {
+    const slots = new SlotRetention(`http://127.0.0.1:${await closedPort()}`, 1, () => {});
+    const sent: string[] = [];
+    const start = (program: string) => {
+      const turn = turnOf(program);
+      const fields = slots.prepare(turn, turn.requestId).then((f) => {
+        sent.push(program);
+        return f;
+      });
+      return { fields, end: () => slots.ended(turn, turn.requestId, tap(), true) };
+    };
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 10));
+    const a = start("A");
+    assert.deepEqual(await a.fields, { id_slot: 0, cache_prompt: true }, "an idle slot: sent with its id");
+    const b = start("B");
+    assert.deepEqual(
+      await b.fields,
+      { cache_prompt: true },
+      "the slot runs: B is sent ahead, without a slot",
+    );
+    const c = start("C");
+    await settle();
+    assert.deepEqual(sent, ["A", "B"], "one turn ahead at a time: C waits");
+    a.end();
+    assert.deepEqual(await c.fields, { cache_prompt: true }, "B took the slot as A ended: C goes ahead next");
+    const d = start("D");
+    await settle();
+    assert.deepEqual(sent, ["A", "B", "C"], "D waits behind C");
+    b.end();
+    assert.deepEqual(await d.fields, { cache_prompt: true }, "C took the slot as B ended: D goes ahead next");
+    c.end();
+    d.end();
+    const returning = start("D");
+    assert.deepEqual(
+      await returning.fields,
+      { id_slot: 0, cache_prompt: true },
+      "the slot idle: sent with its id",
+    );
+    assert.equal(slots.stats.slotHits, 1, "D's next turn found D's KV in the slot");
+  });
 });

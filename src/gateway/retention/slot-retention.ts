@@ -2,7 +2,8 @@
  * llama-server's retention: its slots. A program's turns go to the slot that holds its KV (`id_slot`), and a
  * pinned program keeps its slot: a new program takes a slot nobody pinned (an empty one first, then the one
  * idle longest), and a pinned slot only when every other slot is busy; with every slot busy, a turn waits for
- * one (every turn is sent with its slot). A pinned slot given away is saved first
+ * one (every turn is sent with its slot), except on a backend of one slot, where one turn is sent ahead for
+ * llama-server to queue (see `queueAhead`). A pinned slot given away is saved first
  * (`POST /slots/{id}?action=save`, llama-server's `--slot-save-path`: the disk tier) and restored into the
  * slot its program next gets (`action=restore`); without `--slot-save-path` (llama-server answers 501), KV
  * that left its slot survives only in llama-server's own `--cache-ram` prompt cache.
@@ -26,6 +27,8 @@ const SLOT_ACTION_TIMEOUT_MS = 60_000;
 
 export class SlotRetention implements Retention {
   readonly stats: MutableStats = { ...NO_RETENTION_STATS };
+  /** one on a backend of one slot (`queueAhead`), else none */
+  readonly turnsAhead: number;
   private readonly slots: Slot[];
   private readonly slotOfProgram = new Map<string, number>();
   private readonly slotOfRequest = new Map<string, number>();
@@ -35,12 +38,15 @@ export class SlotRetention implements Retention {
   private canSave = true;
   /** turns waiting for a slot to stop running, first come first served */
   private readonly slotFreed: (() => void)[] = [];
+  /** the turn sent ahead to a backend of one slot, which llama-server starts as the running one ends */
+  private queued: { requestId: string; program: string } | null = null;
 
   constructor(
     private readonly url: string,
     numSlots: number,
     private readonly log: (line: string) => void,
   ) {
+    this.turnsAhead = numSlots === 1 ? 1 : 0;
     this.slots = Array.from({ length: numSlots }, () => ({
       program: null,
       running: false,
@@ -51,38 +57,65 @@ export class SlotRetention implements Retention {
 
   async prepare(turn: GatewayTurn, requestId: string): Promise<Record<string, unknown>> {
     const program = programKey(turn, requestId);
+    if (this.slotFreed.length === 0 && this.queueAhead(program)) {
+      return this.sendAhead(program, requestId);
+    }
     const own = this.slotOfProgram.get(program);
     let index = own !== undefined && !this.slots[own]!.running ? own : this.pickSlot();
     // Every slot still runs: the scheduler let this turn start as another's reply reached its last token,
-    // before that reply's stream ended. Wait for the slot: sent without one, llama-server places the turn by
-    // itself, on a slot this table then hands to another program while the turn still runs there, and
-    // llama-server held both requests until their clients gave up (npm run compare, heavy load).
+    // before that reply's stream ended. Wait for the slot: sent without one to a backend of several slots,
+    // llama-server places the turn by itself, on a slot this table cannot know (its chat answers do not name
+    // the slot), and a turn sent later with that slot's id would have its prompt loaded into a running slot.
     while (index === null) {
       await new Promise<void>((resolve) => this.slotFreed.push(resolve));
+      // woken first in line: the slot is free, or a turn sent ahead has just taken it and this one is next
+      if (this.queueAhead(program)) return this.sendAhead(program, requestId);
       index = own !== undefined && !this.slots[own]!.running ? own : this.pickSlot();
     }
-    const slot = this.slots[index]!;
-    const displaced = slot.program !== null && slot.program !== program ? slot.program : null;
-    const displacedPinned = displaced !== null && slot.pinned;
-    if (index === own) this.stats.slotHits++;
-    slot.program = program;
-    slot.running = true;
-    slot.pinned = false;
-    this.slotOfProgram.set(program, index);
-    this.slotOfRequest.set(requestId, index);
-    if (displaced !== null) {
-      this.slotOfProgram.delete(displaced);
-      if (displacedPinned) {
-        this.stats.pinsDisplaced++;
-        await this.save(index, displaced);
-      }
-    }
+    const displacedPinned = this.occupy(index, program, requestId);
+    if (displacedPinned !== null) await this.save(index, displacedPinned);
     const file = index === own ? undefined : this.saved.get(program);
     if (file !== undefined) {
       this.saved.delete(program);
       await this.restore(index, file);
     }
     return { id_slot: index, cache_prompt: true };
+  }
+
+  /**
+   * Whether to send this turn now, without a slot, while the one slot still runs. llama-server defers it and
+   * starts it the moment the slot is released, having read, templated and tokenized it meanwhile; a turn
+   * held here for the slot to free pays those ~10 ms with the slot idle (docs/gateway.md, "What the gateway
+   * costs a turn"). Only where llama-server has one slot to put it on, one turn at a time, and not for a
+   * program whose KV waits on disk (a restore needs the slot idle). The KV the running turn leaves goes to
+   * llama-server's `--cache-ram`, never to the disk tier: the slot is not idle for a save in between.
+   */
+  private queueAhead(program: string): boolean {
+    return this.turnsAhead > 0 && this.slots[0]!.running && this.queued === null && !this.saved.has(program);
+  }
+
+  private sendAhead(program: string, requestId: string): Record<string, unknown> {
+    this.queued = { requestId, program };
+    this.stats.turnsSentAhead++;
+    return { cache_prompt: true };
+  }
+
+  /** Gives slot `index` to the program's turn; returns the program whose pin it displaced, if any. */
+  private occupy(index: number, program: string, requestId: string): string | null {
+    const slot = this.slots[index]!;
+    const displaced = slot.program !== null && slot.program !== program ? slot.program : null;
+    const displacedPinned = displaced !== null && slot.pinned;
+    if (this.slotOfProgram.get(program) === index) this.stats.slotHits++;
+    slot.program = program;
+    slot.running = true;
+    slot.pinned = false;
+    this.slotOfProgram.set(program, index);
+    this.slotOfRequest.set(requestId, index);
+    if (displaced === null) return null;
+    this.slotOfProgram.delete(displaced);
+    if (!displacedPinned) return null;
+    this.stats.pinsDisplaced++;
+    return displaced;
   }
 
   /** An empty slot, else the unpinned one idle longest, else the pinned one idle longest; null while all run. */
@@ -107,12 +140,25 @@ export class SlotRetention implements Retention {
   }
 
   ended(_turn: GatewayTurn, requestId: string, _tap: ReplyTap, _ok: boolean): void {
+    if (this.queued?.requestId === requestId) {
+      // answered before the running turn's end reached us (an error, or a client gone): it holds no slot,
+      // and the next turn in line may go ahead in its place
+      this.queued = null;
+      this.slotFreed.shift()?.();
+      return;
+    }
     const index = this.slotOfRequest.get(requestId);
     if (index === undefined) return;
     this.slotOfRequest.delete(requestId);
     const slot = this.slots[index]!;
     slot.running = false;
     slot.idleSinceMs = Date.now();
+    const queued = this.queued;
+    if (queued !== null) {
+      // llama-server has started it on this slot: the displaced pin's KV went to its --cache-ram
+      this.queued = null;
+      this.occupy(index, queued.program, queued.requestId);
+    }
     this.slotFreed.shift()?.();
   }
 

@@ -269,6 +269,13 @@ function laneFamilies(
     r.slotHits,
   );
   f.add(
+    "continuum:gateway_turns_sent_ahead_total",
+    "counter",
+    "llama-server with one slot: turns sent while the slot still ran, for llama-server to start next",
+    b,
+    r.turnsSentAhead,
+  );
+  f.add(
     "continuum:gateway_pins_displaced_total",
     "counter",
     "llama-server: pinned slots given to another program",
