@@ -382,6 +382,32 @@ describe("cachettl-adaptive:p90-pins", () => {
   });
 });
 
+describe("cachettl-adaptive:p90-where-recomputed", () => {
+  /** The TTL of program A's pin after one turn ending in pytest, durations 1-20 s seen; with or without a tier. */
+  function pinTtl(ttl: AdaptiveOptions["ttl"], tiers: TierConfig[]): number | undefined {
+    const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl });
+    const { scheduler, clock, log } = loggedScheduler(policy, { numBlocks: 20, tiers });
+    for (let i = 1; i <= 20; i++) scheduler.ttl.tools.record("pytest", i);
+    scheduler.ttl.queueing.observe(10);
+    addRequest(scheduler, "A0", 64, { programId: "A", toolHint: "pytest" });
+    step(scheduler, clock);
+    return log.ofKind("pinned").at(-1)?.ttlS;
+  }
+  const cpu: TierConfig = { name: "cpu", capacityBytes: 1 << 30, reloadBandwidthBps: 1e9 };
+
+  it("pins for the tool's p90 without a tier, where an expired pin's KV is recomputed", () => {
+    assert.equal(pinTtl("p90-where-recomputed", []), 18);
+    assert.notEqual(pinTtl("cachettl", []), 18, "eq. 2's TTL differs here, or the test shows nothing");
+  });
+
+  it("pins for eq. 2's TTL with a tier, where an expired pin's KV is reloaded", () => {
+    const eq2 = pinTtl("cachettl", [cpu]);
+    assert.ok(eq2 !== undefined && eq2 > 0, "eq. 2 pins here");
+    assert.equal(pinTtl("p90-where-recomputed", [cpu]), eq2);
+    assert.notEqual(eq2, 18);
+  });
+});
+
 describe("cachettl-adaptive: a turn that ends while its subagents run", () => {
   it("pins for the subagents' expected remaining time: the tool's p90 given how long they have run", () => {
     const { scheduler, clock, log } = loggedScheduler(p90Pins(), { numBlocks: 20 });

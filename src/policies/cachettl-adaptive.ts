@@ -46,9 +46,10 @@ export interface AdaptiveOptions {
   /**
    * pin for CacheTTL's cost-model TTL (eq. 2), until the tool's 90th-percentile duration, or until the
    * longest tool call seen (a pin then ends when its program returns or when memory is needed: pins are
-   * sacrificed before anything else, so holding one costs nothing while nobody waits for memory), or never
+   * sacrificed before anything else, so holding one costs nothing while nobody waits for memory), or never;
+   * or the p90 where an expired pin's KV is recomputed (no offload tier) and eq. 2 where it is reloaded
    */
-  readonly ttl: "cachettl" | "tool-p90" | "until-pressure" | "none";
+  readonly ttl: "cachettl" | "tool-p90" | "p90-where-recomputed" | "until-pressure" | "none";
   /**
    * waiting turns by their program's arrival (program-level FCFS), with bounded overtaking: a turn
    * ranks at max(program arrival, its own arrival - the longest tool call seen), so a returning turn goes
@@ -295,6 +296,19 @@ function reusablePrefixTokens(
   return blocks * blockSizeTokens;
 }
 
+/**
+ * `p90-where-recomputed`: a pin for the tool's p90 duration where KV whose pin expires is recomputed (no
+ * offload tier), CacheTTL's eq. 2 where it is reloaded from a tier (docs/simulator.md, "At the issue's
+ * programs, one seed").
+ */
+function effectiveTtl(
+  ttl: Exclude<AdaptiveOptions["ttl"], "none">,
+  ctx: PolicyContext,
+): "cachettl" | "tool-p90" | "until-pressure" {
+  if (ttl !== "p90-where-recomputed") return ttl;
+  return ctx.offloadTier === null ? "tool-p90" : "cachettl";
+}
+
 /** A reload of `tokens` from the offload tier over their recompute, at most 1 (1 without a tier). */
 function reloadOverRecompute(tokens: number, ctx: PolicyContext): number {
   if (ctx.offloadTier === null || tokens <= 0) return 1;
@@ -355,14 +369,20 @@ export function createCacheTtlAdaptivePolicy(
    * the last): eq. 2 over what is left (`cachettl`) or the p90 of it (`tool-p90`). Null when none runs, or
    * when the TTL model has no durations yet (its cold-start default stands).
    */
-  const subagentsTtlS = (program: Program, tool: string, benefitS: number, ctx: PolicyContext) => {
+  const subagentsTtlS = (
+    program: Program,
+    tool: string,
+    benefitS: number,
+    ttl: "cachettl" | "tool-p90",
+    ctx: PolicyContext,
+  ) => {
     const children = ctx.liveSubagents(program);
     if (children.length === 0 || ctx.ttl.tools.totalRecorded === 0) return null;
     const own = ctx.ttl.tools.forTool(tool);
     const durations = own && own.size >= MIN_TOOL_SAMPLES ? own : ctx.ttl.tools.global;
     const youngest = Math.max(...children.map((c) => c.firstArrivalS));
     const elapsedS = Math.max(0, ctx.nowS - youngest);
-    if (options.ttl === "cachettl") return durations.bestRemainingTtlS(elapsedS, benefitS);
+    if (ttl === "cachettl") return durations.bestRemainingTtlS(elapsedS, benefitS);
     const seen = durations.cdf(elapsedS);
     const p90 = durations.quantile(seen + PIN_QUANTILE * (1 - seen)) as number;
     // running longer than every duration seen: the tool's own p90, as if it had just started
@@ -391,20 +411,20 @@ export function createCacheTtlAdaptivePolicy(
       returns.turnEnded(request, program, ctx.nowS);
       if (congestion) observeTurn(congestion, request, program, ctx);
       if (options.ttl === "none") return FREE;
+      const ttl = effectiveTtl(options.ttl, ctx);
       const paper = ctx.ttl.decide({ tool, prefillReloadS: prefillReloadS(request.numComputedTokens, ctx) });
       // the paper's rule needs its durations: not before its cold start is over
       const waitingOnSubagents =
-        options.ttl === "cachettl" && paper.source === "default"
+        ttl === "cachettl" && paper.source === "default"
           ? null
-          : subagentsTtlS(program, tool, paper.benefitS, ctx);
-      if (options.ttl === "cachettl") {
+          : subagentsTtlS(program, tool, paper.benefitS, ttl === "cachettl" ? "cachettl" : "tool-p90", ctx);
+      if (ttl === "cachettl") {
         const pinS = waitingOnSubagents ?? paper.ttlS;
         return pinS > 0 ? { kind: "pin", ttlS: pinS } : FREE;
       }
       const ttlS =
-        (options.ttl === "until-pressure"
-          ? longestToolS(ctx)
-          : (waitingOnSubagents ?? toolP90S(tool, ctx))) ?? paper.ttlS;
+        (ttl === "until-pressure" ? longestToolS(ctx) : (waitingOnSubagents ?? toolP90S(tool, ctx))) ??
+        paper.ttlS;
       return ttlS > 0 ? { kind: "pin", ttlS } : FREE;
     },
     pinVictimRank: latestProgramFirst,

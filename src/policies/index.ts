@@ -66,6 +66,12 @@ const FACTORIES = {
     adaptiveVariant({ counts: "holding-memory" }, "holding-memory", "only programs holding KV now count"),
   "cachettl-adaptive:p90-pins": () =>
     adaptiveVariant({ ttl: "tool-p90" }, "p90-pins", "pins last the tool's p90 duration"),
+  "cachettl-adaptive:p90-where-recomputed": () =>
+    adaptiveVariant(
+      { ttl: "p90-where-recomputed" },
+      "p90-where-recomputed",
+      "pins last the tool's p90 duration without an offload tier (an expired pin is recomputed), eq. 2's TTL with one (it is reloaded)",
+    ),
   "cachettl-adaptive:pin-until-pressure": () =>
     adaptiveVariant(
       { ttl: "until-pressure" },

@@ -36,12 +36,13 @@ describe("continuum leave-one-out", () => {
         ["web-agent", "no tier"],
       ],
     );
-    for (const c of cases) assert.ok(c.sustainable.vllm > 0 && c.sustainable.thunderagent > 0, c.family);
+    for (const c of cases)
+      assert.ok(c.sustainable.vllm > 0 && c.sustainable.thunderagent > 0 && c.sustainable.mori > 0, c.family);
     assert.deepEqual(readdirSync(dir).sort(), ["bfcl-0gb.json", "web-agent-0gb.json"]);
 
     const more = await runContinuum(args("cachettl-adaptive,cachettl-adaptive:no-admission"));
     assert.equal(more.code, 0, more.stderr);
-    assert.match(more.stderr, /bfcl, no tier: 4 policies read from/);
+    assert.match(more.stderr, /bfcl, no tier: 5 policies read from/);
     const widened = JSON.parse(more.stdout);
     for (const [i, c] of widened.cases.entries()) {
       assert.equal(c.sustainable["cachettl-adaptive"], cases[i].sustainable["cachettl-adaptive"]);

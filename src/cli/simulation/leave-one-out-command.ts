@@ -234,7 +234,7 @@ export function leaveOneOutCommand(): Command {
     )
     .option("--tiers <list>", "CPU RAM tier per case, GiB (0: none)", tierList, [0, 200])
     .option("--candidates <list>", "the policies a choice is made among", nameList, ["cachettl-adaptive"])
-    .option("--peers <list>", "the policies to lead", nameList, ["thunderagent", "concur"])
+    .option("--peers <list>", "the policies to lead", nameList, ["thunderagent", "concur", "mori"])
     .option("--programs <n>", "programs per run", positiveInt, 500)
     .option("--seeds <k>", "seeds per run (seed, seed+1, ...)", positiveInt, 3)
     .option("--seed <n>", "first seed", (v) => Number.parseInt(v, 10), 1)
