@@ -42,7 +42,8 @@ const A_RETURN = { programId: "A", isLastStep: true, sequence: [...A_CONTEXT, ..
  * (the queueing CacheTTL has observed makes its TTL ~2.3 s) unless `pinA` is false (then nothing is known
  * and it is not pinned); R is running. Then B's first turn arrives: its 64 tokens fit beside R once A's
  * pin is given up, but A, R and B together do not. B may take A's pin here (`sacrifice: "any"`) unless the
- * change says otherwise, so these scenarios show what admission alone decides.
+ * change says otherwise, so these scenarios show what admission alone decides. A's pin follows eq. 2 (`ttl:
+ * "cachettl"`), whose TTL the queueing observed sets, with or without a tier.
  */
 function crowdedScheduler(
   change: Partial<AdaptiveOptions> = {},
@@ -50,7 +51,7 @@ function crowdedScheduler(
   history: (scheduler: Scheduler, clock: VirtualClock) => void = () => {},
   tiers: TierConfig[] = [],
 ) {
-  const options: AdaptiveOptions = { ...ADAPTIVE_DEFAULTS, sacrifice: "any", ...change };
+  const options: AdaptiveOptions = { ...ADAPTIVE_DEFAULTS, sacrifice: "any", ttl: "cachettl", ...change };
   const logged = loggedScheduler(createCacheTtlAdaptivePolicy(options), {
     numBlocks: NUM_BLOCKS,
     tiers,
@@ -382,7 +383,7 @@ describe("cachettl-adaptive:p90-pins", () => {
   });
 });
 
-describe("cachettl-adaptive:p90-where-recomputed", () => {
+describe("cachettl-adaptive's pins: the tool's p90 where an expired pin is recomputed, eq. 2 where it is reloaded", () => {
   /** The TTL of program A's pin after one turn ending in pytest, durations 1-20 s seen; with or without a tier. */
   function pinTtl(ttl: AdaptiveOptions["ttl"], tiers: TierConfig[]): number | undefined {
     const policy = createCacheTtlAdaptivePolicy({ ...ADAPTIVE_DEFAULTS, ttl });

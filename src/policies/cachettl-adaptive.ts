@@ -7,9 +7,11 @@ import { prefillReloadS } from "./context-cost.js";
 import { latestProgramFirst, pinnedThenProgramFcfs, programFcfs } from "./priorities.js";
 
 /**
- * cachettl-adaptive: CacheTTL (program-level FCFS, cost-model TTL pins, pins sacrificed before anything
- * else under memory pressure; a pinned program's turn waits in program order, not first as in the paper,
- * since here a waiting turn's pin never runs out) plus working-set admission, and two rules for who waits
+ * cachettl-adaptive: CacheTTL (program-level FCFS, pins sacrificed before anything else under memory
+ * pressure; a pinned program's turn waits in program order, not first as in the paper, since here a waiting
+ * turn's pin never runs out; a pin lasts the cost model's eq. 2 TTL where an expired pin's KV would be
+ * reloaded from an offload tier, and the tool's 90th-percentile duration where it would be recomputed, which
+ * leave-one-workload-out chose: docs/simulator.md) plus working-set admission, and two rules for who waits
  * when memory runs short: a later program waits rather than take an earlier program's pin while other
  * turns run, and a turn starts once its whole prompt fits, so it never runs out of memory halfway through
  * its prefill and preempts another (each would otherwise cost somebody a recompute of a whole context).
@@ -107,7 +109,7 @@ export interface Clairvoyance {
 export const ADAPTIVE_DEFAULTS: AdaptiveOptions = {
   admission: "lifetime-mean",
   counts: "duty-weighted",
-  ttl: "cachettl",
+  ttl: "p90-where-recomputed",
   order: "program-fcfs",
   pinned: "in-order",
   sacrifice: "later-programs",
@@ -316,7 +318,7 @@ function reloadOverRecompute(tokens: number, ctx: PolicyContext): number {
 }
 
 const DESCRIPTION =
-  "ours: CacheTTL with pinned programs' turns in program order + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits";
+  "ours: CacheTTL with pinned programs' turns in program order, pins for the tool's p90 where expiry means a recompute (no offload tier) + a new program starts only while the started programs fit at the memory they are expected to hold; a later program waits for memory instead of taking an earlier one's pin; a turn starts once its whole prompt fits";
 
 export function createCacheTtlAdaptivePolicy(
   options: AdaptiveOptions = ADAPTIVE_DEFAULTS,

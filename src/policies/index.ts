@@ -66,11 +66,11 @@ const FACTORIES = {
     adaptiveVariant({ counts: "holding-memory" }, "holding-memory", "only programs holding KV now count"),
   "cachettl-adaptive:p90-pins": () =>
     adaptiveVariant({ ttl: "tool-p90" }, "p90-pins", "pins last the tool's p90 duration"),
-  "cachettl-adaptive:p90-where-recomputed": () =>
+  "cachettl-adaptive:eq2-pins": () =>
     adaptiveVariant(
-      { ttl: "p90-where-recomputed" },
-      "p90-where-recomputed",
-      "pins last the tool's p90 duration without an offload tier (an expired pin is recomputed), eq. 2's TTL with one (it is reloaded)",
+      { ttl: "cachettl" },
+      "eq2-pins",
+      "pins last CacheTTL's eq. 2 TTL with or without an offload tier (the rule before: the default pins for the tool's p90 without one)",
     ),
   "cachettl-adaptive:pin-until-pressure": () =>
     adaptiveVariant(
