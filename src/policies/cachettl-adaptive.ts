@@ -368,14 +368,14 @@ export function createCacheTtlAdaptivePolicy(
   /**
    * A turn that ends while subagents it spawned run waits on them: the pin is priced from their expected
    * remaining time, the tool's durations given how long the youngest of them has run (the parent waits for
-   * the last): eq. 2 over what is left (`cachettl`) or the p90 of it (`tool-p90`). Null when none runs, or
+   * the last): eq. 2 over what is left (`cachettl`) or the p90 of it (the other rules). Null when none runs, or
    * when the TTL model has no durations yet (its cold-start default stands).
    */
   const subagentsTtlS = (
     program: Program,
     tool: string,
     benefitS: number,
-    ttl: "cachettl" | "tool-p90",
+    ttl: ReturnType<typeof effectiveTtl>,
     ctx: PolicyContext,
   ) => {
     const children = ctx.liveSubagents(program);
@@ -419,7 +419,7 @@ export function createCacheTtlAdaptivePolicy(
       const waitingOnSubagents =
         ttl === "cachettl" && paper.source === "default"
           ? null
-          : subagentsTtlS(program, tool, paper.benefitS, ttl === "cachettl" ? "cachettl" : "tool-p90", ctx);
+          : subagentsTtlS(program, tool, paper.benefitS, ttl, ctx);
       if (ttl === "cachettl") {
         const pinS = waitingOnSubagents ?? paper.ttlS;
         return pinS > 0 ? { kind: "pin", ttlS: pinS } : FREE;
